@@ -1,0 +1,23 @@
+"""Errors the user can act on: each carries the one-line message and the CLI exit code."""
+
+EXIT_OK = 0
+EXIT_FAIL = 1  # a check or verification ran and found a problem
+EXIT_USAGE = 2  # bad input: missing/unreadable model, bad flag, bad spec, unbound dim
+
+
+class RooflineError(Exception):
+    """A problem with the user's input, reported as one line without a traceback."""
+
+    exit_code = EXIT_USAGE
+
+
+class ModelLoadError(RooflineError):
+    """The model file is missing, unreadable, or not a valid ONNX model."""
+
+
+class HardwareSpecError(RooflineError):
+    """Unknown hardware name, or a spec file that is malformed."""
+
+
+class DimensionError(RooflineError):
+    """A malformed --dim/--input, or a symbolic dimension left unbound that blocks a cost."""
