@@ -1,0 +1,69 @@
+"""GPT-2 small (124 M) from transformers with seeded random weights, as prefill and decode graphs.
+
+transformers 5.x passes the KV cache as a ``DynamicCache`` object, which no exporter can take as
+a graph input.  The wrappers below take and return plain tensors (``past.{i}.key`` ... in,
+``logits`` and ``present.{i}.key`` ... out) and build the cache inside ``forward``, so the exported
+signature is stable across transformers versions.  No attention mask is an input: every sequence
+is unpadded, which is what a roofline needs (the mask changes no FLOP count that matters).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from transformers import DynamicCache, GPT2Config, GPT2LMHeadModel
+
+from exporters.randomize import randomize_
+from exporters.torch_export import export_module
+
+GPT2_PARAMS = 124_439_808  # GPT-2 small, lm_head tied to wte and counted once
+LAYERS, HEADS, HEAD_DIM, VOCAB = 12, 12, 64, 50257
+
+
+def build_gpt2(seed: int = 0) -> GPT2LMHeadModel:
+    """``GPT2LMHeadModel(GPT2Config())`` in eval mode, every parameter drawn from ``seed``."""
+    model = GPT2LMHeadModel(GPT2Config())
+    return randomize_(model, seed).eval()
+
+
+def _presents(cache: DynamicCache) -> list[torch.Tensor]:
+    """The cache flattened as [layer0.key, layer0.value, layer1.key, ...]."""
+    return [t for layer in cache.layers for t in (layer.keys, layer.values)]
+
+
+class GPT2Prefill(nn.Module):
+    """``input_ids [batch, sequence]`` -> ``logits``, then ``present.{i}.key/value`` per layer."""
+
+    def __init__(self, model: GPT2LMHeadModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids, cache=cache, use_cache=True)
+        return (out.logits, *_presents(out.cache))
+
+
+class GPT2Decode(nn.Module):
+    """``input_ids [batch, 1]`` and ``past.{i}.key/value [batch, 12, past_sequence, 64]`` ->
+    ``logits`` and presents of length ``past_sequence + 1``.  Position ids come from the past length."""
+
+    def __init__(self, model: GPT2LMHeadModel):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, *past: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        pairs = [(past[2 * i], past[2 * i + 1]) for i in range(len(past) // 2)]
+        cache = DynamicCache(pairs, config=self.model.config)
+        out = self.model(input_ids, cache=cache, use_cache=True)
+        return (out.logits, *_presents(out.cache))
+
+
+def present_names(layers: int = LAYERS) -> list[str]:
+    return [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+
+
+def past_names(layers: int = LAYERS) -> list[str]:
+    return [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]

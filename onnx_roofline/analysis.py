@@ -1,0 +1,170 @@
+"""The analysis walk: load → bind dims → infer shapes → cost every node → place it on the roofline."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+
+from onnx_roofline import rules
+from onnx_roofline.costs import Cost
+from onnx_roofline.dims import bind, symbolic_dims
+from onnx_roofline.errors import DimensionError
+from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
+from onnx_roofline.loader import load_model, opsets
+from onnx_roofline.report.model import (
+    OK,
+    RULE_ERROR,
+    UNKNOWN_SHAPE,
+    UNSUPPORTED,
+    ModelInfo,
+    NodeResult,
+    Report,
+)
+from onnx_roofline.roofline import place
+from onnx_roofline.rules.context import OpNode
+from onnx_roofline.shapes import constant_array, constant_table, infer
+from onnx_roofline.tensors import TensorInfo
+
+
+def analyze(
+    model: str | os.PathLike | onnx.ModelProto,
+    hw: str | Hardware = "h100",
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    partial: bool = False,
+) -> Report:
+    """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
+
+    Raises DimensionError when a symbolic dim left unbound blocks a cost, unless `partial`."""
+    hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+    proto = load_model(model)
+    dims = dict(dims or {})
+    dim_uses = symbolic_dims(proto.graph)
+    bind(proto, dims, input_shapes)
+    shapes = infer(proto)
+    walk = _Walk(shapes.values, constant_table(proto.graph), opsets(proto), hardware)
+    nodes = tuple(walk.cost(index, node) for index, node in enumerate(proto.graph.node))
+    unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
+    if unbound and not partial:
+        _raise_if_blocked(nodes, unbound)
+    info = ModelInfo(
+        path=None if isinstance(model, onnx.ModelProto) else str(model),
+        node_count=len(proto.graph.node),
+        opsets=opsets(proto),
+        dims=dims,
+        parameters=sum(int(np.prod(t.dims)) for t in proto.graph.initializer),
+        shape_inference=shapes.method,
+    )
+    return Report(info, hardware, nodes)
+
+
+def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None) -> bool:
+    return bool(input_shapes) and all(name in input_shapes for name in uses)
+
+
+class _Walk:
+    """Costs nodes against one graph's value table; holds the lookups the per-node step needs."""
+
+    def __init__(self, values, constants, opset_versions, hardware: Hardware):
+        self.values: dict[str, TensorInfo] = values
+        self.constants = constants
+        self.initializers = {name for name, source in constants.items() if isinstance(source, onnx.TensorProto)}
+        self.opsets: dict[str, int] = opset_versions
+        self.hardware = hardware
+        self._arrays: dict[str, np.ndarray | None] = {}
+
+    def constant(self, name: str) -> np.ndarray | None:
+        if name not in self._arrays:
+            source = self.constants.get(name)
+            self._arrays[name] = None if source is None else constant_array(source)
+        return self._arrays[name]
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        if not name:
+            return None
+        return self.values.get(name) or TensorInfo(name, None, None)
+
+    def cost(self, index: int, node: onnx.NodeProto) -> NodeResult:
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        inputs = tuple(self.tensor(n) for n in node.input)
+        outputs = tuple(self.tensor(n) for n in node.output)
+        base = dict(
+            index=index,
+            name=node.name or f"{node.op_type}_{index}",
+            op_type=node.op_type,
+            domain=domain,
+            inputs=inputs,
+            outputs=outputs,
+        )
+        rule = rules.lookup(domain, node.op_type, self.opsets.get(domain))
+        if rule is None:
+            return NodeResult(**base, status=UNSUPPORTED, reason=f"no cost rule for {_qualified(domain, node.op_type)}")
+        unknown = [t for t in (*inputs, *outputs) if t is not None and not t.is_known]
+        if unknown:
+            return NodeResult(**base, status=UNKNOWN_SHAPE, reason=_unknown_reason(unknown))
+        op = OpNode(node, self.opsets.get(domain), inputs, outputs, self.constant)
+        try:
+            cost = rule.formula(op)
+        except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
+            return NodeResult(**base, status=RULE_ERROR, reason=f"{node.op_type}: {exc}")
+        cost = Cost(
+            cost.flops,
+            cost.transcendentals,
+            op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
+            op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+        )
+        dtype = dtype_class(_compute_dtype(rule.compute_dtype, op))
+        peak, unit, dtype = self.hardware.peak(rule.unit, dtype)
+        placement = place(cost.flops, cost.bytes, peak, self.hardware.memory_bandwidth)
+        parameters = sum({t.name: t.numel for t in op.present_inputs if t.name in self.initializers}.values())
+        return NodeResult(
+            **base, status=OK, cost=cost, parameters=parameters, unit=unit, dtype=dtype, peak=peak, placement=placement
+        )
+
+
+def _compute_dtype(choice: int | str, op: OpNode) -> str | None:
+    if isinstance(choice, str):
+        return choice
+    source = op.input(choice) or op.output(0)
+    return source.dtype if source is not None else None
+
+
+def _qualified(domain: str, op_type: str) -> str:
+    return f"{domain}::{op_type}" if domain else op_type
+
+
+def _unknown_reason(tensors: list[TensorInfo]) -> str:
+    shown = ", ".join(f"{t.name!r} {_shape_text(t)}" for t in tensors[:3])
+    more = f" and {len(tensors) - 3} more" if len(tensors) > 3 else ""
+    return f"shape not fully known: {shown}{more}"
+
+
+def _shape_text(tensor: TensorInfo) -> str:
+    if tensor.shape is None:
+        return "[rank unknown]"
+    return "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]" + ("" if tensor.dtype else " dtype?")
+
+
+def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]]) -> None:
+    """An unbound dim that leaves a node uncostable is an error naming the dim and its inputs."""
+    blocked = {
+        dim
+        for node in nodes
+        if node.status == UNKNOWN_SHAPE
+        for tensor in (*node.inputs, *node.outputs)
+        if tensor is not None and tensor.shape is not None
+        for dim in tensor.shape
+        if isinstance(dim, str) and dim in unbound
+    }
+    if not blocked and any(node.status == UNKNOWN_SHAPE for node in nodes):
+        blocked = set(unbound)  # symbols were renamed or lost downstream: every unbound dim may be to blame
+    if blocked:
+        dim = sorted(blocked)[0]
+        others = "" if len(blocked) == 1 else f" (also unbound: {', '.join(sorted(blocked - {dim}))})"
+        raise DimensionError(
+            f"dimension {dim!r} is unbound (used by input {', '.join(repr(u) for u in unbound[dim])}){others}: "
+            f"bind it with --dim {dim}=N, or pass --partial to report the nodes it blocks as unknown"
+        )

@@ -1,0 +1,37 @@
+"""The cost of one node: FLOPs, transcendentals and bytes moved."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a rule returns. FLOPs count a multiply-add as 2; transcendentals (exp, log, tanh, erf,
+    sqrt, ...) are their own column. A bytes field left as None takes the framework default
+    (each distinct input read once, each output written once); a rule sets it only where the op
+    touches part of a tensor (Gather, Slice) or none of it (views)."""
+
+    flops: int = 0
+    transcendentals: int = 0
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written  # type: ignore[operator]
+
+    def __add__(self, other: Cost) -> Cost:
+        """Sum of two resolved costs (subgraph bodies, fused groups)."""
+        for cost in (self, other):
+            if cost.bytes_read is None or cost.bytes_written is None:
+                raise ValueError("only costs with resolved bytes can be added")
+        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost)))
+
+    def __mul__(self, times: int) -> Cost:
+        """A cost repeated (a loop body run `times` times)."""
+        return Cost(*(None if getattr(self, f.name) is None else getattr(self, f.name) * times for f in fields(Cost)))
+
+
+VIEW = Cost(bytes_read=0, bytes_written=0)
+"""A pure view (Reshape, Squeeze, Identity, ...): no arithmetic, no data moved."""

@@ -1,0 +1,180 @@
+"""The report: per-node results and model totals, and its JSON form (schema_version 1, DESIGN.md)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from onnx_roofline.costs import Cost
+from onnx_roofline.hardware import Hardware
+from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
+from onnx_roofline.tensors import TensorInfo
+
+SCHEMA_VERSION = 1
+
+OK = "ok"
+UNSUPPORTED = "unsupported"  # no cost rule for the op
+UNKNOWN_SHAPE = "unknown-shape"  # an input or output shape is not fully known
+RULE_ERROR = "rule-error"  # the rule could not cost this instance (reason says why)
+
+
+@dataclass(frozen=True)
+class NodeResult:
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    inputs: tuple[TensorInfo | None, ...]
+    outputs: tuple[TensorInfo | None, ...]
+    status: str
+    reason: str | None = None
+    cost: Cost | None = None
+    parameters: int | None = None  # elements of the weights (initializers) the node reads
+    unit: str | None = None
+    dtype: str | None = None  # dtype class whose peak applies (fp16, int8, ...)
+    peak: float | None = None
+    placement: Placement | None = None
+
+    @property
+    def bound(self) -> str:
+        return self.placement.bound if self.placement else UNKNOWN
+
+    @property
+    def time_s(self) -> float | None:
+        return self.placement.time_s if self.placement else None
+
+    def to_dict(self) -> dict[str, Any]:
+        cost, place = self.cost, self.placement
+        return {
+            "index": self.index,
+            "name": self.name,
+            "op_type": self.op_type,
+            "domain": self.domain,
+            "inputs": [_tensor_dict(t) for t in self.inputs],
+            "outputs": [_tensor_dict(t) for t in self.outputs],
+            "flops": cost.flops if cost else None,
+            "transcendentals": cost.transcendentals if cost else None,
+            "bytes_read": cost.bytes_read if cost else None,
+            "bytes_written": cost.bytes_written if cost else None,
+            "bytes": cost.bytes if cost else None,
+            "parameters": self.parameters,
+            "intensity": place.intensity if place else None,
+            "unit": self.unit,
+            "dtype": self.dtype,
+            "peak": self.peak,
+            "ridge": place.ridge if place else None,
+            "bound": self.bound,
+            "time_s": place.time_s if place else None,
+            "compute_time_s": place.compute_time_s if place else None,
+            "memory_time_s": place.memory_time_s if place else None,
+            "status": self.status,
+            "reason": self.reason,
+        }
+
+
+def _tensor_dict(tensor: TensorInfo | None) -> dict[str, Any] | None:
+    return tensor.to_dict() if tensor is not None else None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str | None
+    node_count: int
+    opsets: dict[str, int]
+    dims: dict[str, int]
+    parameters: int  # elements of all distinct initializers
+    shape_inference: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "node_count": self.node_count,
+            "opsets": dict(sorted(self.opsets.items())),
+            "dims": dict(sorted(self.dims.items())),
+            "parameters": self.parameters,
+            "shape_inference": self.shape_inference,
+        }
+
+
+@dataclass(frozen=True)
+class Totals:
+    flops: int
+    transcendentals: int
+    bytes_read: int
+    bytes_written: int
+    time_s: float
+    memory_bound_time_s: float
+    costed_nodes: int
+    uncosted_nodes: int
+
+    @property
+    def bytes(self) -> int:
+        return self.bytes_read + self.bytes_written
+
+    @property
+    def memory_bound_time_share(self) -> float | None:
+        return self.memory_bound_time_s / self.time_s if self.time_s else None
+
+    @property
+    def intensity(self) -> float | None:
+        return self.flops / self.bytes if self.bytes else None
+
+    @classmethod
+    def over(cls, nodes: tuple[NodeResult, ...] | list[NodeResult]) -> Totals:
+        costed = [n for n in nodes if n.cost is not None and n.placement is not None]
+        return cls(
+            flops=sum(n.cost.flops for n in costed),
+            transcendentals=sum(n.cost.transcendentals for n in costed),
+            bytes_read=sum(n.cost.bytes_read for n in costed),
+            bytes_written=sum(n.cost.bytes_written for n in costed),
+            time_s=sum(n.placement.time_s for n in costed),
+            memory_bound_time_s=sum(n.placement.time_s for n in costed if n.placement.bound == MEMORY),
+            costed_nodes=len(costed),
+            uncosted_nodes=len(nodes) - len(costed),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "flops": self.flops,
+            "transcendentals": self.transcendentals,
+            "bytes_read": self.bytes_read,
+            "bytes_written": self.bytes_written,
+            "bytes": self.bytes,
+            "intensity": self.intensity,
+            "time_s": self.time_s,
+            "memory_bound_time_share": self.memory_bound_time_share,
+            "costed_nodes": self.costed_nodes,
+            "uncosted_nodes": self.uncosted_nodes,
+        }
+
+
+@dataclass(frozen=True)
+class Report:
+    model: ModelInfo
+    hardware: Hardware
+    nodes: tuple[NodeResult, ...]
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.over(self.nodes)
+
+    @property
+    def unsupported(self) -> dict[str, int]:
+        """Nodes whose cost is unknown, by op type (never counted as zero in the totals)."""
+        return dict(sorted(Counter(n.op_type for n in self.nodes if n.status != OK).items()))
+
+    @property
+    def status_counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(n.status for n in self.nodes).items()))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model.to_dict(),
+            "hardware": self.hardware.to_dict(),
+            "nodes": [n.to_dict() for n in self.nodes],
+            "totals": self.totals.to_dict(),
+            "unsupported": self.unsupported,
+            "status_counts": self.status_counts,
+        }

@@ -1,0 +1,81 @@
+"""The view of one node that a cost rule sees: typed inputs/outputs, attributes with the schema's
+defaults filled in (as ONNX's reference evaluator passes them), and constant input values."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from onnx_roofline.tensors import TensorInfo
+
+
+@functools.lru_cache(maxsize=None)
+def schema_defaults(op_type: str, domain: str, opset: int | None) -> Mapping[str, Any]:
+    """Attribute defaults from the ONNX schema in force at `opset` (empty for ops ONNX doesn't define)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset if opset is not None else onnx.defs.onnx_opset_version(), domain)
+    except onnx.defs.SchemaError:
+        return {}
+    return {
+        name: helper.get_attribute_value(attr.default_value)
+        for name, attr in schema.attributes.items()
+        if attr.default_value.type != onnx.AttributeProto.UNDEFINED
+    }
+
+
+@dataclass(frozen=True)
+class OpNode:
+    """One node as its cost rule sees it. `inputs`/`outputs` hold None for absent optional slots."""
+
+    proto: onnx.NodeProto
+    opset: int | None
+    inputs: Sequence[TensorInfo | None]
+    outputs: Sequence[TensorInfo | None]
+    constant: Callable[[str], np.ndarray | None] = field(repr=False)
+
+    @property
+    def op_type(self) -> str:
+        return self.proto.op_type
+
+    @property
+    def domain(self) -> str:
+        return self.proto.domain
+
+    @functools.cached_property
+    def attrs(self) -> Mapping[str, Any]:
+        values = dict(schema_defaults(self.op_type, self.domain, self.opset))
+        values.update((attr.name, helper.get_attribute_value(attr)) for attr in self.proto.attribute)
+        return values
+
+    def input(self, index: int) -> TensorInfo | None:
+        """Input `index`, or None when the slot is absent or beyond the node's inputs."""
+        return self.inputs[index] if index < len(self.inputs) else None
+
+    def output(self, index: int) -> TensorInfo | None:
+        return self.outputs[index] if index < len(self.outputs) else None
+
+    def input_value(self, index: int) -> np.ndarray | None:
+        """The constant value feeding input `index` (initializer with inline data or Constant node), else None."""
+        tensor = self.input(index)
+        return None if tensor is None else self.constant(tensor.name)
+
+    @property
+    def present_inputs(self) -> list[TensorInfo]:
+        return [t for t in self.inputs if t is not None]
+
+    @property
+    def present_outputs(self) -> list[TensorInfo]:
+        return [t for t in self.outputs if t is not None]
+
+    def distinct_input_bytes(self) -> int:
+        """Bytes of every distinct input tensor, read once each (the framework default)."""
+        return sum({t.name: t.nbytes for t in self.present_inputs}.values())
+
+    def output_bytes(self) -> int:
+        return sum(t.nbytes for t in self.present_outputs)

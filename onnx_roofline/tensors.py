@@ -1,0 +1,91 @@
+"""What the analysis knows about a tensor: name, shape (ints, symbolic names or unknowns) and dtype."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from onnx import TensorProto
+
+# ONNX element types by the names the report uses, with their width in bits (sub-byte types by bits).
+_DTYPES: dict[int, tuple[str, int]] = {
+    TensorProto.FLOAT: ("float32", 32),
+    TensorProto.UINT8: ("uint8", 8),
+    TensorProto.INT8: ("int8", 8),
+    TensorProto.UINT16: ("uint16", 16),
+    TensorProto.INT16: ("int16", 16),
+    TensorProto.INT32: ("int32", 32),
+    TensorProto.INT64: ("int64", 64),
+    TensorProto.STRING: ("string", 0),
+    TensorProto.BOOL: ("bool", 8),
+    TensorProto.FLOAT16: ("float16", 16),
+    TensorProto.DOUBLE: ("float64", 64),
+    TensorProto.UINT32: ("uint32", 32),
+    TensorProto.UINT64: ("uint64", 64),
+    TensorProto.COMPLEX64: ("complex64", 64),
+    TensorProto.COMPLEX128: ("complex128", 128),
+    TensorProto.BFLOAT16: ("bfloat16", 16),
+    TensorProto.FLOAT8E4M3FN: ("float8e4m3fn", 8),
+    TensorProto.FLOAT8E4M3FNUZ: ("float8e4m3fnuz", 8),
+    TensorProto.FLOAT8E5M2: ("float8e5m2", 8),
+    TensorProto.FLOAT8E5M2FNUZ: ("float8e5m2fnuz", 8),
+    TensorProto.UINT4: ("uint4", 4),
+    TensorProto.INT4: ("int4", 4),
+}
+for _name, _bits in (("FLOAT4E2M1", 4), ("FLOAT8E8M0", 8), ("UINT2", 2), ("INT2", 2)):
+    if hasattr(TensorProto, _name):  # newer onnx releases only
+        _DTYPES[getattr(TensorProto, _name)] = (_name.lower(), _bits)
+
+DTYPE_BITS: dict[str, int] = dict(_DTYPES.values())
+
+Dim = int | str | None
+"""An int when known, the symbol's name when symbolic, None when unknown."""
+
+
+def dtype_name(elem_type: int) -> str | None:
+    """The report's name for an ONNX element type (None for UNDEFINED)."""
+    entry = _DTYPES.get(elem_type)
+    return entry[0] if entry else None
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    shape: tuple[Dim, ...] | None  # None: not even the rank is known
+    dtype: str | None
+
+    @property
+    def is_known(self) -> bool:
+        """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
+        return self.shape is not None and self.dtype is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def rank(self) -> int:
+        if self.shape is None:
+            raise ValueError(f"rank of {self.name!r} is unknown")
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        if not self.is_known:
+            raise ValueError(f"shape of {self.name!r} is not fully known: {self.shape}")
+        return math.prod(self.shape)  # type: ignore[arg-type]
+
+    @property
+    def bits(self) -> int:
+        if self.dtype is None:
+            raise ValueError(f"dtype of {self.name!r} is unknown")
+        return DTYPE_BITS[self.dtype]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
+        return (self.numel * self.bits + 7) // 8
+
+    def unknown_dims(self) -> list[Dim]:
+        if self.shape is None:
+            return [None]
+        return [d for d in self.shape if not isinstance(d, int)]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
