@@ -45,7 +45,8 @@ def analyze(
     dim_uses = symbolic_dims(proto.graph)
     bind(proto, dims, input_shapes)
     shapes = infer(proto)
-    walk = _Walk(shapes.values, constant_table(proto.graph), opsets(proto), hardware)
+    initializers = {t.name for t in proto.graph.initializer}
+    walk = _Walk(shapes.values, constant_table(proto.graph), initializers, opsets(proto), hardware)
     nodes = tuple(walk.cost(index, node) for index, node in enumerate(proto.graph.node))
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -68,10 +69,10 @@ def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None
 class _Walk:
     """Costs nodes against one graph's value table; holds the lookups the per-node step needs."""
 
-    def __init__(self, values, constants, opset_versions, hardware: Hardware):
+    def __init__(self, values, constants, initializers: set[str], opset_versions, hardware: Hardware):
         self.values: dict[str, TensorInfo] = values
         self.constants = constants
-        self.initializers = {name for name, source in constants.items() if isinstance(source, onnx.TensorProto)}
+        self.initializers = initializers  # weights, inline or external: they count as parameters
         self.opsets: dict[str, int] = opset_versions
         self.hardware = hardware
         self._arrays: dict[str, np.ndarray | None] = {}

@@ -1,0 +1,5 @@
+import sys
+
+from onnx_roofline.cli import main
+
+sys.exit(main())

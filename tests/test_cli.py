@@ -1,0 +1,148 @@
+"""The command line: bad input is one line on stderr and exit code 2; outputs are written atomically."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from onnx_roofline.cli import main
+from tests.conftest import one_node_model
+
+
+def symbolic_matmul() -> onnx.ModelProto:
+    """[batch, sequence, 768] × [768, 3072], with batch and sequence symbolic."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", "sequence", 768])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT16, [768, 3072])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", "sequence", 3072])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mlp")], "g", [x, w], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(symbolic_matmul(), path)
+    return path
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "onnx_roofline", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda d, m: [str(d / "missing.onnx")], "model file not found"),
+        (lambda d, m: [str(d / "text.onnx")], "not a valid ONNX model"),
+        (lambda d, m: [str(d / "truncated.onnx")], "not a valid ONNX model"),
+        (lambda d, m: [str(m), "--hw", "no-such-gpu"], "unknown hardware"),
+        (lambda d, m: [str(m), "--dim", "batch"], "malformed --dim"),
+        (lambda d, m: [str(m), "--dim", "batch=zero"], "malformed --dim"),
+        (lambda d, m: [str(m), "--dim", "bacth=1", "--dim", "sequence=4"], "not a dimension of any model input"),
+        (lambda d, m: [str(m), "--input", "x=1x2"], "rank 2 given"),
+        (lambda d, m: [str(m), "--input", "nope=1x2x768"], "not a model input"),
+        (lambda d, m: [str(m), "--dim", "batch=1"], "dimension 'sequence' is unbound"),
+        (lambda d, m: [str(m), "--format", "yaml"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, model_path, make_args, message):
+    (tmp_path / "text.onnx").write_text("this is not a model\n")
+    (tmp_path / "truncated.onnx").write_bytes(model_path.read_bytes()[:40])
+    result = run_cli(*make_args(tmp_path, model_path))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr
+
+
+def test_unbound_dim_message_names_the_inputs(model_path):
+    result = run_cli(str(model_path), "--dim", "sequence=8")
+    assert "dimension 'batch' is unbound (used by input 'x')" in result.stderr
+    assert "--dim batch=N" in result.stderr
+
+
+def test_partial_reports_blocked_nodes_as_unknown(model_path, capsys):
+    assert main([str(model_path), "--dim", "sequence=8", "--partial", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (node,) = report["nodes"]
+    assert node["status"] == "unknown-shape"
+    assert node["flops"] is None and node["bound"] == "unknown"  # unknown is never zero
+    assert report["unsupported"] == {"MatMul": 1}
+    assert report["totals"]["uncosted_nodes"] == 1
+
+
+def test_dims_bind_every_input_and_shape_follows(model_path, capsys):
+    assert main([str(model_path), "--dim", "batch=2", "--dim", "sequence=8", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (node,) = report["nodes"]
+    assert node["outputs"][0]["shape"] == [2, 8, 3072]
+    assert node["flops"] == 2 * (2 * 8) * 768 * 3072
+    assert report["model"]["dims"] == {"batch": 2, "sequence": 8}
+
+
+def test_input_flag_sets_a_whole_shape(model_path, capsys):
+    assert main([str(model_path), "--input", "x=4x16x768", "--format", "json"]) == 0
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert node["flops"] == 2 * 4 * 16 * 768 * 3072
+
+
+def test_json_contract_keys(model_path, capsys):
+    assert main([str(model_path), "--dim", "batch=1", "--dim", "sequence=1", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["schema_version"] == 1
+    assert {"path", "node_count", "opsets", "dims"} <= report["model"].keys()
+    assert {"name", "memory_bandwidth", "peaks"} <= report["hardware"].keys()
+    node_keys = {
+        "index", "name", "op_type", "domain", "inputs", "outputs", "flops", "transcendentals", "bytes_read",
+        "bytes_written", "bytes", "intensity", "unit", "ridge", "bound", "time_s", "status",
+    }
+    assert node_keys <= report["nodes"][0].keys()
+    assert {"flops", "bytes", "time_s", "memory_bound_time_share"} <= report["totals"].keys()
+    assert report["nodes"][0]["inputs"][0] == {"name": "x", "shape": [1, 1, 768], "dtype": "float16"}
+
+
+def test_output_file_is_written_and_input_never_overwritten(model_path, tmp_path):
+    before = model_path.read_bytes()
+    result = run_cli(str(model_path), "--dim", "batch=1", "--dim", "sequence=1", "-o", str(model_path))
+    assert result.returncode == 2 and "refusing to overwrite the input" in result.stderr
+    assert model_path.read_bytes() == before
+    out = tmp_path / "nodes.csv"
+    assert main([str(model_path), "--dim", "batch=1", "--dim", "sequence=1", "--format", "csv", "-o", str(out)]) == 0
+    header, row = out.read_text().splitlines()
+    assert header.startswith("index,name,op_type") and row.startswith("0,mlp,MatMul")
+
+
+def test_table_names_the_heaviest_node(model_path, capsys):
+    assert main([str(model_path), "--dim", "batch=1", "--dim", "sequence=1024"]) == 0
+    out = capsys.readouterr().out
+    assert "mlp" in out and "MatMul" in out and "compute" in out
+
+
+def test_hw_list_names_every_entry_with_a_source(capsys):
+    assert main(["hw", "list"]) == 0
+    out = capsys.readouterr().out
+    for key in ("h100", "h100-pcie", "h200", "a100", "l4"):
+        assert f"\n{key} " in "\n" + out
+    assert out.count("source:") >= 6
+
+
+def test_model_without_its_external_data_still_analyzes(tmp_path, capsys):
+    """Weights are never read: the .data file may be absent."""
+    import numpy as np
+
+    model = one_node_model(
+        "MatMul", [("a", "float32", [4, 256]), ("b", "float32", [256, 512])], ["y"],
+        initializers={"b": np.ones((256, 512), np.float32)},
+    )
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, path, save_as_external_data=True, location="ext.onnx.data", size_threshold=0)
+    (tmp_path / "ext.onnx.data").unlink()
+    assert main([str(path), "--format", "json"]) == 0
+    (node,) = json.loads(capsys.readouterr().out)["nodes"]
+    assert node["flops"] == 2 * 4 * 256 * 512
+    assert node["parameters"] == 256 * 512
