@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 
 from onnx_roofline import rules
-from onnx_roofline.costs import Cost
+from onnx_roofline.costs import CompositeCost, Cost, Uncostable
 from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
@@ -23,9 +23,9 @@ from onnx_roofline.report.model import (
     NodeResult,
     Report,
 )
-from onnx_roofline.roofline import place
+from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
-from onnx_roofline.shapes import constant_array, constant_table, infer
+from onnx_roofline.shapes import collect, constant_array, constant_table, infer
 from onnx_roofline.tensors import TensorInfo
 
 
@@ -106,24 +106,60 @@ class _Walk:
         unknown = [t for t in (*inputs, *outputs) if t is not None and not t.is_known]
         if unknown:
             return NodeResult(**base, status=UNKNOWN_SHAPE, reason=_unknown_reason(unknown))
-        op = OpNode(node, self.opsets.get(domain), inputs, outputs, self.constant)
+        op = OpNode(node, self.opsets.get(domain), inputs, outputs, self.constant, self.subgraph)
         try:
             cost = rule.formula(op)
+        except Uncostable as exc:
+            return NodeResult(**base, status=exc.status, reason=str(exc))
         except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
             return NodeResult(**base, status=RULE_ERROR, reason=f"{node.op_type}: {exc}")
-        cost = Cost(
-            cost.flops,
-            cost.transcendentals,
-            op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
-            op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
-        )
         dtype = dtype_class(_compute_dtype(rule.compute_dtype, op))
         peak, unit, dtype = self.hardware.peak(rule.unit, dtype)
-        placement = place(cost.flops, cost.bytes, peak, self.hardware.memory_bandwidth)
+        if isinstance(cost, CompositeCost):
+            placement = _composite_placement(cost, peak / self.hardware.memory_bandwidth)
+        else:
+            cost = Cost(
+                cost.flops,
+                cost.transcendentals,
+                op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
+                op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+            )
+            placement = place(cost.flops, cost.bytes, peak, self.hardware.memory_bandwidth)
         parameters = sum({t.name: t.numel for t in op.present_inputs if t.name in self.initializers}.values())
         return NodeResult(
             **base, status=OK, cost=cost, parameters=parameters, unit=unit, dtype=dtype, peak=peak, placement=placement
         )
+
+
+    def subgraph(self, graph: onnx.GraphProto) -> CompositeCost:
+        """Cost a body graph in this scope: outer values stay visible, as ONNX scoping says."""
+        child = _Walk(
+            {**self.values, **collect(graph)},
+            {**self.constants, **constant_table(graph)},
+            self.initializers | {t.name for t in graph.initializer},
+            self.opsets,
+            self.hardware,
+        )
+        nodes = [child.cost(index, node) for index, node in enumerate(graph.node)]
+        for inner in nodes:
+            if inner.status != OK:
+                raise Uncostable(inner.status, f"body node {inner.name} ({inner.op_type}): {inner.reason}")
+        return CompositeCost(
+            flops=sum(n.cost.flops for n in nodes),
+            transcendentals=sum(n.cost.transcendentals for n in nodes),
+            bytes_read=sum(n.cost.bytes_read for n in nodes),
+            bytes_written=sum(n.cost.bytes_written for n in nodes),
+            time_s=sum(n.placement.time_s for n in nodes),
+            memory_bound_time_s=sum(n.placement.time_s for n in nodes if n.placement.bound == MEMORY),
+        )
+
+
+def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
+    """A body's time is the sum of its nodes' times; it is memory-bound when most of that time is."""
+    bound = MEMORY if cost.memory_bound_time_s * 2 >= cost.time_s else COMPUTE
+    intensity = cost.flops / cost.bytes if cost.bytes else None
+    compute_time = cost.time_s - cost.memory_bound_time_s
+    return Placement(intensity, ridge, bound, cost.time_s, compute_time, cost.memory_bound_time_s)
 
 
 def _compute_dtype(choice: int | str, op: OpNode) -> str | None:

@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 a check found a problem, 2 bad input (one line on stder
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -19,14 +20,16 @@ from onnx_roofline.report.serialize import render_csv, render_json
 from onnx_roofline.report.table import render_table
 from onnx_roofline.report.units import si
 
-SUBCOMMANDS = ("analyze", "hw")
+# Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
+# whose `run(options) -> int` default does the work. Add a feature's module here.
+COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] not in SUBCOMMANDS and args[0] not in ("-h", "--help", "--version"):
+    parser, subcommands = _parser()
+    if args and args[0] not in subcommands and args[0] not in ("-h", "--help", "--version"):
         args.insert(0, "analyze")  # `onnx-roofline model.onnx` is `onnx-roofline analyze model.onnx`
-    parser = _parser()
     options = parser.parse_args(args)
     if not hasattr(options, "run"):
         parser.print_help()
@@ -50,10 +53,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"onnx-roofline: error: {message} (see --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     parser = _Parser(prog="onnx-roofline", description="Roofline analysis of ONNX models: FLOPs, bytes and compute/memory bound per node.")
     parser.add_argument("--version", action="version", version=f"onnx-roofline {__version__}")
-    sub = parser.add_subparsers(parser_class=_Parser, metavar="{analyze,hw}")
+    sub = parser.add_subparsers(parser_class=_Parser, metavar="COMMAND")
 
     run = sub.add_parser("analyze", help="analyze a model (the default: `onnx-roofline MODEL` is the same)")
     add_model_arguments(run)
@@ -69,7 +72,9 @@ def _parser() -> argparse.ArgumentParser:
     hw_show = hw_sub.add_parser("show", help="one entry (built-in name or spec file) in full")
     hw_show.add_argument("name")
     hw_show.set_defaults(run=_run_hw_show)
-    return parser
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).add_command(sub)
+    return parser, list(sub.choices)
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -35,3 +35,21 @@ class Cost:
 
 VIEW = Cost(bytes_read=0, bytes_written=0)
 """A pure view (Reshape, Squeeze, Identity, ...): no arithmetic, no data moved."""
+
+
+@dataclass(frozen=True)
+class CompositeCost(Cost):
+    """The summed cost of a subgraph (an If branch, a Loop body × trips): its time is the sum of
+    its nodes' roofline times, not one roofline placement of the summed FLOPs and bytes."""
+
+    time_s: float = 0.0
+    memory_bound_time_s: float = 0.0
+
+
+class Uncostable(Exception):
+    """Raised by a rule whose cost is genuinely unknown for this instance (e.g. a Loop whose trip
+    count is not a constant); the node is reported with `status` and the message as its reason."""
+
+    def __init__(self, status: str, reason: str):
+        super().__init__(reason)
+        self.status = status

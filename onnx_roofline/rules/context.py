@@ -12,6 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from onnx_roofline.costs import CompositeCost
 from onnx_roofline.tensors import TensorInfo
 
 
@@ -38,6 +39,8 @@ class OpNode:
     inputs: Sequence[TensorInfo | None]
     outputs: Sequence[TensorInfo | None]
     constant: Callable[[str], np.ndarray | None] = field(repr=False)
+    subgraph: Callable[[onnx.GraphProto], CompositeCost] | None = field(default=None, repr=False)
+    """Costs a body graph in this node's scope (control flow); raises Uncostable if any node is unknown."""
 
     @property
     def op_type(self) -> str:

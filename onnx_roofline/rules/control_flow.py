@@ -1,0 +1,58 @@
+"""Control flow: If, Loop, Scan. A body costs the sum of its nodes (each placed on the roofline on
+its own); the node's time is the sum of their times."""
+
+from __future__ import annotations
+
+from onnx_roofline.costs import CompositeCost, Uncostable
+from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.registry import register
+
+UNKNOWN_TRIPS = "unknown-trip-count"
+
+
+@register("If")
+def if_(node: OpNode) -> CompositeCost:
+    """Both branches are costed; the node takes the costlier branch by time. That is the stated
+    policy: which branch runs is not knowable statically, so the report shows the worse case."""
+    then_cost = node.subgraph(node.attrs["then_branch"])
+    else_cost = node.subgraph(node.attrs["else_branch"])
+    return max(then_cost, else_cost, key=lambda cost: cost.time_s)
+
+
+@register("Loop")
+def loop(node: OpNode) -> CompositeCost:
+    """Body cost × trip count M, when M is a constant. A loop that may stop early on its condition
+    is costed at M trips (its upper bound). Without a constant M the cost is unknown, not zero."""
+    trips = node.input_value(0)
+    if trips is None:
+        raise Uncostable(UNKNOWN_TRIPS, "Loop trip count M is not a constant")
+    return _repeat(node.subgraph(node.attrs["body"]), int(trips.reshape(-1)[0]))
+
+
+@register("Scan", since=9)
+def scan(node: OpNode) -> CompositeCost:
+    """Body cost × the scan length: the first scan input's size along its scan axis."""
+    states = len(node.inputs) - node.attrs["num_scan_inputs"]
+    first = node.inputs[states]
+    axes = node.attrs.get("scan_input_axes") or [0]
+    return _repeat(node.subgraph(node.attrs["body"]), first.shape[axes[0] % first.rank])
+
+
+@register("Scan", since=8)
+def scan_v8(node: OpNode) -> CompositeCost:
+    """Opset 8: input 0 is the optional sequence_lens and scan inputs carry a batch axis first;
+    the scan axis is 1. Body cost × batch × scan length."""
+    states = len(node.inputs) - node.attrs["num_scan_inputs"]
+    first = node.inputs[states]
+    return _repeat(node.subgraph(node.attrs["body"]), first.shape[0] * first.shape[1])
+
+
+def _repeat(body: CompositeCost, trips: int) -> CompositeCost:
+    return CompositeCost(
+        flops=body.flops * trips,
+        transcendentals=body.transcendentals * trips,
+        bytes_read=body.bytes_read * trips,
+        bytes_written=body.bytes_written * trips,
+        time_s=body.time_s * trips,
+        memory_bound_time_s=body.memory_bound_time_s * trips,
+    )
