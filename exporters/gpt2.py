@@ -67,3 +67,47 @@ def present_names(layers: int = LAYERS) -> list[str]:
 
 def past_names(layers: int = LAYERS) -> list[str]:
     return [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
+
+
+def export_gpt2(
+    out_dir: str | Path,
+    phase: str = "prefill",
+    dtype: str = "fp32",
+    exporter: str = "dynamo",
+    seed: int = 0,
+) -> Path:
+    """Export GPT-2 ``phase`` ("prefill" or "decode") to ``out_dir/gpt2_<phase>_<dtype>[_torchscript].onnx``.
+
+    Prefill: ``input_ids [batch, sequence]`` -> ``logits [batch, sequence, 50257]``,
+    ``present.{i}.key/value [batch, 12, sequence, 64]``.
+    Decode: ``input_ids [batch, 1]``, ``past.{i}.key/value [batch, 12, past_sequence, 64]`` ->
+    ``logits [batch, 1, 50257]``, ``present.{i}.key/value [batch, 12, past_sequence + 1, 64]``.
+    The example inputs use batch 2, sequence 8, past 5: no dim is 0 or 1, so torch.export does
+    not specialize any symbolic dim.
+    """
+    model = build_gpt2(seed)
+    gen = torch.Generator().manual_seed(seed)
+    kv = lambda length: ["batch", HEADS, length, HEAD_DIM]  # noqa: E731
+    if phase == "prefill":
+        module = GPT2Prefill(model)
+        args = (torch.randint(0, VOCAB, (2, 8), generator=gen),)
+        inputs = {"input_ids": ["batch", "sequence"]}
+        outputs = {"logits": ["batch", "sequence", VOCAB]} | {n: kv("sequence") for n in present_names()}
+    elif phase == "decode":
+        module = GPT2Decode(model)
+        past = [torch.randn(2, HEADS, 5, HEAD_DIM, generator=gen) for _ in range(2 * LAYERS)]
+        args = (torch.randint(0, VOCAB, (2, 1), generator=gen), *past)
+        inputs = {"input_ids": ["batch", 1]} | {n: kv("past_sequence") for n in past_names()}
+        outputs = {"logits": ["batch", 1, VOCAB]} | {n: kv("past_sequence + 1") for n in present_names()}
+    else:
+        raise ValueError(f"phase must be 'prefill' or 'decode', not {phase!r}")
+    suffix = "" if exporter == "dynamo" else f"_{exporter}"
+    return export_module(
+        module,
+        args,
+        Path(out_dir) / f"gpt2_{phase}_{dtype}{suffix}.onnx",
+        input_shapes=inputs,
+        output_shapes=outputs,
+        dtype=dtype,
+        exporter=exporter,
+    )

@@ -15,6 +15,7 @@ from onnx_roofline.errors import DimensionError
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.loader import load_model, opsets
 from onnx_roofline.report.model import (
+    DATA_DEPENDENT,
     OK,
     RULE_ERROR,
     UNKNOWN_SHAPE,
@@ -46,7 +47,7 @@ def analyze(
     bind(proto, dims, input_shapes)
     shapes = infer(proto)
     initializers = {t.name for t in proto.graph.initializer}
-    walk = _Walk(shapes.values, constant_table(proto.graph), initializers, opsets(proto), hardware)
+    walk = _Walk(shapes.values, {**shapes.folded, **constant_table(proto.graph)}, initializers, opsets(proto), hardware)
     nodes = tuple(walk.cost(index, node) for index, node in enumerate(proto.graph.node))
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -106,6 +107,9 @@ class _Walk:
         unknown = [t for t in (*inputs, *outputs) if t is not None and not t.is_known]
         if unknown:
             return NodeResult(**base, status=UNKNOWN_SHAPE, reason=_unknown_reason(unknown))
+        strings = [t.name for t in (*inputs, *outputs) if t is not None and t.dtype == "string"]
+        if strings:
+            return NodeResult(**base, status=DATA_DEPENDENT, reason=f"string tensor {strings[0]!r} has no static byte size")
         op = OpNode(node, self.opsets.get(domain), inputs, outputs, self.constant, self.subgraph)
         try:
             cost = rule.formula(op)

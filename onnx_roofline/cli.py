@@ -22,7 +22,7 @@ from onnx_roofline.report.units import si
 
 # Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
 # whose `run(options) -> int` default does the work. Add a feature's module here.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

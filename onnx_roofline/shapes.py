@@ -1,19 +1,24 @@
 """The shapes pass: every value of the graph gets a TensorInfo.
 
-ONNX shape inference with data propagation runs first (fast, exact); where it leaves values
-unknown (shape-computing subgraphs of exporters, contrib ops) onnxruntime's symbolic shape
-inference runs on the graph alone. Neither reads weights. onnxsim is not used by default: it
-loads and runs the weights, taking seconds where these take milliseconds."""
+ONNX shape inference with data propagation runs first (fast, exact). Where it leaves values
+unknown, shape-computing subgraphs (Shape → Gather → Range chains) are folded with numpy and
+inference runs again; whatever still remains (contrib ops) goes to onnxruntime's symbolic shape
+inference, on the graph alone. None of them reads weights. onnxsim is not used: it loads and
+runs the weights, taking seconds where these take milliseconds."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnx_roofline.folding import MAX_FOLDED_ELEMENTS, fold, infer_remaining
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name
 
 log = logging.getLogger(__name__)
@@ -21,25 +26,48 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ShapeResult:
-    model: onnx.ModelProto  # the model with inferred value_info
     values: dict[str, TensorInfo]
-    method: str  # which passes ran: "onnx", "onnx+ort-symbolic"
+    folded: dict[str, np.ndarray]  # small values computed from shapes and constants
+    method: str  # the passes that ran: "onnx", "onnx+fold", "onnx+fold+ort-symbolic"
     unresolved: tuple[str, ...]  # node outputs still not fully known
 
 
 def infer(model: onnx.ModelProto) -> ShapeResult:
-    """Infer every value's shape; the fallback runs only when ONNX's own pass leaves unknowns."""
+    """Infer every value's shape; each fallback runs only when the passes before left unknowns."""
     inferred = _onnx_inference(model)
     values = collect(inferred.graph)
-    unresolved = _unresolved(inferred.graph, values)
-    method = "onnx"
+    unresolved = _unresolved(model.graph, values)
+    method, folded = "onnx", {}
+    if unresolved:
+        folded = fold(model.graph, values, _small_constants(model.graph))
+        if folded:
+            method += "+fold"
+            values.update((name, TensorInfo(name, array.shape, _numpy_dtype_name(array))) for name, array in folded.items())
+            unresolved = _unresolved(model.graph, values)
+        if unresolved and folded:
+            _merge(values, _onnx_inference(infer_remaining(model, values, folded, set(unresolved))))
+            unresolved = _unresolved(model.graph, values)
     if unresolved:
         fallback = _ort_symbolic_inference(inferred)
         if fallback is not None:
-            inferred, method = fallback, "onnx+ort-symbolic"
-            values = collect(inferred.graph)
-            unresolved = _unresolved(inferred.graph, values)
-    return ShapeResult(inferred, values, method, tuple(unresolved))
+            method += "+ort-symbolic"
+            _merge(values, fallback)
+            unresolved = _unresolved(model.graph, values)
+    return ShapeResult(values, folded, method, tuple(unresolved))
+
+
+def _merge(values: dict[str, TensorInfo], model: onnx.ModelProto) -> None:
+    """Take a later pass's shapes where they are known, or where nothing was known before."""
+    values.update((name, info) for name, info in collect(model.graph).items() if info.is_known or name not in values)
+
+
+def _small_constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+    """Constant values small enough to be shapes, axes or indices (weights are never converted)."""
+    return {
+        name: constant_array(source)
+        for name, source in constant_table(graph).items()
+        if isinstance(source, onnx.NodeProto) or np.prod(source.dims) <= MAX_FOLDED_ELEMENTS
+    }
 
 
 def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -51,13 +79,25 @@ def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _ort_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
-    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
     try:
-        return SymbolicShapeInference.infer_shapes(model, auto_merge=True, guess_output_rank=True)
+        return _symbolic_shape_inference().infer_shapes(model, auto_merge=True, guess_output_rank=True)
     except Exception as exc:  # its failures are many and untyped; the onnx result stands
         log.info("onnxruntime symbolic shape inference failed: %s", exc)
         return None
+
+
+@functools.lru_cache(maxsize=1)
+def _symbolic_shape_inference():
+    """onnxruntime's SymbolicShapeInference, loaded from its file: importing it as
+    `onnxruntime.tools.symbolic_shape_infer` runs `onnxruntime/tools/__init__.py`, which imports
+    torch (seconds) for helpers this pass never uses."""
+    import onnxruntime
+
+    path = Path(onnxruntime.__file__).parent / "tools" / "symbolic_shape_infer.py"
+    spec = importlib.util.spec_from_file_location("_onnx_roofline_symbolic_shape_infer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.SymbolicShapeInference
 
 
 def collect(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
@@ -132,7 +172,9 @@ def constant_table(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto | onnx.
     return table
 
 
-def constant_array(source: onnx.TensorProto | onnx.NodeProto) -> np.ndarray | None:
+def constant_array(source: onnx.TensorProto | onnx.NodeProto | np.ndarray) -> np.ndarray | None:
+    if isinstance(source, np.ndarray):
+        return source
     if isinstance(source, onnx.NodeProto):
         return constant_value(source)
     return numpy_helper.to_array(source)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -54,7 +55,7 @@ class TensorInfo:
     shape: tuple[Dim, ...] | None  # None: not even the rank is known
     dtype: str | None
 
-    @property
+    @functools.cached_property
     def is_known(self) -> bool:
         """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
         return self.shape is not None and self.dtype is not None and all(isinstance(d, int) for d in self.shape)
@@ -65,7 +66,7 @@ class TensorInfo:
             raise ValueError(f"rank of {self.name!r} is unknown")
         return len(self.shape)
 
-    @property
+    @functools.cached_property
     def numel(self) -> int:
         if not self.is_known:
             raise ValueError(f"shape of {self.name!r} is not fully known: {self.shape}")
@@ -77,7 +78,7 @@ class TensorInfo:
             raise ValueError(f"dtype of {self.name!r} is unknown")
         return DTYPE_BITS[self.dtype]
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
         return (self.numel * self.bits + 7) // 8

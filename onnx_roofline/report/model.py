@@ -17,6 +17,7 @@ OK = "ok"
 UNSUPPORTED = "unsupported"  # no cost rule for the op
 UNKNOWN_SHAPE = "unknown-shape"  # an input or output shape is not fully known
 RULE_ERROR = "rule-error"  # the rule could not cost this instance (reason says why)
+DATA_DEPENDENT = "data-dependent"  # the cost depends on values: string sizes, decoded images
 
 
 @dataclass(frozen=True)

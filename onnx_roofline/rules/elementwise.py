@@ -1,4 +1,4 @@
-"""Elementwise ops: arithmetic, activations, comparisons, logical and bitwise ops, Cast, Identity.
+"""Elementwise ops: arithmetic, activations, comparisons, logical and bitwise ops, casts and views.
 
 Counting (DESIGN.md), per output element: one FLOP for each basic operation the op's ONNX definition
 performs — add, subtract, multiply, divide, remainder, negate, absolute value, rounding, compare,
@@ -27,8 +27,11 @@ def _per_element(op_type: str, flops: int, transcendentals: int, formula: str, *
         outputs = node.outputs[0].numel
         return Cost(flops=flops * outputs, transcendentals=transcendentals * outputs)
 
+    counts = [f"{flops} FLOP{'s' * (flops != 1)}"]
+    if transcendentals:
+        counts.append(f"{transcendentals} transcendental{'s' * (transcendentals != 1)}")
     rule.__name__ = rule.__qualname__ = f"elementwise_{op_type}"
-    rule.__doc__ = f"{formula}: {flops} FLOPs and {transcendentals} transcendentals per output element."
+    rule.__doc__ = f"{formula}: {' and '.join(counts)} per output element."
     register(op_type, **options)(rule)
 
 
@@ -104,10 +107,12 @@ _TABLE: tuple[tuple[str, int, int, str], ...] = (
 
 for _op_type, _flops, _transcendentals, _formula in _TABLE:
     _per_element(_op_type, _flops, _transcendentals, _formula)
-_per_element("Where", 1, 0, "condition ? x : y (a select; the peak follows x's dtype, not the bool condition's)", compute_dtype=1)
+_per_element(
+    "Where", 1, 0, "condition ? x : y (a select; the peak follows x's dtype, not the bool condition's)", compute_dtype=1
+)
 
 
-@register("Gelu", since=20)
+@register("Gelu")
 def gelu(node: OpNode) -> Cost:
     """approximate="none": 0.5·x·(1 + erf(x/√2)) — 1 transcendental (erf) and 4 FLOPs (divide, add,
     two multiplies) per output element. approximate="tanh": 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
@@ -121,10 +126,11 @@ def gelu(node: OpNode) -> Cost:
 
 @register("Pow")
 def pow_(node: OpNode) -> Cost:
-    """x^y: one transcendental per output element (pow, as XLA counts kPower), unless the exponent is
-    a constant with one value: an integer n costs the multiplies of exponentiation by squaring,
-    bit_length(|n|) + popcount(|n|) − 2 FLOPs (x² is 1 multiply, x³ is 2, x⁰ and x¹ cost none), plus
-    one divide when n < 0; ±0.5 is one transcendental (sqrt or rsqrt)."""
+    """x^y. A constant exponent with one integer value n costs the multiplies of exponentiation by
+    squaring per output element, bit_length(|n|) + popcount(|n|) − 2 FLOPs (x² is 1 multiply, x³ 2,
+    x⁴ 2, x⁰ and x¹ none), plus one divide when n < 0. Any other exponent (a tensor of values, a
+    fraction) is one transcendental per output element: pow as XLA counts kPower (sqrt or rsqrt
+    for ±0.5)."""
     outputs = node.outputs[0].numel
     exponent = node.input_value(1)
     if exponent is None or exponent.size == 0 or not (exponent == exponent.flat[0]).all():
@@ -173,7 +179,8 @@ def cast_like(node: OpNode) -> Cost:
     return Cost(bytes_read=node.inputs[0].nbytes)
 
 
-@register("Identity")
-def identity(node: OpNode) -> Cost:
-    """A pure view: no arithmetic, no data moved."""
+@register("Identity", "BitCast")
+def view(node: OpNode) -> Cost:
+    """A pure view: no arithmetic, no data moved (BitCast reinterprets the same bits as a dtype of
+    the same width, as a reinterpret_cast does)."""
     return VIEW

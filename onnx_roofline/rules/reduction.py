@@ -34,21 +34,10 @@ def _combines(node: OpNode) -> tuple[int, int, int]:
     return n, m, max(n - m, 0)
 
 
-@register("ReduceSum")
-def reduce_sum(node: OpNode) -> Cost:
-    """n − m adds (n input, m output elements)."""
-    return Cost(flops=_combines(node)[2])
-
-
-@register("ReduceMax", "ReduceMin", "ArgMax", "ArgMin")
-def reduce_compare(node: OpNode) -> Cost:
-    """n − m compares (n input, m output elements); Arg* keep the index of the winner."""
-    return Cost(flops=_combines(node)[2])
-
-
-@register("ReduceProd")
-def reduce_prod(node: OpNode) -> Cost:
-    """n − m multiplies."""
+@register("ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin", "ArgMax", "ArgMin")
+def reduce_combine(node: OpNode) -> Cost:
+    """n − m combining operations (n input, m output elements): adds for ReduceSum, multiplies for
+    ReduceProd, compares for ReduceMax/ReduceMin and ArgMax/ArgMin (which keep the winner's index)."""
     return Cost(flops=_combines(node)[2])
 
 
@@ -59,16 +48,9 @@ def reduce_mean(node: OpNode) -> Cost:
     return Cost(flops=adds + m)
 
 
-@register("ReduceL1")
-def reduce_l1(node: OpNode) -> Cost:
-    """n abs, n − m adds: 2n − m FLOPs."""
-    n, _, adds = _combines(node)
-    return Cost(flops=n + adds)
-
-
-@register("ReduceSumSquare")
-def reduce_sum_square(node: OpNode) -> Cost:
-    """n squares (multiplies), n − m adds: 2n − m FLOPs."""
+@register("ReduceL1", "ReduceSumSquare")
+def reduce_mapped_sum(node: OpNode) -> Cost:
+    """n abs (ReduceL1) or squares (ReduceSumSquare), then n − m adds: 2n − m FLOPs."""
     n, _, adds = _combines(node)
     return Cost(flops=n + adds)
 

@@ -1,0 +1,160 @@
+"""Folding of shape-computing subgraphs: the Shape → Gather → Concat → Range chains exporters emit.
+
+ONNX's data propagation stops at ops like Range, so their outputs stay unknown. Here small integer
+values are evaluated with numpy from constants and known shapes (never from weights), and the
+folded nodes are replaced by Constants in a scratch copy so a second inference pass sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from onnx_roofline.tensors import TensorInfo, dtype_name
+
+MAX_FOLDED_ELEMENTS = 4096  # shape values are small; anything larger is data, not a shape
+Evaluator = Callable[[list, Mapping], np.ndarray]
+
+
+def _axes(inputs: list, attrs: Mapping, index: int = 1):
+    if len(inputs) > index and inputs[index] is not None:
+        return tuple(int(a) for a in np.asarray(inputs[index]).reshape(-1))
+    axes = attrs.get("axes")
+    return None if axes is None else tuple(axes)
+
+
+def _slice(inputs: list, attrs: Mapping) -> np.ndarray:
+    data = inputs[0]
+    if len(inputs) > 1:  # opset ≥ 10: starts, ends, axes, steps are inputs
+        starts, ends = inputs[1], inputs[2]
+        axes = inputs[3] if len(inputs) > 3 and inputs[3] is not None else range(len(starts))
+        steps = inputs[4] if len(inputs) > 4 and inputs[4] is not None else [1] * len(starts)
+    else:
+        starts, ends = attrs["starts"], attrs["ends"]
+        axes, steps = attrs.get("axes", range(len(starts))), [1] * len(starts)
+    index = [slice(None)] * data.ndim
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        index[int(axis)] = slice(int(start), int(end), int(step))
+    return data[tuple(index)]
+
+
+def _reshape(inputs: list, attrs: Mapping) -> np.ndarray:
+    data, shape = inputs[0], [int(s) for s in inputs[1]]
+    if not attrs.get("allowzero", 0):
+        shape = [data.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return data.reshape(shape)
+
+
+def _integer_div(a, b):
+    return np.trunc(np.true_divide(a, b)).astype(np.result_type(a, b)) if np.result_type(a, b).kind in "iu" else a / b
+
+
+def _reduce(fn):
+    def evaluate(inputs: list, attrs: Mapping) -> np.ndarray:
+        return fn(inputs[0], axis=_axes(inputs, attrs), keepdims=bool(attrs.get("keepdims", 1)))
+
+    return evaluate
+
+
+_EVALUATORS: dict[str, Evaluator] = {
+    "Identity": lambda i, a: i[0],
+    "Cast": lambda i, a: i[0].astype(helper.tensor_dtype_to_np_dtype(a["to"])),
+    "Gather": lambda i, a: np.take(i[0], i[1], axis=a.get("axis", 0)),
+    "Unsqueeze": lambda i, a: np.expand_dims(i[0], tuple(x % (i[0].ndim + len(_axes(i, a))) for x in _axes(i, a))),
+    "Squeeze": lambda i, a: np.squeeze(i[0], axis=_axes(i, a)),
+    "Concat": lambda i, a: np.concatenate([np.atleast_1d(x) for x in i], axis=a["axis"]),
+    "Slice": _slice,
+    "Reshape": _reshape,
+    "Add": lambda i, a: i[0] + i[1],
+    "Sub": lambda i, a: i[0] - i[1],
+    "Mul": lambda i, a: i[0] * i[1],
+    "Div": lambda i, a: _integer_div(i[0], i[1]),
+    "Mod": lambda i, a: np.fmod(i[0], i[1]) if a.get("fmod", 0) else np.mod(i[0], i[1]),
+    "Neg": lambda i, a: -i[0],
+    "Abs": lambda i, a: np.abs(i[0]),
+    "Min": lambda i, a: np.minimum.reduce(i),
+    "Max": lambda i, a: np.maximum.reduce(i),
+    "Equal": lambda i, a: np.equal(i[0], i[1]),
+    "Less": lambda i, a: np.less(i[0], i[1]),
+    "Greater": lambda i, a: np.greater(i[0], i[1]),
+    "LessOrEqual": lambda i, a: np.less_equal(i[0], i[1]),
+    "GreaterOrEqual": lambda i, a: np.greater_equal(i[0], i[1]),
+    "Not": lambda i, a: np.logical_not(i[0]),
+    "And": lambda i, a: np.logical_and(i[0], i[1]),
+    "Or": lambda i, a: np.logical_or(i[0], i[1]),
+    "Where": lambda i, a: np.where(i[0], i[1], i[2]),
+    "Range": lambda i, a: np.arange(i[0], i[1], i[2]).astype(np.result_type(i[0], i[1], i[2])),
+    "ConstantOfShape": lambda i, a: np.full(
+        [int(s) for s in i[0]], numpy_helper.to_array(a["value"]).reshape(-1)[0] if "value" in a else np.float32(0)
+    ),
+    "Expand": lambda i, a: i[0] * np.ones([int(s) for s in i[1]], dtype=i[0].dtype),
+    "ReduceProd": _reduce(np.prod),
+    "ReduceSum": _reduce(np.sum),
+    "ReduceMax": _reduce(np.max),
+    "ReduceMin": _reduce(np.min),
+}
+
+
+def fold(graph: onnx.GraphProto, values: Mapping[str, TensorInfo], constants: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Values of node outputs computable from constants and known shapes, in graph order."""
+    known: dict[str, np.ndarray] = dict(constants)
+    folded: dict[str, np.ndarray] = {}
+    for node in graph.node:
+        result = _evaluate(node, values, known)
+        if result is None or result.size > MAX_FOLDED_ELEMENTS:
+            continue
+        known[node.output[0]] = folded[node.output[0]] = result
+    return folded
+
+
+def _evaluate(node: onnx.NodeProto, values: Mapping[str, TensorInfo], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+        return None
+    if node.op_type in ("Shape", "Size"):
+        source = values.get(node.input[0])
+        if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
+            return None
+        if node.op_type == "Size":
+            return np.array(int(np.prod(source.shape)), dtype=np.int64)
+        attrs = {a.name: a.i for a in node.attribute}
+        return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
+    evaluator = _EVALUATORS.get(node.op_type)
+    if evaluator is None or not all(name == "" or name in known for name in node.input):
+        return None
+    inputs = [known[name] if name else None for name in node.input]
+    if node.op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
+        return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    try:
+        return np.asarray(evaluator(inputs, attrs))
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError):
+        return None  # an unusual form: leave it to shape inference
+
+
+def infer_remaining(
+    model: onnx.ModelProto, values: Mapping[str, TensorInfo], folded: Mapping[str, np.ndarray], pending: set[str]
+) -> onnx.ModelProto:
+    """A scratch model of just the nodes whose outputs are still unknown: their other inputs become
+    graph inputs of known shape, or Constants where the value was folded. Inference over it costs
+    a fraction of a second full pass."""
+    nodes = [n for n in model.graph.node if any(o in pending for o in n.output)]
+    produced = {o for n in nodes for o in n.output}
+    constants, inputs = [], []
+    for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in produced):
+        if name in folded:
+            constants.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(folded[name], name)))
+        elif name in values and values[name].shape is not None and values[name].dtype is not None:
+            info = values[name]
+            elem_type = helper.np_dtype_to_tensor_dtype(helper.tensor_dtype_to_np_dtype(_elem_type(info.dtype)))
+            inputs.append(helper.make_tensor_value_info(name, elem_type, list(info.shape)))
+    outputs = [helper.make_empty_tensor_value_info(name) for name in produced]
+    graph = helper.make_graph([*constants, *nodes], "remaining", inputs, outputs)
+    scratch = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
+    scratch.functions.extend(model.functions)
+    return scratch
+
+
+def _elem_type(dtype: str) -> int:
+    return next(code for code in onnx.TensorProto.DataType.values() if dtype_name(code) == dtype)

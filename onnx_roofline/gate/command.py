@@ -1,0 +1,103 @@
+"""`onnx-roofline check`: analyze a model and fail (exit 1) when it breaks a limit; exit 2 on bad input.
+
+Limits come from a policy file and/or flags; a flag overrides the policy's value for that limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from functools import partial
+
+from onnx_roofline.cli import add_model_arguments, analyze_from_options
+from onnx_roofline.dims import parse_dim
+from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
+from onnx_roofline.gate.baseline import ensure_comparable, load_baseline
+from onnx_roofline.gate.evaluate import evaluate
+from onnx_roofline.gate.policy import Policy, PolicyError, load_policy
+from onnx_roofline.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
+from onnx_roofline.gate.render import RENDERERS, render_junit
+from onnx_roofline.output import write_text
+
+DEFAULT_HW = "h100"
+
+# (policy key, parser, metavar, help): each flag is its policy key with dashes, parsed the same way.
+LIMITS: tuple[tuple[str, Callable, str, str], ...] = (
+    ("max_latency", parse_duration, "TIME", "predicted latency budget: 2ms, 500us, 0.002s, 1.5e-3 (s)"),
+    ("max_memory_bound_share", partial(parse_fraction, over_one=False), "SHARE",
+     "most of the predicted time memory-bound nodes may take: 0.6 or 60%%"),
+    ("max_bytes", parse_amount, "BYTES", "most bytes the model may move: 1.5e9, 1.5GB, 2GiB"),
+    ("max_flops", parse_amount, "FLOPS", "most FLOPs the model may do: 3e11, 300GFLOP"),
+    ("max_unsupported", parse_count, "N", "most nodes with no cost rule (or whose rule failed)"),
+    ("max_unknown_shape", parse_count, "N", "most nodes whose shapes could not be inferred"),
+    ("max_regression", partial(parse_fraction, over_one=True), "GROWTH",
+     "tolerated growth of latency, bytes and FLOPs over --baseline: 5%% or 0.05 (default 0)"),
+)
+
+
+def add_command(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "check", help="fail (exit 1) when a model breaks a latency, memory or regression limit",
+        description="Analyze MODEL and check it against limits from --policy and flags. "
+        "Exit 0: every check passed; 1: a check failed; 2: bad input (model, policy, baseline, flag).",
+    )
+    add_model_arguments(parser)
+    parser.set_defaults(hw=None, run=run)  # no --hw: the policy's `hw`, else h100
+    parser.add_argument("--policy", metavar="FILE", help="TOML policy, or a pyproject.toml with [tool.onnx-roofline]")
+    for key, parse, metavar, text in LIMITS:
+        parser.add_argument("--" + key.replace("_", "-"), type=_argument(parse), metavar=metavar, help=text)
+    parser.add_argument("--no-unsupported", action="store_true",
+                        help="fail if any node could not be costed (same as --max-unsupported 0 --max-unknown-shape 0)")
+    parser.add_argument("--baseline", metavar="REPORT", help="a saved `analyze --format json` report to compare with")
+    parser.add_argument("--format", choices=sorted(RENDERERS), default="text", help="output format (default: text)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
+    parser.add_argument("--top", type=_argument(parse_count), default=5, metavar="N",
+                        help="nodes named per failed check (default: 5)")
+
+
+def run(options: argparse.Namespace) -> int:
+    policy = _policy(options)
+    baseline = load_baseline(policy.baseline) if policy.baseline else None
+    report = analyze_from_options(_analysis_options(options, policy))
+    if baseline is not None:
+        ensure_comparable(baseline, report)
+    result = evaluate(report, policy, baseline, top=options.top)
+    protect = [path for path in (options.model, options.policy, policy.baseline) if path]
+    if options.junit:
+        write_text(render_junit(result), options.junit, protect)
+    write_text(RENDERERS[options.format](result), options.output, protect)
+    return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def _policy(options: argparse.Namespace) -> Policy:
+    """The policy file's limits with the flags on top; refuses a run that would check nothing."""
+    policy = load_policy(options.policy) if options.policy else Policy()
+    policy = policy.overridden(baseline=options.baseline, **{key: getattr(options, key) for key, *_ in LIMITS})
+    if options.no_unsupported:
+        policy = policy.overridden(max_unsupported=0, max_unknown_shape=0)
+    if policy.max_regression and policy.baseline is None:
+        raise PolicyError("a regression limit needs a baseline: --baseline REPORT (or `baseline` in the policy)")
+    if not policy.has_checks():
+        raise PolicyError("nothing to check: give --policy FILE or a limit such as --max-latency 2ms")
+    return policy
+
+
+def _analysis_options(options: argparse.Namespace, policy: Policy) -> argparse.Namespace:
+    """The options `analyze` reads, with the policy's hw and dims where the flags give none."""
+    given = {parse_dim(text)[0] for text in options.dim}
+    dims = [f"{name}={size}" for name, size in policy.dims.items() if name not in given] + list(options.dim)
+    return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW})
+
+
+def _argument(parse: Callable) -> Callable:
+    """An argparse type: the parser's one-line message becomes argparse's (exit 2)."""
+
+    def convert(text: str):
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = getattr(parse, "__name__", "value")
+    return convert

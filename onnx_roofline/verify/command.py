@@ -1,0 +1,98 @@
+"""`onnx-roofline verify MODEL` and `onnx-roofline calibrate -o spec.toml` (also `hw calibrate`
+once cli.py wires `add_hw_calibrate` into the `hw` subcommands)."""
+
+from __future__ import annotations
+
+import argparse
+
+from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, DimensionError
+from onnx_roofline.output import write_text
+
+
+def add_command(subparsers) -> None:
+    from onnx_roofline.cli import add_model_arguments
+
+    verify = subparsers.add_parser("verify", help="run the model in onnxruntime and check the analysis node by node")
+    add_model_arguments(verify)
+    verify.add_argument("--seed", type=int, default=0, help="seed of the synthesized weights and inputs (default: 0)")
+    verify.add_argument("--threads", type=_positive, metavar="N", help="onnxruntime intra-op threads (default: its own)")
+    verify.add_argument("--timing", action="store_true", help="also time every node against its roofline bound (use a `calibrate` spec as --hw)")
+    verify.add_argument("--runs", type=_positive, default=10, metavar="N", help="timed runs, median kept (default: 10)")
+    verify.add_argument("--warmup", type=_non_negative, default=3, metavar="N", help="untimed warm-up runs (default: 3)")
+    verify.add_argument("--margin", type=_fraction, default=0.25, metavar="F", help="noise margin: a node beats its bound below bound/(1+F) (default: 0.25)")
+    verify.add_argument("--optimized", action="store_true", help="time with onnxruntime's fusions on; fused kernels are attributed, not judged")
+    verify.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    verify.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    verify.set_defaults(run=run_verify)
+    _add_calibrate_arguments(subparsers.add_parser("calibrate", help="measure this machine's peak and bandwidth; write a --hw spec file"))
+
+
+def add_hw_calibrate(hw_subparsers) -> None:
+    """`onnx-roofline hw calibrate`: the same command under `hw`."""
+    _add_calibrate_arguments(hw_subparsers.add_parser("calibrate", help="measure this machine's peak and bandwidth; write a --hw spec file"))
+
+
+def _add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help="the spec file to write (TOML; default: print it)")
+    parser.add_argument("--name", default="this CPU (calibrated)", help="the spec's name")
+    parser.add_argument("--runs", type=_positive, default=5, metavar="N", help="measured runs per kernel, best kept (default: 5)")
+    parser.add_argument("--warmup", type=_non_negative, default=2, metavar="N", help="warm-up runs per kernel (default: 2)")
+    parser.add_argument("--size", type=_positive, default=2048, metavar="N", help="MatMul is [N,N]x[N,N] (default: 2048)")
+    parser.add_argument("--stream-mib", type=_positive, default=512, metavar="MIB", help="size of each Add array, well above the last-level cache (default: 512)")
+    parser.add_argument("--threads", type=_positive, metavar="N", help="onnxruntime intra-op threads (default: its own)")
+    parser.set_defaults(run=run_calibrate)
+
+
+def run_verify(options: argparse.Namespace) -> int:
+    from onnx_roofline.dims import parse_dim, parse_input_shape
+    from onnx_roofline.verify.pipeline import verify
+    from onnx_roofline.verify.render import render_json, render_text
+
+    dims = dict(parse_dim(text) for text in options.dim)
+    if len(dims) != len(options.dim):
+        raise DimensionError("the same --dim is given twice")
+    shapes = dict(parse_input_shape(text) for text in options.input)
+    timing = None
+    if options.timing:
+        timing = {"runs": options.runs, "warmup": options.warmup, "margin": options.margin, "optimize": options.optimized}
+    result = verify(options.model, hw=options.hw, dims=dims, input_shapes=shapes, seed=options.seed,
+                    threads=options.threads, timing=timing)
+    text = render_json(result) if options.format == "json" else render_text(result)
+    write_text(text, options.output, protect=[options.model])
+    return EXIT_OK if result.passed else EXIT_FAIL
+
+
+def run_calibrate(options: argparse.Namespace) -> int:
+    from onnx_roofline.report.units import si
+    from onnx_roofline.verify.calibrate import calibrate
+
+    result = calibrate(runs=options.runs, warmup=options.warmup, matmul_size=options.size,
+                       stream_bytes=options.stream_mib * 2**20, threads=options.threads)
+    write_text(result.spec_toml(options.name), options.output)
+    if options.output:
+        peaks = ", ".join(f"{dtype} {si(m.rate, 'FLOP/s')}" for dtype, m in result.peaks.items())
+        print(f"wrote {options.output}: {peaks}; bandwidth {si(result.bandwidth.rate, 'B/s')} "
+              f"(best of {options.runs} runs); use it with --hw {options.output}")
+    return EXIT_OK
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return int(text)
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < 10:
+        raise argparse.ArgumentTypeError(f"expected a margin like 0.25 (0 to 10), got {text!r}")
+    return value

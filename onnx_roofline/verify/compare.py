@@ -1,0 +1,190 @@
+"""The analysis against the runtime: every node output's observed shape and dtype against the
+inferred one, and every costed node's bytes recomputed from the observed tensors.
+
+Which byte count a node must match (its `basis`):
+  - `default` — the rule leaves the field to the framework, or its docstring says "default bytes":
+    each distinct input read once, each output written once, from the real tensors;
+  - a convention of `conventions.OBSERVERS` (views, metadata, partial reads, ...): that convention
+    evaluated on the real tensors, whatever the rule computes;
+  - `rule-specific` — any other override (Resize's taps, a loop's trip count): there is nothing
+    independent to recompute, so the rule is re-run on the observed tensors (catching wrong
+    shapes feeding it) and its claim must lie between 0 and the default (an op cannot read more
+    than all its inputs). These nodes count as bounds-checked, not proven."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+from onnx import helper
+
+from onnx_roofline import rules
+from onnx_roofline.loader import opsets
+from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.rules.context import OpNode
+from onnx_roofline.shapes import constant_array, constant_table
+from onnx_roofline.tensors import TensorInfo, dtype_name
+from onnx_roofline.verify.conventions import OBSERVERS, distinct_bytes
+
+DEFAULT, RULE_SPECIFIC = "default", "rule-specific"
+CHECKED, BOUNDS_ONLY, NOT_COSTED, NOT_OBSERVED = "checked", "bounds-only", "not-costed", "not-observed"
+_SAYS_DEFAULT = re.compile(r"\bdefault bytes\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    index: int
+    node: str
+    op_type: str
+    what: str  # "shape", "dtype", "bytes_read", "bytes_written", "rule"
+    value: str | None  # the tensor, for shape/dtype
+    inferred: Any
+    observed: Any
+    basis: str | None = None  # for bytes: what the observed figure follows
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class NodeCheck:
+    index: int
+    name: str
+    op_type: str
+    outcome: str  # checked | bounds-only | not-costed | not-observed
+    basis: tuple[str, str] | None = None  # (bytes_read basis, bytes_written basis)
+    reason: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "basis": list(self.basis) if self.basis else None}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    disagreements: tuple[Disagreement, ...]
+    nodes: tuple[NodeCheck, ...]
+    values_checked: int  # node outputs whose inferred shape and dtype were fully known
+    values_partly_inferred: tuple[str, ...]  # some dim or the dtype not inferred: checked where known
+    values_unobserved: tuple[str, ...]  # the runtime gave no tensor (sequence, optional, absent)
+
+    def count(self, outcome: str) -> int:
+        return sum(1 for n in self.nodes if n.outcome == outcome)
+
+
+def observed_infos(model: onnx.ModelProto, arrays: Mapping[str, Any]) -> dict[str, TensorInfo]:
+    """TensorInfo of what the runtime used: initializers as declared (the run used exactly those),
+    feeds and node outputs from their arrays."""
+    infos = {t.name: TensorInfo(t.name, tuple(int(d) for d in t.dims), dtype_name(t.data_type)) for t in model.graph.initializer}
+    for name, array in arrays.items():
+        infos[name] = TensorInfo(name, tuple(int(d) for d in array.shape), _dtype(array))
+    return infos
+
+
+def compare(report: Report, model: onnx.ModelProto, observed: Mapping[str, TensorInfo],
+            folded: Mapping[str, Any] | None = None) -> Comparison:
+    """`model` is the graph the report analyzed (as loaded, weights need not be present); `folded`
+    the values the shapes pass folded (its `ShapeResult.folded`), so that re-run rules see the same
+    constants the analysis gave them."""
+    found: list[Disagreement] = []
+    partly, unobserved, checked = [], [], 0
+    for node in report.nodes:
+        for tensor in node.outputs:
+            if tensor is None:
+                continue
+            seen = observed.get(tensor.name)
+            if seen is None:
+                unobserved.append(tensor.name)
+                continue
+            issues, complete = _compare_tensor(node, tensor, seen)
+            found.extend(issues)
+            checked += complete
+            if not complete:
+                partly.append(tensor.name)
+    byte_check = _ByteCheck(model, folded or {})
+    checks = []
+    for node in report.nodes:
+        check, issues = byte_check.node(node, observed)
+        checks.append(check)
+        found.extend(issues)
+    return Comparison(tuple(found), tuple(checks), checked, tuple(partly), tuple(unobserved))
+
+
+def _compare_tensor(node: NodeResult, inferred: TensorInfo, seen: TensorInfo) -> tuple[list[Disagreement], bool]:
+    """Disagreements on one value, and whether the inference was complete (every dim and the dtype)."""
+    issues = []
+    where = dict(index=node.index, node=node.name, op_type=node.op_type, value=inferred.name)
+    complete = inferred.is_known
+    if inferred.shape is not None:
+        wrong_rank = len(inferred.shape) != len(seen.shape)
+        if wrong_rank or any(isinstance(d, int) and d != o for d, o in zip(inferred.shape, seen.shape)):
+            issues.append(Disagreement(**where, what="shape", inferred=list(inferred.shape), observed=list(seen.shape)))
+    if inferred.dtype is not None and inferred.dtype != seen.dtype:
+        issues.append(Disagreement(**where, what="dtype", inferred=inferred.dtype, observed=seen.dtype))
+    return issues, complete
+
+
+class _ByteCheck:
+    """Recomputes one node's bytes from the observed tensors under the convention its op follows."""
+
+    def __init__(self, model: onnx.ModelProto, folded: Mapping[str, Any]):
+        self.graph = model.graph
+        self.opsets = opsets(model)
+        self.constants = {**folded, **constant_table(model.graph)}  # as analysis._Walk has them
+
+    def constant(self, name: str):
+        source = self.constants.get(name)
+        return None if source is None else constant_array(source)
+
+    def node(self, node: NodeResult, observed: Mapping[str, TensorInfo]) -> tuple[NodeCheck, list[Disagreement]]:
+        base = dict(index=node.index, name=node.name, op_type=node.op_type)
+        if node.status != OK:
+            return NodeCheck(**base, outcome=NOT_COSTED, reason=node.reason or node.status), []
+        inputs = [None if t is None else observed.get(t.name) for t in node.inputs]
+        outputs = [None if t is None else observed.get(t.name) for t in node.outputs]
+        missing = [t.name for t, o in zip((*node.inputs, *node.outputs), (*inputs, *outputs)) if t is not None and o is None]
+        if missing:
+            return NodeCheck(**base, outcome=NOT_OBSERVED, reason=f"no runtime tensor for {missing[0]!r}"), []
+        where = dict(index=node.index, node=node.name, op_type=node.op_type, value=None)
+        rule = rules.lookup(node.domain, node.op_type, self.opsets.get(node.domain))
+        try:
+            rerun = rule.formula(OpNode(self.graph.node[node.index], self.opsets.get(node.domain), inputs, outputs, self.constant))
+        except Exception as exc:  # a rule that fails on the real shapes is itself a finding
+            issue = Disagreement(**where, what="rule", inferred="costed", observed=f"rule fails on the observed tensors: {exc}")
+            return NodeCheck(**base, outcome=CHECKED, basis=None), [issue]
+        default = (distinct_bytes(inputs), sum(t.nbytes for t in outputs if t is not None))
+        convention = OBSERVERS.get(node.op_type) if node.domain == "" else None
+        bases, issues, bounded_only = [], [], False
+        for field, claim, recomputed, full in (
+            ("bytes_read", node.cost.bytes_read, rerun.bytes_read, default[0]),
+            ("bytes_written", node.cost.bytes_written, rerun.bytes_written, default[1]),
+        ):
+            if convention is not None:
+                name, observer = convention
+                value = observer(inputs, outputs)[0 if field == "bytes_read" else 1]
+                basis, expected = f"convention: {name}", full if value is None else value
+            elif recomputed is None or _SAYS_DEFAULT.search(rule.doc):
+                basis, expected = DEFAULT if recomputed is None else f"{DEFAULT} (docstring)", full
+            else:
+                basis, expected, bounded_only = RULE_SPECIFIC, recomputed, True
+                if not 0 <= claim <= full:
+                    issues.append(Disagreement(**where, what=field, inferred=claim, observed=full, basis=basis,
+                                               note="outside [0, every input/output once]"))
+                    bases.append(basis)
+                    continue
+            bases.append(basis)
+            if claim != expected:
+                issues.append(Disagreement(**where, what=field, inferred=claim, observed=expected, basis=basis))
+        return NodeCheck(**base, outcome=BOUNDS_ONLY if bounded_only else CHECKED, basis=tuple(bases)), issues
+
+
+def _dtype(array: Any) -> str | None:
+    if array.dtype == object:
+        return "string"
+    try:
+        return dtype_name(helper.np_dtype_to_tensor_dtype(array.dtype))
+    except (KeyError, TypeError, ValueError):
+        return None

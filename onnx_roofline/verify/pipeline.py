@@ -1,0 +1,67 @@
+"""verify(): analyze, materialize weights, feed, run, compare, and optionally time — in that order."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+
+from onnx_roofline.analysis import analyze
+from onnx_roofline.dims import bind
+from onnx_roofline.hardware import Hardware
+from onnx_roofline.loader import load_model
+from onnx_roofline.report.model import Report
+from onnx_roofline.shapes import infer
+from onnx_roofline.verify.compare import Comparison, compare, observed_infos
+from onnx_roofline.verify.inputs import make_feeds
+from onnx_roofline.verify.run import run_all
+from onnx_roofline.verify.weights import Weights, materialize
+
+
+@dataclass(frozen=True)
+class Verification:
+    report: Report
+    comparison: Comparison
+    weights_loaded: int
+    weights_synthesized: int
+    timing: object | None = None  # attainment.TimingCheck when timing was asked for
+
+    @property
+    def passed(self) -> bool:
+        return not self.comparison.disagreements and (self.timing is None or self.timing.passed)
+
+
+def verify(
+    model: str | os.PathLike | onnx.ModelProto,
+    hw: str | Hardware = "h100",
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    timing: Mapping[str, object] | None = None,
+) -> Verification:
+    """Run `model` in onnxruntime (CPU) and check the analysis against it. `timing`, when given, holds
+    the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize)."""
+    dims = dict(dims or {})
+    report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes)
+    proto = load_model(model)
+    bound = bind(load_model(proto), dims, input_shapes)
+    folded = infer(bound).folded
+    base_dir = None if isinstance(model, onnx.ModelProto) else Path(model).resolve().parent
+    weights = materialize(proto, base_dir, seed)
+    feeds = make_feeds(proto, dims, input_shapes, seed)
+    arrays = run_all(weights.model, feeds, threads=threads)
+    observed = observed_infos(proto, {**feeds, **arrays})
+    comparison = compare(report, proto, observed, folded)
+    timed = None
+    if timing is not None:
+        from onnx_roofline.verify.attainment import check_timing
+
+        timed = check_timing(report, weights.model, feeds, threads=threads, **timing)
+    return Verification(report, comparison, weights.loaded, weights.synthesized, timed)
+
+
+__all__ = ["Verification", "Weights", "verify"]
