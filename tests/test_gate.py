@@ -617,3 +617,32 @@ def test_gpt2_decode_is_over_95_percent_memory_bound():
     (check,) = json.loads(result.stdout)["checks"]
     assert check["measured"] > 0.95
     assert all(c["op_type"] for c in check["contributors"])
+
+
+# --- docs and the pre-commit hook stay true ----------------------------------------------------
+
+
+def test_the_documented_policy_parses_and_every_flag_is_documented(tmp_path):
+    from onnx_roofline.gate.command import LIMITS
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "gate.md").read_text(encoding="utf-8")
+    example = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    policy = load_policy(write(tmp_path / "roofline.toml", example))
+    assert policy.max_latency == {"a100": 2e-3, "default": 5e-3, "h100": 1e-3}
+    assert policy.module == {"model.transformer.h.0.attn": Budget(max_latency=20e-6)}
+    for key, *_ in LIMITS:
+        assert f"`--{key.replace('_', '-')} " in text
+
+
+def test_pre_commit_hook_runs_the_check_command():
+    from onnx_roofline.gate.policy import tomllib
+    from tests.conftest import REPO
+
+    yaml = pytest.importorskip("yaml")  # PyYAML: not a dependency, present wherever pre-commit is
+
+    (hook,) = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "onnx-roofline-check" and hook["pass_filenames"] is False
+    script, command = hook["entry"].split()
+    scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
+    assert script in scripts and command == "check"

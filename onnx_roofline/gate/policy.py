@@ -85,7 +85,8 @@ def load_policy(path: str | Path) -> Policy:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise PolicyError(f"policy {path}: not valid TOML: {exc}") from None
     if path.name == "pyproject.toml":
-        data = data.get("tool", {}).get("onnx-roofline")
+        tool = data.get("tool")
+        data = tool.get("onnx-roofline") if isinstance(tool, dict) else None
         if data is None:
             raise PolicyError(f"policy {path}: no [tool.onnx-roofline] table")
     policy = parse_policy(data, str(path))
@@ -105,9 +106,12 @@ Parser = Callable[[Any, str, str], Any]
 
 
 def _scalar(parse: Callable[[Any], Any]) -> Parser:
+    """A key holding one value: the value parser's ValueError becomes a PolicyError naming the key."""
+
     def run(value: Any, origin: str, where: str) -> Any:
         if isinstance(value, (dict, list)):
-            raise PolicyError(f"policy {origin}: `{where}` must be a single value, not a {'table' if isinstance(value, dict) else 'list'}")
+            shape = "table" if isinstance(value, dict) else "list"
+            raise PolicyError(f"policy {origin}: `{where}` must be a single value, not a {shape}")
         try:
             return parse(value)
         except ValueError as exc:

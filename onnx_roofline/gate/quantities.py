@@ -15,7 +15,7 @@ _DURATION = re.compile(rf"^\s*({_NUMBER})\s*(s|ms|us|µs|μs|ns)?\s*$", re.IGNOR
 _FRACTION = re.compile(rf"^\s*({_NUMBER})\s*(%)?\s*$")
 _AMOUNT = re.compile(rf"^\s*({_NUMBER})\s*([kmgtp]i?)?\s*(b|flops?)?\s*$", re.IGNORECASE)
 
-_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ns": 1e-9}
+_PER_SECOND = {"s": 1, "ms": 10**3, "us": 10**6, "µs": 10**6, "μs": 10**6, "ns": 10**9}  # divide: 20us is exactly 2e-05
 _PREFIX = {"k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
 
 
@@ -23,7 +23,7 @@ def parse_duration(value: object) -> float:
     """Seconds from `2ms`, `500us`/`500µs`, `0.002s`, or a bare number (`1.5e-3`, seconds)."""
     expected = "expected e.g. 2ms, 500us, 0.002s or 1.5e-3 (seconds)"
     number, unit = _split(value, _DURATION, f"malformed duration {value!r}: {expected}")
-    seconds = number * _SECONDS[(unit or "s").lower()]
+    seconds = number / _PER_SECOND[(unit or "s").lower()]
     if seconds <= 0:
         raise ValueError(f"duration {value!r} must be positive")
     return seconds

@@ -11,8 +11,9 @@ Conventions of this family:
 - **Post transforms** of the scores, per row of width K: LOGISTIC K transcendentals (as Sigmoid);
   SOFTMAX 4K − 2 FLOPs and K transcendentals (as the Softmax rule); SOFTMAX_ZERO the same plus K
   compares (zeros stay zero); PROBIT √2·erfinv(2p − 1): 3 FLOPs and 1 transcendental per element.
-- **Strings** have data-dependent byte sizes: a node with a string tensor (string labels, string
-  categories) raises, so it is reported with that reason rather than with bytes counted as 0.
+- **Strings** have data-dependent byte sizes: the walk reports a node with a string tensor (string
+  labels, categories, keys) as data-dependent before its rule runs; the rules also refuse strings
+  (`no_strings`) when called directly, rather than count their bytes as 0.
 - **Maps and sequences** (ZipMap, DictVectorizer, CastMap) are not tensors: not costed, with reason.
 - Linear models and SVMs are GEMMs ([N, F] against the weight vectors): matrix unit, computed in
   float32 (their scores are tensor(float) whatever the input). The rest: vector unit.

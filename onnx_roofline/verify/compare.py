@@ -1,15 +1,18 @@
 """The analysis against the runtime: every node output's observed shape and dtype against the
 inferred one, and every costed node's bytes recomputed from the observed tensors.
 
-Which byte count a node must match (its `basis`):
-  - `default` — the rule leaves the field to the framework, or its docstring says "default bytes":
-    each distinct input read once, each output written once, from the real tensors;
+Which byte count a node must match (its `basis`), first match wins:
   - a convention of `conventions.OBSERVERS` (views, metadata, partial reads, ...): that convention
     evaluated on the real tensors, whatever the rule computes;
-  - `rule-specific` — any other override (Resize's taps, a loop's trip count): there is nothing
-    independent to recompute, so the rule is re-run on the observed tensors (catching wrong
-    shapes feeding it) and its claim must lie between 0 and the default (an op cannot read more
-    than all its inputs). These nodes count as bounds-checked, not proven."""
+  - `default` — every op of `conventions.DEFAULT_OPS` (arithmetic, matmul/conv, normalization,
+    reduction, pooling, copies), any field the rule leaves to the framework, and any field of a
+    rule whose docstring says "default bytes": each distinct input read once, each output written
+    once, from the real tensors;
+  - `rule-specific` — any other override (Resize's taps, an ML op's attribute weights): there is
+    nothing independent to recompute, so the rule is re-run on the observed tensors (catching
+    wrong shapes feeding it) and its claim must lie between 0 and every input (and numeric
+    attribute) once. These nodes count as bounds-checked, not proven.
+Control-flow nodes are not byte-checked: the run does not expose their bodies' values."""
 
 from __future__ import annotations
 
@@ -27,10 +30,10 @@ from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.shapes import constant_array, constant_table
 from onnx_roofline.tensors import TensorInfo, dtype_name
-from onnx_roofline.verify.conventions import OBSERVERS, distinct_bytes
+from onnx_roofline.verify.conventions import DEFAULT_OPS, OBSERVERS, attribute_bytes, distinct_bytes
 
 DEFAULT, RULE_SPECIFIC = "default", "rule-specific"
-CHECKED, BOUNDS_ONLY, NOT_COSTED, NOT_OBSERVED = "checked", "bounds-only", "not-costed", "not-observed"
+CHECKED, BOUNDS_ONLY, NOT_COSTED, NOT_OBSERVED, NOT_CHECKED = "checked", "bounds-only", "not-costed", "not-observed", "not-checked"
 _SAYS_DEFAULT = re.compile(r"\bdefault bytes\b", re.IGNORECASE)
 
 
@@ -55,7 +58,7 @@ class NodeCheck:
     index: int
     name: str
     op_type: str
-    outcome: str  # checked | bounds-only | not-costed | not-observed
+    outcome: str  # checked | bounds-only | not-costed | not-observed | not-checked
     basis: tuple[str, str] | None = None  # (bytes_read basis, bytes_written basis)
     reason: str | None = None
 
@@ -149,29 +152,36 @@ class _ByteCheck:
         if missing:
             return NodeCheck(**base, outcome=NOT_OBSERVED, reason=f"no runtime tensor for {missing[0]!r}"), []
         where = dict(index=node.index, node=node.name, op_type=node.op_type, value=None)
+        proto = self.graph.node[node.index]
+        if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in proto.attribute):
+            return NodeCheck(**base, outcome=NOT_CHECKED, reason="control flow: its bodies' values are not exposed by the run"), []
         rule = rules.lookup(node.domain, node.op_type, self.opsets.get(node.domain))
         try:
-            rerun = rule.formula(OpNode(self.graph.node[node.index], self.opsets.get(node.domain), inputs, outputs, self.constant))
+            rerun = rule.formula(OpNode(proto, self.opsets.get(node.domain), inputs, outputs, self.constant))
         except Exception as exc:  # a rule that fails on the real shapes is itself a finding
             issue = Disagreement(**where, what="rule", inferred="costed", observed=f"rule fails on the observed tensors: {exc}")
             return NodeCheck(**base, outcome=CHECKED, basis=None), [issue]
         default = (distinct_bytes(inputs), sum(t.nbytes for t in outputs if t is not None))
-        convention = OBSERVERS.get(node.op_type) if node.domain == "" else None
+        ceiling = (default[0] + attribute_bytes(proto), default[1])
+        standard = node.domain == ""
+        convention = OBSERVERS.get(node.op_type) if standard else None
         bases, issues, bounded_only = [], [], False
-        for field, claim, recomputed, full in (
-            ("bytes_read", node.cost.bytes_read, rerun.bytes_read, default[0]),
-            ("bytes_written", node.cost.bytes_written, rerun.bytes_written, default[1]),
-        ):
+        for slot, (field, claim, recomputed) in enumerate((
+            ("bytes_read", node.cost.bytes_read, rerun.bytes_read),
+            ("bytes_written", node.cost.bytes_written, rerun.bytes_written),
+        )):
             if convention is not None:
                 name, observer = convention
-                value = observer(inputs, outputs)[0 if field == "bytes_read" else 1]
-                basis, expected = f"convention: {name}", full if value is None else value
+                value = observer(inputs, outputs)[slot]
+                basis, expected = f"convention: {name}", default[slot] if value is None else value
+            elif standard and node.op_type in DEFAULT_OPS:
+                basis, expected = DEFAULT, default[slot]
             elif recomputed is None or _SAYS_DEFAULT.search(rule.doc):
-                basis, expected = DEFAULT if recomputed is None else f"{DEFAULT} (docstring)", full
+                basis, expected = DEFAULT if recomputed is None else f"{DEFAULT} (docstring)", default[slot]
             else:
                 basis, expected, bounded_only = RULE_SPECIFIC, recomputed, True
-                if not 0 <= claim <= full:
-                    issues.append(Disagreement(**where, what=field, inferred=claim, observed=full, basis=basis,
+                if not 0 <= claim <= ceiling[slot]:
+                    issues.append(Disagreement(**where, what=field, inferred=claim, observed=ceiling[slot], basis=basis,
                                                note="outside [0, every input/output once]"))
                     bases.append(basis)
                     continue

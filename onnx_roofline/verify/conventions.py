@@ -62,3 +62,48 @@ OBSERVERS: dict[str, tuple[str, Observer]] = {
     "Constant": ("baked in", baked_in),
 }
 """op_type (default domain) → (convention name, observer)."""
+
+DEFAULT_OPS: frozenset[str] = frozenset(
+    # DESIGN.md: these read every input in full and write every output, whatever their rule returns.
+    # elementwise arithmetic, comparisons, logic, activations
+    "Abs Acos Acosh Add And Asin Asinh Atan Atanh BitShift BitwiseAnd BitwiseNot BitwiseOr BitwiseXor "
+    "Cast Ceil Celu Clip Cos Cosh Div Elu Equal Erf Exp Floor Gelu Greater GreaterOrEqual HardSigmoid "
+    "HardSwish IsInf IsNaN LeakyRelu Less LessOrEqual Log Max Mean Min Mish Mod Mul Neg Not Or PRelu "
+    "Pow Reciprocal Relu Round Selu Shrink Sigmoid Sign Sin Sinh Softplus Softsign Sqrt Sub Sum Tan "
+    "Tanh ThresholdedRelu Where Xor "
+    # matrix and convolution
+    "Conv ConvInteger ConvTranspose Einsum Gemm MatMul MatMulInteger "
+    # normalization and softmax
+    "BatchNormalization GroupNormalization InstanceNormalization LayerNormalization LpNormalization "
+    "MeanVarianceNormalization RMSNormalization LRN Softmax LogSoftmax Hardmax "
+    # reductions and pooling
+    "ArgMax ArgMin CumSum ReduceL1 ReduceL2 ReduceLogSum ReduceLogSumExp ReduceMax ReduceMean ReduceMin "
+    "ReduceProd ReduceSum ReduceSumSquare AveragePool GlobalAveragePool GlobalLpPool GlobalMaxPool "
+    "LpPool MaxPool TopK "
+    # copies (DESIGN.md: the default)
+    "Concat DepthToSpace Expand Pad SpaceToDepth Split Tile Transpose".split()
+)
+"""Default-domain ops that must match the framework default exactly: an override in their rule is
+checked against the real tensors like any default (a rule that forgets an input disagrees)."""
+
+
+def attribute_bytes(proto) -> int:
+    """Bytes of a node's numeric list and tensor attributes: weights some ops (ai.onnx.ml trees,
+    TfIdfVectorizer) carry as attributes; a rule may count them as read."""
+    from onnx import AttributeProto
+
+    from onnx_roofline.tensors import DTYPE_BITS, dtype_name
+
+    total = 0
+    for attr in proto.attribute:
+        if attr.type == AttributeProto.FLOATS:
+            total += 4 * len(attr.floats)
+        elif attr.type == AttributeProto.INTS:
+            total += 8 * len(attr.ints)
+        elif attr.type in (AttributeProto.TENSOR, AttributeProto.TENSORS):
+            for tensor in [attr.t] if attr.type == AttributeProto.TENSOR else attr.tensors:
+                count = 1
+                for dim in tensor.dims:
+                    count *= dim
+                total += (count * DTYPE_BITS.get(dtype_name(tensor.data_type) or "", 0) + 7) // 8
+    return total

@@ -8,7 +8,7 @@ from typing import Any
 
 from onnx_roofline.report.units import duration, percent, si
 from onnx_roofline.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, TimingCheck
-from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_COSTED, NOT_OBSERVED
+from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED, NOT_OBSERVED
 from onnx_roofline.verify.pipeline import Verification
 
 SCHEMA_VERSION = 1
@@ -37,10 +37,11 @@ def to_dict(result: Verification) -> dict[str, Any]:
             "bounds_only": comparison.count(BOUNDS_ONLY),
             "not_costed": comparison.count(NOT_COSTED),
             "not_observed": comparison.count(NOT_OBSERVED),
+            "not_checked": comparison.count(NOT_CHECKED),
             "byte_basis": dict(sorted(_bases(result).items())),
         },
         "disagreements": [d.to_dict() for d in comparison.disagreements],
-        "not_costed": [n.to_dict() for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED)],
+        "not_costed": [n.to_dict() for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED, NOT_CHECKED)],
         "bounds_only": [n.to_dict() for n in comparison.nodes if n.outcome == BOUNDS_ONLY],
         "timing": result.timing.to_dict() if result.timing is not None else None,
         "verdict": verdict(result),
@@ -62,7 +63,7 @@ def render_text(result: Verification, limit: int = 50) -> str:
         f"{len(comparison.values_partly_inferred)} partly inferred; {len(comparison.values_unobserved)} not observed",
         f"bytes:   {comparison.count(CHECKED)} nodes checked ({bases or 'no fields'}); "
         f"{comparison.count(BOUNDS_ONLY)} bounds-only; {comparison.count(NOT_COSTED)} not costed; "
-        f"{comparison.count(NOT_OBSERVED)} not observed",
+        f"{comparison.count(NOT_OBSERVED) + comparison.count(NOT_CHECKED)} not observed or control flow",
         f"disagreements: {len(comparison.disagreements)}",
     ]
     for d in comparison.disagreements[:limit]:
@@ -72,10 +73,10 @@ def render_text(result: Verification, limit: int = 50) -> str:
         lines.append(f"  #{d.index} {d.node} ({d.op_type}) {d.what}{value}: inferred {d.inferred}, observed {d.observed}{basis}{note}")
     if len(comparison.disagreements) > limit:
         lines.append(f"  ... and {len(comparison.disagreements) - limit} more (--format json lists all)")
-    uncosted = [n for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED)]
+    uncosted = [n for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED, NOT_CHECKED)]
     if uncosted:
         by_op = Counter(n.op_type for n in uncosted)
-        lines.append("not costed (bytes not checked): " + ", ".join(f"{op} ×{c}" for op, c in sorted(by_op.items())))
+        lines.append("not byte-checked (not costed, not observed, control flow): " + ", ".join(f"{op} ×{c}" for op, c in sorted(by_op.items())))
         for n in uncosted[:limit]:
             lines.append(f"  #{n.index} {n.name} ({n.op_type}): {n.reason}")
     bounded = [n for n in comparison.nodes if n.outcome == BOUNDS_ONLY]

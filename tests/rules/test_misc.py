@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto, helper
 
 from onnx_roofline import analyze

@@ -3,7 +3,6 @@ floats 4 B, ints 8 B, tensors by dtype. f32 = 4 bytes, int64 = 8 bytes."""
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto, helper
 
 from onnx_roofline import analyze
