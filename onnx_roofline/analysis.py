@@ -27,7 +27,7 @@ from onnx_roofline.report.model import (
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.shapes import collect, constant_array, constant_table, infer
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.tensors import TensorInfo, with_precision
 
 
 def analyze(
@@ -36,9 +36,12 @@ def analyze(
     dims: Mapping[str, int] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     partial: bool = False,
+    precision: str | None = None,
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
 
+    `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
+    activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises DimensionError when a symbolic dim left unbound blocks a cost, unless `partial`."""
     hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
     proto = load_model(model)
@@ -46,8 +49,9 @@ def analyze(
     dim_uses = symbolic_dims(proto.graph)
     bind(proto, dims, input_shapes)
     shapes = infer(proto)
+    values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer}
-    walk = _Walk(shapes.values, {**shapes.folded, **constant_table(proto.graph)}, initializers, opsets(proto), hardware)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph)}, initializers, opsets(proto), hardware)
     nodes = tuple(walk.cost(index, node) for index, node in enumerate(proto.graph.node))
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -57,6 +61,7 @@ def analyze(
         node_count=len(proto.graph.node),
         opsets=opsets(proto),
         dims=dims,
+        precision=precision,
         parameters=sum(int(np.prod(t.dims)) for t in proto.graph.initializer),
         shape_inference=shapes.method,
     )
@@ -100,6 +105,7 @@ class _Walk:
             domain=domain,
             inputs=inputs,
             outputs=outputs,
+            metadata={entry.key: entry.value for entry in node.metadata_props},
         )
         rule = rules.lookup(domain, node.op_type, self.opsets.get(domain))
         if rule is None:

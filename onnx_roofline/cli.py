@@ -19,6 +19,7 @@ from onnx_roofline.output import write_text
 from onnx_roofline.report.serialize import render_csv, render_json
 from onnx_roofline.report.table import render_table
 from onnx_roofline.report.units import si
+from onnx_roofline.tensors import PRECISIONS
 
 # Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
 # whose `run(options) -> int` default does the work. Add a feature's module here.
@@ -84,6 +85,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)")
     parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
+    parser.add_argument(
+        "--dtype", choices=sorted(PRECISIONS), help="cost every floating-point tensor (weights and activations) in this precision"
+    )
 
 
 def analyze_from_options(options: argparse.Namespace):
@@ -91,7 +95,9 @@ def analyze_from_options(options: argparse.Namespace):
     shapes = dict(parse_input_shape(text) for text in options.input)
     if len(dims) != len(options.dim):
         raise DimensionError("the same --dim is given twice")
-    return analyze(options.model, hw=options.hw, dims=dims, input_shapes=shapes, partial=options.partial)
+    return analyze(
+        options.model, hw=options.hw, dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype
+    )
 
 
 def _run_analyze(options: argparse.Namespace) -> int:

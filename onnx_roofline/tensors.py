@@ -90,3 +90,18 @@ class TensorInfo:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
+
+
+PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8e4m3fn", "int8": "int8"}
+_FLOATING = {"float32", "float64", "float16", "bfloat16"}
+
+
+def with_precision(values: dict[str, TensorInfo], precision: str) -> dict[str, TensorInfo]:
+    """The value table with every floating-point tensor in `precision` (a PRECISIONS key)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
+    target = PRECISIONS[precision]
+    return {
+        name: TensorInfo(info.name, info.shape, target) if info.dtype in _FLOATING else info
+        for name, info in values.items()
+    }

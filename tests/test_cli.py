@@ -146,3 +146,16 @@ def test_model_without_its_external_data_still_analyzes(tmp_path, capsys):
     (node,) = json.loads(capsys.readouterr().out)["nodes"]
     assert node["flops"] == 2 * 4 * 256 * 512
     assert node["parameters"] == 256 * 512
+
+
+def test_dtype_costs_an_fp32_graph_in_another_precision(tmp_path, capsys):
+    model = one_node_model("MatMul", [("a", "float32", [1024, 768]), ("b", "float32", [768, 3072])], ["y"])
+    path = tmp_path / "fp32.onnx"
+    onnx.save(model, path)
+    assert main([str(path), "--dtype", "fp16", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    (node,) = report["nodes"]
+    assert node["bytes"] == 2 * (1024 * 768 + 768 * 3072 + 1024 * 3072)  # 2 bytes per element, not 4
+    assert node["dtype"] == "fp16" and node["bound"] == "compute"
+    assert node["inputs"][0]["dtype"] == "float16"
+    assert report["model"]["precision"] == "fp16"

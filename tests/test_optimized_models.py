@@ -15,6 +15,7 @@ The quantized graphs add the zero-point subtracts of the integer matmuls (numel(
 
 from __future__ import annotations
 
+import functools
 import types
 from collections import Counter
 from pathlib import Path
@@ -34,6 +35,10 @@ HIDDEN, HEADS, LAYERS, VOCAB, POSITIONS = 768, 12, 2, 1000, 128
 BATCH, SEQUENCE = 2, 16
 DIMS = {"batch": BATCH, "sequence": SEQUENCE}
 MS = "com.microsoft"
+
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::torch.jit.TracerWarning", "ignore::UserWarning", "ignore::FutureWarning", "ignore::DeprecationWarning"
+)
 
 
 # --- building the models ---------------------------------------------------------------------------
@@ -180,6 +185,7 @@ def sdpa(tmp_path_factory) -> dict[int, Path]:
 # --- what the tests measure -------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=None)
 def _analyzed(path: Path):
     report = analyze(path, dims=DIMS)
     assert report.unsupported == {}, [(n.op_type, n.status, n.reason) for n in report.nodes if n.status != "ok"]

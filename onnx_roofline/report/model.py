@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_roofline.costs import Cost
@@ -36,6 +37,8 @@ class NodeResult:
     dtype: str | None = None  # dtype class whose peak applies (fp16, int8, ...)
     peak: float | None = None
     placement: Placement | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict, repr=False)
+    """The node's metadata_props as exported (dynamo's pkg.torch.onnx.name_scopes, ...); not in JSON."""
 
     @property
     def bound(self) -> str:
@@ -84,6 +87,7 @@ class ModelInfo:
     node_count: int
     opsets: dict[str, int]
     dims: dict[str, int]
+    precision: str | None  # the --dtype override, when the graph is costed in another precision
     parameters: int  # elements of all distinct initializers
     shape_inference: str
 
@@ -93,6 +97,7 @@ class ModelInfo:
             "node_count": self.node_count,
             "opsets": dict(sorted(self.opsets.items())),
             "dims": dict(sorted(self.dims.items())),
+            "precision": self.precision,
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,
         }
