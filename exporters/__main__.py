@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from exporters.torch_export import DTYPES, EXPORTERS
+from exporters import DTYPE_NAMES, EXPORTERS
 
 # Every committed fixture: (model, options).  ``all`` regenerates exactly these.
 FIXTURES = [
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--out", type=Path, required=True, help="output directory")
     common.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
     typed = argparse.ArgumentParser(add_help=False)
-    typed.add_argument("--dtype", choices=sorted(DTYPES), default="fp32")
+    typed.add_argument("--dtype", choices=DTYPE_NAMES, default="fp32")
     typed.add_argument("--exporter", choices=EXPORTERS, default="dynamo")
 
     parser = _Parser(prog="python -m exporters", description="Export the case-study ONNX graphs.")

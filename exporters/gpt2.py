@@ -3,8 +3,9 @@
 transformers 5.x passes the KV cache as a ``DynamicCache`` object, which no exporter can take as
 a graph input.  The wrappers below take and return plain tensors (``past.{i}.key`` ... in,
 ``logits`` and ``present.{i}.key`` ... out) and build the cache inside ``forward``, so the exported
-signature is stable across transformers versions.  No attention mask is an input: every sequence
-is unpadded, which is what a roofline needs (the mask changes no FLOP count that matters).
+signature is stable across transformers versions.  There is no attention-mask input: sequences
+are unpadded (a padding mask would change no FLOP or byte count that matters here); the causal
+mask and the decode position ids (past length + 0) are computed inside the graph.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class GPT2Prefill(nn.Module):
 
 
 class GPT2Decode(nn.Module):
-    """``input_ids [batch, 1]`` and ``past.{i}.key/value [batch, 12, past_sequence, 64]`` ->
-    ``logits`` and presents of length ``past_sequence + 1``.  Position ids come from the past length."""
+    """``input_ids [batch, 1]``, ``past.{i}.key/value [batch, 12, past_sequence, 64]`` -> ``logits``,
+    then presents of length ``past_sequence + 1``.  Position ids come from the past length."""
 
     def __init__(self, model: GPT2LMHeadModel):
         super().__init__()
@@ -62,10 +63,12 @@ class GPT2Decode(nn.Module):
 
 
 def present_names(layers: int = LAYERS) -> list[str]:
+    """Output names after ``logits``: present.0.key, present.0.value, present.1.key, ..."""
     return [f"present.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
 
 
 def past_names(layers: int = LAYERS) -> list[str]:
+    """Decode input names after ``input_ids``: past.0.key, past.0.value, past.1.key, ..."""
     return [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")]
 
 
@@ -85,6 +88,8 @@ def export_gpt2(
     The example inputs use batch 2, sequence 8, past 5: no dim is 0 or 1, so torch.export does
     not specialize any symbolic dim.
     """
+    if phase not in ("prefill", "decode"):
+        raise ValueError(f"phase must be 'prefill' or 'decode', not {phase!r}")
     model = build_gpt2(seed)
     gen = torch.Generator().manual_seed(seed)
     kv = lambda length: ["batch", HEADS, length, HEAD_DIM]  # noqa: E731
@@ -93,14 +98,12 @@ def export_gpt2(
         args = (torch.randint(0, VOCAB, (2, 8), generator=gen),)
         inputs = {"input_ids": ["batch", "sequence"]}
         outputs = {"logits": ["batch", "sequence", VOCAB]} | {n: kv("sequence") for n in present_names()}
-    elif phase == "decode":
+    else:
         module = GPT2Decode(model)
         past = [torch.randn(2, HEADS, 5, HEAD_DIM, generator=gen) for _ in range(2 * LAYERS)]
         args = (torch.randint(0, VOCAB, (2, 1), generator=gen), *past)
         inputs = {"input_ids": ["batch", 1]} | {n: kv("past_sequence") for n in past_names()}
         outputs = {"logits": ["batch", 1, VOCAB]} | {n: kv("past_sequence + 1") for n in present_names()}
-    else:
-        raise ValueError(f"phase must be 'prefill' or 'decode', not {phase!r}")
     suffix = "" if exporter == "dynamo" else f"_{exporter}"
     return export_module(
         module,

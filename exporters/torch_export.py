@@ -18,6 +18,7 @@ import onnx
 import torch
 from torch import nn
 
+from exporters import DTYPE_NAMES, EXPORTERS
 from exporters.strip import (
     name_nodes_by_module,
     relativize_stack_traces,
@@ -25,8 +26,7 @@ from exporters.strip import (
     set_io_shapes,
 )
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-EXPORTERS = ("dynamo", "torchscript")
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.float16, torch.bfloat16), strict=True))
 REPO = Path(__file__).resolve().parent.parent
 
 Shape = list[int | str]
@@ -74,11 +74,13 @@ def export_module(
 
 def _dynamo(module, args, input_names, output_names, input_shapes) -> onnx.ModelProto:
     """``torch.onnx.export(dynamo=True)`` with one ``torch.export.Dim`` per symbolic dim name."""
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)  # "no torchvision"
-    dims: dict[str, torch.export.Dim] = {}
+    # Silence "torchvision is not installed, skipping torchvision::nms" and friends.
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
+    dims: dict[str, torch.export.Dim] = {}  # one Dim per name: inputs sharing "batch" share it
     specs = []
     for shape in input_shapes.values():
-        specs.append({i: dims.setdefault(d, torch.export.Dim(d)) for i, d in enumerate(shape) if isinstance(d, str)} or None)
+        axes = {i: d for i, d in enumerate(shape) if isinstance(d, str)}
+        specs.append({i: dims.setdefault(d, torch.export.Dim(d)) for i, d in axes.items()} or None)
     params = inspect.signature(module.forward).parameters.values()
     n_fixed = sum(p.kind != p.VAR_POSITIONAL for p in params)
     if any(p.kind == p.VAR_POSITIONAL for p in params):  # forward(x, *past): nest the varargs

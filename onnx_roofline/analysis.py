@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 
@@ -62,7 +63,7 @@ def analyze(
         opsets=opsets(proto),
         dims=dims,
         precision=precision,
-        parameters=sum(int(np.prod(t.dims)) for t in proto.graph.initializer),
+        parameters=sum(math.prod(t.dims) for t in proto.graph.initializer),
         shape_inference=shapes.method,
     )
     return Report(info, hardware, nodes)
@@ -82,6 +83,14 @@ class _Walk:
         self.opsets: dict[str, int] = opset_versions
         self.hardware = hardware
         self._arrays: dict[str, np.ndarray | None] = {}
+        self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
+
+    def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
+        """The hardware's peak for (unit, dtype), memoized: every node asks, few pairs occur."""
+        key = (unit, dtype)
+        if key not in self._peaks:
+            self._peaks[key] = self.hardware.peak(unit, dtype_class(dtype))
+        return self._peaks[key]
 
     def constant(self, name: str) -> np.ndarray | None:
         if name not in self._arrays:
@@ -105,15 +114,16 @@ class _Walk:
             domain=domain,
             inputs=inputs,
             outputs=outputs,
-            metadata={entry.key: entry.value for entry in node.metadata_props},
+            proto=node,
         )
         rule = rules.lookup(domain, node.op_type, self.opsets.get(domain))
         if rule is None:
             return NodeResult(**base, status=UNSUPPORTED, reason=f"no cost rule for {_qualified(domain, node.op_type)}")
-        unknown = [t for t in (*inputs, *outputs) if t is not None and not t.is_known]
+        tensors = [t for t in (*inputs, *outputs) if t is not None]
+        unknown = [t for t in tensors if not t.is_known]
         if unknown:
             return NodeResult(**base, status=UNKNOWN_SHAPE, reason=_unknown_reason(unknown))
-        strings = [t.name for t in (*inputs, *outputs) if t is not None and t.dtype == "string"]
+        strings = [t.name for t in tensors if t.dtype == "string"]
         if strings:
             return NodeResult(**base, status=DATA_DEPENDENT, reason=f"string tensor {strings[0]!r} has no static byte size")
         op = OpNode(node, self.opsets.get(domain), inputs, outputs, self.constant, self.subgraph)
@@ -123,8 +133,7 @@ class _Walk:
             return NodeResult(**base, status=exc.status, reason=str(exc))
         except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
             return NodeResult(**base, status=RULE_ERROR, reason=f"{node.op_type}: {exc}")
-        dtype = dtype_class(_compute_dtype(rule.compute_dtype, op))
-        peak, unit, dtype = self.hardware.peak(rule.unit, dtype)
+        peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, op))
         if isinstance(cost, CompositeCost):
             placement = _composite_placement(cost, peak / self.hardware.memory_bandwidth)
         else:
@@ -139,7 +148,6 @@ class _Walk:
         return NodeResult(
             **base, status=OK, cost=cost, parameters=parameters, unit=unit, dtype=dtype, peak=peak, placement=placement
         )
-
 
     def subgraph(self, graph: onnx.GraphProto) -> CompositeCost:
         """Cost a body graph in this scope: outer values stay visible, as ONNX scoping says."""

@@ -110,18 +110,19 @@ def fold(graph: onnx.GraphProto, values: Mapping[str, TensorInfo], constants: Ma
 
 
 def _evaluate(node: onnx.NodeProto, values: Mapping[str, TensorInfo], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    if node.domain not in ("", "ai.onnx") or len(node.output) != 1:
+    op_type = node.op_type
+    if (op_type not in _EVALUATORS and op_type not in ("Shape", "Size")) or node.domain not in ("", "ai.onnx"):
         return None
-    if node.op_type in ("Shape", "Size"):
+    if op_type in ("Shape", "Size"):
         source = values.get(node.input[0])
         if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
             return None
-        if node.op_type == "Size":
+        if op_type == "Size":
             return np.array(int(np.prod(source.shape)), dtype=np.int64)
         attrs = {a.name: a.i for a in node.attribute}
         return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
-    evaluator = _EVALUATORS.get(node.op_type)
-    if evaluator is None or not all(name == "" or name in known for name in node.input):
+    evaluator = _EVALUATORS[op_type]
+    if len(node.output) != 1 or not all(name == "" or name in known for name in node.input):
         return None
     inputs = [known[name] if name else None for name in node.input]
     if node.op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:

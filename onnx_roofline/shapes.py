@@ -118,16 +118,18 @@ def collect(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
 
 
 def _from_value_info(value: onnx.ValueInfoProto) -> TensorInfo | None:
-    if not value.type.HasField("tensor_type"):
+    if value.type.WhichOneof("value") != "tensor_type":
         return None
     tensor_type = value.type.tensor_type
     shape: tuple[Dim, ...] | None = None
     if tensor_type.HasField("shape"):
-        shape = tuple(
-            d.dim_value if d.HasField("dim_value") else (d.dim_param if d.HasField("dim_param") else None)
-            for d in tensor_type.shape.dim
-        )
+        shape = tuple(_dim(d) for d in tensor_type.shape.dim)
     return TensorInfo(value.name, shape, dtype_name(tensor_type.elem_type))
+
+
+def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    kind = dim.WhichOneof("value")
+    return dim.dim_value if kind == "dim_value" else (dim.dim_param if kind == "dim_param" else None)
 
 
 def _more_known(new: TensorInfo, old: TensorInfo) -> bool:

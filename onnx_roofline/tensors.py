@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from onnx import TensorProto
 
@@ -54,11 +53,15 @@ class TensorInfo:
     name: str
     shape: tuple[Dim, ...] | None  # None: not even the rank is known
     dtype: str | None
+    is_known: bool = field(init=False, repr=False, compare=False)
+    """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
+    _numel: int | None = field(init=False, repr=False, compare=False)
 
-    @functools.cached_property
-    def is_known(self) -> bool:
-        """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
-        return self.shape is not None and self.dtype is not None and all(isinstance(d, int) for d in self.shape)
+    def __post_init__(self) -> None:
+        # Computed once, eagerly: the walk asks these of every value several times per node.
+        known = self.shape is not None and self.dtype is not None and all(isinstance(d, int) for d in self.shape)
+        object.__setattr__(self, "is_known", known)
+        object.__setattr__(self, "_numel", math.prod(self.shape) if known else None)
 
     @property
     def rank(self) -> int:
@@ -66,11 +69,11 @@ class TensorInfo:
             raise ValueError(f"rank of {self.name!r} is unknown")
         return len(self.shape)
 
-    @functools.cached_property
+    @property
     def numel(self) -> int:
-        if not self.is_known:
+        if self._numel is None:
             raise ValueError(f"shape of {self.name!r} is not fully known: {self.shape}")
-        return math.prod(self.shape)  # type: ignore[arg-type]
+        return self._numel
 
     @property
     def bits(self) -> int:
@@ -78,7 +81,7 @@ class TensorInfo:
             raise ValueError(f"dtype of {self.name!r} is unknown")
         return DTYPE_BITS[self.dtype]
 
-    @functools.cached_property
+    @property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
         return (self.numel * self.bits + 7) // 8

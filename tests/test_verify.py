@@ -286,14 +286,14 @@ def test_a_transformers_bert_we_did_not_write(tmp_path):
     result = verify(path, dims={"batch": 2, "sequence": 12})
     assert result.comparison.disagreements == ()
     assert result.comparison.count(CHECKED) == len(result.report.nodes) > 100
-    ops = {n.op_type for n in result.report.nodes}
-    assert {"Gather", "MatMul", "Softmax", "Erf"} <= ops or {"Gather", "MatMul", "Softmax"} <= ops
+    assert {"Gather", "MatMul", "Softmax"} <= {n.op_type for n in result.report.nodes}
 
 
 # --- timing ------------------------------------------------------------------------------------------
 
 CPU = {"name": "test cpu", "memory_bandwidth": 10e9, "source": "measured by onnx-roofline calibrate: test",
        "peaks": {"vector": {"fp32": 100e9}}}
+SLOW = {**CPU, "memory_bandwidth": 1e6, "peaks": {"vector": {"fp32": 1e9}}}  # bounds in ms: far above the 1 µs timer
 
 
 def test_every_node_is_timed_one_to_one_with_optimizations_off():
@@ -334,25 +334,25 @@ def _synthetic_profile(seconds: list[float], groups=None) -> Profile:
 
 
 def test_judging_against_the_bound_with_margin_resolution_and_cache_floor():
-    report = verify(small_lm(), hw=load_hardware_dict(CPU), dims=DIMS).report
+    report = verify(small_lm(), hw=load_hardware_dict(SLOW), dims=DIMS).report
     bias = report.nodes[2]  # Add: 2·5·16 + 16 floats read, 2·5·16 written
     assert bias.op_type == "Add"
     bound = bias.time_s
-    assert bound == pytest.approx((160 * 4 + 16 * 4 + 160 * 4) / 10e9)
+    assert bound == pytest.approx((160 * 4 + 16 * 4 + 160 * 4) / 1e6)
     slow, within_margin, fast = bound * 2, bound / 1.2, bound / 50
     verdicts = []
     for seconds in (slow, within_margin + 0.0, fast):
         check = judge(report, _synthetic_profile([1.0, 1.0, seconds, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]), margin=0.25)
         verdicts.append(check.nodes[2].verdict)
-    # the fast one beats the DRAM bound, but 1.3 kB fits a cache, and at 1 TB/s in cache it is within the floor:
-    assert verdicts == [AT_OR_ABOVE, AT_OR_ABOVE, BEATS]
+    assert verdicts == [AT_OR_ABOVE, AT_OR_ABOVE, BEATS]  # no cache figure given: the fast one beats the bound
+    # 1.3 kB fits a 1 MiB cache, and at 1 TB/s in cache the fast time is within the floor:
     cached = judge(report, _synthetic_profile([1.0] * 2 + [fast] + [1.0] * 6), 0.25, cache_bandwidth=1e12, cache_bytes=2**20)
     assert cached.nodes[2].verdict == CACHE_RESIDENT and cached.passed
     assert judge(report, _synthetic_profile([1.0] * 2 + [fast] + [1.0] * 6), 0.25, 1e12, cache_bytes=1000).nodes[2].verdict == BEATS
 
 
 def test_timing_summary_shares_and_fused_groups():
-    report = verify(small_lm(), hw=load_hardware_dict(CPU), dims=DIMS).report
+    report = verify(small_lm(), hw=load_hardware_dict(SLOW), dims=DIMS).report
     bounds = [n.time_s for n in report.nodes]
     seconds = [b * 2 for b in bounds]
     seconds[1] = bounds[1] / 100  # proj beats its bound

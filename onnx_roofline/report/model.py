@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import onnx
+
 from onnx_roofline.costs import Cost
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
@@ -37,8 +39,13 @@ class NodeResult:
     dtype: str | None = None  # dtype class whose peak applies (fp16, int8, ...)
     peak: float | None = None
     placement: Placement | None = None
-    metadata: Mapping[str, str] = field(default_factory=dict, repr=False)
-    """The node's metadata_props as exported (dynamo's pkg.torch.onnx.name_scopes, ...); not in JSON."""
+    proto: onnx.NodeProto | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def metadata(self) -> Mapping[str, str]:
+        """The node's metadata_props as exported (dynamo's pkg.torch.onnx.name_scopes, ...); not in
+        JSON. Read on demand: dynamo exports carry stack traces that the analysis itself never needs."""
+        return {entry.key: entry.value for entry in self.proto.metadata_props} if self.proto is not None else {}
 
     @property
     def bound(self) -> str:

@@ -61,7 +61,11 @@ def register(
 
 def lookup(domain: str, op_type: str, opset: int | None) -> Rule | None:
     """The newest rule not newer than `opset` (any version when the model does not import the domain)."""
-    versions = _RULES.get((normalize_domain(domain), op_type), [])
+    versions = _RULES.get((normalize_domain(domain), op_type))
+    if not versions:
+        return None
+    if len(versions) == 1:
+        return versions[0] if opset is None or versions[0].since <= opset else None
     eligible = [rule for rule in versions if opset is None or rule.since <= opset]
     return eligible[-1] if eligible else None
 

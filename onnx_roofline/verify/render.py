@@ -57,7 +57,7 @@ def render_text(result: Verification, limit: int = 50) -> str:
     dims = " ".join(f"{k}={v}" for k, v in sorted(report.model.dims.items())) or "none"
     bases = ", ".join(f"{count} {basis}" for basis, count in sorted(_bases(result).items(), key=lambda kv: -kv[1]))
     lines = [
-        f"verify {report.model.path or '<in-memory model>'}  dims: {dims}  ({_runtime()}, optimizations off)",
+        f"verify {report.model.path or '<in-memory model>'}  dims: {dims}  ({_runtime()}, values from a run with optimizations off)",
         f"weights: {result.weights_loaded} loaded, {result.weights_synthesized} synthesized (external data absent)",
         f"values:  {comparison.values_checked} node outputs checked (shape + dtype); "
         f"{len(comparison.values_partly_inferred)} partly inferred; {len(comparison.values_unobserved)} not observed",
