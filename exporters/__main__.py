@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.model == "resnet50" and args.dtype == "bf16":
-        parser.error("resnet50 does not support --dtype bf16 (BatchNorm folding breaks it; see docs/exporters.md)")
+        parser.error("resnet50 does not support --dtype bf16 (see docs/exporters.md, Dtypes)")
     if args.model == "all":
         jobs = FIXTURES
     else:

@@ -61,6 +61,13 @@ def _reduce(fn):
 _EVALUATORS: dict[str, Evaluator] = {
     "Identity": lambda i, a: i[0],
     "Cast": lambda i, a: i[0].astype(helper.tensor_dtype_to_np_dtype(a["to"])),
+    "CastLike": lambda i, a: i[0].astype(i[1].dtype),
+    "Floor": lambda i, a: np.floor(i[0]),
+    "Ceil": lambda i, a: np.ceil(i[0]),
+    "Round": lambda i, a: np.round(i[0]),
+    "Sqrt": lambda i, a: np.sqrt(i[0]),
+    "Pow": lambda i, a: np.power(i[0], i[1]).astype(i[0].dtype),
+    "Reciprocal": lambda i, a: np.reciprocal(i[0]),
     "Gather": lambda i, a: np.take(i[0], i[1], axis=a.get("axis", 0)),
     "Unsqueeze": lambda i, a: np.expand_dims(i[0], tuple(x % (i[0].ndim + len(_axes(i, a))) for x in _axes(i, a))),
     "Squeeze": lambda i, a: np.squeeze(i[0], axis=_axes(i, a)),
@@ -138,8 +145,8 @@ def infer_remaining(
     model: onnx.ModelProto, values: Mapping[str, TensorInfo], folded: Mapping[str, np.ndarray], pending: set[str]
 ) -> onnx.ModelProto:
     """A scratch model of just the nodes whose outputs are still unknown: their other inputs become
-    graph inputs of known shape, or Constants where the value was folded. Inference over it costs
-    a fraction of a second full pass."""
+    graph inputs of known shape, or Constants where the value is known (`folded` holds the graph's
+    small constants and the folded values). Inference over it costs a fraction of a full pass."""
     nodes = [n for n in model.graph.node if any(o in pending for o in n.output)]
     produced = {o for n in nodes for o in n.output}
     constants, inputs = [], []

@@ -39,13 +39,14 @@ def infer(model: onnx.ModelProto) -> ShapeResult:
     unresolved = _unresolved(model.graph, values)
     method, folded = "onnx", {}
     if unresolved:
-        folded = fold(model.graph, values, _small_constants(model.graph))
+        constants = _small_constants(model.graph)
+        folded = fold(model.graph, values, constants)
         if folded:
             method += "+fold"
             values.update((name, TensorInfo(name, array.shape, _numpy_dtype_name(array))) for name, array in folded.items())
             unresolved = _unresolved(model.graph, values)
         if unresolved and folded:
-            _merge(values, _onnx_inference(infer_remaining(model, values, folded, set(unresolved))))
+            _merge(values, _onnx_inference(infer_remaining(model, values, {**constants, **folded}, set(unresolved))))
             unresolved = _unresolved(model.graph, values)
     if unresolved:
         fallback = _ort_symbolic_inference(inferred)

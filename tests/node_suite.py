@@ -29,7 +29,8 @@ class CaseResult:
     error: str | None = None
     statuses: Counter = field(default_factory=Counter)
     uncosted: list[str] = field(default_factory=list)  # "op: reason"
-    shape_mismatches: list[str] = field(default_factory=list)
+    shape_mismatches: list[str] = field(default_factory=list)  # a known inferred shape that is wrong
+    shapes_left_unknown: list[str] = field(default_factory=list)  # data-dependent outputs, reported unknown
 
 
 @functools.lru_cache(maxsize=1)
@@ -71,9 +72,11 @@ def run_case(case) -> CaseResult:
     for value, expected in zip(model.graph.output, outputs):
         if not isinstance(expected, np.ndarray) or value.name not in inferred:
             continue
-        shape = inferred[value.name].shape
-        if shape is None or tuple(shape) != expected.shape:
-            result.shape_mismatches.append(f"{value.name}: inferred {shape}, expected {list(expected.shape)}")
+        info = inferred[value.name]
+        if not info.is_known:
+            result.shapes_left_unknown.append(f"{value.name}: inferred {info.shape}, expected {list(expected.shape)}")
+        elif tuple(info.shape) != expected.shape:
+            result.shape_mismatches.append(f"{value.name}: inferred {info.shape}, expected {list(expected.shape)}")
     return result
 
 
@@ -81,15 +84,21 @@ def sweep() -> list[CaseResult]:
     return [run_case(case) for case in cases()]
 
 
-def summarize(results: list[CaseResult]) -> str:
+def ruled_ops(results: list[CaseResult]) -> tuple[set, set]:
+    """(every op type the suite uses, those with a cost rule)."""
     from onnx_roofline import rules
 
     ops = {op for r in results for op in r.ops}
-    ruled = {op for op in ops if rules.lookup(op[0], op[1], None) is not None}
+    return ops, {op for op in ops if rules.lookup(op[0], op[1], None) is not None}
+
+
+def summarize(results: list[CaseResult]) -> str:
+    ops, ruled = ruled_ops(results)
     lines = [
         f"cases {len(results)}; fully costed {sum(not r.error and not r.uncosted for r in results)}; "
         f"errors {sum(bool(r.error) for r in results)}; with uncosted nodes {sum(bool(r.uncosted) for r in results)}; "
-        f"shape mismatches {sum(bool(r.shape_mismatches) for r in results)}",
+        f"wrong shapes {sum(bool(r.shape_mismatches) for r in results)}; "
+        f"outputs left unknown {sum(bool(r.shapes_left_unknown) for r in results)}",
         f"op types {len(ops)}; with a rule {len(ruled)}; without {len(ops - ruled)}: "
         + ", ".join(sorted(f"{d}::{o}" if d else o for d, o in ops - ruled)),
     ]

@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
+from onnx_roofline.verify.errors import VerifyError
 from onnx_roofline.verify.run import open_session, session_options
 
 MATMUL_DTYPES = {"fp32": TensorProto.FLOAT, "fp64": TensorProto.DOUBLE, "fp16": TensorProto.FLOAT16}
@@ -84,7 +85,7 @@ def calibrate(runs: int = 5, warmup: int = 2, matmul_size: int = DEFAULT_MATMUL_
         except _NotNative as exc:
             skipped[dtype] = str(exc)
     if "fp32" not in peaks:
-        raise RuntimeError("onnxruntime did not run a float32 MatMul natively")  # pragma: no cover
+        raise VerifyError(f"onnxruntime did not run a float32 MatMul: {skipped.get('fp32')}")
     return Calibration(peaks, _stream(stream_bytes, runs, warmup, threads), skipped, threads)
 
 

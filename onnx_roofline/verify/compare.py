@@ -163,32 +163,33 @@ class _ByteCheck:
             return NodeCheck(**base, outcome=CHECKED, basis=None), [issue]
         default = (distinct_bytes(inputs), sum(t.nbytes for t in outputs if t is not None))
         ceiling = (default[0] + attribute_bytes(proto), default[1])
-        standard = node.domain == ""
-        convention = OBSERVERS.get(node.op_type) if standard else None
-        bases, issues, bounded_only = [], [], False
-        for slot, (field, claim, recomputed) in enumerate((
-            ("bytes_read", node.cost.bytes_read, rerun.bytes_read),
-            ("bytes_written", node.cost.bytes_written, rerun.bytes_written),
-        )):
-            if convention is not None:
-                name, observer = convention
-                value = observer(inputs, outputs)[slot]
-                basis, expected = f"convention: {name}", default[slot] if value is None else value
-            elif standard and node.op_type in DEFAULT_OPS:
-                basis, expected = DEFAULT, default[slot]
-            elif recomputed is None or _SAYS_DEFAULT.search(rule.doc):
-                basis, expected = DEFAULT if recomputed is None else f"{DEFAULT} (docstring)", default[slot]
-            else:
-                basis, expected, bounded_only = RULE_SPECIFIC, recomputed, True
-                if not 0 <= claim <= ceiling[slot]:
-                    issues.append(Disagreement(**where, what=field, inferred=claim, observed=ceiling[slot], basis=basis,
-                                               note="outside [0, every input/output once]"))
-                    bases.append(basis)
-                    continue
+        claims = (node.cost.bytes_read, node.cost.bytes_written)
+        bases, issues = [], []
+        for slot, field in enumerate(("bytes_read", "bytes_written")):
+            basis, expected = _expected(node, rule.doc, (rerun.bytes_read, rerun.bytes_written)[slot], slot, inputs, outputs, default)
             bases.append(basis)
-            if claim != expected:
-                issues.append(Disagreement(**where, what=field, inferred=claim, observed=expected, basis=basis))
-        return NodeCheck(**base, outcome=BOUNDS_ONLY if bounded_only else CHECKED, basis=tuple(bases)), issues
+            if basis == RULE_SPECIFIC and not 0 <= claims[slot] <= ceiling[slot]:
+                issues.append(Disagreement(**where, what=field, inferred=claims[slot], observed=ceiling[slot], basis=basis,
+                                           note="outside [0, every input/output once]"))
+            elif claims[slot] != expected:
+                issues.append(Disagreement(**where, what=field, inferred=claims[slot], observed=expected, basis=basis))
+        outcome = BOUNDS_ONLY if RULE_SPECIFIC in bases else CHECKED
+        return NodeCheck(**base, outcome=outcome, basis=tuple(bases)), issues
+
+
+def _expected(node: NodeResult, doc: str, recomputed: int | None, slot: int, inputs, outputs, default: tuple[int, int]) -> tuple[str, int]:
+    """(basis, the byte count field `slot` must have: 0 read, 1 written), first match wins (module doc).
+    `recomputed` is the rule's own figure on the observed tensors (None: left to the framework)."""
+    standard = node.domain == ""
+    if standard and node.op_type in OBSERVERS:
+        name, observer = OBSERVERS[node.op_type]
+        value = observer(inputs, outputs)[slot]
+        return f"convention: {name}", default[slot] if value is None else value
+    if (standard and node.op_type in DEFAULT_OPS) or recomputed is None:
+        return DEFAULT, default[slot]
+    if _SAYS_DEFAULT.search(doc):
+        return f"{DEFAULT} (docstring)", default[slot]
+    return RULE_SPECIFIC, recomputed
 
 
 def _dtype(array: Any) -> str | None:

@@ -18,7 +18,7 @@ from onnx_roofline.shapes import infer
 from onnx_roofline.verify.compare import Comparison, compare, observed_infos
 from onnx_roofline.verify.inputs import make_feeds
 from onnx_roofline.verify.run import run_all
-from onnx_roofline.verify.weights import Weights, materialize
+from onnx_roofline.verify.weights import materialize
 
 
 @dataclass(frozen=True)
@@ -63,5 +63,3 @@ def verify(
         timed = check_timing(report, weights.model, feeds, threads=threads, **timing)
     return Verification(report, comparison, weights.loaded, weights.synthesized, timed)
 
-
-__all__ = ["Verification", "Weights", "verify"]

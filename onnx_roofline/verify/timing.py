@@ -69,7 +69,7 @@ def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int =
         raise VerifyError(f"the profile holds {len(per_run) + warmup} runs, expected {runs + warmup}")
     groups = attribute(timed, executed)
     ops = {node.name: node.op_type for node in executed.graph.node}
-    names = sorted({name for run in per_run for name in run}, key=lambda n: min(groups.get(n, (1 << 60,))))
+    names = sorted({name for run in per_run for name in run}, key=lambda n: min(groups.get(n) or (1 << 60,)))
     kernels = tuple(
         Kernel(name, ops.get(name, "?"), groups.get(name, ()), statistics.median(run.get(name, 0.0) for run in per_run), runs)
         for name in names
