@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 import onnx
 
 from onnx_roofline import rules
-from onnx_roofline.costs import CompositeCost, Cost, Uncostable
+from onnx_roofline.costs import CompositeCost, Uncostable
 from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
@@ -137,11 +138,10 @@ class _Walk:
         if isinstance(cost, CompositeCost):
             placement = _composite_placement(cost, peak / self.hardware.memory_bandwidth)
         else:
-            cost = Cost(
-                cost.flops,
-                cost.transcendentals,
-                op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
-                op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+            cost = replace(
+                cost,
+                bytes_read=op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
+                bytes_written=op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
             )
             placement = place(cost.flops, cost.bytes, peak, self.hardware.memory_bandwidth)
         parameters = sum({t.name: t.numel for t in op.present_inputs if t.name in self.initializers}.values())
@@ -164,6 +164,7 @@ class _Walk:
                 raise Uncostable(inner.status, f"body node {inner.name} ({inner.op_type}): {inner.reason}")
         return CompositeCost(
             flops=sum(n.cost.flops for n in nodes),
+            useful_flops=sum(n.cost.useful for n in nodes),
             transcendentals=sum(n.cost.transcendentals for n in nodes),
             bytes_read=sum(n.cost.bytes_read for n in nodes),
             bytes_written=sum(n.cost.bytes_written for n in nodes),

@@ -67,12 +67,13 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     run.set_defaults(run=_run_analyze)
 
     hw = sub.add_parser("hw", help="the hardware table")
-    hw_sub = hw.add_subparsers(parser_class=_Parser, metavar="{list,show}")
+    hw_sub = hw.add_subparsers(parser_class=_Parser, metavar="{list,show,calibrate}")
     hw_list = hw_sub.add_parser("list", help="every built-in hardware entry, with its source")
     hw_list.set_defaults(run=_run_hw_list)
     hw_show = hw_sub.add_parser("show", help="one entry (built-in name or spec file) in full")
     hw_show.add_argument("name")
     hw_show.set_defaults(run=_run_hw_show)
+    importlib.import_module("onnx_roofline.verify.command").add_hw_calibrate(hw_sub)
     for module in COMMAND_MODULES:
         importlib.import_module(module).add_command(sub)
     return parser, list(sub.choices)

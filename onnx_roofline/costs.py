@@ -16,6 +16,13 @@ class Cost:
     transcendentals: int = 0
     bytes_read: int | None = None
     bytes_written: int | None = None
+    useful_flops: int | None = None
+    """FLOPs that contribute to the result, where fewer than executed (causal attention computes
+    the full S×T rectangle but uses the lower triangle); None: all of them. The roofline uses `flops`."""
+
+    @property
+    def useful(self) -> int:
+        return self.flops if self.useful_flops is None else self.useful_flops
 
     @property
     def bytes(self) -> int:
@@ -26,11 +33,8 @@ class Cost:
         for cost in (self, other):
             if cost.bytes_read is None or cost.bytes_written is None:
                 raise ValueError("only costs with resolved bytes can be added")
-        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost)))
-
-    def __mul__(self, times: int) -> Cost:
-        """A cost repeated (a loop body run `times` times)."""
-        return Cost(*(None if getattr(self, f.name) is None else getattr(self, f.name) * times for f in fields(Cost)))
+        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name != "useful_flops"}
+        return Cost(**summed, useful_flops=self.useful + other.useful)
 
 
 VIEW = Cost(bytes_read=0, bytes_written=0)

@@ -81,7 +81,7 @@ def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _ort_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
     try:
-        return _symbolic_shape_inference().infer_shapes(model, auto_merge=True, guess_output_rank=True)
+        return _symbolic_shape_inference().infer_shapes(model, auto_merge=True, guess_output_rank=False)
     except Exception as exc:  # its failures are many and untyped; the onnx result stands
         log.info("onnxruntime symbolic shape inference failed: %s", exc)
         return None

@@ -20,7 +20,7 @@ from onnx_roofline import analyze
 from onnx_roofline.cli import main
 from onnx_roofline.gate import PolicyError, evaluate, load_policy, parse_policy
 from onnx_roofline.gate.baseline import NodeFigures, compare
-from onnx_roofline.gate.modules import in_module, module_of
+from onnx_roofline.report.breakdown import in_module, module_of
 from onnx_roofline.gate.policy import Budget, Policy
 from onnx_roofline.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
 from tests.conftest import FIXTURES
@@ -159,9 +159,9 @@ def test_module_of(name, module):
 
 
 def test_in_module_is_the_subtree_not_a_prefix():
-    assert in_module("/transformer/h.0/attn/MatMul", "transformer.h.0")
-    assert in_module("/transformer/h.0/attn/MatMul", "transformer.h.0.attn")
-    assert not in_module("/transformer/h.10/attn/MatMul", "transformer.h.1")
+    assert in_module(module_of("/transformer/h.0/attn/MatMul"), "transformer.h.0")
+    assert in_module(module_of("/transformer/h.0/attn/MatMul"), "transformer.h.0.attn")
+    assert not in_module(module_of("/transformer/h.10/attn/MatMul"), "transformer.h.1")
 
 
 # --- policy files --------------------------------------------------------------------------

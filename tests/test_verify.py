@@ -448,6 +448,7 @@ def test_cli_timing_section(lm_path, tmp_path, capsys):
         (["verify", "{model}", "--dim", "batch=2"], "sequence"),
         (["verify", "{model}", "--dim", "batch=2", "--dim", "sequence=5", "--runs", "0"], "positive integer"),
         (["calibrate", "--size", "-3"], "positive integer"),
+        (["verify", "{model}", "--dim", "batch=2", "--dim", "sequence=5", "--dtype", "fp16"], "what-if"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message, lm_path, capsys):

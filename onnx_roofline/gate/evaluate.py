@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from onnx_roofline.gate.baseline import Baseline, Comparison, NodeFigures, compare
-from onnx_roofline.gate.modules import in_module
 from onnx_roofline.gate.policy import METRICS, Budget, Policy
 from onnx_roofline.gate.result import FAIL, PASS, SKIP, Check, Contributor, GateResult, formatted
+from onnx_roofline.report.breakdown import in_module, module_path
 from onnx_roofline.report.model import RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, Report
 from onnx_roofline.roofline import MEMORY
 
@@ -23,10 +23,11 @@ MEMORY_SHARE = "memory-bound time share"
 
 def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, top: int = 5) -> GateResult:
     gate = _Gate(tuple(NodeFigures.of(n) for n in report.nodes), top)
+    modules = {n.index: module_path(n) for n in report.nodes}  # name_scopes metadata, else the node name
     checks = [
         *_model_checks(gate, report.hardware.key, policy),
         *_group_checks(gate, "op_type", policy.op_type, lambda node, name: node.op_type == name),
-        *_group_checks(gate, "module", policy.module, lambda node, name: in_module(node.name, name)),
+        *_group_checks(gate, "module", policy.module, lambda node, name: in_module(modules[node.index], name)),
     ]
     comparison = None
     if baseline is not None:

@@ -65,6 +65,7 @@ class NodeResult:
             "inputs": [_tensor_dict(t) for t in self.inputs],
             "outputs": [_tensor_dict(t) for t in self.outputs],
             "flops": cost.flops if cost else None,
+            "useful_flops": cost.useful if cost else None,
             "transcendentals": cost.transcendentals if cost else None,
             "bytes_read": cost.bytes_read if cost else None,
             "bytes_written": cost.bytes_written if cost else None,
@@ -113,6 +114,7 @@ class ModelInfo:
 @dataclass(frozen=True)
 class Totals:
     flops: int
+    useful_flops: int
     transcendentals: int
     bytes_read: int
     bytes_written: int
@@ -138,6 +140,7 @@ class Totals:
         costed = [n for n in nodes if n.cost is not None and n.placement is not None]
         return cls(
             flops=sum(n.cost.flops for n in costed),
+            useful_flops=sum(n.cost.useful for n in costed),
             transcendentals=sum(n.cost.transcendentals for n in costed),
             bytes_read=sum(n.cost.bytes_read for n in costed),
             bytes_written=sum(n.cost.bytes_written for n in costed),
@@ -150,6 +153,7 @@ class Totals:
     def to_dict(self) -> dict[str, Any]:
         return {
             "flops": self.flops,
+            "useful_flops": self.useful_flops,
             "transcendentals": self.transcendentals,
             "bytes_read": self.bytes_read,
             "bytes_written": self.bytes_written,

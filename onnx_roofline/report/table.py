@@ -1,17 +1,21 @@
-"""The terminal view: model summary, the heaviest nodes, and a per-op-type summary."""
+"""The terminal view: model summary, the heaviest nodes, and breakdowns by op type or module."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Sequence
 
+from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, group_label, top_nodes
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.roofline import COMPUTE, MEMORY
 
 
-def render_table(report: Report, top: int = 15) -> str:
-    return "\n\n".join([_summary(report), _top_nodes(report, top), _by_op_type(report)]) + "\n"
+def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), depth: int = 3) -> str:
+    """`by` lists the breakdowns to show ("op_type", "module"); `depth` is the module level."""
+    sections = [_summary(report), _top_nodes(report, top)]
+    sections += [_breakdown(report, family, depth) for family in by]
+    return "\n\n".join(sections) + "\n"
 
 
 def _summary(report: Report) -> str:
@@ -31,7 +35,6 @@ def _summary(report: Report) -> str:
 
 
 def _top_nodes(report: Report, top: int) -> str:
-    costed = sorted((n for n in report.nodes if n.status == OK), key=lambda n: (-n.time_s, n.index))[:top]
     total = report.totals.time_s or 1.0
     rows = [
         [
@@ -46,38 +49,33 @@ def _top_nodes(report: Report, top: int) -> str:
             duration(n.time_s),
             percent(n.time_s / total),
         ]
-        for n in costed
+        for n in top_nodes(report, top)
     ]
     header = ["node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share"]
     return f"top {len(rows)} nodes by time\n" + _grid(header, rows)
 
 
-def _by_op_type(report: Report) -> str:
-    groups: dict[str, list[NodeResult]] = defaultdict(list)
-    for node in report.nodes:
-        groups[node.op_type].append(node)
+def _breakdown(report: Report, family: str, depth: int) -> str:
+    groups = breakdown(report, family, depth)
     total = report.totals.time_s or 1.0
     rows = []
-    for op_type, nodes in sorted(groups.items(), key=lambda kv: -sum(n.time_s or 0 for n in kv[1])):
-        costed = [n for n in nodes if n.status == OK]
-        time = sum(n.time_s for n in costed)
-        flops = sum(n.cost.flops for n in costed)
-        moved = sum(n.cost.bytes for n in costed)
-        bounds = sum(n.bound == COMPUTE for n in costed), sum(n.bound == MEMORY for n in costed)
-        uncosted = len(nodes) - len(costed)
+    for group in groups:
+        t = group.totals
+        bounds = Counter(n.bound for n in group.nodes if n.status == OK)
         rows.append(
             [
-                op_type,
-                str(len(nodes)) + (f" ({uncosted} uncosted)" if uncosted else ""),
-                si(flops, "FLOP"),
-                si(moved, "B"),
-                f"{bounds[0]}/{bounds[1]}",
-                duration(time),
-                percent(time / total),
+                group_label(family, group.key),
+                str(len(group.nodes)) + (f" ({t.uncosted_nodes} uncosted)" if t.uncosted_nodes else ""),
+                si(t.flops, "FLOP"),
+                si(t.bytes, "B"),
+                f"{bounds[COMPUTE]}/{bounds[MEMORY]}",
+                duration(t.time_s),
+                percent(t.time_s / total),
             ]
         )
-    header = ["op type", "nodes", "flops", "bytes", "compute/memory", "time", "share"]
-    return "by op type\n" + _grid(header, rows)
+    title = f"by module (depth {depth})" if family == MODULE else "by op type"
+    header = ["module" if family == MODULE else "op type", "nodes", "flops", "bytes", "compute/memory", "time", "share"]
+    return f"{title}\n" + _grid(header, rows)
 
 
 def _shape(node: NodeResult) -> str:

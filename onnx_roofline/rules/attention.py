@@ -22,8 +22,9 @@ RotaryEmbedding).
 
 Causality: `flops` is the raw count over the full S×T rectangle — what an unfused graph executes and
 what the roofline uses. Where the op is causal (ai.onnx is_causal=1, contrib unidirectional=1,
-GroupQueryAttention's causal=1 default) only the lower triangle is useful: about half of the score
-and value work when S = T, all of it when S = 1 (decode).
+GroupQueryAttention's causal=1 default) only the lower triangle is useful: `useful_flops` (in the
+report per node and in the totals) counts the scores on or below the diagonal — about half of the
+score and value work when S = T, all of it when S = 1 (decode).
 
 Bytes: the default — Q, K, V (or the input and weights), masks and past K/V read once, Y, present K/V
 and any qk output written once. The S×T score matrix never reaches memory: this is the fused-kernel
@@ -63,13 +64,28 @@ def score_cost(
     masks: int = 0,
     softcap: bool = False,
     sink: bool = False,
+    causal: bool = False,
 ) -> Cost:
     """Scaled dot-product attention over E = B·H·S·T scores and L = B·H·S rows (module docstring):
     2·E·dh + E (scale) + masks·E + 4·E − 2·L (softmax) + 2·E·dv FLOPs and E exps; softcap adds 2·E
     FLOPs and E tanh; an attention sink (GQA's smooth softmax or head_sink) adds one term to each
-    row's sum: 2·L FLOPs (subtract, add) and L exps."""
-    scores = batch * heads * q_len * kv_len
+    row's sum: 2·L FLOPs (subtract, add) and L exps. `causal`: the useful FLOPs are the same count
+    over the scores on or below the diagonal, bottom-right aligned as a KV cache is: query i of S
+    sees the P = T − S past keys and i + 1 new ones, B·H·(S·P + S·(S+1)/2) scores in all."""
     rows = batch * heads * q_len
+    flops, transcendentals = _score_flops(batch * heads * q_len * kv_len, rows, qk_dim, v_dim, masks, softcap, sink)
+    if not causal:
+        return Cost(flops=flops, transcendentals=transcendentals)
+    past = max(kv_len - q_len, 0)
+    useful_scores = batch * heads * (q_len * past + q_len * (q_len + 1) // 2)
+    useful, _ = _score_flops(min(useful_scores, batch * heads * q_len * kv_len), rows, qk_dim, v_dim, masks, softcap, sink)
+    return Cost(flops=flops, transcendentals=transcendentals, useful_flops=useful)
+
+
+def _score_flops(
+    scores: int, rows: int, qk_dim: int, v_dim: int, masks: int, softcap: bool, sink: bool
+) -> tuple[int, int]:
+    """(FLOPs, transcendentals) of `scores` scores in `rows` softmax rows (score_cost's count)."""
     flops = 2 * scores * qk_dim + scores * (1 + masks) + 4 * scores - 2 * rows + 2 * scores * v_dim
     transcendentals = scores
     if softcap:
@@ -78,7 +94,7 @@ def score_cost(
     if sink:
         flops += 2 * rows
         transcendentals += rows
-    return Cost(flops=max(flops, 0), transcendentals=transcendentals)
+    return max(flops, 0), transcendentals
 
 
 def _present(node: OpNode, *indices: int) -> int:
@@ -127,12 +143,13 @@ def _rotary_caches(caches: list[TensorInfo | None], selected_rows: int) -> dict[
 
 
 def _total(cost: Cost, flops: int = 0, transcendentals: int = 0, io: Cost | None = None) -> Cost:
-    """`cost` plus extra FLOPs/transcendentals, with the bytes of `io` (None: the default)."""
+    """`cost` plus extra FLOPs/transcendentals (all useful), with the bytes of `io` (None: the default)."""
     return Cost(
         flops=cost.flops + flops,
         transcendentals=cost.transcendentals + transcendentals,
         bytes_read=None if io is None else io.bytes_read,
         bytes_written=None if io is None else io.bytes_written,
+        useful_flops=None if cost.useful_flops is None else cost.useful_flops + flops,
     )
 
 
@@ -164,7 +181,8 @@ def attention(node: OpNode) -> Cost:
     total = kv_len + (past.shape[2] if past is not None else 0)
     masks = _present(node, 3, 6) + bool(node.attrs.get("is_causal", 0))
     softcap = bool(node.attrs.get("softcap", 0.0))
-    return score_cost(batch, heads, q_len, total, qk_dim, v_dim, masks=masks, softcap=softcap)
+    causal = bool(node.attrs.get("is_causal", 0))
+    return score_cost(batch, heads, q_len, total, qk_dim, v_dim, masks=masks, softcap=softcap, causal=causal)
 
 
 @register("RotaryEmbedding", since=23)
@@ -229,7 +247,8 @@ def _projected_attention(
     shared = bool(node.attrs.get("past_present_share_buffer", 0)) and past is not None
     total = q_len if past is None else _attended(node, past.shape[3], q_len, shared, past_length_index)
     mask_count = _present(node, *masks) + bool(node.attrs.get("unidirectional", 0))
-    cost = score_cost(batch, heads, q_len, total, qk_dim, v_dim, masks=mask_count)
+    causal = bool(node.attrs.get("unidirectional", 0))
+    cost = score_cost(batch, heads, q_len, total, qk_dim, v_dim, masks=mask_count, causal=causal)
     if node.attrs.get("do_rotary", 0):
         rot = node.attrs.get("rotary_embedding_dim", 0) or qk_dim
         flops += ROTARY_FLOPS * 2 * batch * q_len * heads * rot  # Q and K
@@ -276,7 +295,7 @@ def q_attention(node: OpNode) -> Cost:
         extra += node.inputs[0].numel
     if nonzero_zero_point(node, 7):
         extra += node.inputs[1].numel
-    return Cost(cost.flops + extra, cost.transcendentals, cost.bytes_read, cost.bytes_written)
+    return _total(cost, extra, io=cost)
 
 
 def _kv_from_key(key: TensorInfo | None, q_len: int) -> tuple[int, bool]:
@@ -352,7 +371,8 @@ def group_query_attention(node: OpNode) -> Cost:
     masks = bool(node.attrs.get("causal", 1)) + _present(node, 10)
     softcap = bool(node.attrs.get("softcap", 0.0))
     sink = bool(node.attrs.get("smooth_softmax", 0)) or node.input(11) is not None
-    cost = score_cost(batch, heads, q_len, total, head, head, masks=masks, softcap=softcap, sink=sink)
+    causal = bool(node.attrs.get("causal", 1))
+    cost = score_cost(batch, heads, q_len, total, head, head, masks=masks, softcap=softcap, sink=sink, causal=causal)
     flops, transcendentals = 0, 0
     q_rows, k_rows = batch * q_len * heads, batch * q_len * kv_heads
     reads: dict[str, int] = {}

@@ -145,7 +145,7 @@ def _embed_layer_norm(node: OpNode, tables: dict[int, int], dequantize: bool) ->
         cost = _plus(cost, 2 * (n * len([i for i in tables if node.input(i) is not None]) + 2 * hidden))
     reads = {node.inputs[i].name: _lookup_rows(node.inputs[i], lookups) for i, lookups in tables.items() if node.input(i) is not None}
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
-    return Cost(cost.flops, cost.transcendentals, bytes_read=read)
+    return Cost(cost.flops, cost.transcendentals, bytes_read=read, useful_flops=cost.useful_flops)
 
 
 def _embedding_lookups(node: OpNode, position_ids_index: int | None) -> dict[int, int]:
@@ -155,7 +155,7 @@ def _embedding_lookups(node: OpNode, position_ids_index: int | None) -> dict[int
     return {2: ids.numel, 3: positions.numel if positions is not None else seq, 4: batch * seq}
 
 
-@register("EmbedLayerNormalization", domain=MS)
+@register("EmbedLayerNormalization", domain=MS, compute_dtype=2)
 def embed_layer_normalization(node: OpNode) -> Cost:
     """LayerNorm(word[input_ids] + position[position_ids] + segment[segment_ids]) over D, n = B·S·D
     elements in L = B·S rows: one add per element per table after the first (n or 2n), 7n + 2L
@@ -165,7 +165,7 @@ def embed_layer_normalization(node: OpNode) -> Cost:
     return _embed_layer_norm(node, _embedding_lookups(node, 8), dequantize=False)
 
 
-@register("QEmbedLayerNormalization", domain=MS)
+@register("QEmbedLayerNormalization", domain=MS, compute_dtype=8)
 def q_embed_layer_normalization(node: OpNode) -> Cost:
     """EmbedLayerNormalization with 8-bit tables, gamma and beta: the same count plus 2 FLOPs
     ((q − zero point)·scale) per looked-up element of each table and per element of gamma and beta.

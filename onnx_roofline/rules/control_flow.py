@@ -50,6 +50,7 @@ def scan_v8(node: OpNode) -> CompositeCost:
 def _repeat(body: CompositeCost, trips: int) -> CompositeCost:
     return CompositeCost(
         flops=body.flops * trips,
+        useful_flops=body.useful * trips,
         transcendentals=body.transcendentals * trips,
         bytes_read=body.bytes_read * trips,
         bytes_written=body.bytes_written * trips,

@@ -35,7 +35,7 @@ def layer_normalization(node: OpNode) -> Cost:
     """Statistics over the dims from `axis` (default −1) on, one group per row: 5n + 2L FLOPs and L
     square roots, plus n for Scale and n for B when given — 7n + 2L with both."""
     shape = node.inputs[0].shape
-    axis = node.attrs["axis"] % len(shape)
+    axis = node.attrs.get("axis", -1) % len(shape)
     rows, _ = lines(shape, range(axis, len(shape)))
     affine = 1 + (node.input(2) is not None)
     return _standardize(node.inputs[0].numel, rows, affine)
@@ -80,7 +80,7 @@ def rms_normalization(node: OpNode) -> Cost:
     + ε and reciprocal (2L), one sqrt per row (L transcendentals), then x·(1/rms)·scale (2n):
     4n + 2L FLOPs."""
     shape = node.inputs[0].shape
-    axis = node.attrs["axis"] % len(shape)
+    axis = node.attrs.get("axis", -1) % len(shape)
     rows, _ = lines(shape, range(axis, len(shape)))
     return Cost(flops=4 * node.inputs[0].numel + 2 * rows, transcendentals=rows)
 

@@ -45,9 +45,12 @@ def _add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_verify(options: argparse.Namespace) -> int:
     from onnx_roofline.dims import parse_dim, parse_input_shape
+    from onnx_roofline.verify.errors import VerifyError
     from onnx_roofline.verify.pipeline import verify
     from onnx_roofline.verify.render import render_json, render_text
 
+    if getattr(options, "dtype", None):
+        raise VerifyError("--dtype is a what-if precision; verify checks the model as stored, without it")
     dims = dict(parse_dim(text) for text in options.dim)
     if len(dims) != len(options.dim):
         raise DimensionError("the same --dim is given twice")

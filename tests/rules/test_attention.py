@@ -500,3 +500,21 @@ def test_contrib_rotary_embedding(positions, rows):
     assert node.cost.flops == 3 * 2 * 16 * 768  # rot = 2·32 = head 64: every element rotates
     cache_rows = 2 * rows * 32 * 2  # B·S looked-up rows, or S rows from a start offset
     assert node.cost.bytes_read == 2 * 16 * 768 * 2 + int(np.prod(positions)) * 8 + cache_rows
+
+
+def test_causal_attention_reports_useful_flops_over_the_lower_triangle():
+    """ai.onnx Attention, is_causal=1, B = H = 1, S = T = 4, dh = dv = 2: E = 16 scores executed,
+    4·5/2 = 10 useful; L = 4 rows; one mask source (the causal select).
+    FLOPs(E) = 2·E·dh + E·(1 + 1) + 4·E − 2·L + 2·E·dv."""
+    from tests.conftest import analyze_node
+
+    node = analyze_node(
+        "Attention",
+        [("q", "float32", [1, 1, 4, 2]), ("k", "float32", [1, 1, 4, 2]), ("v", "float32", [1, 1, 4, 2])],
+        [("y", "float32", [1, 1, 4, 2])],
+        attrs={"is_causal": 1},
+        opset=23,
+    )
+    assert node.cost.flops == 2 * 16 * 2 + 16 * 2 + 4 * 16 - 2 * 4 + 2 * 16 * 2  # 216
+    assert node.cost.useful_flops == 2 * 10 * 2 + 10 * 2 + 4 * 10 - 2 * 4 + 2 * 10 * 2  # 132
+    assert node.to_dict()["useful_flops"] == 132

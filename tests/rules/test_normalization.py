@@ -157,3 +157,18 @@ def test_lrn(size, window_adds):
     n, positions = 20, 4
     assert node.cost.flops == 4 * n + positions * window_adds  # square, ·alpha/size, +bias, divide; window sums
     assert node.cost.transcendentals == n  # one pow per element
+
+
+def test_layer_normalization_before_opset_17_defaults_axis_to_last():
+    """onnxruntime defines LayerNormalization in ai.onnx below opset 17 (no ONNX schema, no defaults):
+    axis −1 applies. x [2, 4, 8], Scale and B: 7n + 2L FLOPs, L square roots (n = 64, L = 8 rows)."""
+    from tests.conftest import analyze_node
+
+    node = analyze_node(
+        "LayerNormalization",
+        [("x", "float32", [2, 4, 8]), ("s", "float32", [8]), ("b", "float32", [8])],
+        [("y", "float32", [2, 4, 8])],
+        opset=13,
+    )
+    assert node.cost.flops == 7 * 64 + 2 * 8
+    assert node.cost.transcendentals == 8

@@ -1,0 +1,333 @@
+"""The annotated ONNX: the analyzed model with its roofline figures inside, for Netron and scripts.
+
+Every node gets `onnx_roofline.*` metadata_props (machine-readable) and a one-line summary first in
+its doc_string (what Netron shows as "description"); the model gets totals in its metadata_props;
+every edge gets the shape the analysis used in value_info. Beside it goes a Netron attachment
+(`*.netron.json`): opened in Netron after the model, it adds a "Metrics" section per node.
+
+The annotated model is the model *at the analyzed dims*: graph inputs, outputs and value_info carry
+the bound shapes, so onnxruntime runs it at those dims with identical outputs and rejects others
+(concrete value_info over symbolic inputs would let a runtime fold `Shape` nodes to stale values).
+Weights are never read: external data references are kept when the output's folder can still reach
+the data file, else the data file is hard-linked (copied where a link is impossible) beside the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+from onnx import TensorProto
+
+from onnx_roofline import __version__
+from onnx_roofline.dims import bind
+from onnx_roofline.errors import RooflineError
+from onnx_roofline.loader import load_model
+from onnx_roofline.output import write_bytes, write_text
+from onnx_roofline.report.breakdown import module_path
+from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.units import duration, number, percent, si
+from onnx_roofline.tensors import TensorInfo, dtype_name
+
+NAMESPACE = "onnx_roofline."
+SUMMARY_PREFIX = "onnx-roofline"  # the doc_string line we own (replaced when a model is annotated again)
+_ELEM_TYPES = {dtype_name(code): code for code in TensorProto.DataType.values() if dtype_name(code)}
+
+
+@dataclass(frozen=True)
+class Annotated:
+    model: Path
+    sidecar: Path
+    data_files: tuple[str, ...]  # the external data locations the output references
+    data_action: str  # "kept", "linked", "copied", "absent" (the input's data file is not there), "none"
+
+
+def sidecar_path(destination: str | os.PathLike) -> Path:
+    """`out.onnx` → `out.netron.json`."""
+    path = Path(destination)
+    return path.with_name(path.stem + ".netron.json")
+
+
+def annotate(report: Report, destination: str | os.PathLike, source: str | os.PathLike | onnx.ModelProto | None = None) -> Annotated:
+    """Write the annotated copy of the analyzed model (`source`, by default the report's path)."""
+    source = source if source is not None else report.model.path
+    if source is None:
+        raise RooflineError("annotate needs the model: pass source= for a report of an in-memory model")
+    proto = load_model(source)
+    if len(proto.graph.node) != len(report.nodes) or any(
+        node.op_type != result.op_type for node, result in zip(proto.graph.node, report.nodes)
+    ):
+        raise RooflineError("the report does not belong to this model (its nodes differ)")
+    destination = Path(destination)
+    types = _declared_types(proto)
+    bind(proto, report.model.dims)
+    total = report.totals.time_s
+    for node, result in zip(proto.graph.node, report.nodes):
+        _annotate_node(node, result, report.hardware.key, total)
+    _annotate_model(proto, report)
+    _write_shapes(proto.graph, report, types)
+    source_dir = None if isinstance(source, onnx.ModelProto) else Path(source).parent
+    protect = [] if isinstance(source, onnx.ModelProto) else [str(source)]
+    plan = _plan_external_data(proto, source_dir, destination)
+    write_bytes(proto.SerializeToString(), str(destination), protect=protect)  # refuses to overwrite the input
+    actions = {plan.kept or "none"} | {_link_or_copy(src, dst) for src, dst in plan.links}
+    action = next(a for a in ("absent", "copied", "linked", "kept", "none") if a in actions)
+    sidecar = sidecar_path(destination)
+    write_text(json.dumps(netron_attachment(report), indent=1) + "\n", str(sidecar), protect=protect)
+    return Annotated(destination, sidecar, plan.locations, action)
+
+
+# --- what goes in ---------------------------------------------------------------------------------
+
+
+def node_figures(result: NodeResult, model_time: float) -> dict[str, str]:
+    """The node's metadata_props (without the namespace): exact values, as strings."""
+    figures = {"status": result.status, "module": module_path(result)}
+    if result.status != OK:
+        return {**figures, "reason": result.reason or ""}
+    cost, place = result.cost, result.placement
+    return {
+        **figures,
+        "flops": str(cost.flops),
+        "transcendentals": str(cost.transcendentals),
+        "bytes_read": str(cost.bytes_read),
+        "bytes_written": str(cost.bytes_written),
+        "bytes": str(cost.bytes),
+        "intensity": _float(place.intensity),
+        "ridge": _float(place.ridge),
+        "bound": place.bound,
+        "time_s": _float(place.time_s),
+        "time_share": _float(place.time_s / model_time if model_time else None),
+        "unit": result.unit or "",
+        "dtype": result.dtype or "",
+    }
+
+
+def node_summary(result: NodeResult, hardware: str, model_time: float) -> str:
+    """One line for people: `onnx-roofline [h100]: memory-bound · 12.58 MFLOP · 62.91 MB · …`."""
+    if result.status != OK:
+        return f"{SUMMARY_PREFIX} [{hardware}]: not costed ({result.status}: {result.reason})"
+    cost, place = result.cost, result.placement
+    share = place.time_s / model_time if model_time else None
+    return (
+        f"{SUMMARY_PREFIX} [{hardware}]: {place.bound}-bound · {si(cost.flops, 'FLOP')} · {si(cost.bytes, 'B')} · "
+        f"{number(place.intensity)} FLOP/B (ridge {number(place.ridge)}) · ≥ {duration(place.time_s)} "
+        f"({percent(share)} of model) · {result.unit}/{result.dtype}"
+    )
+
+
+def model_figures(report: Report) -> dict[str, str]:
+    totals = report.totals
+    dims = ",".join(f"{k}={v}" for k, v in sorted(report.model.dims.items()))
+    return {
+        "version": __version__,
+        "hardware": report.hardware.key,
+        "dims": dims,
+        "precision": report.model.precision or "",
+        "flops": str(totals.flops),
+        "bytes": str(totals.bytes),
+        "time_s": _float(totals.time_s),
+        "memory_bound_time_share": _float(totals.memory_bound_time_share),
+        "uncosted_nodes": str(totals.uncosted_nodes),
+        "summary": (
+            f"{report.hardware.name}, {dims or 'no dims'}: {si(totals.flops, 'FLOP')}, {si(totals.bytes, 'B')}, "
+            f"≥ {duration(totals.time_s)}, {percent(totals.memory_bound_time_share)} of time memory-bound"
+            + (f", {totals.uncosted_nodes} nodes not costed" if totals.uncosted_nodes else "")
+        ),
+    }
+
+
+def netron_attachment(report: Report) -> dict:
+    """Netron's attachment format (view.js `metadata.Attachment`): entries keyed `kind::target`,
+    where a node's target is its name, the model's is ""."""
+    total = report.totals.time_s
+    metrics = [_metric("model", "", name, value) for name, value in _model_metrics(report)]
+    for result in report.nodes:
+        metrics += [_metric("node", result.name, name, value) for name, value in _node_metrics(result, total)]
+    return {"signature": "netron:attachment", "metadata": [], "metrics": metrics}
+
+
+def _node_metrics(result: NodeResult, model_time: float) -> list[tuple[str, str]]:
+    if result.status != OK:
+        return [("status", f"{result.status}: {result.reason}")]
+    cost, place = result.cost, result.placement
+    return [
+        ("bound", place.bound),
+        ("time (lower bound)", duration(place.time_s)),
+        ("share of model time", percent(place.time_s / model_time if model_time else None)),
+        ("flops", si(cost.flops, "FLOP")),
+        ("bytes", f"{si(cost.bytes, 'B')} ({si(cost.bytes_read, 'B')} read, {si(cost.bytes_written, 'B')} written)"),
+        ("intensity", f"{number(place.intensity)} FLOP/B"),
+        ("ridge", f"{number(place.ridge)} FLOP/B"),
+        ("unit", f"{result.unit}/{result.dtype}"),
+    ]
+
+
+def _model_metrics(report: Report) -> list[tuple[str, str]]:
+    totals = report.totals
+    return [
+        ("hardware", report.hardware.name),
+        ("time (lower bound)", duration(totals.time_s)),
+        ("flops", si(totals.flops, "FLOP")),
+        ("bytes", si(totals.bytes, "B")),
+        ("memory-bound time share", percent(totals.memory_bound_time_share)),
+    ]
+
+
+def _metric(kind: str, target: str, name: str, value: str) -> dict[str, str]:
+    return {"kind": kind, "target": target, "name": name, "value": value, "type": "attribute"}
+
+
+def _float(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+# --- into the proto -------------------------------------------------------------------------------
+
+
+def _annotate_node(node: onnx.NodeProto, result: NodeResult, hardware: str, model_time: float) -> None:
+    if not node.name:
+        node.name = result.name  # Netron's attachment finds nodes by name
+    _set_props(node.metadata_props, node_figures(result, model_time))
+    kept = [line for line in node.doc_string.split("\n") if line and not line.startswith(SUMMARY_PREFIX + " [")]
+    node.doc_string = "\n".join([node_summary(result, hardware, model_time), *kept])
+
+
+def _annotate_model(proto: onnx.ModelProto, report: Report) -> None:
+    _set_props(proto.metadata_props, model_figures(report))
+
+
+def _set_props(props, figures: dict[str, str]) -> None:
+    """Replace our namespace's entries, keep everyone else's (dynamo's name_scopes, ...)."""
+    kept = [(p.key, p.value) for p in props if not p.key.startswith(NAMESPACE)]
+    del props[:]
+    for key, value in [*kept, *((NAMESPACE + k, v) for k, v in figures.items())]:
+        props.add(key=key, value=value)
+
+
+def _declared_types(proto: onnx.ModelProto) -> dict[str, int]:
+    """Each value's real element type (the report's dtypes may be a --dtype override)."""
+    graph = proto.graph
+    try:
+        graph = onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph
+    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
+        pass
+    types = {t.name: t.data_type for t in graph.initializer}
+    for value in (*graph.input, *graph.output, *graph.value_info):
+        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
+            types[value.name] = value.type.tensor_type.elem_type
+    return types
+
+
+def _write_shapes(graph: onnx.GraphProto, report: Report, types: dict[str, int]) -> None:
+    """Graph inputs/outputs and value_info take the shapes the analysis used."""
+    infos: dict[str, TensorInfo] = {}
+    for result in report.nodes:
+        for info in (*result.inputs, *result.outputs):
+            if info is not None and info.shape is not None:
+                infos.setdefault(info.name, info)
+    own = report.model.precision is None  # then the report's dtypes are the model's own
+
+    def typed(name: str) -> onnx.ValueInfoProto | None:
+        info = infos.get(name)
+        elem = types.get(name) or (_ELEM_TYPES.get(info.dtype) if own and info is not None else None)
+        if info is None or not elem:
+            return None
+        return onnx.helper.make_tensor_value_info(name, elem, list(info.shape))
+
+    for value in (*graph.input, *graph.output):
+        replacement = typed(value.name)
+        if replacement is not None and value.type.HasField("tensor_type"):
+            value.type.CopyFrom(replacement.type)
+    skip = {v.name for v in (*graph.input, *graph.output)} | {t.name for t in graph.initializer}
+    declared = {v.name: v for v in graph.value_info}
+    for name in infos:
+        replacement = None if name in skip else typed(name)
+        if replacement is None:
+            continue
+        if name in declared:
+            declared[name].type.CopyFrom(replacement.type)
+        else:
+            graph.value_info.append(replacement)
+
+
+# --- the weights ----------------------------------------------------------------------------------
+
+
+def _external_tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
+    for tensor in graph.initializer:
+        if tensor.data_location == TensorProto.EXTERNAL:
+            yield tensor
+    for node in graph.node:
+        for attr in node.attribute:
+            tensors = [attr.t] if attr.HasField("t") else list(attr.tensors)
+            yield from (t for t in tensors if t.data_location == TensorProto.EXTERNAL)
+            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                yield from _external_tensors(sub)
+
+
+def _location(tensor: TensorProto) -> str:
+    return next((e.value for e in tensor.external_data if e.key == "location"), "")
+
+
+def _set_location(tensor: TensorProto, location: str) -> None:
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            entry.value = location
+
+
+@dataclass(frozen=True)
+class _DataPlan:
+    locations: tuple[str, ...]  # what the output references
+    links: tuple[tuple[Path, Path], ...]  # (data file, its place beside the output)
+    kept: str | None  # "kept" or "absent" when some reference stays as it resolves (or not) already
+
+
+def _plan_external_data(proto: onnx.ModelProto, source_dir: Path | None, destination: Path) -> _DataPlan:
+    """Rewrite external data locations to resolve from the output's folder. onnxruntime refuses
+    locations that are absolute or leave the model's folder, so a data file outside the output's
+    folder is to be linked (or copied) beside it; a data file that is absent stays referenced as is."""
+    tensors = list(_external_tensors(proto.graph))
+    locations = sorted({_location(t) for t in tensors})
+    if not locations or source_dir is None:
+        return _DataPlan(tuple(locations), (), "kept" if locations else None)
+    out_dir = destination.parent.resolve()
+    moved: dict[str, str] = {}
+    links: list[tuple[Path, Path]] = []
+    kept = None
+    for location in locations:
+        original = (source_dir / location).resolve()
+        if original.is_relative_to(out_dir):
+            moved[location], kept = original.relative_to(out_dir).as_posix(), kept or "kept"
+        elif not original.exists():
+            moved[location], kept = location, "absent"
+        else:
+            name = f"{destination.name}.data" if len(locations) == 1 else f"{destination.name}.{Path(location).name}"
+            moved[location] = name
+            links.append((original, destination.parent / name))
+    for tensor in tensors:
+        _set_location(tensor, moved[_location(tensor)])
+    return _DataPlan(tuple(sorted(set(moved.values()))), tuple(links), kept)
+
+
+def _link_or_copy(source: Path, target: Path) -> str:
+    """A hard link costs nothing and leaves the source alone; across file systems, a copy.
+    Put in place atomically, like every output."""
+    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        try:
+            os.link(source, temp)
+            action = "linked"
+        except OSError:
+            shutil.copyfile(source, temp)
+            action = "copied"
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return action

@@ -1,0 +1,1 @@
+"""What-if studies (placeholder while building)."""

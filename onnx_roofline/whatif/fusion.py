@@ -1,0 +1,272 @@
+"""The fused view: what a runtime that fuses kernels moves, beside the graph-as-written view.
+
+Plan (from the graph's structure only, so one plan serves every dims): decomposed attention becomes
+one FlashAttention-style kernel (see flash.py); then, in topological order, each elementwise op or
+view joins the group of a producer — a MatMul/Gemm/Conv (as its epilogue: bias, activation,
+residual add) or another elementwise chain — merging chains it joins, with at most one matrix op per
+group and never a merge that would make the groups' graph cyclic (networkx checks the paths).
+
+Cost (per report): a group does the FLOPs of its members, reads each external input once and writes
+only what is consumed outside it or is a graph output; intermediates never touch memory. Views alias
+their input, so reading a reshaped tensor is reading the tensor. Its compute time assumes the units
+overlap (max over units of FLOPs/peak), its memory time is bytes/bandwidth: the same roofline."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import networkx as nx
+
+from onnx_roofline.costs import Cost
+from onnx_roofline.report.model import OK, Report, Totals
+from onnx_roofline.roofline import UNKNOWN, Placement, place
+from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.whatif.flash import AttentionMatch, find_attention
+from onnx_roofline.whatif.graph import Dataflow, tensor_table
+from onnx_roofline.whatif.ops import VIEWS, elementwise_ops, is_matrix
+
+SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION = "single", "epilogue", "elementwise", "attention"
+
+
+@dataclass(frozen=True)
+class PlannedGroup:
+    kind: str
+    members: tuple[int, ...]  # node indices, ascending
+    attention: AttentionMatch | None = None
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    groups: tuple[PlannedGroup, ...]
+    producer: dict[str, int]
+    consumers: dict[str, tuple[int, ...]]
+    graph_outputs: frozenset[str]
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """One kernel of the fused view; quacks like a NodeResult where studies read one."""
+
+    kind: str
+    name: str
+    op_type: str  # "Gemm+7": the lead op and how many ops fused into it
+    lead: int  # the node that names the kernel: its matrix op (the Q·Kᵀ MatMul for attention)
+    members: tuple[int, ...]
+    status: str
+    cost: Cost | None
+    placement: Placement | None
+
+    @property
+    def bound(self) -> str:
+        return self.placement.bound if self.placement else UNKNOWN
+
+    @property
+    def time_s(self) -> float | None:
+        return self.placement.time_s if self.placement else None
+
+    def to_dict(self) -> dict:
+        cost, spot = self.cost, self.placement
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "op_type": self.op_type,
+            "lead": self.lead,
+            "members": list(self.members),
+            "status": self.status,
+            "flops": cost.flops if cost else None,
+            "bytes": cost.bytes if cost else None,
+            "intensity": spot.intensity if spot else None,
+            "ridge": spot.ridge if spot else None,
+            "bound": self.bound,
+            "time_s": self.time_s,
+        }
+
+
+@dataclass(frozen=True)
+class FusedView:
+    report: Report
+    plan: FusionPlan
+    nodes: tuple[FusedGroup, ...]
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.over(self.nodes)  # duck-typed: groups carry .cost and .placement
+
+    def attention(self) -> list[tuple[PlannedGroup, FusedGroup]]:
+        return [(p, g) for p, g in zip(self.plan.groups, self.nodes) if p.kind == ATTENTION]
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+def plan_fusion(report: Report, graph_outputs: frozenset[str]) -> FusionPlan:
+    flow = Dataflow.of(report)
+    drafts = _Drafts(flow)
+    for match in find_attention(flow, graph_outputs):
+        drafts.new(ATTENTION, match.members, attention=match)
+    for index in nx.topological_sort(flow.digraph):
+        if index not in drafts.owner:
+            drafts.place(index)
+        drafts.link(index)
+    return FusionPlan(drafts.finished(), flow.producer, flow.consumers, graph_outputs)
+
+
+class _Drafts:
+    """Groups under construction and the quotient graph between them (kept acyclic)."""
+
+    def __init__(self, flow: Dataflow):
+        self.flow = flow
+        self.owner: dict[int, int] = {}
+        self.members: dict[int, set[int]] = {}
+        self.kind: dict[int, str] = {}
+        self.anchor: dict[int, int | None] = {}
+        self.match: dict[int, AttentionMatch] = {}
+        self.quotient = nx.DiGraph()
+
+    def new(self, kind: str, members, anchor: int | None = None, attention: AttentionMatch | None = None) -> int:
+        gid = len(self.kind)
+        self.kind[gid], self.members[gid], self.anchor[gid] = kind, set(members), anchor
+        if attention is not None:
+            self.match[gid] = attention
+        for index in members:
+            self.owner[index] = gid
+        self.quotient.add_node(gid)
+        return gid
+
+    def place(self, index: int) -> None:
+        node = self.flow.node(index)
+        if is_matrix(node.domain, node.op_type):
+            self.new(EPILOGUE, [index], anchor=index)
+            return
+        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS
+        target = None
+        for gid in self._fusible_producers(index) if fusible else ():
+            if target is None and self._can_join(gid, index):
+                target = gid
+                self.members[gid].add(index)
+                self.owner[index] = gid
+            elif target is not None and gid != target and self._can_merge(target, gid):
+                self._merge(target, gid)
+        if target is None:
+            self.new(ELEMENTWISE if node.op_type in elementwise_ops() else SINGLE, [index])
+
+    def link(self, index: int) -> None:
+        for producer in self.flow.digraph.predecessors(index):
+            a, b = self.owner[producer], self.owner[index]
+            if a != b:
+                self.quotient.add_edge(a, b)
+
+    def _fusible_producers(self, index: int) -> list[int]:
+        """Groups that may take this node: data producers' groups, epilogue (matrix) groups first."""
+        node = self.flow.node(index)
+        inputs = node.inputs[:1] if node.op_type in VIEWS else node.inputs
+        gids = []
+        for tensor in inputs:
+            producer = self.flow.producer.get(tensor.name) if tensor is not None else None
+            gid = self.owner.get(producer) if producer is not None else None
+            if gid is not None and self.kind[gid] in (EPILOGUE, ELEMENTWISE) and gid not in gids:
+                gids.append(gid)
+        return sorted(gids, key=lambda g: self.anchor[g] is None)
+
+    def _can_join(self, gid: int, index: int) -> bool:
+        others = {self.owner[p] for p in self.flow.digraph.predecessors(index)} - {gid}
+        return not any(nx.has_path(self.quotient, gid, other) for other in others)
+
+    def _can_merge(self, a: int, b: int) -> bool:
+        if self.anchor[a] is not None and self.anchor[b] is not None:
+            return False
+        return not (self._detour(a, b) or self._detour(b, a))
+
+    def _detour(self, a: int, b: int) -> bool:
+        """A path a → x → … → b through some other group x: merging a and b would close a cycle."""
+        return any(x != b and nx.has_path(self.quotient, x, b) for x in self.quotient.successors(a))
+
+    def _merge(self, into: int, other: int) -> None:
+        for index in self.members.pop(other):
+            self.owner[index] = into
+            self.members[into].add(index)
+        self.anchor[into] = self.anchor[into] if self.anchor[into] is not None else self.anchor[other]
+        if self.anchor[into] is None:
+            self.kind[into] = ELEMENTWISE
+        del self.kind[other], self.anchor[other]
+        nx.contracted_nodes(self.quotient, into, other, self_loops=False, copy=False)
+
+    def finished(self) -> tuple[PlannedGroup, ...]:
+        groups = []
+        for gid, members in self.members.items():
+            kind = self.kind[gid] if len(members) > 1 or gid in self.match else SINGLE
+            groups.append(PlannedGroup(kind, tuple(sorted(members)), self.match.get(gid)))
+        return tuple(sorted(groups, key=lambda g: g.members[0]))
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+def fuse(report: Report, plan: FusionPlan) -> FusedView:
+    """The fused view of `report` (a report of the graph `plan` was made from, at any dims)."""
+    tensors = tensor_table(report)
+    bandwidth = report.hardware.memory_bandwidth
+    return FusedView(report, plan, tuple(_cost_group(report, plan, group, tensors, bandwidth) for group in plan.groups))
+
+
+def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, bandwidth: float) -> FusedGroup:
+    nodes = [report.nodes[i] for i in group.members]
+    lead = report.nodes[group.attention.scores] if group.attention else max(nodes, key=lambda n: n.cost.flops if n.cost else -1)
+    label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
+    base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members)
+    failed = next((n for n in nodes if n.status != OK), None)
+    if failed is not None:
+        return FusedGroup(**base, status=failed.status, cost=None, placement=None)
+    if len(nodes) == 1:
+        return FusedGroup(**base, status=OK, cost=lead.cost, placement=lead.placement)
+    if group.attention:
+        match = group.attention
+        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v))]
+        writes = [tensors[match.o]]
+    else:
+        reads, writes = _boundary(plan, set(group.members), report, tensors)
+    cost = Cost(
+        flops=sum(n.cost.flops for n in nodes),
+        transcendentals=sum(n.cost.transcendentals for n in nodes),
+        bytes_read=sum(t.nbytes for t in reads),
+        bytes_written=sum(t.nbytes for t in writes),
+    )
+    return FusedGroup(**base, status=OK, cost=cost, placement=_place(cost, nodes, bandwidth))
+
+
+def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    """External inputs read once; outputs used outside (or graph outputs) written once; views alias."""
+    views = {report.nodes[i].outputs[0].name: report.nodes[i].inputs[0].name for i in members if report.nodes[i].op_type in VIEWS}
+
+    def root(name: str) -> str:
+        while name in views:
+            name = views[name]
+        return name
+
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    for index in sorted(members):
+        node = report.nodes[index]
+        if node.op_type not in VIEWS:
+            for tensor in node.inputs:
+                if tensor is not None and plan.producer.get(source := root(tensor.name)) not in members:
+                    reads[source] = None
+        for tensor in node.outputs:
+            if tensor is None:
+                continue
+            outside = set(plan.consumers.get(tensor.name, ())) - members
+            if outside or tensor.name in plan.graph_outputs:
+                writes[root(tensor.name)] = None
+    return [tensors[n] for n in reads], [tensors[n] for n in writes]
+
+
+def _place(cost: Cost, nodes, bandwidth: float) -> Placement:
+    """Units overlap in one kernel: compute time is the busiest unit's FLOPs over its peaks."""
+    per_unit = Counter()
+    for node in nodes:
+        if node.cost.flops:
+            per_unit[node.unit] += node.cost.flops / node.peak
+    compute_time = max(per_unit.values(), default=0.0)
+    peak = cost.flops / compute_time if compute_time else max(n.peak for n in nodes)
+    return place(cost.flops, cost.bytes, peak, bandwidth)

@@ -1,0 +1,86 @@
+"""One model loaded once and analyzed at many points: only what depends on the dims is redone.
+
+The ModelProto is parsed once (analyze() copies it per call, so it is never mutated), hardware is
+resolved once per name, and the fusion plan — a function of the graph's structure, not its sizes —
+is built once and re-costed at every point."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+
+import onnx
+
+from onnx_roofline.analysis import analyze
+from onnx_roofline.hardware import Hardware, load_hardware
+from onnx_roofline.loader import load_model
+from onnx_roofline.report.model import Report
+
+UNFUSED, FUSED = "unfused", "fused"
+VIEWS = (UNFUSED, FUSED)
+
+
+class Session:
+    def __init__(
+        self,
+        model: str | os.PathLike | onnx.ModelProto,
+        hw: str | Hardware = "h100",
+        dims: Mapping[str, int] | None = None,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        precision: str | None = None,
+        partial: bool = False,
+    ):
+        self.path = None if isinstance(model, onnx.ModelProto) else str(model)
+        self.model = load_model(model)
+        self.hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+        self.dims = dict(dims or {})
+        self.input_shapes = dict(input_shapes or {})
+        self.precision = precision
+        self.partial = partial
+        self._plan = None
+
+    def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
+        """The unfused report at the session's dims overridden by `dims`."""
+        return analyze(
+            self.model,
+            hw=hardware or self.hardware,
+            dims={**self.dims, **(dims or {})},
+            input_shapes=self.input_shapes,
+            partial=self.partial,
+            precision=self.precision,
+        )
+
+    def view(self, report: Report, view: str):
+        """`report` itself (unfused) or its fused view; both expose `.nodes` and `.totals`."""
+        if view == UNFUSED:
+            return report
+        from onnx_roofline.whatif.fusion import fuse  # fusion imports networkx: only when asked
+
+        return fuse(report, self.fusion_plan(report))
+
+    def fusion_plan(self, report: Report):
+        """Built from the first report asked for; valid at every dims (the graph is the same)."""
+        if self._plan is None:
+            from onnx_roofline.whatif.fusion import plan_fusion
+
+            self._plan = plan_fusion(report, self.graph_outputs)
+        return self._plan
+
+    @cached_property
+    def graph_inputs(self) -> tuple[str, ...]:
+        initializers = {t.name for t in self.model.graph.initializer}
+        return tuple(v.name for v in self.model.graph.input if v.name not in initializers)
+
+    @cached_property
+    def graph_outputs(self) -> frozenset[str]:
+        return frozenset(v.name for v in self.model.graph.output)
+
+    def describe(self) -> dict:
+        """What every study's JSON says about its setup."""
+        return {
+            "path": self.path,
+            "hardware": self.hardware.key,
+            "dims": dict(sorted(self.dims.items())),
+            "precision": self.precision,
+        }
