@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import onnx
+import onnx.inliner
 
 from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Uncostable
@@ -28,6 +29,7 @@ from onnx_roofline.report.model import (
 )
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes import collect, constant_array, constant_table, infer
 from onnx_roofline.tensors import TensorInfo, with_precision
 
@@ -53,7 +55,7 @@ def analyze(
     shapes = infer(proto)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer}
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph)}, initializers, opsets(proto), hardware)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph)}, initializers, proto, hardware)
     nodes = tuple(walk.cost(index, node) for index, node in enumerate(proto.graph.node))
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -77,11 +79,13 @@ def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None
 class _Walk:
     """Costs nodes against one graph's value table; holds the lookups the per-node step needs."""
 
-    def __init__(self, values, constants, initializers: set[str], opset_versions, hardware: Hardware):
+    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware):
         self.values: dict[str, TensorInfo] = values
         self.constants = constants
         self.initializers = initializers  # weights, inline or external: they count as parameters
-        self.opsets: dict[str, int] = opset_versions
+        self.model = model  # for its opsets and local functions
+        self.opsets: dict[str, int] = opsets(model)
+        self.functions = {(f.domain, f.name): f for f in model.functions}
         self.hardware = hardware
         self._arrays: dict[str, np.ndarray | None] = {}
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
@@ -118,6 +122,8 @@ class _Walk:
             proto=node,
         )
         rule = rules.lookup(domain, node.op_type, self.opsets.get(domain))
+        if rule is None and (node.domain, node.op_type) in self.functions:
+            rule = Rule(node.op_type, domain, 1, self.function_call, VECTOR, 0)
         if rule is None:
             return NodeResult(**base, status=UNSUPPORTED, reason=f"no cost rule for {_qualified(domain, node.op_type)}")
         tensors = [t for t in (*inputs, *outputs) if t is not None]
@@ -155,10 +161,40 @@ class _Walk:
             {**self.values, **collect(graph)},
             {**self.constants, **constant_table(graph)},
             self.initializers | {t.name for t in graph.initializer},
-            self.opsets,
+            self.model,
             self.hardware,
         )
-        nodes = [child.cost(index, node) for index, node in enumerate(graph.node)]
+        return child.total(graph)
+
+    def function_call(self, op: OpNode) -> CompositeCost:
+        """A call of a model-local function: the body inlined at this call site (attributes bound,
+        inputs typed as here), its shapes inferred, and costed node by node."""
+        inputs, constants = [], []
+        for index, tensor in enumerate(op.inputs):
+            value = op.input_value(index) if tensor is not None else None
+            if value is not None:
+                constants.append(onnx.numpy_helper.from_array(value, tensor.name))
+            elif tensor is not None:
+                inputs.append(tensor.value_info())
+        outputs = [onnx.helper.make_empty_tensor_value_info(name) for name in op.proto.output if name]
+        graph = onnx.helper.make_graph([op.proto], "call", inputs, outputs, initializer=constants)
+        call = onnx.helper.make_model(
+            graph, opset_imports=self.model.opset_import, functions=self.model.functions, ir_version=self.model.ir_version
+        )
+        body = onnx.inliner.inline_local_functions(call)
+        shapes = infer(body)
+        child = _Walk(
+            {**self.values, **shapes.values},
+            {**self.constants, **shapes.folded, **constant_table(body.graph)},
+            self.initializers,
+            self.model,
+            self.hardware,
+        )
+        return child.total(body.graph)
+
+    def total(self, graph: onnx.GraphProto) -> CompositeCost:
+        """The summed cost of a graph's nodes; any uncosted node makes the whole unknown."""
+        nodes = [self.cost(index, node) for index, node in enumerate(graph.node)]
         for inner in nodes:
             if inner.status != OK:
                 raise Uncostable(inner.status, f"body node {inner.name} ({inner.op_type}): {inner.reason}")

@@ -16,6 +16,11 @@ from onnx_roofline.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, DimensionError, RooflineError
 from onnx_roofline.hardware import list_hardware, load_hardware
 from onnx_roofline.output import write_text
+from onnx_roofline.report.annotate import annotate
+from onnx_roofline.report.breakdown import MODULE, OP_TYPE
+from onnx_roofline.report.html import render_html
+from onnx_roofline.report.markdown import render_markdown
+from onnx_roofline.report.plot import write_plot
 from onnx_roofline.report.serialize import render_csv, render_json
 from onnx_roofline.report.table import render_table
 from onnx_roofline.report.units import si
@@ -23,7 +28,7 @@ from onnx_roofline.tensors import PRECISIONS
 
 # Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
 # whose `run(options) -> int` default does the work. Add a feature's module here.
-COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command")
+COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command", "onnx_roofline.whatif.command", "onnx_roofline.report.plot_command")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,9 +66,13 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
 
     run = sub.add_parser("analyze", help="analyze a model (the default: `onnx-roofline MODEL` is the same)")
     add_model_arguments(run)
-    run.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format (default: table)")
+    run.add_argument("--format", choices=("table", "json", "csv", "markdown", "html"), default="table", help="output format (default: table)")
     run.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     run.add_argument("--top", type=int, default=15, metavar="N", help="nodes listed in the table (default: 15)")
+    run.add_argument("--by", action="append", choices=("op-type", "module"), help="breakdowns in table/markdown/html (repeatable; default: op-type)")
+    run.add_argument("--depth", type=int, default=3, metavar="N", help="module level of --by module: 3 = GPT-2 layers, 4 = attn/mlp (default: 3)")
+    run.add_argument("--annotate", metavar="OUT.onnx", help="also write the model annotated for Netron (+ OUT.netron.json); see docs/outputs.md")
+    run.add_argument("--plot", metavar="FILE.png|svg", help="also write the roofline plot")
     run.set_defaults(run=_run_analyze)
 
     hw = sub.add_parser("hw", help="the hardware table")
@@ -103,8 +112,18 @@ def analyze_from_options(options: argparse.Namespace):
 
 def _run_analyze(options: argparse.Namespace) -> int:
     report = analyze_from_options(options)
-    renderers = {"table": lambda r: render_table(r, top=options.top), "json": render_json, "csv": render_csv}
+    by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
+    renderers = {
+        "table": lambda r: render_table(r, top=options.top, by=by, depth=options.depth), "json": render_json, "csv": render_csv,
+        "markdown": lambda r: render_markdown(r, top=options.top, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
+        "html": lambda r: render_html(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
+    }
     write_text(renderers[options.format](report), options.output, protect=[options.model])
+    if options.plot:
+        write_plot([report], options.plot, protect=[options.model])
+    if options.annotate:
+        done = annotate(report, options.annotate)
+        print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from onnx_roofline.tensors import TensorInfo, dtype_name
+from onnx_roofline.tensors import TensorInfo
 
 MAX_FOLDED_ELEMENTS = 4096  # shape values are small; anything larger is data, not a shape
 Evaluator = Callable[[list, Mapping], np.ndarray]
@@ -154,15 +154,9 @@ def infer_remaining(
         if name in folded:
             constants.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(folded[name], name)))
         elif name in values and values[name].shape is not None and values[name].dtype is not None:
-            info = values[name]
-            elem_type = helper.np_dtype_to_tensor_dtype(helper.tensor_dtype_to_np_dtype(_elem_type(info.dtype)))
-            inputs.append(helper.make_tensor_value_info(name, elem_type, list(info.shape)))
+            inputs.append(values[name].value_info())
     outputs = [helper.make_empty_tensor_value_info(name) for name in produced]
     graph = helper.make_graph([*constants, *nodes], "remaining", inputs, outputs)
     scratch = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
     scratch.functions.extend(model.functions)
     return scratch
-
-
-def _elem_type(dtype: str) -> int:
-    return next(code for code in onnx.TensorProto.DataType.values() if dtype_name(code) == dtype)

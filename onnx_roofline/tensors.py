@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import onnx
 from onnx import TensorProto
 
 # ONNX element types by the names the report uses, with their width in bits (sub-byte types by bits).
@@ -46,6 +47,11 @@ def dtype_name(elem_type: int) -> str | None:
     """The report's name for an ONNX element type (None for UNDEFINED)."""
     entry = _DTYPES.get(elem_type)
     return entry[0] if entry else None
+
+
+def elem_type(dtype: str) -> int:
+    """The ONNX element type for a report dtype name (the inverse of dtype_name)."""
+    return next(code for code, (name, _) in _DTYPES.items() if name == dtype)
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,10 @@ class TensorInfo:
 
     def to_dict(self) -> dict:
         return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
+
+    def value_info(self) -> onnx.ValueInfoProto:
+        """This tensor declared as a graph input/output of a scratch model."""
+        return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), list(self.shape))
 
 
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8e4m3fn", "int8": "int8"}

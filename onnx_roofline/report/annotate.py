@@ -203,10 +203,11 @@ def _annotate_model(proto: onnx.ModelProto, report: Report) -> None:
 
 
 def _set_props(props, figures: dict[str, str]) -> None:
-    """Replace our namespace's entries, keep everyone else's (dynamo's name_scopes, ...)."""
+    """Ours first (Netron lists them in order), then everyone else's (dynamo's name_scopes, ...);
+    a model annotated again has its old figures replaced, not repeated."""
     kept = [(p.key, p.value) for p in props if not p.key.startswith(NAMESPACE)]
     del props[:]
-    for key, value in [*kept, *((NAMESPACE + k, v) for k, v in figures.items())]:
+    for key, value in [*((NAMESPACE + k, v) for k, v in figures.items()), *kept]:
         props.add(key=key, value=value)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, group_label, top_nodes
+from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, group_label, top_nodes
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.roofline import COMPUTE, MEMORY
@@ -34,51 +34,59 @@ def _summary(report: Report) -> str:
     return "\n".join(lines)
 
 
-def _top_nodes(report: Report, top: int) -> str:
-    total = report.totals.time_s or 1.0
-    rows = [
-        [
-            n.name,
-            n.op_type,
-            _shape(n),
-            si(n.cost.flops, "FLOP"),
-            si(n.cost.bytes, "B"),
-            number(n.placement.intensity),
-            f"{n.unit}/{n.dtype}",
-            n.bound,
-            duration(n.time_s),
-            percent(n.time_s / total),
-        ]
-        for n in top_nodes(report, top)
+NODE_HEADER = ("node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")
+GROUP_COLUMNS = ("nodes", "flops", "bytes", "compute/memory", "time", "share")
+
+
+def node_cells(node: NodeResult, model_time: float) -> list[str]:
+    """One costed node as text cells (NODE_HEADER's order): the table's and markdown's rows."""
+    return [
+        node.name,
+        node.op_type,
+        shape_text(node),
+        si(node.cost.flops, "FLOP"),
+        si(node.cost.bytes, "B"),
+        number(node.placement.intensity),
+        f"{node.unit}/{node.dtype}",
+        node.bound,
+        duration(node.time_s),
+        percent(node.time_s / model_time if model_time else None),
     ]
-    header = ["node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share"]
-    return f"top {len(rows)} nodes by time\n" + _grid(header, rows)
+
+
+def group_cells(group: Group, family: str, model_time: float) -> list[str]:
+    """One group as text cells: its label, then GROUP_COLUMNS."""
+    t = group.totals
+    bounds = Counter(n.bound for n in group.nodes if n.status == OK)
+    return [
+        group_label(family, group.key),
+        str(len(group.nodes)) + (f" ({t.uncosted_nodes} uncosted)" if t.uncosted_nodes else ""),
+        si(t.flops, "FLOP"),
+        si(t.bytes, "B"),
+        f"{bounds[COMPUTE]}/{bounds[MEMORY]}",
+        duration(t.time_s),
+        percent(t.time_s / model_time if model_time else None),
+    ]
+
+
+def group_title(family: str, depth: int) -> tuple[str, str]:
+    """(section title, first column's name)."""
+    return (f"by module (depth {depth})", "module") if family == MODULE else ("by op type", "op type")
+
+
+def _top_nodes(report: Report, top: int) -> str:
+    rows = [node_cells(n, report.totals.time_s) for n in top_nodes(report, top)]
+    return f"top {len(rows)} nodes by time\n" + _grid(NODE_HEADER, rows)
 
 
 def _breakdown(report: Report, family: str, depth: int) -> str:
-    groups = breakdown(report, family, depth)
-    total = report.totals.time_s or 1.0
-    rows = []
-    for group in groups:
-        t = group.totals
-        bounds = Counter(n.bound for n in group.nodes if n.status == OK)
-        rows.append(
-            [
-                group_label(family, group.key),
-                str(len(group.nodes)) + (f" ({t.uncosted_nodes} uncosted)" if t.uncosted_nodes else ""),
-                si(t.flops, "FLOP"),
-                si(t.bytes, "B"),
-                f"{bounds[COMPUTE]}/{bounds[MEMORY]}",
-                duration(t.time_s),
-                percent(t.time_s / total),
-            ]
-        )
-    title = f"by module (depth {depth})" if family == MODULE else "by op type"
-    header = ["module" if family == MODULE else "op type", "nodes", "flops", "bytes", "compute/memory", "time", "share"]
-    return f"{title}\n" + _grid(header, rows)
+    rows = [group_cells(g, family, report.totals.time_s) for g in breakdown(report, family, depth)]
+    title, first = group_title(family, depth)
+    return f"{title}\n" + _grid([first, *GROUP_COLUMNS], rows)
 
 
-def _shape(node: NodeResult) -> str:
+def shape_text(node: NodeResult) -> str:
+    """The first output's shape, `1x12x1024x1024`, or `?`."""
     out = node.outputs[0] if node.outputs else None
     return "x".join(str(d) for d in out.shape) if out is not None and out.shape is not None else "?"
 

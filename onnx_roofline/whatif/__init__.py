@@ -1,1 +1,11 @@
-"""What-if studies (placeholder while building)."""
+"""What-if studies over one model: dim sweeps, critical batch sizes, hardware comparison, a fused
+view of bytes, and decode over context length. Each study reuses one loaded model (`Session`)."""
+
+from onnx_roofline.whatif.compare import compare
+from onnx_roofline.whatif.context import context_study
+from onnx_roofline.whatif.critical import critical
+from onnx_roofline.whatif.fusion import fuse, plan_fusion
+from onnx_roofline.whatif.session import Session
+from onnx_roofline.whatif.sweep import sweep
+
+__all__ = ["Session", "compare", "context_study", "critical", "fuse", "plan_fusion", "sweep"]

@@ -46,11 +46,12 @@ class Line:
 ZERO = Line(Fraction(0), Fraction(0))
 
 
-def ridge_crossing(flops: Line, bytes_moved: Line, ridge: float, lowest: int = 1) -> Fraction | None:
+def ridge_crossing(flops: Line, bytes_moved: Line, ridge: Fraction | float, lowest: int = 1) -> Fraction | None:
     """The smallest x ≥ `lowest` with flops(x) / bytes(x) ≥ ridge, where intensity grows with x.
 
     flops(x) ≥ R·bytes(x)  ⇔  (f1 − R·m1)·x ≥ R·m0 − f0. None when the asymptote f1/m1 is at or
-    below the ridge (the node never becomes compute-bound however large x grows)."""
+    below the ridge (the node never becomes compute-bound however large x grows). Pass the ridge as
+    Fraction(peak) / Fraction(bandwidth) for an exact answer."""
     excess = flops - bytes_moved.scaled(Fraction(ridge))
     if excess.slope <= 0:
         return None

@@ -1,54 +1,38 @@
-"""Critical values of a dim: where each matrix node, and the model, turns compute-bound.
+"""Critical values of a dim: where each matrix kernel, and the model, turns compute-bound.
 
-Each node's FLOPs and bytes are fitted as lines in the dim (affine.PROBES: two values fit, a third
-checks), so each crossing is solved exactly: flops(x) / bytes(x) = ridge. Nodes of one "kind" (same
-op and same shapes once the dim is named, e.g. the twelve 768→3072 MLP Gemms) share a row.
+Each kernel's FLOPs and bytes are fitted as lines in the dim (affine.PROBES: two values fit, a third
+checks), so every crossing is solved exactly rather than scanned. Kernels of one "kind" (same op,
+same shapes once the dim is named, e.g. the twelve 768→3072 MLP Gemms) share a row. In the unfused
+view a node's crossing is flops(x)/bytes(x) = its ridge; in the fused view it is where the kernel's
+compute time (busiest unit) reaches its memory time, which is the same thing for one unit.
 
-Two model-level figures, both from the same lines (so both exact):
-- time share: the smallest x at which compute-bound nodes take at least half the predicted time
-  (each node's bound re-decided at x; between two nodes' crossings the share is a ratio of lines);
-- intensity: the smallest x at which total FLOPs / total bytes reaches the matrix ridge of the
-  model's heaviest matrix node (the ridge that node is held to)."""
+Two model-level figures, from the same lines (so both exact):
+- time share: the smallest x at which compute-bound kernels take at least half the predicted time;
+- intensity: the smallest x at which total FLOPs / total bytes reaches the ridge of the unit and
+  dtype the model's heaviest matrix op runs on (295.3 for fp16 matmuls on H100)."""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 
 from onnx_roofline.errors import DimensionError
-from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.model import OK, Report
 from onnx_roofline.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
 from onnx_roofline.whatif.ops import is_matrix
-from onnx_roofline.whatif.session import Session
-
-
-@dataclass(frozen=True)
-class NodeLines:
-    node: NodeResult  # as analyzed at the first probe
-    flops: Line
-    bytes: Line
-
-    def crossing(self, bandwidth: float) -> Fraction | None:
-        return ridge_crossing(self.flops, self.bytes, self.node.peak / bandwidth)
-
-    def grows(self) -> bool:
-        """Intensity rises with the dim: the asymptote f1/m1 exceeds the intensity at the probe."""
-        x = PROBES[0]
-        return self.flops.slope * self.bytes(x) > self.flops(x) * self.bytes.slope
-
-    def compute_bound_at(self, x: Fraction, bandwidth: float) -> bool:
-        return self.flops(x) * Fraction(bandwidth) >= self.bytes(x) * Fraction(self.node.peak) and self.flops(x) > 0
+from onnx_roofline.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
+from onnx_roofline.whatif.session import UNFUSED, Session
+from onnx_roofline.whatif.sweep import main_peak
 
 
 @dataclass(frozen=True)
 class Kind:
-    """Matrix nodes that are the same computation: one row of the critical table."""
+    """Matrix kernels that are the same computation: one row of the critical table."""
 
     op_type: str
-    signature: str  # input shapes with the dim named: "[batch,768] [768,3072] [3072]"
-    nodes: tuple[NodeLines, ...]
-    ridge: float
+    signature: str  # input shapes of the matrix op with the dim named: "[batch,768] [768,3072] [3072]"
+    kernels: tuple[KernelLines, ...]
+    ridge: float  # of the first kernel, at the first probe
     crossing: Fraction | None
 
     @property
@@ -56,20 +40,25 @@ class Kind:
         return ceil(self.crossing)
 
     @property
-    def asymptote(self) -> float:
-        lines = self.nodes[0]
-        return float(lines.flops.slope / lines.bytes.slope) if lines.bytes.slope else math.inf
+    def asymptote(self) -> float | None:
+        """The intensity the kernel tends to as the dim grows: the ratio of the lines' slopes."""
+        lines = self.kernels[0]
+        return float(lines.flops.slope / lines.bytes.slope) if lines.bytes.slope else None
+
+    def intensity(self, x: float) -> float:
+        lines = self.kernels[0]
+        return float(lines.flops(x) / lines.bytes(x))
 
     def to_dict(self) -> dict:
-        lines = self.nodes[0]
+        lines = self.kernels[0]
         return {
             "op_type": self.op_type,
             "signature": self.signature,
-            "count": len(self.nodes),
-            "nodes": [n.node.name for n in self.nodes],
-            "flops": {"intercept": float(lines.flops.intercept), "slope": float(lines.flops.slope)},
-            "bytes": {"intercept": float(lines.bytes.intercept), "slope": float(lines.bytes.slope)},
-            "intensity_at_1": float(lines.flops(1) / lines.bytes(1)),
+            "count": len(self.kernels),
+            "nodes": [k.name for k in self.kernels],
+            "flops": _line(lines.flops),
+            "bytes": _line(lines.bytes),
+            "intensity_at_1": self.intensity(1),
             "asymptote": self.asymptote,
             "ridge": self.ridge,
             "crossing": None if self.crossing is None else float(self.crossing),
@@ -81,102 +70,129 @@ class Kind:
 class CriticalResult:
     setup: dict
     dim: str
+    view: str
     kinds: tuple[Kind, ...]  # intensity grows with the dim, ordered by critical value
-    flat: dict[str, int]  # "op signature" -> count of matrix nodes whose intensity does not grow
+    flat: dict[str, int]  # "op signature" → count of matrix kernels whose intensity does not grow
     share_crossing: Fraction | None
+    share_limit: float | None  # compute-bound share as the dim grows without bound
     intensity_crossing: Fraction | None
+    intensity_limit: float | None
     model_ridge: float
-    not_affine: tuple[str, ...] = field(default=())  # nodes whose cost is not a line in the dim
+    not_affine: tuple[str, ...]  # kernels whose cost is not a line in the dim (left out)
 
     def to_dict(self) -> dict:
         return {
             "study": "critical",
             **self.setup,
             "dim": self.dim,
+            "view": self.view,
             "probes": list(PROBES),
             "kinds": [k.to_dict() for k in self.kinds],
             "flat": self.flat,
             "model": {
-                "time_share_50": _figure(self.share_crossing),
-                "intensity_at_ridge": _figure(self.intensity_crossing),
+                "compute_share_50": {**_figure(self.share_crossing), "limit": self.share_limit},
+                "intensity_at_ridge": {**_figure(self.intensity_crossing), "limit": self.intensity_limit},
                 "ridge": self.model_ridge,
                 "not_affine": list(self.not_affine),
             },
         }
 
 
-def _figure(x: Fraction | None) -> dict:
-    return {"crossing": None if x is None else float(x), "critical": ceil(x)}
+@dataclass(frozen=True)
+class _Fitted:
+    row: object  # the node (unfused view) or kernel (fused view) at the first probe
+    lead: object  # the node that leads it: its matrix op, or the node itself
+    lines: KernelLines
 
 
-def critical(session: Session, dim: str) -> CriticalResult:
+def critical(session: Session, dim: str, view: str = UNFUSED) -> CriticalResult:
     if dim in session.dims:
         raise DimensionError(f"--over {dim}: it is solved for, so do not also bind it with --dim")
     reports = [session.report({dim: x}) for x in PROBES]
-    lines, not_affine = _fit(reports)
-    bandwidth = session.hardware.memory_bandwidth
-    matrix = [n for n in lines if is_matrix(n.node.domain, n.node.op_type)]
+    views = [session.view(r, view) for r in reports]
+    fitted, not_affine = _fit(views, reports)
+    matrix = [f for f in fitted if is_matrix(f.lead.domain, f.lead.op_type)]
     if not matrix:
-        raise DimensionError("no MatMul/Gemm/Conv-like node could be fitted: nothing to solve")
-    kinds, flat = _kinds(matrix, reports, dim, bandwidth)
-    heaviest = max(matrix, key=lambda n: n.flops(PROBES[0]))
-    model_ridge = heaviest.node.peak / bandwidth
-    exact = not not_affine
+        raise DimensionError(f"no MatMul/Gemm/Conv-like kernel is a line in {dim!r}: nothing to solve")
+    bandwidth = session.hardware.memory_bandwidth
+    model_ridge = Fraction(main_peak(views[-1])) / Fraction(bandwidth)  # at the largest probe; exact
+    kernels = [f.lines for f in fitted]
+    flops = sum((k.flops for k in kernels), ZERO)
+    moved = sum((k.bytes for k in kernels), ZERO)
+    exact = not not_affine  # a model figure from a partial fit would be wrong, not approximate
     return CriticalResult(
         setup=session.describe(),
         dim=dim,
-        kinds=kinds,
-        flat=flat,
-        share_crossing=_share_crossing(lines, bandwidth) if exact else None,
-        intensity_crossing=_total_crossing(lines, model_ridge) if exact else None,
-        model_ridge=model_ridge,
+        view=view,
+        **_kinds(matrix, reports, dim, bandwidth),
+        share_crossing=share_crossing(kernels, bandwidth) if exact else None,
+        share_limit=share_at_infinity(kernels, bandwidth) if exact else None,
+        intensity_crossing=ridge_crossing(flops, moved, model_ridge) if exact else None,
+        intensity_limit=float(flops.slope / moved.slope) if exact and moved.slope else None,
+        model_ridge=float(model_ridge),
         not_affine=tuple(not_affine),
     )
 
 
-def _fit(reports: list[Report]) -> tuple[list[NodeLines], list[str]]:
+def _fit(views, reports: list[Report]) -> tuple[list[_Fitted], list[str]]:
+    """Lines for every costed kernel; the names of those that are not lines in the dim."""
     fitted, off = [], []
-    for nodes in zip(*(r.nodes for r in reports)):
-        if any(n.status != OK for n in nodes):
+    for rows in zip(*(v.nodes for v in views)):
+        if any(r.status != OK for r in rows):
             continue
-        flops = Line.fit(PROBES, tuple(n.cost.flops for n in nodes))
-        moved = Line.fit(PROBES, tuple(n.cost.bytes for n in nodes))
-        if flops is None or moved is None:
-            off.append(nodes[0].name)
-        else:
-            fitted.append(NodeLines(nodes[0], flops, moved))
+        flops = Line.fit(PROBES, tuple(r.cost.flops for r in rows))
+        moved = Line.fit(PROBES, tuple(r.cost.bytes for r in rows))
+        units = _unit_times(rows[0], reports)
+        if flops is None or moved is None or units is None:
+            off.append(rows[0].name)
+            continue
+        lead = reports[0].nodes[getattr(rows[0], "lead", getattr(rows[0], "index", 0))]
+        fitted.append(_Fitted(rows[0], lead, KernelLines(rows[0].name, flops, moved, units)))
     return fitted, off
 
 
-def _kinds(matrix: list[NodeLines], reports: list[Report], dim: str, bandwidth: float):
-    by_key: dict[tuple[str, str], list[NodeLines]] = {}
-    for lines in matrix:
-        at = [r.nodes[lines.node.index] for r in reports[:2]]
-        by_key.setdefault((lines.node.op_type, _signature(at, dim)), []).append(lines)
+def _unit_times(row, reports: list[Report]) -> tuple[Line, ...] | None:
+    """Compute seconds per unit, summed over the row's member nodes (a node is its own member)."""
+    per_unit: dict[str, Line] = {}
+    for index in getattr(row, "members", (getattr(row, "index", 0),)):
+        nodes = [r.nodes[index] for r in reports]
+        flops = Line.fit(PROBES, tuple(n.cost.flops for n in nodes))
+        if flops is None:
+            return None
+        if flops != ZERO:
+            seconds = flops.scaled(1 / Fraction(nodes[0].peak))
+            per_unit[nodes[0].unit] = per_unit.get(nodes[0].unit, ZERO) + seconds
+    return tuple(per_unit.values())
+
+
+def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: float) -> dict:
+    by_key: dict[tuple[str, str], list[_Fitted]] = {}
+    for f in matrix:
+        shapes = _signature([r.nodes[f.lead.index] for r in reports[:2]], dim)
+        by_key.setdefault((f.row.op_type, shapes), []).append(f)
     kinds, flat = [], {}
     for (op_type, signature), members in by_key.items():
-        if members[0].grows():
-            ridge = members[0].node.peak / bandwidth
-            kinds.append(Kind(op_type, signature, tuple(members), ridge, members[0].crossing(bandwidth)))
+        first, x = members[0].lines, PROBES[0]
+        if first.flops.slope * first.bytes(x) > first.flops(x) * first.bytes.slope:  # intensity grows
+            crossing = share_crossing([first], bandwidth)  # one kernel: share ≥ ½ ⇔ it is compute-bound
+            ridge = members[0].row.placement.ridge
+            kinds.append(Kind(op_type, signature, tuple(m.lines for m in members), ridge, crossing))
         else:
             flat[f"{op_type} {signature}"] = len(members)
     kinds.sort(key=lambda k: (k.crossing is None, k.crossing or 0, k.signature))
-    return tuple(kinds), flat
+    return {"kinds": tuple(kinds), "flat": flat}
 
 
-def _signature(nodes: list[NodeResult], dim: str) -> str:
-    """Input shapes at the first two probes, each size that changes written in terms of the dim."""
+def _signature(nodes, dim: str) -> str:
+    """Input shapes at the first two probes, each size that changes written as a line in the dim."""
     shapes = []
     for a, b in zip(nodes[0].inputs, nodes[1].inputs):
-        if a is None or b is None:
-            continue
-        sizes = [_size(x, y, dim) for x, y in zip(a.shape, b.shape)]
-        shapes.append("[" + ",".join(sizes) + "]")
+        if a is not None and b is not None:
+            shapes.append("[" + ",".join(_size(x, y, dim) for x, y in zip(a.shape, b.shape)) + "]")
     return " ".join(shapes)
 
 
 def _size(x: int, y: int, dim: str) -> str:
-    """A size s(d) = x at d = PROBES[0], y at PROBES[1], written as a line in `dim`."""
     if x == y:
         return str(x)
     slope = Fraction(y - x, PROBES[1] - PROBES[0])
@@ -185,31 +201,9 @@ def _size(x: int, y: int, dim: str) -> str:
     return term if base == 0 else f"{term}{'+' if base > 0 else '-'}{abs(base)}"
 
 
-def _share_crossing(lines: list[NodeLines], bandwidth: float) -> Fraction | None:
-    """Smallest x ≥ 1 where compute-bound nodes take ≥ half the time. Between consecutive node
-    crossings the set of compute-bound nodes is fixed, so 'compute time − memory time' is a line."""
-    switches = set()
-    for n in lines:
-        balance = n.flops.scaled(Fraction(bandwidth)) - n.bytes.scaled(Fraction(n.node.peak))
-        if (root := balance.root()) is not None and root > 1:
-            switches.add(root)
-    edges = [Fraction(1), *sorted(switches)]
-    for lo, hi in zip(edges, [*edges[1:], None]):
-        probe = lo + 1 if hi is None else (lo + hi) / 2
-        gap = ZERO
-        for n in lines:
-            if n.compute_bound_at(probe, bandwidth):
-                gap += n.flops.scaled(1 / Fraction(n.node.peak))
-            else:
-                gap -= n.bytes.scaled(1 / Fraction(bandwidth))
-        if gap(lo) >= 0:
-            return lo
-        if gap.slope > 0 and (hi is None or gap.root() < hi):
-            return gap.root()
-    return None
+def _line(line: Line) -> dict:
+    return {"intercept": float(line.intercept), "slope": float(line.slope)}
 
 
-def _total_crossing(lines: list[NodeLines], ridge: float) -> Fraction | None:
-    flops = sum((n.flops for n in lines), ZERO)
-    moved = sum((n.bytes for n in lines), ZERO)
-    return ridge_crossing(flops, moved, ridge)
+def _figure(x: Fraction | None) -> dict:
+    return {"crossing": None if x is None else float(x), "critical": ceil(x)}

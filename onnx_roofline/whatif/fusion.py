@@ -231,6 +231,7 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
         transcendentals=sum(n.cost.transcendentals for n in nodes),
         bytes_read=sum(t.nbytes for t in reads),
         bytes_written=sum(t.nbytes for t in writes),
+        useful_flops=sum(n.cost.useful for n in nodes),
     )
     return FusedGroup(**base, status=OK, cost=cost, placement=_place(cost, nodes, bandwidth))
 

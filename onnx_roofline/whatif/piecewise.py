@@ -32,7 +32,9 @@ class KernelLines:
         return {root for a, b in combinations(pieces, 2) if (root := (a - b).root()) is not None}
 
 
-def share_crossing(kernels: list[KernelLines], bandwidth: float, share: Fraction = Fraction(1, 2), lowest: int = 1) -> Fraction | None:
+def share_crossing(
+    kernels: list[KernelLines], bandwidth: float, share: Fraction = Fraction(1, 2), lowest: int = 1
+) -> Fraction | None:
     """Smallest x ≥ `lowest` at which compute-bound kernels take at least `share` of the time
     (a kernel is compute-bound when its compute time ≥ its memory time, as roofline.place says)."""
     cuts = sorted({lowest, *(p for k in kernels for p in k.breakpoints(bandwidth) if p > lowest)})

@@ -1,0 +1,159 @@
+"""The HTML report: one self-contained file (inline SVG plot, CSS and JS; nothing fetched when viewed)
+with the summary, the roofline, per-op-type and per-module breakdowns, and every node in a table
+that sorts by any column and filters by text."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_path
+from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.plot import render_plot
+from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, shape_text
+from onnx_roofline.report.units import duration, number, percent, si
+
+_STYLE = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1400px; color: #222; padding: 0 16px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
+.sub { color: #555; margin: 0 0 16px; }
+.figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap: 8px; }
+.figure { background: #f5f6f8; border-radius: 6px; padding: 8px 12px; }
+.figure b { display: block; font-size: 18px; } .figure span { color: #555; font-size: 12px; }
+.warn { color: #a15c00; }
+svg { max-width: 100%; height: auto; }
+.columns { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; } @media (max-width: 1000px) { .columns { grid-template-columns: 1fr; } }
+.scroll { max-height: 520px; overflow: auto; border: 1px solid #e3e3e3; }
+table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
+th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
+th:first-child, td:first-child, td.text { text-align: left; }
+td.name { max-width: 460px; overflow: hidden; text-overflow: ellipsis; text-align: left; }
+th { position: sticky; top: 0; background: #fafafa; cursor: pointer; user-select: none; }
+th[aria-sort="ascending"]::after { content: " ▲"; } th[aria-sort="descending"]::after { content: " ▼"; }
+tr.memory td.bound { color: #1f5fa8; } tr.compute td.bound { color: #b3261e; } tr.uncosted { color: #a15c00; }
+#filter { margin: 0 0 8px; padding: 4px 8px; width: 320px; }
+"""
+
+_SCRIPT = """
+function sortTable(th) {
+  const table = th.closest('table'), body = table.tBodies[0], index = [...th.parentNode.children].indexOf(th);
+  const descending = th.getAttribute('aria-sort') !== 'descending';
+  table.querySelectorAll('th').forEach(h => h.removeAttribute('aria-sort'));
+  th.setAttribute('aria-sort', descending ? 'descending' : 'ascending');
+  const key = row => { const cell = row.children[index]; const v = cell.dataset.v;
+    return v === undefined ? cell.textContent : (v === '' ? -Infinity : parseFloat(v)); };
+  const rows = [...body.rows].sort((a, b) => { const x = key(a), y = key(b);
+    const order = typeof x === 'number' && typeof y === 'number' ? x - y : String(x).localeCompare(String(y), undefined, {numeric: true});
+    return descending ? -order : order; });
+  rows.forEach(row => body.appendChild(row));
+}
+document.querySelectorAll('table.sortable th').forEach(th => th.addEventListener('click', () => sortTable(th)));
+const filter = document.getElementById('filter');
+filter.addEventListener('input', () => {
+  const words = filter.value.toLowerCase().split(/\\s+/).filter(Boolean);
+  let shown = 0;
+  for (const row of document.getElementById('nodes').tBodies[0].rows) {
+    const visible = words.every(w => row.textContent.toLowerCase().includes(w));
+    row.hidden = !visible; shown += visible;
+  }
+  document.getElementById('shown').textContent = shown;
+});
+"""
+
+_NODE_COLUMNS = ("#", "node", "op", "module", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")
+
+
+def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3) -> str:
+    model, hw, totals = report.model, report.hardware, report.totals
+    name = Path(model.path).name if model.path else "model"
+    dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items())) or "no symbolic dims"
+    svg = render_plot([report], "svg").decode()
+    svg = svg[svg.index("<svg"):]  # drop the XML prolog: the SVG sits inline in the page
+    sections = "".join(_breakdown(report, family, depth) for family in by)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>onnx-roofline: {_e(name)} on {_e(hw.name)}</title>
+<style>{_STYLE}</style>
+</head>
+<body>
+<h1>onnx-roofline: {_e(name)}</h1>
+<p class="sub">{_e(hw.name)} · {_e(dims)}{_e(f" · costed as {model.precision}" if model.precision else "")} · {model.node_count} nodes</p>
+<section id="summary">{_summary(report)}</section>
+<h2>Roofline</h2>
+<figure id="roofline">{svg}</figure>
+<div class="columns">{sections}</div>
+<h2>Nodes (<span id="shown">{len(report.nodes)}</span>)</h2>
+<input id="filter" type="search" placeholder="filter: name, op type, module, bound…">
+<div class="scroll">{_node_table(report)}</div>
+<script>{_SCRIPT}</script>
+</body>
+</html>
+"""
+
+
+def _summary(report: Report) -> str:
+    totals = report.totals
+    figures = [
+        (duration(totals.time_s), "latency lower bound (sum of nodes)"),
+        (si(totals.flops, "FLOP"), "FLOPs"),
+        (si(totals.bytes, "B"), "bytes moved (unfused)"),
+        (f"{number(totals.intensity)} FLOP/B", "intensity"),
+        (percent(totals.memory_bound_time_share), "of time memory-bound"),
+        (si(report.model.parameters, ""), "parameters"),
+    ]
+    cards = "".join(f'<div class="figure"><b>{_e(value)}</b><span>{_e(label)}</span></div>' for value, label in figures)
+    warning = ""
+    if report.unsupported:
+        listed = ", ".join(f"{op}×{n}" for op, n in report.unsupported.items())
+        warning = f'<p class="warn">{totals.uncosted_nodes} nodes not costed (not in the totals): {_e(listed)}</p>'
+    return f'<div class="figures">{cards}</div>{warning}'
+
+
+def _breakdown(report: Report, family: str, depth: int) -> str:
+    title, first = group_title(family, depth)
+    rows = []
+    for group in breakdown(report, family, depth):
+        cells = group_cells(group, family, report.totals.time_s)
+        t = group.totals
+        values = ["", len(group.nodes), t.flops, t.bytes, None, t.time_s, t.time_s]
+        rows.append("<tr>" + "".join(_td(c, v) for c, v in zip(cells, values)) + "</tr>")
+    head = "".join(f"<th>{_e(h)}</th>" for h in (first, *GROUP_COLUMNS))
+    return f'<section><h2>{_e(title.capitalize())}</h2><div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>'
+
+
+def _node_table(report: Report) -> str:
+    model_time = report.totals.time_s
+    rows = [_node_row(node, model_time) for node in sorted(report.nodes, key=lambda n: (-(n.time_s or 0), n.index))]
+    head = "".join(f"<th>{_e(h)}</th>" for h in _NODE_COLUMNS)
+    return f'<table id="nodes" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _node_row(node: NodeResult, model_time: float) -> str:
+    common = [_td(str(node.index), node.index), _td(node.name, None, "name", title=node.name), _td(node.op_type, None, "text"),
+              _td(module_path(node), None, "text"), _td(shape_text(node), None, "text")]
+    if node.status != OK:
+        reason = f"{node.status}: {node.reason}"
+        return f'<tr class="uncosted">{"".join(common)}<td class="text" colspan="7" data-v="">{_e(reason)}</td></tr>'
+    cost, place = node.cost, node.placement
+    share = node.time_s / model_time if model_time else None
+    cells = [
+        _td(si(cost.flops, "FLOP"), cost.flops), _td(si(cost.bytes, "B"), cost.bytes),
+        _td(number(place.intensity), place.intensity), _td(f"{node.unit}/{node.dtype}", None, "text"),
+        _td(node.bound, None, "bound"), _td(duration(node.time_s), node.time_s), _td(percent(share), share),
+    ]
+    return f'<tr class="{_e(node.bound)}">{"".join(common + cells)}</tr>'
+
+
+def _td(text: str, value: float | int | None, cls: str = "", title: str | None = None) -> str:
+    """A cell; `value` is what the column sorts by (text columns sort by their text)."""
+    attrs = (f' class="{cls}"' if cls else "") + (f' title="{_e(title)}"' if title else "")
+    attrs += "" if value is None or value == "" else f' data-v="{value!r}"'
+    return f"<td{attrs}>{_e(text)}</td>"
+
+
+def _e(text: str) -> str:
+    return html.escape(str(text), quote=True)

@@ -1,0 +1,62 @@
+"""The Markdown summary, for a pull-request comment: short, stable, diff-friendly.
+
+The headline figures and the top nodes are visible; the breakdowns fold away in <details>.
+Nothing varies between runs of the same model (no timestamps, no absolute paths), so two
+comments diff line by line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, top_nodes
+from onnx_roofline.report.model import Report
+from onnx_roofline.report.table import GROUP_COLUMNS, NODE_HEADER, group_cells, group_title, node_cells
+from onnx_roofline.report.units import duration, number, percent, si
+
+NUMERIC = {"flops", "bytes", "FLOP/B", "time", "share", "nodes", "compute/memory"}  # right-aligned columns
+
+
+def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3) -> str:
+    totals, model, hw = report.totals, report.model, report.hardware
+    name = Path(model.path).name if model.path else "model"
+    dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items()))
+    precision = f", costed as {model.precision}" if model.precision else ""
+    lines = [
+        f"### onnx-roofline: `{name}` on {hw.name}" + (f" ({dims}{precision})" if dims or precision else ""),
+        "",
+        _table(
+            ["latency (lower bound)", "FLOPs", "bytes", "intensity", "memory-bound time", "nodes"],
+            [[
+                duration(totals.time_s),
+                si(totals.flops, "FLOP"),
+                si(totals.bytes, "B"),
+                f"{number(totals.intensity)} FLOP/B",
+                percent(totals.memory_bound_time_share),
+                f"{model.node_count}" + (f" ({totals.uncosted_nodes} not costed)" if totals.uncosted_nodes else ""),
+            ]],
+            right=True,
+        ),
+    ]
+    if report.unsupported:
+        lines += ["", "Not costed (not in the totals): " + ", ".join(f"`{op}`×{n}" for op, n in report.unsupported.items())]
+    nodes = top_nodes(report, top)
+    lines += ["", f"**Top {len(nodes)} nodes by time**", "", _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes])]
+    for family in by:
+        title, first = group_title(family, depth)
+        rows = [group_cells(g, family, totals.time_s) for g in breakdown(report, family, depth)]
+        lines += ["", f"<details><summary>{title.capitalize()}</summary>", "", _table([first, *GROUP_COLUMNS], rows), "", "</details>"]
+    return "\n".join(lines) + "\n"
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: bool = False) -> str:
+    align = ["---:" if right or h in NUMERIC else "---" for h in header]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(_cell(c, i == 0 and not right) for i, c in enumerate(row)) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _cell(text: str, code: bool) -> str:
+    text = text.replace("|", "\\|")
+    return f"`{text}`" if code and text else text

@@ -1,0 +1,317 @@
+"""The roofline plot: every node a point under its hardware's roof, one or several reports at once.
+
+It draws from the JSON form of a report (`Report.to_dict()` or a saved `--format json` file), so a
+plot of two saved reports (GPT-2 prefill vs decode) is the same code as the plot of one analysis.
+A node's point is (intensity, FLOPs / time lower bound): on the roof by construction, since the
+analysis is static; what the plot shows is *where* on the roof each node sits and how much time
+it takes (the marker's area). Nodes without FLOPs (pure data movement) have no place on a log
+intensity axis: their count and share of time are written in the corner instead.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import os
+import re
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onnx_roofline.output import write_bytes
+from onnx_roofline.report.breakdown import module_of
+from onnx_roofline.report.units import percent, si
+
+FORMATS = ("png", "svg")
+COLOR_BY = ("op_type", "bound", "report")
+MAX_OP_COLORS = 9  # the heaviest op types get a colour each, the rest share grey
+LABELS = 8  # labelled positions per report (fewer each in an overlay)
+AREA = 2500  # marker area (points²) of a node taking all of its model's time
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+_BOUND_COLORS = {"compute": "#d62728", "memory": "#1f77b4"}
+_MARKERS = ("o", "^", "s", "D")
+_OTHER = "#9a9a9a"
+
+
+@dataclass(frozen=True)
+class _Point:
+    name: str
+    op_type: str
+    intensity: float
+    perf: float  # FLOP/s at the time lower bound
+    time_s: float
+    bound: str
+
+
+def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None,
+                    color_by: str | None = None, title: str | None = None):
+    """A matplotlib Figure (Agg) of one or more reports; `labels` name the reports in an overlay.
+    Colour is by op type for one report, by report for several (unless `color_by` says otherwise)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: only plotting needs matplotlib
+    from matplotlib.figure import Figure
+
+    reports = [_as_dict(r) for r in reports]
+    labels = list(labels or [_default_label(r) for r in reports])
+    if len(labels) != len(reports):
+        raise ValueError("one label per report")
+    color_by = color_by or ("op_type" if len(reports) == 1 else "report")
+    points = [_points(r) for r in reports]
+    figure = Figure(figsize=(11, 6.8), dpi=150, layout="constrained")
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    x_range, y_range = _ranges(reports, points)
+    axes.set_xlim(*x_range)
+    axes.set_ylim(*y_range)
+    diagonals = _draw_roofs(axes, reports, x_range)
+    colors = _colors(points, color_by)
+    for index, (report_points, label) in enumerate(zip(points, labels)):
+        _draw_points(axes, report_points, colors, color_by, label, _MARKERS[index % len(_MARKERS)], len(reports) > 1)
+    _note_zero_flop(axes, reports, labels if len(reports) > 1 else None)
+    axes.set_xlabel("arithmetic intensity (FLOP / byte moved)")
+    axes.set_ylabel("attainable performance at the bound (FLOP/s)")
+    axes.yaxis.set_major_formatter(_si_formatter("FLOP/s"))
+    axes.grid(True, which="major", alpha=0.25)
+    axes.set_title(title or _default_title(reports, labels), fontsize=12)
+    legend = axes.legend(loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8)
+    for handle in legend.legend_handles:
+        handle.set_sizes([40])  # the key shows colours, not the first node's time
+    figure.canvas.draw()  # settle the layout, then freeze it: labels are placed in final pixels
+    figure.set_layout_engine("none")
+    _label_diagonals(axes, diagonals)
+    _label_heaviest(axes, points, labels if len(reports) > 1 else None)
+    return figure
+
+
+def render_plot(reports: Sequence[Mapping[str, Any]], fmt: str = "png", **options) -> bytes:
+    """The plot as PNG or SVG bytes (deterministic: no timestamps in the metadata)."""
+    if fmt not in FORMATS:
+        raise ValueError(f"plot format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    from matplotlib import rc_context
+
+    buffer = io.BytesIO()
+    metadata = {"Date": None} if fmt == "svg" else {"Software": None}
+    with rc_context({"svg.hashsalt": "onnx-roofline", "svg.fonttype": "path"}):  # stable ids, fonts as shapes
+        roofline_figure(reports, **options).savefig(buffer, format=fmt, metadata=metadata)
+    return buffer.getvalue()
+
+
+def write_plot(reports: Sequence[Mapping[str, Any]], destination: str | os.PathLike, protect: Sequence[str] = (), **options) -> None:
+    """Write the plot atomically; the format follows the file's extension (.png or .svg)."""
+    fmt = Path(destination).suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise ValueError(f"plot file must end in .png or .svg: {destination}")
+    write_bytes(render_plot(reports, fmt, **options), str(destination), protect=protect)
+
+
+# --- the data -------------------------------------------------------------------------------------
+
+
+def _as_dict(report) -> Mapping[str, Any]:
+    return report.to_dict() if hasattr(report, "to_dict") else report
+
+
+def _points(report: Mapping[str, Any]) -> list[_Point]:
+    return [
+        _Point(n["name"], n["op_type"], n["intensity"], n["flops"] / n["time_s"], n["time_s"], n["bound"])
+        for n in report["nodes"]
+        if n["status"] == "ok" and n["flops"] and n["time_s"] and n["intensity"]
+    ]
+
+
+def _ceilings(report: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """(unit, dtype) → peak, for those the model's nodes run on."""
+    return {(n["unit"], n["dtype"]): n["peak"] for n in report["nodes"] if n["status"] == "ok" and n["peak"]}
+
+
+def _ranges(reports, points) -> tuple[tuple[float, float], tuple[float, float]]:
+    intensities = [p.intensity for ps in points for p in ps]
+    perfs = [p.perf for ps in points for p in ps]
+    peaks = [peak for r in reports for peak in _ceilings(r).values()] or [1.0]
+    ridges = [peak / r["hardware"]["memory_bandwidth"] for r in reports for peak in _ceilings(r).values()] or [1.0]
+    x_low = min([*intensities, min(ridges)]) / 4
+    x_high = max([*intensities, max(ridges)]) * 6
+    y_low = min([*perfs, min(peaks) / 10]) / 4
+    return (x_low, x_high), (y_low, max(peaks) * 3)
+
+
+def _colors(points: Sequence[Sequence[_Point]], color_by: str) -> dict[str, str]:
+    if color_by == "bound":
+        return dict(_BOUND_COLORS)
+    if color_by == "report":
+        return {}
+    time_by_op: dict[str, float] = defaultdict(float)
+    for point in (p for ps in points for p in ps):
+        time_by_op[point.op_type] += point.time_s
+    heaviest = sorted(time_by_op, key=lambda op: (-time_by_op[op], op))[:MAX_OP_COLORS]
+    return dict(zip(heaviest, _PALETTE))
+
+
+# --- drawing --------------------------------------------------------------------------------------
+
+
+def _draw_roofs(axes, reports, x_range) -> list[tuple[float, float, str]]:
+    """The memory diagonal and one ceiling per unit/dtype in use, each ridge marked and named.
+    Returns where the diagonals' labels go, placed once the layout is final (they follow the slope)."""
+    drawn, diagonals = set(), []
+    several = len({r["hardware"]["key"] for r in reports}) > 1
+    for report in reports:
+        hardware = report["hardware"]
+        bandwidth = hardware["memory_bandwidth"]
+        ceilings = sorted(_ceilings(report).items(), key=lambda kv: -kv[1])
+        if hardware["key"] in drawn or not ceilings:
+            continue
+        drawn.add(hardware["key"])
+        top_ridge = ceilings[0][1] / bandwidth
+        axes.plot([x_range[0], top_ridge], [bandwidth * x_range[0], ceilings[0][1]], color="#333333", lw=1.6, zorder=2)
+        where = _emptiest(sorted(p.intensity for p in _points(report)), x_range[0], top_ridge)
+        diagonals.append((bandwidth, where, (f"{hardware['key']}: " if several else "") + f"memory {si(bandwidth, 'B/s')}"))
+        for (unit, dtype), peak in ceilings:
+            ridge = peak / bandwidth
+            axes.plot([ridge, x_range[1]], [peak, peak], color="#333333", lw=1.6 if unit == "matrix" else 1.0,
+                      ls="-" if unit == "matrix" else "--", zorder=2)
+            axes.plot([ridge], [peak], marker="o", ms=4, color="#333333", zorder=3)
+            axes.annotate(f"{unit} {dtype} {si(peak, 'FLOP/s')} · ridge {ridge:,.0f} FLOP/B", (ridge, peak), fontsize=7.5,
+                          color="#333333", ha="right", va="bottom", xytext=(-5, 3), textcoords="offset points")
+        axes.axvline(top_ridge, color="#999999", lw=0.8, ls=":", zorder=1)
+    return diagonals
+
+
+def _emptiest(intensities: list[float], low: float, high: float) -> float:
+    """Where on the diagonal a label crosses no point: early in its widest gap (log scale)."""
+    edges = [low, *(x for x in intensities if low < x < high), high]
+    gaps = [(math.log(b) - math.log(a), a, b) for a, b in zip(edges, edges[1:])]
+    _, a, b = max(gaps)
+    return math.exp(math.log(a) + 0.1 * (math.log(b) - math.log(a)))
+
+
+def _label_diagonals(axes, diagonals) -> None:
+    """Write each memory roof's bandwidth along its slope (the angle is known only in pixels)."""
+    for bandwidth, x, text in diagonals:
+        (x0, y0), (x1, y1) = axes.transData.transform([(x, bandwidth * x), (x * 10, bandwidth * x * 10)])
+        angle = math.degrees(math.atan2(y1 - y0, x1 - x0))
+        axes.annotate(text, (x, bandwidth * x), xytext=(8, -8), textcoords="offset points", fontsize=7.5, color="#333333",
+                      rotation=angle, rotation_mode="anchor", ha="left", va="top")  # under the roof: nothing is there
+
+
+def _draw_points(axes, points: Sequence[_Point], colors: dict[str, str], color_by: str, label: str, marker: str,
+                 overlay: bool) -> None:
+    if not points:
+        return
+    total = sum(p.time_s for p in points)
+    groups: dict[str, list[_Point]] = defaultdict(list)
+    for point in points:
+        key = {"op_type": point.op_type, "bound": point.bound}.get(color_by, label)
+        groups[key if color_by == "report" or key in colors else "other"].append(point)
+    order = [k for k in [*colors, "other"] if k in groups] if color_by != "report" else [label]
+    for index, key in enumerate(order):
+        members = groups[key]
+        color = colors.get(key, _OTHER) if color_by != "report" else None
+        legend = f"{label}: {key}" if overlay and color_by != "report" else key
+        axes.scatter(
+            [p.intensity for p in members], [p.perf for p in members], s=[6 + AREA * p.time_s / total for p in members],
+            c=color, marker=marker, alpha=0.55, edgecolors="white", linewidths=0.4, label=legend, zorder=4 + index * 0.01,
+        )
+
+
+def _label_heaviest(axes, points: Sequence[Sequence[_Point]], report_labels: Sequence[str] | None) -> None:
+    """Label the heaviest *positions*: a layer repeated twelve times is one point, labelled ×12.
+    Labels are placed greedily where they overlap no earlier label."""
+    placed = []
+    renderer = axes.figure.canvas.get_renderer()
+    total_times = [sum(p.time_s for p in ps) or 1.0 for ps in points]
+    for index, report_points in enumerate(points):
+        positions: dict[tuple, list[_Point]] = defaultdict(list)
+        for point in report_points:
+            positions[(_short_name(point), round(point.intensity, 3), round(point.perf, -6))].append(point)
+        count = LABELS if len(points) == 1 else max(3, LABELS // len(points))
+        heaviest = sorted(positions.values(), key=lambda ps: -sum(p.time_s for p in ps))[:count]
+        for members in heaviest:
+            share = sum(p.time_s for p in members) / total_times[index]
+            text = _short_name(members[0]) + (f" ×{len(members)}" if len(members) > 1 else "") + f"  {percent(share)}"
+            if report_labels:
+                text = f"{report_labels[index]}: {text}"
+            _place(axes, renderer, placed, text, members[0].intensity, members[0].perf)
+
+
+_OFFSETS = tuple(
+    (round(r * math.cos(math.radians(a))), round(r * math.sin(math.radians(a))))
+    for r in (12, 26, 42, 60, 80, 105) for a in (-35, 35, 145, -145, -70, 70, 110, -110, 0, 180)
+)
+
+
+def _place(axes, renderer, placed: list, text: str, x: float, y: float) -> None:
+    from matplotlib.text import Text
+
+    box = dict(boxstyle="round,pad=0.2", fc="white", ec="#bbbbbb", lw=0.5, alpha=0.9)
+    arrow = dict(arrowstyle="-", color="#777777", lw=0.6)
+    for dx, dy in _OFFSETS:
+        note = axes.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7,
+                             ha="left" if dx >= 0 else "right", va="center", bbox=box, arrowprops=arrow, zorder=6)
+        note.update_positions(renderer)
+        extent = Text.get_window_extent(note, renderer).expanded(1.08, 1.3)  # the words, not the leader line
+        inside = axes.get_window_extent(renderer).contains(extent.x0, extent.y0) and axes.get_window_extent(renderer).contains(extent.x1, extent.y1)
+        if inside and not any(extent.overlaps(other) for other in placed):
+            placed.append(extent)
+            return
+        note.remove()
+
+
+def _note_zero_flop(axes, reports, report_labels) -> None:
+    lines = []
+    for index, report in enumerate(reports):
+        nodes = [n for n in report["nodes"] if n["status"] == "ok" and not n["flops"]]
+        total = report["totals"]["time_s"] or 1.0
+        if nodes:
+            share = sum(n["time_s"] for n in nodes) / total
+            prefix = f"{report_labels[index]}: " if report_labels else ""
+            lines.append(f"{prefix}+{len(nodes)} {'node' if len(nodes) == 1 else 'nodes'} with no FLOPs (data movement), "
+                         f"{percent(share)} of time: not on a log axis")
+        uncosted = report["totals"].get("uncosted_nodes", 0)
+        if uncosted:
+            lines.append(f"{report_labels[index] + ': ' if report_labels else ''}{uncosted} nodes not costed (not shown)")
+    if lines:
+        axes.text(0.01, 0.99, "\n".join(lines), transform=axes.transAxes, fontsize=7.5, va="top", ha="left", color="#444444")
+
+
+# --- words ----------------------------------------------------------------------------------------
+
+
+_CONTAINERS = {"h", "layers", "layer", "blocks", "block", "encoder", "decoder", "transformer", "model"}
+
+
+def _short_name(point: _Point) -> str:
+    """`/model/transformer/h.3/attn/c_attn/Gemm` → `attn.c_attn Gemm`: what repeats per layer, with
+    the layer's index gone; `/layer3/layer3.2/conv2/Conv` → `layer3.conv2 Conv`."""
+    parts = [p for p in module_of(point.name).split(".") if p]
+    indices = [i for i, part in enumerate(parts) if part.isdigit()]
+    if indices:
+        last = indices[-1]
+        before = [parts[last - 1]] if last > 0 and parts[last - 1] not in _CONTAINERS and not parts[last - 1].isdigit() else []
+        parts = before + parts[last + 1 :]
+    else:
+        parts = parts[-1:]
+    return f"{'.'.join(parts)} {point.op_type}" if parts else point.op_type
+
+
+def _default_label(report: Mapping[str, Any]) -> str:
+    return Path(report["model"]["path"] or "model").stem
+
+
+def _default_title(reports, labels) -> str:
+    hardware = sorted({r["hardware"]["name"] for r in reports})
+    dims = "; ".join(", ".join(f"{k}={v}" for k, v in r["model"]["dims"].items()) for r in reports if r["model"]["dims"])
+    return f"{' vs '.join(labels)} on {', '.join(hardware)}" + (f"  ({dims})" if dims else "")
+
+
+def _legend_title(color_by: str) -> str:
+    return {"op_type": "op type (area ∝ time)", "bound": "bound (area ∝ time)"}.get(color_by, "area ∝ time")
+
+
+def _si_formatter(unit: str):
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: si(value, unit).replace(".00 ", " "))
