@@ -26,6 +26,7 @@ from onnx_roofline.report.model import (
     ModelInfo,
     NodeResult,
     Report,
+    Totals,
 )
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
@@ -198,14 +199,15 @@ class _Walk:
         for inner in nodes:
             if inner.status != OK:
                 raise Uncostable(inner.status, f"body node {inner.name} ({inner.op_type}): {inner.reason}")
+        totals = Totals.over(nodes)
         return CompositeCost(
-            flops=sum(n.cost.flops for n in nodes),
-            useful_flops=sum(n.cost.useful for n in nodes),
-            transcendentals=sum(n.cost.transcendentals for n in nodes),
-            bytes_read=sum(n.cost.bytes_read for n in nodes),
-            bytes_written=sum(n.cost.bytes_written for n in nodes),
-            time_s=sum(n.placement.time_s for n in nodes),
-            memory_bound_time_s=sum(n.placement.time_s for n in nodes if n.placement.bound == MEMORY),
+            flops=totals.flops,
+            useful_flops=totals.useful_flops,
+            transcendentals=totals.transcendentals,
+            bytes_read=totals.bytes_read,
+            bytes_written=totals.bytes_written,
+            time_s=totals.time_s,
+            memory_bound_time_s=totals.memory_bound_time_s,
         )
 
 

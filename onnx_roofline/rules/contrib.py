@@ -22,6 +22,7 @@ import math
 
 from onnx_roofline.costs import Cost
 from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.linalg import gemm
 from onnx_roofline.rules.registry import MATRIX, register
 
 MS = "com.microsoft"
@@ -259,25 +260,12 @@ def fused_matmul_activation(node: OpNode) -> Cost:
     return Cost(flops=cost.flops + flops, transcendentals=transcendentals)
 
 
-def _gemm_flops(node: OpNode) -> int:
-    """Gemm's count: 2·M·K·N, + M·N when alpha ≠ 1, + M·N for C (2·M·N when beta ≠ 1)."""
-    a = node.inputs[0].shape
-    k = a[0] if node.attrs.get("transA", 0) else a[1]
-    outputs = node.outputs[0].numel
-    flops = 2 * k * outputs
-    if node.attrs.get("alpha", 1.0) != 1.0:
-        flops += outputs
-    if node.input(2) is not None:
-        flops += outputs * (2 if node.attrs.get("beta", 1.0) != 1.0 else 1)
-    return flops
-
-
 @register("FusedGemm", domain=MS, unit=MATRIX)
 def fused_gemm(node: OpNode) -> Cost:
     """Gemm (2·M·K·N, + M·N for alpha ≠ 1, + M·N for C, doubled when beta ≠ 1) followed by
     `activation` per output element."""
     flops, transcendentals = activation_cost(node, node.outputs[0].numel)
-    return Cost(flops=_gemm_flops(node) + flops, transcendentals=transcendentals)
+    return Cost(flops=gemm(node).flops + flops, transcendentals=transcendentals)
 
 
 @register("GemmFastGelu", domain=MS, unit=MATRIX)
