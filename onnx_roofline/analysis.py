@@ -5,14 +5,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 import onnx
 import onnx.inliner
 
 from onnx_roofline import rules
-from onnx_roofline.costs import CompositeCost, Uncostable
+from onnx_roofline.costs import CompositeCost, Cost, Uncostable
 from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
@@ -86,7 +85,7 @@ class _Walk:
         self.initializers = initializers  # weights, inline or external: they count as parameters
         self.model = model  # for its opsets and local functions
         self.opsets: dict[str, int] = opsets(model)
-        self.functions = {(f.domain, f.name): f for f in model.functions}
+        self.functions = {("" if f.domain == "ai.onnx" else f.domain, f.name): f for f in model.functions}
         self.hardware = hardware
         self._arrays: dict[str, np.ndarray | None] = {}
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
@@ -110,23 +109,25 @@ class _Walk:
         return self.values.get(name) or TensorInfo(name, None, None)
 
     def cost(self, index: int, node: onnx.NodeProto) -> NodeResult:
-        domain = "" if node.domain == "ai.onnx" else node.domain
+        op_type, domain = node.op_type, node.domain  # protobuf reads are not free: once each
+        domain = "" if domain == "ai.onnx" else domain
+        opset = self.opsets.get(domain)
         inputs = tuple(self.tensor(n) for n in node.input)
         outputs = tuple(self.tensor(n) for n in node.output)
         base = dict(
             index=index,
-            name=node.name or f"{node.op_type}_{index}",
-            op_type=node.op_type,
+            name=node.name or f"{op_type}_{index}",
+            op_type=op_type,
             domain=domain,
             inputs=inputs,
             outputs=outputs,
             proto=node,
         )
-        rule = rules.lookup(domain, node.op_type, self.opsets.get(domain))
-        if rule is None and (node.domain, node.op_type) in self.functions:
-            rule = Rule(node.op_type, domain, 1, self.function_call, VECTOR, 0)
+        rule = rules.lookup(domain, op_type, opset)
+        if rule is None and (domain, op_type) in self.functions:
+            rule = Rule(op_type, domain, 1, self.function_call, VECTOR, 0)
         if rule is None:
-            return NodeResult(**base, status=UNSUPPORTED, reason=f"no cost rule for {_qualified(domain, node.op_type)}")
+            return NodeResult(**base, status=UNSUPPORTED, reason=f"no cost rule for {_qualified(domain, op_type)}")
         tensors = [t for t in (*inputs, *outputs) if t is not None]
         unknown = [t for t in tensors if not t.is_known]
         if unknown:
@@ -134,21 +135,23 @@ class _Walk:
         strings = [t.name for t in tensors if t.dtype == "string"]
         if strings:
             return NodeResult(**base, status=DATA_DEPENDENT, reason=f"string tensor {strings[0]!r} has no static byte size")
-        op = OpNode(node, self.opsets.get(domain), inputs, outputs, self.constant, self.subgraph)
+        op = OpNode(node, opset, inputs, outputs, self.constant, self.subgraph)
         try:
             cost = rule.formula(op)
         except Uncostable as exc:
             return NodeResult(**base, status=exc.status, reason=str(exc))
         except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-            return NodeResult(**base, status=RULE_ERROR, reason=f"{node.op_type}: {exc}")
+            return NodeResult(**base, status=RULE_ERROR, reason=f"{op_type}: {exc}")
         peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, op))
         if isinstance(cost, CompositeCost):
             placement = _composite_placement(cost, peak / self.hardware.memory_bandwidth)
         else:
-            cost = replace(
-                cost,
-                bytes_read=op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
-                bytes_written=op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+            cost = Cost(
+                cost.flops,
+                cost.transcendentals,
+                op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
+                op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+                cost.useful_flops,
             )
             placement = place(cost.flops, cost.bytes, peak, self.hardware.memory_bandwidth)
         parameters = sum({t.name: t.numel for t in op.present_inputs if t.name in self.initializers}.values())
