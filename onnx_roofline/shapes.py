@@ -98,7 +98,20 @@ def _symbolic_shape_inference():
     spec = importlib.util.spec_from_file_location("_onnx_roofline_symbolic_shape_infer", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module.onnx = _OnnxThatNeverSaves()
     return module.SymbolicShapeInference
+
+
+class _OnnxThatNeverSaves:
+    """The onnx module as SymbolicShapeInference sees it, less `save_model`: when shapes stay
+    unknown it would write `sym_shape_infer_temp.onnx` into the user's working directory."""
+
+    def __getattr__(self, name: str):
+        return getattr(onnx, name)
+
+    @staticmethod
+    def save_model(*args, **kwargs) -> None:
+        return None
 
 
 def collect(graph: onnx.GraphProto) -> dict[str, TensorInfo]:

@@ -36,3 +36,17 @@ def test_a_model_over_2_gb_with_its_data_file_absent(tmp_path):
     # Gather reads the 16 selected rows and the indices, not the 4 GiB table.
     assert node.cost.bytes_read == 16 * width * 2 + 16 * 8
     assert node.cost.bytes_written == 16 * width * 2
+
+
+def test_the_shape_fallback_writes_nothing_in_the_working_directory(tmp_path, monkeypatch):
+    """onnxruntime's symbolic shape inference saves `sym_shape_infer_temp.onnx` to the current
+    folder when shapes stay unknown; the analysis must not leave it behind. An op no pass knows
+    (a custom domain) keeps its output unknown and takes the fallback."""
+    monkeypatch.chdir(tmp_path)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="acme")], "g", [x], [y])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("acme", 1)])
+    report = analyze(model, partial=True)
+    assert report.nodes[0].status == "unsupported"
+    assert list(tmp_path.iterdir()) == []
