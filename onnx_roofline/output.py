@@ -30,7 +30,18 @@ def write_bytes(data: bytes, destination: str, protect: Iterable[str] = ()) -> N
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
+        os.chmod(temp, _mode_for(target))
         os.replace(temp, target)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
+
+
+def _mode_for(target: Path) -> int:
+    """An existing file keeps its permissions; a new one gets the umask's, as open() would give
+    (mkstemp's private 0600 is for the temporary name only)."""
+    if target.exists():
+        return target.stat().st_mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask

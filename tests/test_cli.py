@@ -159,3 +159,14 @@ def test_dtype_costs_an_fp32_graph_in_another_precision(tmp_path, capsys):
     assert node["dtype"] == "fp16" and node["bound"] == "compute"
     assert node["inputs"][0]["dtype"] == "float16"
     assert report["model"]["precision"] == "fp16"
+
+
+def test_outputs_get_ordinary_permissions(model_path, tmp_path):
+    """Atomic writes go through a private temp file; the result has the umask's permissions."""
+    import os
+
+    out = tmp_path / "report.json"
+    assert main([str(model_path), "--dim", "batch=1", "--dim", "sequence=1", "--format", "json", "-o", str(out)]) == 0
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask

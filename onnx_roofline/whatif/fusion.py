@@ -13,6 +13,7 @@ overlap (max over units of FLOPs/peak), its memory time is bytes/bandwidth: the 
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -33,6 +34,7 @@ SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION = "single", "epilogue", "elementwise", 
 class PlannedGroup:
     kind: str
     members: tuple[int, ...]  # node indices, ascending
+    anchor: int | None = None  # the matrix op of an epilogue group
     attention: AttentionMatch | None = None
 
 
@@ -123,9 +125,10 @@ class _Drafts:
         self.anchor: dict[int, int | None] = {}
         self.match: dict[int, AttentionMatch] = {}
         self.quotient = nx.DiGraph()
+        self._ids = itertools.count()  # merged groups leave gaps: ids are never reused
 
     def new(self, kind: str, members, anchor: int | None = None, attention: AttentionMatch | None = None) -> int:
-        gid = len(self.kind)
+        gid = next(self._ids)
         self.kind[gid], self.members[gid], self.anchor[gid] = kind, set(members), anchor
         if attention is not None:
             self.match[gid] = attention
@@ -186,9 +189,9 @@ class _Drafts:
         for index in self.members.pop(other):
             self.owner[index] = into
             self.members[into].add(index)
-        self.anchor[into] = self.anchor[into] if self.anchor[into] is not None else self.anchor[other]
         if self.anchor[into] is None:
-            self.kind[into] = ELEMENTWISE
+            self.anchor[into] = self.anchor[other]
+        self.kind[into] = ELEMENTWISE if self.anchor[into] is None else EPILOGUE
         del self.kind[other], self.anchor[other]
         nx.contracted_nodes(self.quotient, into, other, self_loops=False, copy=False)
 
@@ -196,7 +199,7 @@ class _Drafts:
         groups = []
         for gid, members in self.members.items():
             kind = self.kind[gid] if len(members) > 1 or gid in self.match else SINGLE
-            groups.append(PlannedGroup(kind, tuple(sorted(members)), self.match.get(gid)))
+            groups.append(PlannedGroup(kind, tuple(sorted(members)), self.anchor[gid], self.match.get(gid)))
         return tuple(sorted(groups, key=lambda g: g.members[0]))
 
 
@@ -212,7 +215,7 @@ def fuse(report: Report, plan: FusionPlan) -> FusedView:
 
 def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, bandwidth: float) -> FusedGroup:
     nodes = [report.nodes[i] for i in group.members]
-    lead = report.nodes[group.attention.scores] if group.attention else max(nodes, key=lambda n: n.cost.flops if n.cost else -1)
+    lead = report.nodes[_lead(group, nodes)]
     label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
     base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members)
     failed = next((n for n in nodes if n.status != OK), None)
@@ -234,6 +237,16 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
         useful_flops=sum(n.cost.useful for n in nodes),
     )
     return FusedGroup(**base, status=OK, cost=cost, placement=_place(cost, nodes, bandwidth))
+
+
+def _lead(group: PlannedGroup, nodes) -> int:
+    """The node that names a kernel: Q·Kᵀ for attention, the matrix op of an epilogue, else the
+    member doing the most FLOPs."""
+    if group.attention:
+        return group.attention.scores
+    if group.anchor is not None:
+        return group.anchor
+    return max(nodes, key=lambda n: n.cost.flops if n.cost else -1).index
 
 
 def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> tuple[list[TensorInfo], list[TensorInfo]]:
