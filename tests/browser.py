@@ -23,6 +23,8 @@ FLAGS = (
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage", "--hide-scrollbars",
     "--remote-debugging-pipe",
+    # Only this machine is reachable: no name is resolved, and any other host goes to a dead local proxy.
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--proxy-server=127.0.0.1:9",
 )
 
 
@@ -136,9 +138,10 @@ class Browser:
         self.call("DOM.setFileInputFiles", files=paths, objectId=handle["result"]["objectId"])
 
     def click(self, selector: str) -> None:
-        """A real mouse click at the centre of the element (the page's own handlers run)."""
+        """A real mouse click at the centre of the element, scrolled into view (the page's own handlers run)."""
         box = self.evaluate(
-            f"(() => {{ const r = document.querySelector({json.dumps(selector)}).getBoundingClientRect();"
+            f"(() => {{ const e = document.querySelector({json.dumps(selector)});"
+            " e.scrollIntoView({block: 'center', inline: 'center'}); const r = e.getBoundingClientRect();"
             " return [r.x + r.width / 2, r.y + r.height / 2]; })()"
         )
         for kind in ("mousePressed", "mouseReleased"):

@@ -29,8 +29,10 @@ LAYERS = [f"model.transformer.h.{i}" for i in range(12)]
 
 
 def node(name: str, name_scopes: str | None = None) -> NodeResult:
-    metadata = {} if name_scopes is None else {"pkg.torch.onnx.name_scopes": name_scopes}
-    return NodeResult(0, name, "MatMul", "", (), (), "ok", metadata=metadata)
+    proto = helper.make_node("MatMul", ["a", "b"], ["c"], name=name)
+    if name_scopes is not None:
+        helper.set_metadata_props(proto, {"pkg.torch.onnx.name_scopes": name_scopes})
+    return NodeResult(0, name, "MatMul", "", (), (), "ok", proto=proto)
 
 
 @pytest.mark.parametrize(("name", "expected"), [
@@ -91,8 +93,9 @@ def test_gpt2_layers_and_blocks(which, request):
         matmuls = [n for n in layers[layer].nodes if n.op_type in ("MatMul", "Gemm")]
         assert {module_at(n, 4).rsplit(".", 1)[-1] for n in matmuls} == {"attn", "mlp"}
         assert len(matmuls) == 6
-    # the twelve layers are identical, so each costs the same
-    assert len({layers[k].totals.flops for k in LAYERS}) == 1
+    # the layers are identical; h.0 may also hold the causal mask's construction (dynamo puts it there)
+    assert len({layers[k].totals.flops for k in LAYERS[1:]}) == 1
+    assert layers[LAYERS[0]].totals.flops >= layers[LAYERS[1]].totals.flops
 
 
 @pytest.mark.parametrize(("family", "depth"), [(OP_TYPE, 3), *((MODULE, d) for d in range(1, 7))])

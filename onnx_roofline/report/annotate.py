@@ -74,11 +74,12 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     source_dir = None if isinstance(source, onnx.ModelProto) else Path(source).parent
     protect = [] if isinstance(source, onnx.ModelProto) else [str(source)]
     plan = _plan_external_data(proto, source_dir, destination)
+    protect += [str(path) for path in plan.originals]  # the input's data files are inputs too
     write_bytes(proto.SerializeToString(), str(destination), protect=protect)  # refuses to overwrite the input
     actions = {plan.kept or "none"} | {_link_or_copy(src, dst) for src, dst in plan.links}
     action = next(a for a in ("absent", "copied", "linked", "kept", "none") if a in actions)
     sidecar = sidecar_path(destination)
-    write_text(json.dumps(netron_attachment(report), indent=1) + "\n", str(sidecar), protect=protect)
+    write_text(_attachment_text(netron_attachment(report)), str(sidecar), protect=protect)
     return Annotated(destination, sidecar, plan.locations, action)
 
 
@@ -150,6 +151,13 @@ def netron_attachment(report: Report) -> dict:
     for result in report.nodes:
         metrics += [_metric("node", result.name, name, value) for name, value in _node_metrics(result, total)]
     return {"signature": "netron:attachment", "metadata": [], "metrics": metrics}
+
+
+def _attachment_text(attachment: dict) -> str:
+    """JSON with one metric per line: compact, and a re-annotation diffs line by line."""
+    metrics = ",\n".join(json.dumps(m, ensure_ascii=False) for m in attachment["metrics"])
+    head = json.dumps({k: v for k, v in attachment.items() if k != "metrics"}, ensure_ascii=False)[:-1]
+    return f'{head}, "metrics": [\n{metrics}\n]}}\n'
 
 
 def _node_metrics(result: NodeResult, model_time: float) -> list[tuple[str, str]]:
@@ -285,6 +293,7 @@ def _set_location(tensor: TensorProto, location: str) -> None:
 @dataclass(frozen=True)
 class _DataPlan:
     locations: tuple[str, ...]  # what the output references
+    originals: tuple[Path, ...]  # the input's data files
     links: tuple[tuple[Path, Path], ...]  # (data file, its place beside the output)
     kept: str | None  # "kept" or "absent" when some reference stays as it resolves (or not) already
 
@@ -296,7 +305,7 @@ def _plan_external_data(proto: onnx.ModelProto, source_dir: Path | None, destina
     tensors = list(_external_tensors(proto.graph))
     locations = sorted({_location(t) for t in tensors})
     if not locations or source_dir is None:
-        return _DataPlan(tuple(locations), (), "kept" if locations else None)
+        return _DataPlan(tuple(locations), (), (), "kept" if locations else None)
     out_dir = destination.parent.resolve()
     moved: dict[str, str] = {}
     links: list[tuple[Path, Path]] = []
@@ -313,12 +322,15 @@ def _plan_external_data(proto: onnx.ModelProto, source_dir: Path | None, destina
             links.append((original, destination.parent / name))
     for tensor in tensors:
         _set_location(tensor, moved[_location(tensor)])
-    return _DataPlan(tuple(sorted(set(moved.values()))), tuple(links), kept)
+    originals = tuple(source_dir / location for location in locations)
+    return _DataPlan(tuple(sorted(set(moved.values()))), originals, tuple(links), kept)
 
 
 def _link_or_copy(source: Path, target: Path) -> str:
     """A hard link costs nothing and leaves the source alone; across file systems, a copy.
     Put in place atomically, like every output."""
+    if target.exists() and os.path.samefile(source, target):
+        return "linked"  # annotated here before: the link is in place (and rename would leave the temp)
     temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     try:
         try:

@@ -27,7 +27,7 @@ svg { max-width: 100%; height: auto; }
 .scroll { max-height: 520px; overflow: auto; border: 1px solid #e3e3e3; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child, td.text { text-align: left; }
+th:first-child, td:first-child, th.text, td.text, td.bound { text-align: left; }
 td.name { max-width: 460px; overflow: hidden; text-overflow: ellipsis; text-align: left; }
 th { position: sticky; top: 0; background: #fafafa; cursor: pointer; user-select: none; }
 th[aria-sort="ascending"]::after { content: " ▲"; } th[aria-sort="descending"]::after { content: " ▼"; }
@@ -62,10 +62,11 @@ filter.addEventListener('input', () => {
 """
 
 _NODE_COLUMNS = ("#", "node", "op", "module", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")
+_TEXT_COLUMNS = {"node", "op", "module", "output", "unit", "bound"}
 
 
 def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3) -> str:
-    model, hw, totals = report.model, report.hardware, report.totals
+    model, hw = report.model, report.hardware
     name = Path(model.path).name if model.path else "model"
     dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items())) or "no symbolic dims"
     svg = render_plot([report], "svg").decode()
@@ -128,7 +129,7 @@ def _breakdown(report: Report, family: str, depth: int) -> str:
 def _node_table(report: Report) -> str:
     model_time = report.totals.time_s
     rows = [_node_row(node, model_time) for node in sorted(report.nodes, key=lambda n: (-(n.time_s or 0), n.index))]
-    head = "".join(f"<th>{_e(h)}</th>" for h in _NODE_COLUMNS)
+    head = "".join(f'<th class="text">{_e(h)}</th>' if h in _TEXT_COLUMNS else f"<th>{_e(h)}</th>" for h in _NODE_COLUMNS)
     return f'<table id="nodes" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 

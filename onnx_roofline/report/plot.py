@@ -13,13 +13,13 @@ from __future__ import annotations
 import io
 import math
 import os
-import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnx_roofline.errors import RooflineError
 from onnx_roofline.output import write_bytes
 from onnx_roofline.report.breakdown import module_of
 from onnx_roofline.report.units import percent, si
@@ -76,13 +76,14 @@ def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] 
     axes.yaxis.set_major_formatter(_si_formatter("FLOP/s"))
     axes.grid(True, which="major", alpha=0.25)
     axes.set_title(title or _default_title(reports, labels), fontsize=12)
-    legend = axes.legend(loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8)
-    for handle in legend.legend_handles:
-        handle.set_sizes([40])  # the key shows colours, not the first node's time
+    if any(points):
+        legend = axes.legend(loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8)
+        for handle in legend.legend_handles:
+            handle.set_sizes([40])  # the key shows colours, not the first node's time
     figure.canvas.draw()  # settle the layout, then freeze it: labels are placed in final pixels
     figure.set_layout_engine("none")
     _label_diagonals(axes, diagonals)
-    _label_heaviest(axes, points, labels if len(reports) > 1 else None)
+    _label_heaviest(axes, points, [r["totals"]["time_s"] for r in reports], labels if len(reports) > 1 else None)
     return figure
 
 
@@ -103,7 +104,7 @@ def write_plot(reports: Sequence[Mapping[str, Any]], destination: str | os.PathL
     """Write the plot atomically; the format follows the file's extension (.png or .svg)."""
     fmt = Path(destination).suffix.lower().lstrip(".")
     if fmt not in FORMATS:
-        raise ValueError(f"plot file must end in .png or .svg: {destination}")
+        raise RooflineError(f"plot file must end in .png or .svg: {destination}")
     write_bytes(render_plot(reports, fmt, **options), str(destination), protect=protect)
 
 
@@ -217,20 +218,24 @@ def _draw_points(axes, points: Sequence[_Point], colors: dict[str, str], color_b
         )
 
 
-def _label_heaviest(axes, points: Sequence[Sequence[_Point]], report_labels: Sequence[str] | None) -> None:
+def _label_heaviest(axes, points: Sequence[Sequence[_Point]], model_times: Sequence[float],
+                    report_labels: Sequence[str] | None) -> None:
     """Label the heaviest *positions*: a layer repeated twelve times is one point, labelled ×12.
+    The heaviest compute-bound positions are labelled too, so both sides of the ridge are named.
     Labels are placed greedily where they overlap no earlier label."""
-    placed = []
     renderer = axes.figure.canvas.get_renderer()
-    total_times = [sum(p.time_s for p in ps) or 1.0 for ps in points]
+    placed = [t.get_window_extent(renderer) for t in axes.texts]
+    placed += [axes.get_legend().get_window_extent(renderer)] if axes.get_legend() else []
     for index, report_points in enumerate(points):
         positions: dict[tuple, list[_Point]] = defaultdict(list)
         for point in report_points:
             positions[(_short_name(point), round(point.intensity, 3), round(point.perf, -6))].append(point)
         count = LABELS if len(points) == 1 else max(3, LABELS // len(points))
-        heaviest = sorted(positions.values(), key=lambda ps: -sum(p.time_s for p in ps))[:count]
-        for members in heaviest:
-            share = sum(p.time_s for p in members) / total_times[index]
+        by_time = sorted(positions.values(), key=lambda ps: -sum(p.time_s for p in ps))
+        chosen = by_time[:count]
+        chosen += [ps for ps in by_time if ps[0].bound == "compute" and ps not in chosen][: max(0, 2 - sum(ps[0].bound == "compute" for ps in chosen))]
+        for members in chosen:
+            share = sum(p.time_s for p in members) / (model_times[index] or 1.0)
             text = _short_name(members[0]) + (f" ×{len(members)}" if len(members) > 1 else "") + f"  {percent(share)}"
             if report_labels:
                 text = f"{report_labels[index]}: {text}"
@@ -245,6 +250,7 @@ _OFFSETS = tuple(
 
 def _place(axes, renderer, placed: list, text: str, x: float, y: float) -> None:
     from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
 
     box = dict(boxstyle="round,pad=0.2", fc="white", ec="#bbbbbb", lw=0.5, alpha=0.9)
     arrow = dict(arrowstyle="-", color="#777777", lw=0.6)
@@ -252,7 +258,8 @@ def _place(axes, renderer, placed: list, text: str, x: float, y: float) -> None:
         note = axes.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7,
                              ha="left" if dx >= 0 else "right", va="center", bbox=box, arrowprops=arrow, zorder=6)
         note.update_positions(renderer)
-        extent = Text.get_window_extent(note, renderer).expanded(1.08, 1.3)  # the words, not the leader line
+        words = Text.get_window_extent(note, renderer)  # the words and their box, not the leader line
+        extent = Bbox.from_extents(words.x0 - 4, words.y0 - 4, words.x1 + 4, words.y1 + 4)
         inside = axes.get_window_extent(renderer).contains(extent.x0, extent.y0) and axes.get_window_extent(renderer).contains(extent.x1, extent.y1)
         if inside and not any(extent.overlaps(other) for other in placed):
             placed.append(extent)
@@ -308,7 +315,8 @@ def _default_title(reports, labels) -> str:
 
 
 def _legend_title(color_by: str) -> str:
-    return {"op_type": "op type (area ∝ time)", "bound": "bound (area ∝ time)"}.get(color_by, "area ∝ time")
+    area = "area ∝ share of the model's time"
+    return {"op_type": f"op type ({area})", "bound": f"bound ({area})"}.get(color_by, area)
 
 
 def _si_formatter(unit: str):

@@ -58,14 +58,15 @@ def group_cells(group: Group, family: str, model_time: float) -> list[str]:
     """One group as text cells: its label, then GROUP_COLUMNS."""
     t = group.totals
     bounds = Counter(n.bound for n in group.nodes if n.status == OK)
+    known = t.costed_nodes > 0  # a group of uncosted nodes only has unknown figures, not zero ones
     return [
         group_label(family, group.key),
         str(len(group.nodes)) + (f" ({t.uncosted_nodes} uncosted)" if t.uncosted_nodes else ""),
-        si(t.flops, "FLOP"),
-        si(t.bytes, "B"),
+        si(t.flops if known else None, "FLOP"),
+        si(t.bytes if known else None, "B"),
         f"{bounds[COMPUTE]}/{bounds[MEMORY]}",
-        duration(t.time_s),
-        percent(t.time_s / model_time if model_time else None),
+        duration(t.time_s if known else None),
+        percent(t.time_s / model_time if known and model_time else None),
     ]
 
 
