@@ -14,8 +14,10 @@ from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Cost, Uncostable
 from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.errors import DimensionError
+from onnx_roofline.folding import MAX_FOLDED_ELEMENTS
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
-from onnx_roofline.loader import load_model, opsets
+from onnx_roofline.loader import load_with_nodes, opsets
+from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.report.model import (
     DATA_DEPENDENT,
     OK,
@@ -30,7 +32,7 @@ from onnx_roofline.report.model import (
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
-from onnx_roofline.shapes import collect, constant_array, constant_table, infer
+from onnx_roofline.shapes import ShapeResult, collect, constant_array, constant_table, infer
 from onnx_roofline.tensors import TensorInfo, with_precision
 
 
@@ -48,21 +50,21 @@ def analyze(
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises DimensionError when a symbolic dim left unbound blocks a cost, unless `partial`."""
     hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
-    proto = load_model(model)
+    proto, graph_nodes = load_with_nodes(model)
     dims = dict(dims or {})
     dim_uses = symbolic_dims(proto.graph)
     bind(proto, dims, input_shapes)
-    shapes = infer(proto)
+    shapes = infer(proto, graph_nodes)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer}
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph)}, initializers, proto, hardware)
-    nodes = tuple(walk.cost(index, node) for index, node in enumerate(proto.graph.node))
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware)
+    nodes = tuple([walk.cost(index, node) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
         _raise_if_blocked(nodes, unbound)
     info = ModelInfo(
         path=None if isinstance(model, onnx.ModelProto) else str(model),
-        node_count=len(proto.graph.node),
+        node_count=len(graph_nodes),
         opsets=opsets(proto),
         dims=dims,
         precision=precision,
@@ -89,6 +91,8 @@ class _Walk:
         self.hardware = hardware
         self._arrays: dict[str, np.ndarray | None] = {}
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
+        self._rules: dict[tuple[str, str], Rule | None] = {}
+        self._placements: dict[tuple[int, int, float], Placement] = {}
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
         """The hardware's peak for (unit, dtype), memoized: every node asks, few pairs occur."""
@@ -97,78 +101,90 @@ class _Walk:
             self._peaks[key] = self.hardware.peak(unit, dtype_class(dtype))
         return self._peaks[key]
 
+    def place(self, flops: int, bytes_moved: int, peak: float) -> Placement:
+        """`roofline.place`, memoized: a model's repeated layers ask the same few questions."""
+        key = (flops, bytes_moved, peak)
+        if key not in self._placements:
+            self._placements[key] = place(flops, bytes_moved, peak, self.hardware.memory_bandwidth)
+        return self._placements[key]
+
     def constant(self, name: str) -> np.ndarray | None:
         if name not in self._arrays:
             source = self.constants.get(name)
             self._arrays[name] = None if source is None else constant_array(source)
         return self._arrays[name]
 
-    def tensor(self, name: str) -> TensorInfo | None:
-        if not name:
-            return None
-        return self.values.get(name) or TensorInfo(name, None, None)
+    def tensors(self, names: list[str]) -> tuple[TensorInfo | None, ...]:
+        """Each value's TensorInfo (rank and dtype unknown where no pass typed it); None for an absent slot."""
+        values = self.values
+        return tuple([(values.get(name) or TensorInfo(name, None, None)) if name else None for name in names])
 
-    def cost(self, index: int, node: onnx.NodeProto) -> NodeResult:
-        op_type, domain = node.op_type, node.domain  # protobuf reads are not free: once each
-        domain = "" if domain == "ai.onnx" else domain
-        opset = self.opsets.get(domain)
-        inputs = tuple(self.tensor(n) for n in node.input)
-        outputs = tuple(self.tensor(n) for n in node.output)
-        base = dict(
-            index=index,
-            name=node.name or f"{op_type}_{index}",
-            op_type=op_type,
-            domain=domain,
-            inputs=inputs,
-            outputs=outputs,
-            proto=node,
-        )
-        rule = rules.lookup(domain, op_type, opset)
-        if rule is None and (domain, op_type) in self.functions:
-            rule = Rule(op_type, domain, 1, self.function_call, VECTOR, 0)
+    def rule(self, domain: str, op_type: str) -> Rule | None:
+        """The cost rule for an op, memoized: the opsets are fixed for the walk, and few ops occur."""
+        key = (domain, op_type)
+        if key not in self._rules:
+            rule = rules.lookup(domain, op_type, self.opsets.get(domain))
+            if rule is None and key in self.functions:
+                rule = Rule(op_type, domain, 1, self.function_call, VECTOR, 0)
+            self._rules[key] = rule
+        return self._rules[key]
+
+    def cost(self, index: int, node: Node) -> NodeResult:
+        op_type, domain = node.op_type, node.domain
+        inputs, outputs = self.tensors(node.inputs), self.tensors(node.outputs)
+        name = node.name or f"{op_type}_{index}"
+
+        def uncosted(status: str, reason: str) -> NodeResult:
+            return NodeResult(index, name, op_type, domain, inputs, outputs, status, reason, proto=node.proto)
+
+        rule = self.rule(domain, op_type)
         if rule is None:
-            return NodeResult(**base, status=UNSUPPORTED, reason=f"no cost rule for {_qualified(domain, op_type)}")
-        tensors = [t for t in (*inputs, *outputs) if t is not None]
+            return uncosted(UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}")
+        tensors = [t for t in inputs + outputs if t is not None]
         unknown = [t for t in tensors if not t.is_known]
         if unknown:
-            return NodeResult(**base, status=UNKNOWN_SHAPE, reason=_unknown_reason(unknown))
+            return uncosted(UNKNOWN_SHAPE, _unknown_reason(unknown))
         strings = [t.name for t in tensors if t.dtype == "string"]
         if strings:
-            return NodeResult(**base, status=DATA_DEPENDENT, reason=f"string tensor {strings[0]!r} has no static byte size")
-        op = OpNode(node, opset, inputs, outputs, self.constant, self.subgraph)
+            return uncosted(DATA_DEPENDENT, f"string tensor {strings[0]!r} has no static byte size")
+        op = OpNode(node.proto, self.opsets.get(domain), inputs, outputs, self.constant, self.subgraph)
         try:
             cost = rule.formula(op)
         except Uncostable as exc:
-            return NodeResult(**base, status=exc.status, reason=str(exc))
+            return uncosted(exc.status, str(exc))
         except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-            return NodeResult(**base, status=RULE_ERROR, reason=f"{op_type}: {exc}")
-        peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, op))
+            return uncosted(RULE_ERROR, f"{op_type}: {exc}")
+        peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, inputs, outputs))
         if isinstance(cost, CompositeCost):
             placement = _composite_placement(cost, peak / self.hardware.memory_bandwidth)
         else:
-            cost = Cost(
-                cost.flops,
-                cost.transcendentals,
-                op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
-                op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
-                cost.useful_flops,
-            )
-            placement = place(cost.flops, cost.bytes, peak, self.hardware.memory_bandwidth)
-        parameters = sum({t.name: t.numel for t in op.present_inputs if t.name in self.initializers}.values())
-        return NodeResult(
-            **base, status=OK, cost=cost, parameters=parameters, unit=unit, dtype=dtype, peak=peak, placement=placement
-        )
+            if cost.bytes_read is None or cost.bytes_written is None or type(cost) is not Cost:
+                cost = Cost(  # the framework's default bytes where the rule left them (a complete Cost is kept)
+                    cost.flops,
+                    cost.transcendentals,
+                    op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
+                    op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+                    cost.useful_flops,
+                )
+            placement = self.place(cost.flops, cost.bytes, peak)
+        weights = [t for t in inputs if t is not None and t.name in self.initializers]
+        parameters = sum({t.name: t.numel for t in weights}.values()) if weights else 0
+        return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, parameters, unit, dtype, peak, placement, node.proto)
 
-    def subgraph(self, graph: onnx.GraphProto) -> CompositeCost:
-        """Cost a body graph in this scope: outer values stay visible, as ONNX scoping says."""
-        child = _Walk(
-            {**self.values, **collect(graph)},
-            {**self.constants, **constant_table(graph)},
-            self.initializers | {t.name for t in graph.initializer},
-            self.model,
-            self.hardware,
-        )
-        return child.total(graph)
+    def subgraph(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None = None) -> CompositeCost:
+        """Cost a body graph in this scope: outer values stay visible, as ONNX scoping says.
+        `inputs`: the body's inputs as the call site types them; when the body leaves values
+        unknown (its inputs often carry no shapes), its shapes are inferred from them first."""
+        nodes = read_nodes(graph)
+        values = {**self.values, **collect(graph, nodes)}
+        constants = {**self.constants, **constant_table(graph, nodes)}
+        unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
+        if inputs is not None and unknown:
+            shapes = _body_shapes(graph, inputs, values, constants, self.model)
+            values.update((name, info) for name, info in shapes.values.items() if info.is_known or name not in values)
+            constants.update(shapes.folded)
+        child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware)
+        return child.total(nodes)
 
     def function_call(self, op: OpNode) -> CompositeCost:
         """A call of a model-local function: the body inlined at this call site (attributes bound,
@@ -186,19 +202,20 @@ class _Walk:
             graph, opset_imports=self.model.opset_import, functions=self.model.functions, ir_version=self.model.ir_version
         )
         body = onnx.inliner.inline_local_functions(call)
-        shapes = infer(body)
+        nodes = read_nodes(body.graph)
+        shapes = infer(body, nodes)
         child = _Walk(
             {**self.values, **shapes.values},
-            {**self.constants, **shapes.folded, **constant_table(body.graph)},
+            {**self.constants, **shapes.folded, **constant_table(body.graph, nodes)},
             self.initializers,
             self.model,
             self.hardware,
         )
-        return child.total(body.graph)
+        return child.total(nodes)
 
-    def total(self, graph: onnx.GraphProto) -> CompositeCost:
+    def total(self, graph_nodes: list[Node]) -> CompositeCost:
         """The summed cost of a graph's nodes; any uncosted node makes the whole unknown."""
-        nodes = [self.cost(index, node) for index, node in enumerate(graph.node)]
+        nodes = [self.cost(index, node) for index, node in enumerate(graph_nodes)]
         for inner in nodes:
             if inner.status != OK:
                 raise Uncostable(inner.status, f"body node {inner.name} ({inner.op_type}): {inner.reason}")
@@ -214,6 +231,47 @@ class _Walk:
         )
 
 
+def _body_shapes(
+    graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None], values: Mapping[str, TensorInfo], constants: Mapping, model: onnx.ModelProto
+) -> ShapeResult:
+    """The shapes pass over a scratch model of a body: its inputs declared as the call site types
+    them (the body's own declaration where the call site has no type), and the outer values its
+    nodes read declared as inputs of their known shape, or as initializers where they are small
+    constants (axes, shapes) that inference needs the value of."""
+    declared = []
+    for index, value in enumerate(graph.input):
+        typed = inputs[index] if index < len(inputs) else None
+        info = typed if typed is not None and typed.shape is not None and typed.dtype else values.get(value.name)
+        known = info is not None and info.shape is not None and info.dtype is not None
+        declared.append(TensorInfo(value.name, info.shape, info.dtype).value_info() if known else value)
+    initializers = list(graph.initializer)
+    for name in _outer_references(graph):
+        source = constants.get(name)
+        weight = isinstance(source, onnx.TensorProto) and math.prod(source.dims) > MAX_FOLDED_ELEMENTS
+        array = constant_array(source) if source is not None and not weight else None
+        if array is not None and array.size <= MAX_FOLDED_ELEMENTS:
+            initializers.append(onnx.numpy_helper.from_array(array, name))
+        elif (info := values.get(name)) is not None and info.shape is not None and info.dtype is not None:
+            declared.append(info.value_info())
+    outputs = [onnx.helper.make_empty_tensor_value_info(value.name) for value in graph.output]
+    body = onnx.helper.make_graph(graph.node, graph.name or "body", declared, outputs, initializer=initializers)
+    scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
+    scratch.functions.extend(model.functions)
+    return infer(scratch)
+
+
+def _outer_references(graph: onnx.GraphProto) -> list[str]:
+    """Names the graph's nodes (nested bodies included) read from an enclosing scope."""
+    local = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    names: dict[str, None] = {}
+    for node in graph.node:
+        names.update((name, None) for name in node.input if name and name not in local)
+        for attr in node.attribute:
+            for inner in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+                names.update((name, None) for name in _outer_references(inner) if name not in local)
+    return list(names)
+
+
 def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
     """A body's time is the sum of its nodes' times; it is memory-bound when most of that time is."""
     bound = MEMORY if cost.memory_bound_time_s * 2 >= cost.time_s else COMPUTE
@@ -222,10 +280,11 @@ def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
     return Placement(intensity, ridge, bound, cost.time_s, compute_time, cost.memory_bound_time_s)
 
 
-def _compute_dtype(choice: int | str, op: OpNode) -> str | None:
+def _compute_dtype(choice: int | str, inputs: tuple[TensorInfo | None, ...], outputs: tuple[TensorInfo | None, ...]) -> str | None:
+    """The dtype whose peak applies: a literal, or input `choice`'s (output 0's where it is absent)."""
     if isinstance(choice, str):
         return choice
-    source = op.input(choice) or op.output(0)
+    source = (inputs[choice] if choice < len(inputs) else None) or (outputs[0] if outputs else None)
     return source.dtype if source is not None else None
 
 

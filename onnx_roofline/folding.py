@@ -6,12 +6,14 @@ folded nodes are replaced by Constants in a scratch copy so a second inference p
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.tensors import TensorInfo
 
 MAX_FOLDED_ELEMENTS = 4096  # shape values are small; anything larger is data, not a shape
@@ -47,6 +49,11 @@ def _reshape(inputs: list, attrs: Mapping) -> np.ndarray:
     return data.reshape(shape)
 
 
+def _unsqueeze(data: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    rank = data.ndim + len(axes)
+    return np.expand_dims(data, tuple(axis % rank for axis in axes))
+
+
 def _integer_div(a, b):
     return np.trunc(np.true_divide(a, b)).astype(np.result_type(a, b)) if np.result_type(a, b).kind in "iu" else a / b
 
@@ -69,7 +76,7 @@ _EVALUATORS: dict[str, Evaluator] = {
     "Pow": lambda i, a: np.power(i[0], i[1]).astype(i[0].dtype),
     "Reciprocal": lambda i, a: np.reciprocal(i[0]),
     "Gather": lambda i, a: np.take(i[0], i[1], axis=a.get("axis", 0)),
-    "Unsqueeze": lambda i, a: np.expand_dims(i[0], tuple(x % (i[0].ndim + len(_axes(i, a))) for x in _axes(i, a))),
+    "Unsqueeze": lambda i, a: _unsqueeze(i[0], _axes(i, a)),
     "Squeeze": lambda i, a: np.squeeze(i[0], axis=_axes(i, a)),
     "Concat": lambda i, a: np.concatenate([np.atleast_1d(x) for x in i], axis=a["axis"]),
     "Slice": _slice,
@@ -104,37 +111,54 @@ _EVALUATORS: dict[str, Evaluator] = {
 }
 
 
-def fold(graph: onnx.GraphProto, values: Mapping[str, TensorInfo], constants: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Values of node outputs computable from constants and known shapes, in graph order."""
+_BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Min", "Max", "Where", "And", "Or"}
+_BROADCASTING |= {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
+
+
+def _broadcast_size(inputs: list) -> int:
+    """Elements of the broadcast of the inputs (0 where they don't broadcast: the evaluator says why)."""
+    try:
+        return math.prod(np.broadcast_shapes(*[np.shape(x) for x in inputs]))
+    except ValueError:
+        return 0
+
+
+def fold(
+    graph: onnx.GraphProto, values: Mapping[str, TensorInfo], constants: Mapping[str, np.ndarray], nodes: list[Node] | None = None
+) -> dict[str, np.ndarray]:
+    """Values of node outputs computable from constants and known shapes, in graph order.
+    `nodes`: the graph's nodes, where the caller has read them already."""
     known: dict[str, np.ndarray] = dict(constants)
     folded: dict[str, np.ndarray] = {}
-    for node in graph.node:
+    for node in read_nodes(graph) if nodes is None else nodes:
         result = _evaluate(node, values, known)
         if result is None or result.size > MAX_FOLDED_ELEMENTS:
             continue
-        known[node.output[0]] = folded[node.output[0]] = result
+        known[node.outputs[0]] = folded[node.outputs[0]] = result
     return folded
 
 
-def _evaluate(node: onnx.NodeProto, values: Mapping[str, TensorInfo], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
+def _evaluate(node: Node, values: Mapping[str, TensorInfo], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
     op_type = node.op_type
-    if (op_type not in _EVALUATORS and op_type not in ("Shape", "Size")) or node.domain not in ("", "ai.onnx"):
+    if (op_type not in _EVALUATORS and op_type not in ("Shape", "Size")) or node.domain:
         return None
     if op_type in ("Shape", "Size"):
-        source = values.get(node.input[0])
+        source = values.get(node.inputs[0])
         if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
             return None
         if op_type == "Size":
             return np.array(int(np.prod(source.shape)), dtype=np.int64)
-        attrs = {a.name: a.i for a in node.attribute}
+        attrs = {a.name: a.i for a in node.proto.attribute}
         return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
     evaluator = _EVALUATORS[op_type]
-    if len(node.output) != 1 or not all(name == "" or name in known for name in node.input):
+    if len(node.outputs) != 1 or not all(name == "" or name in known for name in node.inputs):
         return None
-    inputs = [known[name] if name else None for name in node.input]
-    if node.op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
+    inputs = [known[name] if name else None for name in node.inputs]
+    if op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
         return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:
+        return None  # the same for a large result of small inputs (a causal mask from two ranges)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.proto.attribute}
     try:
         return np.asarray(evaluator(inputs, attrs))
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
@@ -142,21 +166,26 @@ def _evaluate(node: onnx.NodeProto, values: Mapping[str, TensorInfo], known: Map
 
 
 def infer_remaining(
-    model: onnx.ModelProto, values: Mapping[str, TensorInfo], folded: Mapping[str, np.ndarray], pending: set[str]
+    model: onnx.ModelProto,
+    values: Mapping[str, TensorInfo],
+    folded: Mapping[str, np.ndarray],
+    pending: set[str],
+    nodes: list[Node] | None = None,
 ) -> onnx.ModelProto:
     """A scratch model of just the nodes whose outputs are still unknown: their other inputs become
     graph inputs of known shape, or Constants where the value is known (`folded` holds the graph's
-    small constants and the folded values). Inference over it costs a fraction of a full pass."""
-    nodes = [n for n in model.graph.node if any(o in pending for o in n.output)]
-    produced = {o for n in nodes for o in n.output}
+    small constants and the folded values). Inference over it costs a fraction of a full pass.
+    `nodes`: the graph's nodes, where the caller has read them already."""
+    remaining = [n for n in (read_nodes(model.graph) if nodes is None else nodes) if not pending.isdisjoint(n.outputs)]
+    produced = {o for n in remaining for o in n.outputs}
     constants, inputs = [], []
-    for name in dict.fromkeys(i for n in nodes for i in n.input if i and i not in produced):
+    for name in dict.fromkeys(i for n in remaining for i in n.inputs if i and i not in produced):
         if name in folded:
             constants.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(folded[name], name)))
         elif name in values and values[name].shape is not None and values[name].dtype is not None:
             inputs.append(values[name].value_info())
     outputs = [helper.make_empty_tensor_value_info(name) for name in produced]
-    graph = helper.make_graph([*constants, *nodes], "remaining", inputs, outputs)
+    graph = helper.make_graph([*constants, *(n.proto for n in remaining)], "remaining", inputs, outputs)
     scratch = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
     scratch.functions.extend(model.functions)
     return scratch

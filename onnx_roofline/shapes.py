@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,9 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from onnx_roofline import contrib_shapes
 from onnx_roofline.folding import MAX_FOLDED_ELEMENTS, fold, infer_remaining
+from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name
 
 log = logging.getLogger(__name__)
@@ -32,29 +35,55 @@ class ShapeResult:
     unresolved: tuple[str, ...]  # node outputs still not fully known
 
 
-def infer(model: onnx.ModelProto) -> ShapeResult:
-    """Infer every value's shape; each fallback runs only when the passes before left unknowns."""
-    inferred = _onnx_inference(model)
-    values = collect(inferred.graph)
-    unresolved = _unresolved(model.graph, values)
+def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResult:
+    """Infer every value's shape; each fallback runs only when the passes before left unknowns.
+    `nodes`: the graph's nodes, where the caller has read them already."""
+    nodes = read_nodes(model.graph) if nodes is None else nodes
+    inferred = _onnx_inference(_without_metadata(model, nodes))
+    values = collect(inferred.graph, nodes)
+    unresolved = _unresolved(model.graph, values, nodes)
     method, folded = "onnx", {}
     if unresolved:
-        constants = _small_constants(model.graph)
-        folded = fold(model.graph, values, constants)
+        constants = _small_constants(model.graph, nodes)
+        folded = fold(model.graph, values, constants, nodes)
         if folded:
             method += "+fold"
             values.update((name, TensorInfo(name, array.shape, _numpy_dtype_name(array))) for name, array in folded.items())
-            unresolved = _unresolved(model.graph, values)
+            unresolved = _unresolved(model.graph, values, nodes)
         if unresolved and folded:
-            _merge(values, _onnx_inference(infer_remaining(model, values, {**constants, **folded}, set(unresolved))))
-            unresolved = _unresolved(model.graph, values)
+            _merge(values, _onnx_inference(infer_remaining(model, values, {**constants, **folded}, set(unresolved), nodes)))
+            unresolved = _unresolved(model.graph, values, nodes)
     if unresolved:
         fallback = _ort_symbolic_inference(inferred)
         if fallback is not None:
             method += "+ort-symbolic"
             _merge(values, fallback)
-            unresolved = _unresolved(model.graph, values)
+            unresolved = _unresolved(model.graph, values, nodes)
+    if unresolved and _contrib_shapes(model, values, {**constants, **folded}, nodes):
+        method += "+contrib"
+        unresolved = _unresolved(model.graph, values, nodes)
     return ShapeResult(values, folded, method, tuple(unresolved))
+
+
+def _contrib_shapes(
+    model: onnx.ModelProto, values: dict[str, TensorInfo], constants: dict[str, np.ndarray], nodes: list[Node]
+) -> bool:
+    """Contrib ops no inference types (contrib_shapes.py) get their outputs from their inputs;
+    then the nodes downstream of them are inferred (ONNX, then onnxruntime's symbolic inference)
+    on a scratch model of what is still unknown. Repeated while a round types something new: each
+    round types at least one more output, so it ends. Returns whether anything was typed."""
+    typed = False
+    while computed := contrib_shapes.infer_outputs(model.graph, values, constants.get):
+        typed = True
+        values.update(computed)
+        pending = set(_unresolved(model.graph, values, nodes))
+        if pending:
+            scratch = infer_remaining(model, values, constants, pending, nodes)
+            _merge(values, _onnx_inference(scratch))
+            fallback = _ort_symbolic_inference(scratch) if _unresolved(scratch.graph, values) else None
+            if fallback is not None:
+                _merge(values, fallback)
+    return typed
 
 
 def _merge(values: dict[str, TensorInfo], model: onnx.ModelProto) -> None:
@@ -62,13 +91,26 @@ def _merge(values: dict[str, TensorInfo], model: onnx.ModelProto) -> None:
     values.update((name, info) for name, info in collect(model.graph).items() if info.is_known or name not in values)
 
 
-def _small_constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
+def _small_constants(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, np.ndarray]:
     """Constant values small enough to be shapes, axes or indices (weights are never converted)."""
     return {
         name: constant_array(source)
-        for name, source in constant_table(graph).items()
-        if isinstance(source, onnx.NodeProto) or np.prod(source.dims) <= MAX_FOLDED_ELEMENTS
+        for name, source in constant_table(graph, nodes).items()
+        if isinstance(source, onnx.NodeProto) or math.prod(source.dims) <= MAX_FOLDED_ELEMENTS
     }
+
+
+def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto:
+    """The model as shape inference needs it. Dynamo exports carry metadata_props on every node
+    (stack traces, most of the file), which inference would serialize, parse and return for
+    nothing: a copy without them halves its time. The first node tells whether they are there."""
+    if not nodes or not nodes[0].proto.metadata_props:
+        return model
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    for node in copy.graph.node:
+        node.ClearField("metadata_props")
+    return copy
 
 
 def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -79,9 +121,24 @@ def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
         return model
 
 
+# Ops whose onnxruntime rule gives a wrong shape; contrib_shapes.py types them instead.
+_ORT_WRONG = ("GatherBlockQuantized",)  # read as a plain Gather: uint8 data's packed 4-bit dim comes out halved
+
+
 def _ort_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """onnxruntime's symbolic inference, run as its `infer_shapes` runs it, except that a node it
+    cannot infer (it stops there) does not discard what it inferred before that node."""
     try:
-        return _symbolic_shape_inference().infer_shapes(model, auto_merge=True, guess_output_rank=False)
+        if max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0) < 7:
+            return None  # its infer_shapes refuses these too
+        inference = _symbolic_shape_inference()(2**31 - 1, True, False, 0)  # int_max, auto_merge, guess_output_rank, verbose
+        for op_type in _ORT_WRONG:
+            inference.dispatcher_.pop(op_type, None)
+        inference._preprocess(model)
+        while inference.run_:
+            inference._infer_impl()
+        inference._update_output_from_vi()
+        return inference.out_mp_
     except Exception as exc:  # its failures are many and untyped; the onnx result stands
         log.info("onnxruntime symbolic shape inference failed: %s", exc)
         return None
@@ -114,47 +171,52 @@ class _OnnxThatNeverSaves:
         return None
 
 
-def collect(graph: onnx.GraphProto) -> dict[str, TensorInfo]:
-    """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs)."""
+def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, TensorInfo]:
+    """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs).
+    `nodes`: the graph's nodes, where the caller has read them already."""
     values: dict[str, TensorInfo] = {}
     for value in [*graph.input, *graph.value_info, *graph.output]:
         info = _from_value_info(value)
-        if info is not None and (value.name not in values or _more_known(info, values[value.name])):
-            values[value.name] = info
+        if info is not None and (info.name not in values or _more_known(info, values[info.name])):
+            values[info.name] = info
     for tensor in graph.initializer:
-        values[tensor.name] = TensorInfo(tensor.name, tuple(int(d) for d in tensor.dims), dtype_name(tensor.data_type))
-    for node in graph.node:  # Constant outputs are known without inference
-        if node.op_type == "Constant" and node.output and node.output[0] not in values:
-            value = constant_value(node)
+        values[tensor.name] = TensorInfo(tensor.name, tuple(tensor.dims), dtype_name(tensor.data_type))
+    for node in read_nodes(graph) if nodes is None else nodes:  # Constant outputs are known without inference
+        if node.op_type == "Constant" and node.outputs and node.outputs[0] not in values:
+            value = constant_value(node.proto)
             if value is not None:
-                values[node.output[0]] = TensorInfo(node.output[0], value.shape, _numpy_dtype_name(value))
+                values[node.outputs[0]] = TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value))
     return values
 
 
 def _from_value_info(value: onnx.ValueInfoProto) -> TensorInfo | None:
-    if value.type.WhichOneof("value") != "tensor_type":
+    value_type = value.type  # every protobuf read builds a new object: read each field once
+    if value_type.WhichOneof("value") != "tensor_type":
         return None
-    tensor_type = value.type.tensor_type
+    tensor_type = value_type.tensor_type
     shape: tuple[Dim, ...] | None = None
     if tensor_type.HasField("shape"):
-        shape = tuple(_dim(d) for d in tensor_type.shape.dim)
+        # A slice reads a repeated field faster than iterating it; a non-zero dim_value is set.
+        shape = tuple([d.dim_value or _dim(d) for d in tensor_type.shape.dim[:]])
     return TensorInfo(value.name, shape, dtype_name(tensor_type.elem_type))
 
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
+    """A dim whose dim_value reads 0: a 0, a symbol, or unknown."""
     kind = dim.WhichOneof("value")
-    return dim.dim_value if kind == "dim_value" else (dim.dim_param if kind == "dim_param" else None)
+    return 0 if kind == "dim_value" else (dim.dim_param if kind == "dim_param" else None)
 
 
 def _more_known(new: TensorInfo, old: TensorInfo) -> bool:
     return len(new.unknown_dims()) < len(old.unknown_dims()) or (old.dtype is None and new.dtype is not None)
 
 
-def _unresolved(graph: onnx.GraphProto, values: dict[str, TensorInfo]) -> list[str]:
+def _unresolved(graph: onnx.GraphProto, values: dict[str, TensorInfo], nodes: list[Node] | None = None) -> list[str]:
+    """Node outputs whose shape or dtype is not fully known, in graph order."""
     return [
         name
-        for node in graph.node
-        for name in node.output
+        for node in (read_nodes(graph) if nodes is None else nodes)
+        for name in node.outputs
         if name and (name not in values or not values[name].is_known)
     ]
 
@@ -179,12 +241,14 @@ def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
-def constant_table(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto | onnx.NodeProto]:
-    """Where each constant value comes from: an initializer with inline data, or a Constant node."""
+def constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, onnx.TensorProto | onnx.NodeProto]:
+    """Where each constant value comes from: an initializer with inline data, or a Constant node.
+    `nodes`: the graph's nodes, where the caller has read them already."""
     table: dict[str, onnx.TensorProto | onnx.NodeProto] = {
         t.name: t for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
     }
-    table.update((n.output[0], n) for n in graph.node if n.op_type == "Constant" and n.output)
+    nodes = read_nodes(graph) if nodes is None else nodes
+    table.update((n.outputs[0], n.proto) for n in nodes if n.op_type == "Constant" and n.outputs)
     return table
 
 

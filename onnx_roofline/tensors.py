@@ -65,7 +65,7 @@ class TensorInfo:
 
     def __post_init__(self) -> None:
         # Computed once, eagerly: the walk asks these of every value several times per node.
-        known = self.shape is not None and self.dtype is not None and all(isinstance(d, int) for d in self.shape)
+        known = self.shape is not None and self.dtype is not None and _all_ints(self.shape)
         object.__setattr__(self, "is_known", known)
         object.__setattr__(self, "_numel", math.prod(self.shape) if known else None)
 
@@ -103,6 +103,15 @@ class TensorInfo:
     def value_info(self) -> onnx.ValueInfoProto:
         """This tensor declared as a graph input/output of a scratch model."""
         return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), list(self.shape))
+
+
+def _all_ints(shape: tuple[Dim, ...]) -> bool:
+    """`all(isinstance(d, int) for d in shape)` as a plain loop, which costs less than the
+    generator: every value of a graph gets a TensorInfo, thousands of them."""
+    for dim in shape:
+        if not isinstance(dim, int):
+            return False
+    return True
 
 
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8e4m3fn", "int8": "int8"}

@@ -99,3 +99,134 @@ def test_scan_is_body_times_scan_length():
     (result,) = analyze(model).nodes
     assert result.status == "ok"
     assert result.cost.flops == 6 * 4
+
+
+# --- bodies whose inputs carry no shapes: typed from the call site ----------------------------------
+
+
+def _untyped(name, elem=F32):
+    """A body input declared with its element type only, as expanded functions write them."""
+    return helper.make_tensor_value_info(name, elem, None)
+
+
+def test_scan_body_typed_from_the_call_site():
+    """Scan over q [T=5, B=2, 8] and k [5, 2, 8], state s [2, 8, 8]; the body's inputs have no shapes:
+    outer = Unsqueeze(k_t, -1) · Unsqueeze(q_t, -2)  [2, 8, 1]·[2, 1, 8] → [2, 8, 8]: 2·1 per output
+    s' = s + outer: 1 per element; the scan output y_t = ReduceSum(s', axis -1) [2, 8]: 7 adds per row.
+    The Unsqueeze axes are outer-scope constants, as in the expanded LinearAttention."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Unsqueeze", ["k_t", "minus_one"], ["column"]),
+            helper.make_node("Unsqueeze", ["q_t", "minus_two"], ["row"]),
+            helper.make_node("MatMul", ["column", "row"], ["outer"]),
+            helper.make_node("Add", ["s_in", "outer"], ["s_out"]),
+            helper.make_node("ReduceSum", ["s_out", "minus_one"], ["y_t"], keepdims=0),
+        ],
+        "step",
+        [_untyped("s_in"), _untyped("q_t"), _untyped("k_t")],
+        [helper.make_empty_tensor_value_info("s_out"), helper.make_empty_tensor_value_info("y_t")],
+    )
+    node = helper.make_node("Scan", ["s0", "q", "k"], ["s", "ys"], body=body, num_scan_inputs=2)
+    axes = [numpy_helper.from_array(np.array([v], dtype=np.int64), n) for n, v in (("minus_one", -1), ("minus_two", -2))]
+    model = _model([node], [_vi("s0", [2, 8, 8]), _vi("q", [5, 2, 8]), _vi("k", [5, 2, 8])], [_vi("s", [2, 8, 8]), _vi("ys", [5, 2, 8])],
+                   initializers=axes)  # fmt: skip
+    (result,) = analyze(model).nodes
+    assert result.status == "ok", result.reason
+    outer, add, reduce = 2 * 1 * (2 * 8 * 8), 2 * 8 * 8, 2 * 8 * 7
+    assert result.cost.flops == 5 * (outer + add + reduce)
+    step_bytes = (
+        2 * 8  # each Unsqueeze reads its int64 axes; the data is a view
+        + 4 * (2 * 8 + 2 * 8 + 2 * 8 * 8)  # MatMul reads column, row; writes outer
+        + 4 * (3 * 2 * 8 * 8)  # Add reads s and outer, writes s'
+        + 4 * (2 * 8 * 8) + 8 + 4 * (2 * 8)  # ReduceSum reads s' and its axes, writes y_t
+    )
+    assert result.cost.bytes == 5 * step_bytes
+
+
+def test_scan_input_axes_are_removed_from_the_body_input():
+    """x [3, 6] scanned along axis 1: each step sees x_t [3]; the body's Mul by 2 is 3 FLOPs, 6 steps."""
+    two = numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["x_t", "two"], ["y_t"])], "step", [_untyped("x_t")], [helper.make_empty_tensor_value_info("y_t")]
+    )
+    node = helper.make_node("Scan", ["x"], ["ys"], body=body, num_scan_inputs=1, scan_input_axes=[1])
+    model = _model([node], [_vi("x", [3, 6])], [_vi("ys", [6, 3])], initializers=[two])
+    (result,) = analyze(model).nodes
+    assert result.status == "ok", result.reason
+    assert result.cost.flops == 6 * 3
+
+
+def test_loop_body_typed_from_the_call_site():
+    """Loop, 4 trips; body inputs untyped: (i, cond, acc [16, 32]) → acc·w + Cast(i), w [32, 32]
+    an outer value: the MatMul 2·16·32·32, the add of the cast iteration number 16·32 (Cast of a
+    scalar int64 to float: 0 FLOPs)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("MatMul", ["acc_in", "w"], ["product"]),
+            helper.make_node("Cast", ["i"], ["i_float"], to=TensorProto.FLOAT),
+            helper.make_node("Add", ["product", "i_float"], ["acc_out"]),
+        ],
+        "body",
+        [_untyped("i", TensorProto.INT64), _untyped("cond_in", TensorProto.BOOL), _untyped("acc_in")],
+        [helper.make_empty_tensor_value_info("cond_out"), helper.make_empty_tensor_value_info("acc_out")],
+    )
+    trips = numpy_helper.from_array(np.array(4, dtype=np.int64), "M")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
+    model = _model([node], [_vi("acc0", [16, 32]), _vi("w", [32, 32])], [_vi("acc", [16, 32])], initializers=[trips, cond])
+    (result,) = analyze(model).nodes
+    assert result.status == "ok", result.reason
+    assert result.cost.flops == 4 * (2 * 16 * 32 * 32 + 16 * 32)
+    assert result.cost.bytes_written == 4 * (4 * 16 * 32 + 4 * 1 + 4 * 16 * 32)  # product, i_float, acc' per trip
+
+
+def test_if_inside_a_loop_body_is_typed_too():
+    """Loop, 3 trips, carried acc [8]: an If whose then-branch computes Relu(acc · x) through an
+    undeclared intermediate; the costlier branch counts: 8 multiplies + 8 compares per trip."""
+    then = helper.make_graph(
+        [helper.make_node("Mul", ["acc_in", "x"], ["scaled"]), helper.make_node("Relu", ["scaled"], ["then_out"])],
+        "then", [], [helper.make_empty_tensor_value_info("then_out")],
+    )  # fmt: skip
+    orelse = helper.make_graph(
+        [helper.make_node("Identity", ["acc_in"], ["else_out"])], "else", [], [helper.make_empty_tensor_value_info("else_out")]
+    )
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("If", ["cond_in"], ["acc_out"], then_branch=then, else_branch=orelse),
+        ],
+        "body",
+        [_untyped("i", TensorProto.INT64), _untyped("cond_in", TensorProto.BOOL), _untyped("acc_in")],
+        [helper.make_empty_tensor_value_info("cond_out"), helper.make_empty_tensor_value_info("acc_out")],
+    )
+    trips = numpy_helper.from_array(np.array(3, dtype=np.int64), "M")
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
+    model = _model([node], [_vi("acc0", [8]), _vi("x", [8])], [_vi("acc", [8])], initializers=[trips, cond])
+    (result,) = analyze(model).nodes
+    assert result.status == "ok", result.reason
+    assert result.cost.flops == 3 * (8 + 8)
+
+
+def test_loop_carried_value_that_grows_is_unknown_not_guessed():
+    """acc grows by one element per trip (Concat): its shape differs between iterations, so the
+    Loop's own output is unknown at the call site and the node is reported unknown-shape."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Concat", ["acc_in", "one"], ["acc_out"], axis=0),
+        ],
+        "body",
+        [_untyped("i", TensorProto.INT64), _untyped("cond_in", TensorProto.BOOL), _untyped("acc_in")],
+        [helper.make_empty_tensor_value_info("cond_out"), helper.make_empty_tensor_value_info("acc_out")],
+    )
+    initializers = [
+        numpy_helper.from_array(np.array(3, dtype=np.int64), "M"),
+        numpy_helper.from_array(np.array(True), "cond"),
+        numpy_helper.from_array(np.ones(1, dtype=np.float32), "one"),
+    ]
+    node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
+    model = _model([node], [_vi("acc0", [2])], [helper.make_empty_tensor_value_info("acc")], initializers=initializers)
+    (result,) = analyze(model, partial=True).nodes
+    assert result.status == "unknown-shape" and result.cost is None

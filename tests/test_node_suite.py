@@ -16,13 +16,13 @@ NO_RULE = {
 # Why a node may stay uncosted in the suite; any other status is a regression.
 ALLOWED_UNCOSTED = {
     "data-dependent": "string tensors (no static size) and ImageDecoder (cost depends on the encoding)",
-    "unknown-shape": "sequence/optional values, data-dependent output sizes (Unique, NonZero-driven), "
-    "Scan bodies of expanded functions whose inputs carry no shapes",
+    "unknown-shape": "sequence/optional values, data-dependent output sizes (Unique, NonZero-driven, a Loop body's "
+    "iteration-dependent Slice)",
     "unknown-trip-count": "Loop with a runtime trip count",
     "unsupported": "SequenceMap only (NO_RULE)",
 }
 
-FULLY_COSTED_FLOOR = 1780  # of 1,884 cases; measured 1,785 — a drop means a regression
+FULLY_COSTED_FLOOR = 1799  # of 1,884 cases; measured 1,799 (Loop/Scan bodies typed from the call site) — a drop means a regression
 
 
 @pytest.fixture(scope="module")

@@ -101,8 +101,8 @@ def _optimize(path: Path, model_type: str, opt_level: int = 1) -> Path:
     return out
 
 
-def _quantize(path: Path, **options) -> Path:
-    out = path.with_name(f"{path.stem}_int8.onnx")
+def _quantize(path: Path, suffix: str = "int8", **options) -> Path:
+    out = path.with_name(f"{path.stem}_{suffix}.onnx")
     quantization.quantize_dynamic(
         str(path),
         str(out),
@@ -150,6 +150,7 @@ def bert(tmp_path_factory) -> dict[str, Path]:
         "fused": fused,
         "int8": _quantize(unfused),
         "fused_int8": _quantize(fused, op_types_to_quantize=["MatMul"]),
+        "fused_int8_all": _quantize(fused, suffix="int8_all"),  # every op type: QAttention, QEmbedLayerNormalization
     }
 
 
@@ -282,6 +283,26 @@ def test_bert_dynamic_int8_matmuls(bert):
 def test_bert_fused_and_int8(bert):
     unfused, both = _analyzed(bert["unfused"]), _analyzed(bert["fused_int8"])
     assert _ops(both, MS)["Attention"] == LAYERS and _ops(both)["MatMulInteger"] == 3 * LAYERS
+    assert _close(_matrix_flops(both), _matrix_flops(unfused))
+
+
+def test_bert_fused_and_int8_over_every_op_type(bert):
+    """quantize_dynamic over every op type rewrites the fused Attention as QAttention and
+    EmbedLayerNormalization as QEmbedLayerNormalization: ops neither ONNX's nor onnxruntime's shape
+    inference types, so the contrib shape functions do, and inference resumes downstream."""
+    unfused, both = _analyzed(bert["unfused"]), _analyzed(bert["fused_int8_all"])
+    assert _ops(both, MS) == {"QAttention": LAYERS, "QEmbedLayerNormalization": 1, "SkipLayerNormalization": 2 * LAYERS,
+                              "BiasGelu": LAYERS}  # fmt: skip
+    assert _ops(both)["MatMulInteger"] == 3 * LAYERS  # attention output, intermediate, output
+    assert both.model.shape_inference.endswith("+contrib")
+    tokens = BATCH * SEQUENCE
+    for node in (n for n in both.nodes if n.op_type == "QAttention"):
+        assert node.unit == "matrix" and node.dtype == "int8" and node.outputs[0].shape == (BATCH, SEQUENCE, HIDDEN)
+        # the float Attention's count, + one dequantize per projected element, + the input's zero
+        # point (DynamicQuantizeLinear's, not a constant) subtracted once per input element
+        dequantize, zero_point = tokens * 3 * HIDDEN, tokens * HIDDEN
+        attention = _projection(tokens) + _sdpa(BATCH, HEADS, SEQUENCE, SEQUENCE, 64, masks=1)
+        assert node.cost.flops == attention + dequantize + zero_point
     assert _close(_matrix_flops(both), _matrix_flops(unfused))
 
 

@@ -198,8 +198,8 @@ def test_a_wrong_inferred_shape_is_caught_with_the_bytes_it_skews(monkeypatch):
 
     real_infer = analysis.infer
 
-    def off_by_one(model):
-        result = real_infer(model)
+    def off_by_one(model, *args):
+        result = real_infer(model, *args)
         result.values["act"] = TensorInfo("act", (2, 5, HIDDEN + 1), "float32")
         return result
 
@@ -217,8 +217,8 @@ def test_a_wrong_inferred_dtype_is_caught(monkeypatch):
 
     real_infer = analysis.infer
 
-    def half(model):
-        result = real_infer(model)
+    def half(model, *args):
+        result = real_infer(model, *args)
         result.values["mm"] = TensorInfo("mm", (2, 5, HIDDEN), "float16")
         return result
 

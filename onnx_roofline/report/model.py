@@ -62,8 +62,8 @@ class NodeResult:
             "name": self.name,
             "op_type": self.op_type,
             "domain": self.domain,
-            "inputs": [_tensor_dict(t) for t in self.inputs],
-            "outputs": [_tensor_dict(t) for t in self.outputs],
+            "inputs": [None if t is None else t.to_dict() for t in self.inputs],
+            "outputs": [None if t is None else t.to_dict() for t in self.outputs],
             "flops": cost.flops if cost else None,
             "useful_flops": cost.useful if cost else None,
             "transcendentals": cost.transcendentals if cost else None,
@@ -83,10 +83,6 @@ class NodeResult:
             "status": self.status,
             "reason": self.reason,
         }
-
-
-def _tensor_dict(tensor: TensorInfo | None) -> dict[str, Any] | None:
-    return tensor.to_dict() if tensor is not None else None
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,10 @@ class OpNode:
     inputs: Sequence[TensorInfo | None]
     outputs: Sequence[TensorInfo | None]
     constant: Callable[[str], np.ndarray | None] = field(repr=False)
-    subgraph: Callable[[onnx.GraphProto], CompositeCost] | None = field(default=None, repr=False)
-    """Costs a body graph in this node's scope (control flow); raises Uncostable if any node is unknown."""
+    subgraph: Callable[..., CompositeCost] | None = field(default=None, repr=False)
+    """subgraph(body, inputs=None) costs a body graph in this node's scope (control flow); raises
+    Uncostable if any node is unknown. `inputs`: the body's inputs as this call site types them
+    (TensorInfo or None, in the body's input order), from which its shapes are inferred."""
 
     @property
     def op_type(self) -> str:
@@ -78,7 +80,7 @@ class OpNode:
 
     def distinct_input_bytes(self) -> int:
         """Bytes of every distinct input tensor, read once each (the framework default)."""
-        return sum({t.name: t.nbytes for t in self.present_inputs}.values())
+        return sum({t.name: t.nbytes for t in self.inputs if t is not None}.values())
 
     def output_bytes(self) -> int:
-        return sum(t.nbytes for t in self.present_outputs)
+        return sum([t.nbytes for t in self.outputs if t is not None])

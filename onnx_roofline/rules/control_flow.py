@@ -1,11 +1,19 @@
 """Control flow: If, Loop, Scan. A body costs the sum of its nodes (each placed on the roofline on
-its own); the node's time is the sum of their times."""
+its own); the node's time is the sum of their times.
+
+A body's inputs are typed from the call site, as ONNX's own inference types them: Loop's
+iteration number int64 [] and condition bool [], then the loop-carried values as the node passes
+them in; Scan's states as passed in, and each scan input without its scan axis. Where the body's
+values are not all declared, its shapes are inferred from those inputs before it is costed. A
+carried value whose shape changes between iterations leaves the node's own outputs unknown at
+the call site, so such a node is reported unknown-shape before its body is costed."""
 
 from __future__ import annotations
 
 from onnx_roofline.costs import CompositeCost, Uncostable
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import register
+from onnx_roofline.tensors import TensorInfo
 
 UNKNOWN_TRIPS = "unknown-trip-count"
 
@@ -14,8 +22,8 @@ UNKNOWN_TRIPS = "unknown-trip-count"
 def if_(node: OpNode) -> CompositeCost:
     """Both branches are costed; the node takes the costlier branch by time. That is the stated
     policy: which branch runs is not knowable statically, so the report shows the worse case."""
-    then_cost = node.subgraph(node.attrs["then_branch"])
-    else_cost = node.subgraph(node.attrs["else_branch"])
+    then_cost = node.subgraph(node.attrs["then_branch"], ())
+    else_cost = node.subgraph(node.attrs["else_branch"], ())
     return max(then_cost, else_cost, key=lambda cost: cost.time_s)
 
 
@@ -26,16 +34,19 @@ def loop(node: OpNode) -> CompositeCost:
     trips = node.input_value(0)
     if trips is None:
         raise Uncostable(UNKNOWN_TRIPS, "Loop trip count M is not a constant")
-    return _repeat(node.subgraph(node.attrs["body"]), int(trips.reshape(-1)[0]))
+    inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:]]
+    return _repeat(node.subgraph(node.attrs["body"], inputs), int(trips.reshape(-1)[0]))
 
 
 @register("Scan", since=9)
 def scan(node: OpNode) -> CompositeCost:
     """Body cost × the scan length: the first scan input's size along its scan axis."""
     states = len(node.inputs) - node.attrs["num_scan_inputs"]
-    first = node.inputs[states]
-    axes = node.attrs.get("scan_input_axes") or [0]
-    return _repeat(node.subgraph(node.attrs["body"]), first.shape[axes[0] % first.rank])
+    scans = node.inputs[states:]
+    axes = [axis % x.rank for x, axis in zip(scans, node.attrs.get("scan_input_axes") or [0] * len(scans))]
+    scanned = [_drop(x, axis) for x, axis in zip(scans, axes)]
+    length = node.inputs[states].shape[axes[0]]
+    return _repeat(node.subgraph(node.attrs["body"], [*node.inputs[:states], *scanned]), length)
 
 
 @register("Scan", since=8)
@@ -44,7 +55,13 @@ def scan_v8(node: OpNode) -> CompositeCost:
     the scan axis is 1. Body cost × batch × scan length."""
     states = len(node.inputs) - node.attrs["num_scan_inputs"]
     first = node.inputs[states]
-    return _repeat(node.subgraph(node.attrs["body"]), first.shape[0] * first.shape[1])
+    inputs = [_drop(s, 0) for s in node.inputs[1:states]] + [_drop(_drop(x, 0), 0) for x in node.inputs[states:]]
+    return _repeat(node.subgraph(node.attrs["body"], inputs), first.shape[0] * first.shape[1])
+
+
+def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:
+    """The tensor as one iteration sees it: without `axis` (a scan axis, Scan-8's batch axis)."""
+    return TensorInfo(tensor.name, tensor.shape[:axis] + tensor.shape[axis + 1 :], tensor.dtype)
 
 
 def _repeat(body: CompositeCost, trips: int) -> CompositeCost:
