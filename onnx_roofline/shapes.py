@@ -2,9 +2,10 @@
 
 ONNX shape inference with data propagation runs first (fast, exact). Where it leaves values
 unknown, shape-computing subgraphs (Shape → Gather → Range chains) are folded with numpy and
-inference runs again; whatever still remains (contrib ops) goes to onnxruntime's symbolic shape
-inference, on the graph alone. None of them reads weights. onnxsim is not used: it loads and
-runs the weights, taking seconds where these take milliseconds."""
+inference runs again on just the nodes still unknown; whatever remains goes to onnxruntime's
+symbolic shape inference, on the graph alone, and last to our own output-shape functions for the
+contrib ops neither knows (contrib_shapes.py). None of them reads weights. onnxsim is not used:
+it loads and runs the weights, taking seconds where these take milliseconds."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 class ShapeResult:
     values: dict[str, TensorInfo]
     folded: dict[str, np.ndarray]  # small values computed from shapes and constants
-    method: str  # the passes that ran: "onnx", "onnx+fold", "onnx+fold+ort-symbolic"
+    method: str  # the passes that ran: "onnx", then "+fold", "+ort-symbolic", "+contrib" as needed
     unresolved: tuple[str, ...]  # node outputs still not fully known
 
 
@@ -42,7 +43,7 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResul
     inferred = _onnx_inference(_without_metadata(model, nodes))
     values = collect(inferred.graph, nodes)
     unresolved = _unresolved(model.graph, values, nodes)
-    method, folded = "onnx", {}
+    method, folded, constants = "onnx", {}, {}
     if unresolved:
         constants = _small_constants(model.graph, nodes)
         folded = fold(model.graph, values, constants, nodes)
