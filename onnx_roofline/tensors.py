@@ -90,7 +90,9 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
-        return (self.numel * self.bits + 7) // 8
+        if self._numel is None:  # numel and bits inline: the walk asks this of every tensor of every node
+            return (self.numel * self.bits + 7) // 8  # raises, naming what is unknown
+        return (self._numel * DTYPE_BITS[self.dtype] + 7) // 8
 
     def unknown_dims(self) -> list[Dim]:
         if self.shape is None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -30,19 +29,37 @@ def schema_defaults(op_type: str, domain: str, opset: int | None) -> Mapping[str
     }
 
 
-@dataclass(frozen=True)
 class OpNode:
-    """One node as its cost rule sees it. `inputs`/`outputs` hold None for absent optional slots."""
+    """One node as its cost rule sees it. `inputs`/`outputs` hold None for absent optional slots.
+    `constant(name)` is a value's constant array, or None. `subgraph(body, inputs=None)` costs a
+    body graph in this node's scope (control flow); raises Uncostable if any node is unknown.
+    `inputs`: the body's inputs as this call site types them (TensorInfo or None, in the body's
+    input order), from which its shapes are inferred.
 
-    proto: onnx.NodeProto
-    opset: int | None
-    inputs: Sequence[TensorInfo | None]
-    outputs: Sequence[TensorInfo | None]
-    constant: Callable[[str], np.ndarray | None] = field(repr=False)
-    subgraph: Callable[..., CompositeCost] | None = field(default=None, repr=False)
-    """subgraph(body, inputs=None) costs a body graph in this node's scope (control flow); raises
-    Uncostable if any node is unknown. `inputs`: the body's inputs as this call site types them
-    (TensorInfo or None, in the body's input order), from which its shapes are inferred."""
+    A view built for every node of the walk, not a result: a plain class with slots, which costs
+    a fraction of a frozen dataclass to construct."""
+
+    __slots__ = ("proto", "opset", "inputs", "outputs", "constant", "subgraph", "_attrs")
+
+    def __init__(
+        self,
+        proto: onnx.NodeProto,
+        opset: int | None,
+        inputs: Sequence[TensorInfo | None],
+        outputs: Sequence[TensorInfo | None],
+        constant: Callable[[str], np.ndarray | None],
+        subgraph: Callable[..., CompositeCost] | None = None,
+    ):
+        self.proto = proto
+        self.opset = opset
+        self.inputs = inputs
+        self.outputs = outputs
+        self.constant = constant
+        self.subgraph = subgraph
+        self._attrs: Mapping[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"OpNode(proto={self.proto!r}, opset={self.opset!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
 
     @property
     def op_type(self) -> str:
@@ -52,11 +69,14 @@ class OpNode:
     def domain(self) -> str:
         return self.proto.domain
 
-    @functools.cached_property
+    @property
     def attrs(self) -> Mapping[str, Any]:
-        values = dict(schema_defaults(self.op_type, self.domain, self.opset))
-        values.update((attr.name, helper.get_attribute_value(attr)) for attr in self.proto.attribute)
-        return values
+        """The node's attributes over the schema's defaults, read on first use."""
+        if self._attrs is None:
+            values = dict(schema_defaults(self.op_type, self.domain, self.opset))
+            values.update((attr.name, helper.get_attribute_value(attr)) for attr in self.proto.attribute)
+            self._attrs = values
+        return self._attrs
 
     def input(self, index: int) -> TensorInfo | None:
         """Input `index`, or None when the slot is absent or beyond the node's inputs."""
