@@ -153,6 +153,33 @@ def _total(cost: Cost, flops: int = 0, transcendentals: int = 0, io: Cost | None
     )
 
 
+def _separate_qkv_total(
+    node: OpNode,
+    cost: Cost,
+    dims: tuple[int, int, int, int, int],
+    bias_index: int,
+    past_index: int,
+    shared: bool,
+    total: int,
+    kv_len: int,
+    new: bool,
+) -> Cost:
+    """The tail of the ops that take Q, K, V separately (MultiHeadAttention, its decoder-masked
+    form): one add per Q element for the bias at `bias_index`, and per K/V element when new keys
+    come in; with a shared past/present buffer (past K, V at `past_index`, `past_index` + 1), the
+    in-place cache bytes. `dims` = (B, H, S, dh, dv)."""
+    batch, heads, q_len, qk_dim, v_dim = dims
+    bias = 0
+    if node.input(bias_index) is not None:
+        bias = batch * heads * (q_len * qk_dim + (kv_len * (qk_dim + v_dim) if new else 0))
+    io = None
+    if shared:
+        pasts = [node.input(past_index), node.input(past_index + 1)]
+        reads, writes = _in_place_cache(pasts, [node.output(1), node.output(2)], 2, total - kv_len, kv_len)
+        io = _partial_bytes(node, reads, writes)
+    return _total(cost, bias, io=io)
+
+
 # --- ai.onnx ------------------------------------------------------------------------------------
 
 
@@ -331,16 +358,7 @@ def multi_head_attention(node: OpNode) -> Cost:
     total = _attended(node, past.shape[2], kv_len, shared, 8) if past is not None and new else kv_len
     masks = _present(node, 4, 5) + bool(node.attrs.get("unidirectional", 0))
     cost = score_cost(batch, heads, q_len, total, qk_dim, v_dim, masks=masks)
-    bias = 0
-    if node.input(3) is not None:
-        bias = batch * heads * (q_len * qk_dim + (kv_len * (qk_dim + v_dim) if new else 0))
-    io = None
-    if shared:
-        reads, writes = _in_place_cache(
-            [node.input(6), node.input(7)], [node.output(1), node.output(2)], 2, total - kv_len, kv_len
-        )
-        io = _partial_bytes(node, reads, writes)
-    return _total(cost, bias, io=io)
+    return _separate_qkv_total(node, cost, (batch, heads, q_len, qk_dim, v_dim), 3, 6, shared, total, kv_len, new)
 
 
 @register("GroupQueryAttention", domain="com.microsoft", unit=MATRIX)
@@ -457,16 +475,7 @@ def decoder_masked_multi_head_attention(node: OpNode) -> Cost:
     shared = bool(node.attrs.get("past_present_share_buffer", 0)) and past is not None and new
     total = _attended(node, past.shape[2], kv_len, shared, 7) if past is not None and new else kv_len
     cost = score_cost(batch, heads, q_len, total, qk_dim, v_dim, masks=_present(node, 3, 4))
-    bias = 0
-    if node.input(10) is not None:
-        bias = batch * heads * (q_len * qk_dim + (kv_len * (qk_dim + v_dim) if new else 0))
-    io = None
-    if shared:
-        reads, writes = _in_place_cache(
-            [node.input(5), node.input(6)], [node.output(1), node.output(2)], 2, total - kv_len, kv_len
-        )
-        io = _partial_bytes(node, reads, writes)
-    return _total(cost, bias, io=io)
+    return _separate_qkv_total(node, cost, (batch, heads, q_len, qk_dim, v_dim), 10, 5, shared, total, kv_len, new)
 
 
 @register("RotaryEmbedding", domain="com.microsoft")
