@@ -11,6 +11,7 @@ import gc
 import statistics
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import onnx
 
@@ -18,14 +19,20 @@ from onnx_roofline import analyze
 from onnx_roofline.dims import parse_dim
 
 
-def timed(fn, repeats: int) -> list[float]:
-    fn()  # warm-up: imports, schema caches
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+def alternating(functions: dict[str, Callable[[], object]], repeats: int, rounds: int = 3) -> dict[str, list[float]]:
+    """Seconds per call of each function: `rounds` rounds, each timing every function `repeats`
+    times in a row (warm, as a loop of its own would be). A drift in the machine's speed (a shared
+    VM's is large) then reaches all of them alike, and their ratio holds."""
+    for fn in functions.values():
+        fn()  # warm-up: imports, schema caches
+    times: dict[str, list[float]] = {label: [] for label in functions}
+    for _ in range(rounds):
+        for label, fn in functions.items():
+            for _ in range(repeats):
+                gc.collect()
+                start = time.perf_counter()
+                fn()
+                times[label].append(time.perf_counter() - start)
     return times
 
 
@@ -49,19 +56,23 @@ def main() -> None:
     def floor():
         onnx.shape_inference.infer_shapes(onnx.load(args.model, load_external_data=False))
 
-    def ours():
-        report = analyze(args.model, hw="h100", dims=dims)
-        report.to_dict()
+    def analysis():
+        return analyze(args.model, hw="h100", dims=dims)
 
-    floor_times, our_times = timed(floor, args.repeats), timed(ours, args.repeats)
-    floor_median, our_median = statistics.median(floor_times), statistics.median(our_times)
-    floor_min, our_min = min(floor_times), min(our_times)
-    report = analyze(args.model, hw="h100", dims=dims)
+    def analysis_and_json():
+        return analysis().to_dict()
+
+    times = alternating({"floor": floor, "analysis": analysis, "json": analysis_and_json}, args.repeats)
+    medians = {label: statistics.median(values) for label, values in times.items()}
+    minimums = {label: min(values) for label, values in times.items()}
+    report = analysis()
     print(f"model                {args.model}  ({report.model.node_count} nodes, shapes: {report.model.shape_inference})")
-    print(f"floor (load+infer)   median {floor_median * 1e3:8.1f} ms, min {floor_min * 1e3:8.1f} ms over {args.repeats} runs")
-    print(f"onnx-roofline        median {our_median * 1e3:8.1f} ms, min {our_min * 1e3:8.1f} ms (analysis + to_dict)")
-    print(f"ratio                median {our_median / floor_median:8.2f}x, min {our_min / floor_min:8.2f}x  (target: within 3x)")
-    print(f"peak Python memory   floor {peak_memory(floor) / 2**20:6.1f} MiB, onnx-roofline {peak_memory(ours) / 2**20:6.1f} MiB (tracemalloc)")
+    rows = (("floor (load+infer)", "floor"), ("analysis", "analysis"), ("analysis + to_dict", "json"))
+    for title, label in rows:
+        ratio = "" if label == "floor" else f"   ratio: median {medians[label] / medians['floor']:5.2f}x, min {minimums[label] / minimums['floor']:5.2f}x"
+        print(f"{title:20s} median {medians[label] * 1e3:7.1f} ms, min {minimums[label] * 1e3:7.1f} ms{ratio}")
+    print(f"                     3 rounds of {args.repeats} runs each; target: analysis within 3x of the floor")
+    print(f"peak Python memory   floor {peak_memory(floor) / 2**20:6.1f} MiB, onnx-roofline {peak_memory(analysis_and_json) / 2**20:6.1f} MiB (tracemalloc)")
 
 
 if __name__ == "__main__":

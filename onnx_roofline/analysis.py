@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -50,8 +52,34 @@ def analyze(
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises DimensionError when a symbolic dim left unbound blocks a cost, unless `partial`."""
     hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+    with _cyclic_gc_paused():
+        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision)
+
+
+@contextlib.contextmanager
+def _cyclic_gc_paused() -> Iterator[None]:
+    """The analysis allocates tens of thousands of small acyclic objects (value infos, results),
+    which reference counting frees; each allocation also counts toward a cyclic collection that
+    finds nothing to collect, about 5 % of an analysis. Paused for its duration, then restored."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _analyze(
+    model: str | os.PathLike | onnx.ModelProto,
+    hardware: Hardware,
+    dims: dict[str, int],
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    partial: bool,
+    precision: str | None,
+) -> Report:
+    """`analyze`, with the hardware resolved and the collector paused."""
     proto, graph_nodes = load_with_nodes(model)
-    dims = dict(dims or {})
     dim_uses = symbolic_dims(proto.graph)
     bind(proto, dims, input_shapes)
     shapes = infer(proto, graph_nodes)
@@ -91,7 +119,7 @@ class _Walk:
         self.hardware = hardware
         self._arrays: dict[str, np.ndarray | None] = {}
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
-        self._rules: dict[tuple[str, str], Rule | None] = {}
+        self._rules: dict[tuple[str, str], tuple[Rule | None, int | None]] = {}
         self._placements: dict[tuple[int, int, float], Placement] = {}
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
@@ -119,14 +147,16 @@ class _Walk:
         values = self.values
         return tuple([(values.get(name) or TensorInfo(name, None, None)) if name else None for name in names])
 
-    def rule(self, domain: str, op_type: str) -> Rule | None:
-        """The cost rule for an op, memoized: the opsets are fixed for the walk, and few ops occur."""
+    def rule(self, domain: str, op_type: str) -> tuple[Rule | None, int | None]:
+        """The cost rule for an op and the opset it is read at, memoized: the opsets are fixed for
+        the walk, and few ops occur."""
         key = (domain, op_type)
         if key not in self._rules:
-            rule = rules.lookup(domain, op_type, self.opsets.get(domain))
+            opset = self.opsets.get(domain)
+            rule = rules.lookup(domain, op_type, opset)
             if rule is None and key in self.functions:
                 rule = Rule(op_type, domain, 1, self.function_call, VECTOR, 0)
-            self._rules[key] = rule
+            self._rules[key] = rule, opset
         return self._rules[key]
 
     def cost(self, index: int, node: Node) -> NodeResult:
@@ -137,17 +167,13 @@ class _Walk:
         def uncosted(status: str, reason: str) -> NodeResult:
             return NodeResult(index, name, op_type, domain, inputs, outputs, status, reason, proto=node.proto)
 
-        rule = self.rule(domain, op_type)
+        rule, opset = self.rule(domain, op_type)
         if rule is None:
             return uncosted(UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}")
-        tensors = [t for t in inputs + outputs if t is not None]
-        unknown = [t for t in tensors if not t.is_known]
-        if unknown:
-            return uncosted(UNKNOWN_SHAPE, _unknown_reason(unknown))
-        strings = [t.name for t in tensors if t.dtype == "string"]
-        if strings:
-            return uncosted(DATA_DEPENDENT, f"string tensor {strings[0]!r} has no static byte size")
-        op = OpNode(node.proto, self.opsets.get(domain), inputs, outputs, self.constant, self.subgraph)
+        blocker = _blocker(inputs + outputs)
+        if blocker is not None:
+            return uncosted(*blocker)
+        op = OpNode(node.proto, opset, inputs, outputs, self.constant, self.subgraph)
         try:
             cost = rule.formula(op)
         except Uncostable as exc:
@@ -167,9 +193,13 @@ class _Walk:
                     cost.useful_flops,
                 )
             placement = self.place(cost.flops, cost.bytes, peak)
-        weights = [t for t in inputs if t is not None and t.name in self.initializers]
-        parameters = sum({t.name: t.numel for t in weights}.values()) if weights else 0
+        parameters = self.parameters(inputs)
         return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, parameters, unit, dtype, peak, placement, node.proto)
+
+    def parameters(self, inputs: tuple[TensorInfo | None, ...]) -> int:
+        """Elements of the distinct weights (initializers) among a node's inputs."""
+        weights = {t.name: t.numel for t in inputs if t is not None and t.name in self.initializers}
+        return sum(weights.values()) if weights else 0
 
     def subgraph(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None = None) -> CompositeCost:
         """Cost a body graph in this scope: outer values stay visible, as ONNX scoping says.
@@ -290,6 +320,21 @@ def _compute_dtype(choice: int | str, inputs: tuple[TensorInfo | None, ...], out
 
 def _qualified(domain: str, op_type: str) -> str:
     return f"{domain}::{op_type}" if domain else op_type
+
+
+def _blocker(tensors: tuple[TensorInfo | None, ...]) -> tuple[str, str] | None:
+    """(status, reason) where a node's tensors keep it from being costed: a shape or dtype not
+    fully known, or a string tensor (no static byte size). None, the common case, in one pass."""
+    for tensor in tensors:
+        if tensor is not None and (not tensor.is_known or tensor.dtype == "string"):
+            break
+    else:
+        return None
+    unknown = [t for t in tensors if t is not None and not t.is_known]
+    if unknown:
+        return UNKNOWN_SHAPE, _unknown_reason(unknown)
+    string = next(t for t in tensors if t is not None and t.dtype == "string")
+    return DATA_DEPENDENT, f"string tensor {string.name!r} has no static byte size"
 
 
 def _unknown_reason(tensors: list[TensorInfo]) -> str:

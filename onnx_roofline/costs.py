@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import fields
+
+from onnx_roofline.records import record
 
 
-@dataclass(frozen=True)
+@record
 class Cost:
     """What a rule returns. FLOPs count a multiply-add as 2; transcendentals (exp, log, tanh, erf,
     sqrt, ...) are their own column. A bytes field left as None takes the framework default
@@ -41,7 +43,7 @@ VIEW = Cost(bytes_read=0, bytes_written=0)
 """A pure view (Reshape, Squeeze, Identity, ...): no arithmetic, no data moved."""
 
 
-@dataclass(frozen=True)
+@record
 class CompositeCost(Cost):
     """The summed cost of a subgraph (an If branch, a Loop body × trips): its time is the sum of
     its nodes' roofline times, not one roofline placement of the summed FLOPs and bytes."""

@@ -131,36 +131,49 @@ def fold(
     known: dict[str, np.ndarray] = dict(constants)
     folded: dict[str, np.ndarray] = {}
     for node in read_nodes(graph) if nodes is None else nodes:
-        result = _evaluate(node, values, known)
+        if node.domain:
+            continue
+        if node.op_type in ("Shape", "Size"):
+            result = _metadata_value(node, values)
+        elif node.op_type in _EVALUATORS and len(node.outputs) == 1 and _all_known(node.inputs, known):
+            result = _evaluate(node, known)
+        else:
+            continue  # most nodes: an activation among the inputs
         if result is None or result.size > MAX_FOLDED_ELEMENTS:
             continue
         known[node.outputs[0]] = folded[node.outputs[0]] = result
     return folded
 
 
-def _evaluate(node: Node, values: Mapping[str, TensorInfo], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    op_type = node.op_type
-    if (op_type not in _EVALUATORS and op_type not in ("Shape", "Size")) or node.domain:
+def _all_known(names: list[str], known: Mapping[str, np.ndarray]) -> bool:
+    """Every present input has a value (a plain loop: this runs for every node of the graph)."""
+    for name in names:
+        if name and name not in known:
+            return False
+    return True
+
+
+def _metadata_value(node: Node, values: Mapping[str, TensorInfo]) -> np.ndarray | None:
+    """Shape or Size of an input whose shape is known."""
+    source = values.get(node.inputs[0])
+    if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
         return None
-    if op_type in ("Shape", "Size"):
-        source = values.get(node.inputs[0])
-        if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
-            return None
-        if op_type == "Size":
-            return np.array(int(np.prod(source.shape)), dtype=np.int64)
-        attrs = {a.name: a.i for a in node.proto.attribute}
-        return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
-    evaluator = _EVALUATORS[op_type]
-    if len(node.outputs) != 1 or not all(name == "" or name in known for name in node.inputs):
-        return None
+    if node.op_type == "Size":
+        return np.array(int(np.prod(source.shape)), dtype=np.int64)
+    attrs = {a.name: a.i for a in node.proto.attribute}
+    return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
+
+
+def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The node's output from its inputs' values, or None where it is large or an unusual form."""
     inputs = [known[name] if name else None for name in node.inputs]
-    if op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
+    if node.op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
         return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
-    if op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:
+    if node.op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:
         return None  # the same for a large result of small inputs (a causal mask from two ranges)
     attrs = {a.name: helper.get_attribute_value(a) for a in node.proto.attribute}
     try:
-        return np.asarray(evaluator(inputs, attrs))
+        return np.asarray(_EVALUATORS[node.op_type](inputs, attrs))
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None  # an unusual form: leave it to shape inference
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import field
 
 import onnx
 from onnx import TensorProto
+
+from onnx_roofline.records import record
 
 # ONNX element types by the names the report uses, with their width in bits (sub-byte types by bits).
 _DTYPES: dict[int, tuple[str, int]] = {
@@ -54,7 +56,7 @@ def elem_type(dtype: str) -> int:
     return next(code for code, (name, _) in _DTYPES.items() if name == dtype)
 
 
-@dataclass(frozen=True)
+@record
 class TensorInfo:
     name: str
     shape: tuple[Dim, ...] | None  # None: not even the rank is known

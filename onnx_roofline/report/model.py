@@ -11,6 +11,7 @@ import onnx
 
 from onnx_roofline.costs import Cost
 from onnx_roofline.hardware import Hardware
+from onnx_roofline.records import record
 from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
 from onnx_roofline.tensors import TensorInfo
 
@@ -23,7 +24,7 @@ RULE_ERROR = "rule-error"  # the rule could not cost this instance (reason says 
 DATA_DEPENDENT = "data-dependent"  # the cost depends on values: string sizes, decoded images
 
 
-@dataclass(frozen=True)
+@record
 class NodeResult:
     index: int
     name: str
