@@ -121,6 +121,7 @@ class _Walk:
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
         self._rules: dict[tuple[str, str], tuple[Rule | None, int | None]] = {}
         self._placements: dict[tuple[int, int, float], Placement] = {}
+        self._costed: dict[tuple, tuple[Cost, str, str, float, Placement]] = {}  # by op and tensor signature
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
         """The hardware's peak for (unit, dtype), memoized: every node asks, few pairs occur."""
@@ -170,31 +171,41 @@ class _Walk:
         rule, opset = self.rule(domain, op_type)
         if rule is None:
             return uncosted(UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}")
-        blocker = _blocker(inputs + outputs)
+        tensors = inputs + outputs
+        blocker = _blocker(tensors)
         if blocker is not None:
             return uncosted(*blocker)
-        op = OpNode(node.proto, opset, inputs, outputs, self.constant, self.subgraph)
-        try:
-            cost = rule.formula(op)
-        except Uncostable as exc:
-            return uncosted(exc.status, str(exc))
-        except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-            return uncosted(RULE_ERROR, f"{op_type}: {exc}")
-        peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, inputs, outputs))
+        key = (domain, op_type, len(inputs), _signature(tensors))
+        costed = self._costed.get(key)
+        if costed is None:
+            op = OpNode(node.proto, opset, inputs, outputs, self.constant, self.subgraph)
+            try:
+                cost = rule.formula(op)
+            except Uncostable as exc:
+                return uncosted(exc.status, str(exc))
+            except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
+                return uncosted(RULE_ERROR, f"{op_type}: {exc}")
+            costed = self.placed(rule, op, cost)
+            if op.tensors_only:  # the same for every node whose tensors look alike: repeated layers
+                self._costed[key] = costed
+        cost, unit, dtype, peak, placement = costed
+        return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs), unit, dtype, peak, placement, node.proto)
+
+    def placed(self, rule: Rule, op: OpNode, cost: Cost) -> tuple[Cost, str, str, float, Placement]:
+        """The rule's cost with the framework's default bytes where it left them, and where it sits
+        on the roofline: (cost, unit, dtype class, peak, placement)."""
+        peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, op.inputs, op.outputs))
         if isinstance(cost, CompositeCost):
-            placement = _composite_placement(cost, peak / self.hardware.memory_bandwidth)
-        else:
-            if cost.bytes_read is None or cost.bytes_written is None or type(cost) is not Cost:
-                cost = Cost(  # the framework's default bytes where the rule left them (a complete Cost is kept)
-                    cost.flops,
-                    cost.transcendentals,
-                    op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
-                    op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
-                    cost.useful_flops,
-                )
-            placement = self.place(cost.flops, cost.bytes, peak)
-        parameters = self.parameters(inputs)
-        return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, parameters, unit, dtype, peak, placement, node.proto)
+            return cost, unit, dtype, peak, _composite_placement(cost, peak / self.hardware.memory_bandwidth)
+        if cost.bytes_read is None or cost.bytes_written is None or type(cost) is not Cost:
+            cost = Cost(  # a complete Cost is kept as it is
+                cost.flops,
+                cost.transcendentals,
+                op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
+                op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
+                cost.useful_flops,
+            )
+        return cost, unit, dtype, peak, self.place(cost.flops, cost.bytes, peak)
 
     def parameters(self, inputs: tuple[TensorInfo | None, ...]) -> int:
         """Elements of the distinct weights (initializers) among a node's inputs."""
@@ -320,6 +331,13 @@ def _compute_dtype(choice: int | str, inputs: tuple[TensorInfo | None, ...], out
 
 def _qualified(domain: str, op_type: str) -> str:
     return f"{domain}::{op_type}" if domain else op_type
+
+
+def _signature(tensors: tuple[TensorInfo | None, ...]) -> tuple:
+    """What a rule that reads only tensors sees of a node's: each slot's shape and dtype, which
+    slots are absent, and which hold the same tensor (as the slot where its name first appears)."""
+    first: dict[str, int] = {}
+    return tuple([None if t is None else (first.setdefault(t.name, slot), t.shape, t.dtype) for slot, t in enumerate(tensors)])
 
 
 def _blocker(tensors: tuple[TensorInfo | None, ...]) -> tuple[str, str] | None:

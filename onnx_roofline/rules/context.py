@@ -36,10 +36,15 @@ class OpNode:
     `inputs`: the body's inputs as this call site types them (TensorInfo or None, in the body's
     input order), from which its shapes are inferred.
 
+    `tensors_only` stays True while the rule reads nothing but its tensors (shapes, dtypes, names)
+    and the op type and opset: reading the node's proto, attributes, constants or subgraphs
+    clears it. Such a rule's result is the same for every node whose tensors look alike, which
+    lets the walk cost a model's repeated layers once.
+
     A view built for every node of the walk, not a result: a plain class with slots, which costs
     a fraction of a frozen dataclass to construct."""
 
-    __slots__ = ("proto", "opset", "inputs", "outputs", "constant", "subgraph", "_attrs")
+    __slots__ = ("_proto", "opset", "inputs", "outputs", "_constant", "_subgraph", "_attrs", "tensors_only")
 
     def __init__(
         self,
@@ -50,31 +55,48 @@ class OpNode:
         constant: Callable[[str], np.ndarray | None],
         subgraph: Callable[..., CompositeCost] | None = None,
     ):
-        self.proto = proto
+        self._proto = proto
         self.opset = opset
         self.inputs = inputs
         self.outputs = outputs
-        self.constant = constant
-        self.subgraph = subgraph
+        self._constant = constant
+        self._subgraph = subgraph
         self._attrs: Mapping[str, Any] | None = None
+        self.tensors_only = True
 
     def __repr__(self) -> str:
-        return f"OpNode(proto={self.proto!r}, opset={self.opset!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
+        return f"OpNode(proto={self._proto!r}, opset={self.opset!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
 
     @property
     def op_type(self) -> str:
-        return self.proto.op_type
+        return self._proto.op_type
 
     @property
     def domain(self) -> str:
-        return self.proto.domain
+        return self._proto.domain
+
+    @property
+    def proto(self) -> onnx.NodeProto:
+        self.tensors_only = False
+        return self._proto
+
+    @property
+    def constant(self) -> Callable[[str], np.ndarray | None]:
+        self.tensors_only = False
+        return self._constant
+
+    @property
+    def subgraph(self) -> Callable[..., CompositeCost] | None:
+        self.tensors_only = False
+        return self._subgraph
 
     @property
     def attrs(self) -> Mapping[str, Any]:
         """The node's attributes over the schema's defaults, read on first use."""
+        self.tensors_only = False
         if self._attrs is None:
             values = dict(schema_defaults(self.op_type, self.domain, self.opset))
-            values.update((attr.name, helper.get_attribute_value(attr)) for attr in self.proto.attribute)
+            values.update((attr.name, helper.get_attribute_value(attr)) for attr in self._proto.attribute)
             self._attrs = values
         return self._attrs
 

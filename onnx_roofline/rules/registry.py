@@ -1,7 +1,10 @@
 """The cost-rule registry: one pure, shape-only formula per (domain, op_type, since_version).
 
 Rules register with a decorator, as in torch's flop_counter; a lookup takes the newest rule whose
-`since` is at most the model's opset for that domain, as ONNX's reference evaluator does."""
+`since` is at most the model's opset for that domain, as ONNX's reference evaluator does.
+
+A formula reads its node only through the OpNode it is given and keeps no state: the walk reuses
+the result of one that read only tensors for every alike node (see OpNode.tensors_only)."""
 
 from __future__ import annotations
 
