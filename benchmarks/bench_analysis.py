@@ -58,8 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model", nargs="?", default="fixtures/gpt2_prefill_fp16.onnx")
     parser.add_argument("--dim", action="append", default=None)
-    parser.add_argument("--repeats", type=int, default=20, help="runs per measure and round")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=10, help="runs per measure and round")
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--measure", choices=MEASURES, help=argparse.SUPPRESS)  # one measure, in this process
     args = parser.parse_args()
     dim_args = args.dim or ["batch=1", "sequence=1024"]
