@@ -30,15 +30,11 @@ MEASURES = {"floor": "floor (load+infer)", "analysis": "analysis", "json": "anal
 def measure(name: str, model: str, dims: dict[str, int], repeats: int) -> dict:
     """Seconds per call of one measure, run `repeats` times in a row after a warm-up (imports,
     schema caches), and its peak traced memory."""
-    if name == "floor":
-        def fn():
-            onnx.shape_inference.infer_shapes(onnx.load(model, load_external_data=False))
-    elif name == "analysis":
-        def fn():
-            analyze(model, hw="h100", dims=dims)
-    else:
-        def fn():
-            analyze(model, hw="h100", dims=dims).to_dict()
+    fn = {
+        "floor": lambda: onnx.shape_inference.infer_shapes(onnx.load(model, load_external_data=False)),
+        "analysis": lambda: analyze(model, hw="h100", dims=dims),
+        "json": lambda: analyze(model, hw="h100", dims=dims).to_dict(),
+    }[name]
     fn()
     times = []
     for _ in range(repeats):

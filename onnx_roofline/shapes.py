@@ -172,6 +172,9 @@ class _OnnxThatNeverSaves:
         return None
 
 
+_TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
+
+
 def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, TensorInfo]:
     """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs).
     `nodes`: the graph's nodes, where the caller has read them already."""
@@ -179,7 +182,7 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str
     # A graph's values share few distinct types (every [batch, sequence, 768] activation has the
     # same one): each is read field by field once, keyed by its serialized bytes, which cost a
     # fraction of the field reads (each builds a Python object).
-    types: dict[bytes, tuple[tuple[Dim, ...] | None, str | None] | None] = {}
+    types: dict[bytes, _TensorType | None] = {}
     for value in [*graph.input, *graph.value_info, *graph.output]:
         value_type = value.type
         key = value_type.SerializeToString()
@@ -200,7 +203,7 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str
     return values
 
 
-def _read_type(value_type: onnx.TypeProto) -> tuple[tuple[Dim, ...] | None, str | None] | None:
+def _read_type(value_type: onnx.TypeProto) -> _TensorType | None:
     """A tensor type's (shape, dtype); None for sequences, maps and optionals."""
     if value_type.WhichOneof("value") != "tensor_type":
         return None
