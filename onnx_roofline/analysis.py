@@ -16,7 +16,7 @@ from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Cost, Uncostable
 from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.errors import DimensionError
-from onnx_roofline.folding import MAX_FOLDED_ELEMENTS
+from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.loader import load_with_nodes, opsets
 from onnx_roofline.nodes import Node, read_nodes
@@ -34,7 +34,7 @@ from onnx_roofline.report.model import (
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
-from onnx_roofline.shapes import ShapeResult, collect, constant_array, constant_table, infer
+from onnx_roofline.shapes import ShapeResult, collect, graph_outer_references, infer
 from onnx_roofline.tensors import TensorInfo, with_precision
 
 
@@ -85,7 +85,7 @@ def _analyze(
     shapes = infer(proto, graph_nodes)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer}
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
     nodes = tuple([walk.cost(index, node) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -98,6 +98,8 @@ def _analyze(
         precision=precision,
         parameters=sum(math.prod(t.dims) for t in proto.graph.initializer),
         shape_inference=shapes.method,
+        shape_root_cause=shapes.root_cause,
+        shape_warnings=shapes.warnings,
     )
     return Report(info, hardware, nodes)
 
@@ -109,8 +111,9 @@ def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None
 class _Walk:
     """Costs nodes against one graph's value table; holds the lookups the per-node step needs."""
 
-    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware):
+    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset()):
         self.values: dict[str, TensorInfo] = values
+        self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
         self.constants = constants
         self.initializers = initializers  # weights, inline or external: they count as parameters
         self.model = model  # for its opsets and local functions
@@ -162,7 +165,8 @@ class _Walk:
 
     def cost(self, index: int, node: Node) -> NodeResult:
         op_type, domain = node.op_type, node.domain
-        inputs, outputs = self.tensors(node.inputs), self.tensors(node.outputs)
+        inputs = self.tensors(node.inputs)
+        outputs = self.tensors([("" if o in self.unread else o) for o in node.outputs] if self.unread else node.outputs)
         name = node.name or f"{op_type}_{index}"
 
         def uncosted(status: str, reason: str) -> NodeResult:
@@ -286,7 +290,7 @@ def _body_shapes(
         known = info is not None and info.shape is not None and info.dtype is not None
         declared.append(TensorInfo(value.name, info.shape, info.dtype).value_info() if known else value)
     initializers = list(graph.initializer)
-    for name in _outer_references(graph):
+    for name in graph_outer_references(graph):
         source = constants.get(name)
         weight = isinstance(source, onnx.TensorProto) and math.prod(source.dims) > MAX_FOLDED_ELEMENTS
         array = constant_array(source) if source is not None and not weight else None
@@ -299,18 +303,6 @@ def _body_shapes(
     scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
     scratch.functions.extend(model.functions)
     return infer(scratch)
-
-
-def _outer_references(graph: onnx.GraphProto) -> list[str]:
-    """Names the graph's nodes (nested bodies included) read from an enclosing scope."""
-    local = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
-    names: dict[str, None] = {}
-    for node in graph.node:
-        names.update((name, None) for name in node.input if name and name not in local)
-        for attr in node.attribute:
-            for inner in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                names.update((name, None) for name in _outer_references(inner) if name not in local)
-    return list(names)
 
 
 def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
@@ -342,17 +334,19 @@ def _signature(tensors: tuple[TensorInfo | None, ...]) -> tuple:
 
 def _blocker(tensors: tuple[TensorInfo | None, ...]) -> tuple[str, str] | None:
     """(status, reason) where a node's tensors keep it from being costed: a shape or dtype not
-    fully known, or a string tensor (no static byte size). None, the common case, in one pass."""
+    fully known, or a string tensor or map with string keys (no static byte size; a map of known
+    entries otherwise has one, TensorInfo says how). None, the common case, in one pass."""
     for tensor in tensors:
-        if tensor is not None and (not tensor.is_known or tensor.dtype == "string"):
+        if tensor is not None and (not tensor.is_known or tensor.dtype == "string" or tensor.key_dtype == "string"):
             break
     else:
         return None
     unknown = [t for t in tensors if t is not None and not t.is_known]
     if unknown:
         return UNKNOWN_SHAPE, _unknown_reason(unknown)
-    string = next(t for t in tensors if t is not None and t.dtype == "string")
-    return DATA_DEPENDENT, f"string tensor {string.name!r} has no static byte size"
+    string = next(t for t in tensors if t is not None and "string" in (t.dtype, t.key_dtype))
+    kind = "string tensor" if string.dtype == "string" else "map with string keys"
+    return DATA_DEPENDENT, f"{kind} {string.name!r} has no static byte size"
 
 
 def _unknown_reason(tensors: list[TensorInfo]) -> str:

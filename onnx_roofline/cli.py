@@ -119,12 +119,22 @@ def _run_analyze(options: argparse.Namespace) -> int:
         "html": lambda r: render_html(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
     }
     write_text(renderers[options.format](report), options.output, protect=[options.model])
+    warn_if_incomplete(report)
     if options.plot:
         write_plot([report], options.plot, protect=[options.model])
     if options.annotate:
         done = annotate(report, options.annotate)
         print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
     return EXIT_OK
+
+
+def warn_if_incomplete(report) -> None:
+    """A partial answer is said on stderr too, whatever the format: a script reading JSON sees
+    it in the report's `uncosted`, a person in the terminal."""
+    for warning in report.model.shape_warnings:
+        print(f"onnx-roofline: warning: {warning}", file=sys.stderr)
+    if report.uncosted.count:
+        print(f"onnx-roofline: warning: {report.uncosted.message}; the totals leave them out", file=sys.stderr)
 
 
 def _run_hw_list(options: argparse.Namespace) -> int:

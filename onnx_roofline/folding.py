@@ -1,8 +1,8 @@
 """Folding of shape-computing subgraphs: the Shape → Gather → Concat → Range chains exporters emit.
 
-ONNX's data propagation stops at ops like Range, so their outputs stay unknown. Here small integer
-values are evaluated with numpy from constants and known shapes (never from weights), and the
-folded nodes are replaced by Constants in a scratch copy so a second inference pass sees them."""
+ONNX's data propagation stops at ops like Range, so their outputs stay unknown. Here small values
+are evaluated with numpy from constants and known shapes (never from weights), one node at a time
+as the shape engine's sweep reaches it, so the nodes downstream see them."""
 
 from __future__ import annotations
 
@@ -10,13 +10,12 @@ import math
 from collections.abc import Callable, Mapping
 
 import numpy as np
-import onnx
 from onnx import helper, numpy_helper
 
-from onnx_roofline.nodes import Node, read_nodes
+from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_array
+from onnx_roofline.nodes import Node
 from onnx_roofline.tensors import TensorInfo
 
-MAX_FOLDED_ELEMENTS = 4096  # shape values are small; anything larger is data, not a shape
 Evaluator = Callable[[list, Mapping], np.ndarray]
 
 
@@ -123,26 +122,97 @@ def _broadcast_size(inputs: list) -> int:
         return 0
 
 
-def fold(
-    graph: onnx.GraphProto, values: Mapping[str, TensorInfo], constants: Mapping[str, np.ndarray], nodes: list[Node] | None = None
-) -> dict[str, np.ndarray]:
-    """Values of node outputs computable from constants and known shapes, in graph order.
-    `nodes`: the graph's nodes, where the caller has read them already."""
-    known: dict[str, np.ndarray] = dict(constants)
-    folded: dict[str, np.ndarray] = {}
-    for node in read_nodes(graph) if nodes is None else nodes:
-        if node.domain:
-            continue
-        if node.op_type in ("Shape", "Size"):
-            result = _metadata_value(node, values)
-        elif node.op_type in _EVALUATORS and len(node.outputs) == 1 and _all_known(node.inputs, known):
-            result = _evaluate(node, known)
-        else:
-            continue  # most nodes: an activation among the inputs
-        if result is None or result.size > MAX_FOLDED_ELEMENTS:
-            continue
-        known[node.outputs[0]] = folded[node.outputs[0]] = result
-    return folded
+class Folder:
+    """Small values computed on demand: asked for a value, it evaluates the producing node, and
+    first, iteratively, the producers of that node's inputs, back to constants and known shapes
+    (never weights). Only the chains something asks about are evaluated: in a TorchScript export,
+    a few dozen of its thousand shape nodes.
+
+    `tensor(name)` gives a value's TensorInfo as the caller knows it now (Shape and Size read it);
+    `constants` are the graph's small constants, converted when first read. A value that cannot be
+    folded yet is remembered until `retry()`, which the caller calls when it has learned more."""
+
+    def __init__(self, nodes: list[Node], tensor: Callable[[str], TensorInfo | None], constants: Mapping[str, ConstantSource]):
+        self.producers = {node.outputs[0]: node for node in nodes if len(node.outputs) == 1 and not node.domain}
+        self.tensor = tensor
+        self.known = _LazyConstants(constants)
+        self.folded: dict[str, np.ndarray] = {}  # the values computed, for the cost rules
+        self._failed: set[str] = set()
+
+    def retry(self) -> None:
+        self._failed.clear()
+
+    def value(self, name: str) -> np.ndarray | None:
+        known, failed = self.known, self._failed
+        if name in known or name in failed:
+            return known.get(name)
+        stack, entered = [name], set()
+        while stack:
+            top = stack[-1]
+            if top in known or top in failed:
+                stack.pop()
+                continue
+            node = self.producers.get(top)
+            if node is None or not _foldable(node):
+                failed.add(top)
+                stack.pop()
+                continue
+            missing = [] if node.op_type in _METADATA else [i for i in node.inputs if i and i not in known and i not in failed]
+            if missing and top not in entered:  # evaluate the inputs first (a cycle ends here too)
+                entered.add(top)
+                stack.extend(missing)
+                continue
+            stack.pop()
+            result = fold_node(node, self.tensor, known)
+            if result is None:
+                failed.add(top)
+            else:
+                known[top] = self.folded[top] = result
+        return known.get(name)
+
+
+class _LazyConstants(dict):
+    """Known values: folded ones, and constants converted to numpy on first access."""
+
+    def __init__(self, sources: Mapping[str, ConstantSource]):
+        super().__init__()
+        self.sources = sources
+
+    def __missing__(self, name: str) -> np.ndarray:
+        source = self.sources[name]  # KeyError: not a constant
+        array = constant_array(source)
+        if array is None:
+            raise KeyError(name)
+        self[name] = array
+        return array
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or (name in self.sources and self.get(name) is not None)
+
+    def get(self, name, default=None):
+        try:
+            return self[name]
+        except KeyError:
+            return default
+
+
+_METADATA = ("Shape", "Size")
+
+
+def _foldable(node: Node) -> bool:
+    return node.op_type in _METADATA or node.op_type in _EVALUATORS
+
+
+def fold_node(node: Node, tensor: Callable[[str], TensorInfo | None], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
+    """The node's (single, small) output value, where it is computable from the values known so
+    far (constants and folded outputs) and from known shapes; None otherwise."""
+    if node.op_type in _METADATA:
+        result = _metadata_value(node, tensor(node.inputs[0]))
+    elif node.op_type in _EVALUATORS and len(node.outputs) == 1 and _all_known(node.inputs, known):
+        result = _evaluate(node, known)
+    else:
+        return None
+    return None if result is None or result.size > MAX_FOLDED_ELEMENTS else result
 
 
 def _all_known(names: list[str], known: Mapping[str, np.ndarray]) -> bool:
@@ -153,9 +223,8 @@ def _all_known(names: list[str], known: Mapping[str, np.ndarray]) -> bool:
     return True
 
 
-def _metadata_value(node: Node, values: Mapping[str, TensorInfo]) -> np.ndarray | None:
+def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
     """Shape or Size of an input whose shape is known."""
-    source = values.get(node.inputs[0])
     if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
         return None
     if node.op_type == "Size":
@@ -176,29 +245,3 @@ def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
         return np.asarray(_EVALUATORS[node.op_type](inputs, attrs))
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None  # an unusual form: leave it to shape inference
-
-
-def infer_remaining(
-    model: onnx.ModelProto,
-    values: Mapping[str, TensorInfo],
-    folded: Mapping[str, np.ndarray],
-    pending: set[str],
-    nodes: list[Node] | None = None,
-) -> onnx.ModelProto:
-    """A scratch model of just the nodes whose outputs are still unknown: their other inputs become
-    graph inputs of known shape, or Constants where the value is known (`folded` holds the graph's
-    small constants and the folded values). Inference over it costs a fraction of a full pass.
-    `nodes`: the graph's nodes, where the caller has read them already."""
-    remaining = [n for n in (read_nodes(model.graph) if nodes is None else nodes) if not pending.isdisjoint(n.outputs)]
-    produced = {o for n in remaining for o in n.outputs}
-    constants, inputs = [], []
-    for name in dict.fromkeys(i for n in remaining for i in n.inputs if i and i not in produced):
-        if name in folded:
-            constants.append(helper.make_node("Constant", [], [name], value=numpy_helper.from_array(folded[name], name)))
-        elif name in values and values[name].shape is not None and values[name].dtype is not None:
-            inputs.append(values[name].value_info())
-    outputs = [helper.make_empty_tensor_value_info(name) for name in produced]
-    graph = helper.make_graph([*constants, *(n.proto for n in remaining)], "remaining", inputs, outputs)
-    scratch = helper.make_model(graph, opset_imports=model.opset_import, ir_version=model.ir_version)
-    scratch.functions.extend(model.functions)
-    return scratch

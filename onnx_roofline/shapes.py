@@ -1,28 +1,35 @@
-"""The shapes pass: every value of the graph gets a TensorInfo.
+"""The shape engine: every value of the graph gets a TensorInfo, without reading a weight.
 
-ONNX shape inference with data propagation runs first (fast, exact). Where it leaves values
-unknown, shape-computing subgraphs (Shape → Gather → Range chains) are folded with numpy and
-inference runs again on just the nodes still unknown; whatever remains goes to onnxruntime's
-symbolic shape inference, on the graph alone, and last to our own output-shape functions for the
-contrib ops neither knows (contrib_shapes.py). None of them reads weights. onnxsim is not used:
-it loads and runs the weights, taking seconds where these take milliseconds."""
+Two passes, run in one place (`infer`):
+1. ONNX's shape inference with data propagation over the whole graph: fast (C++), and for most
+   graphs all that is needed.
+2. Where it leaves values unknown, a forward sweep in graph order types each node from its inputs
+   as it goes: small integer values are folded with numpy (the Shape → Gather → Concat → Range
+   chains exporters emit, from constants and known shapes), a node's outputs come from our shape
+   rules (`shape_rules/`: ops ONNX has no schema for) or from ONNX's inference of that one node,
+   given the values folded so far. Sweeps repeat until one types nothing new (one sweep does it
+   for a graph in topological order, as ONNX requires).
+
+What stays unknown has a root cause: the first node whose inputs are known but whose outputs are
+not, with the reason its outputs could not be typed. No pass opens a weight file or reads an
+external initializer; none needs a package beyond onnx and numpy."""
 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import logging
-import math
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnx_roofline import contrib_shapes
-from onnx_roofline.folding import MAX_FOLDED_ELEMENTS, fold, infer_remaining
+from onnx_roofline import shape_rules
+from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
+from onnx_roofline.folding import Folder
 from onnx_roofline.nodes import Node, read_nodes
+from onnx_roofline.root_cause import RootCause
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name
 
 log = logging.getLogger(__name__)
@@ -32,73 +39,242 @@ log = logging.getLogger(__name__)
 class ShapeResult:
     values: dict[str, TensorInfo]
     folded: dict[str, np.ndarray]  # small values computed from shapes and constants
-    method: str  # the passes that ran: "onnx", then "+fold", "+ort-symbolic", "+contrib" as needed
-    unresolved: tuple[str, ...]  # node outputs still not fully known
+    method: str  # the passes that ran: "onnx", then "+sweep" where it was needed
+    unresolved: tuple[str, ...]  # node outputs still not fully known (outputs nobody reads excluded)
+    root_cause: RootCause | None = None
+    warnings: tuple[str, ...] = ()  # passes that failed, said in the report
+    unread: frozenset[str] = frozenset()  # outputs nobody reads that stayed unknown: costed as absent
 
 
 def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResult:
-    """Infer every value's shape; each fallback runs only when the passes before left unknowns.
-    `nodes`: the graph's nodes, where the caller has read them already."""
+    """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
+    it left unknown. `nodes`: the graph's nodes, where the caller has read them already."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
-    inferred = _onnx_inference(_without_metadata(model, nodes))
-    values = collect(inferred.graph, nodes)
-    unresolved = _unresolved(model.graph, values, nodes)
-    method, folded, constants = "onnx", {}, {}
-    if unresolved:
-        constants = _small_constants(model.graph, nodes)
-        folded = fold(model.graph, values, constants, nodes)
-        if folded:
-            method += "+fold"
-            values.update((name, TensorInfo(name, array.shape, _numpy_dtype_name(array))) for name, array in folded.items())
-            unresolved = _unresolved(model.graph, values, nodes)
-        if unresolved and folded:
-            _merge(values, _onnx_inference(infer_remaining(model, values, {**constants, **folded}, set(unresolved), nodes)))
-            unresolved = _unresolved(model.graph, values, nodes)
-    if unresolved:
-        fallback = _ort_symbolic_inference(inferred)
-        if fallback is not None:
-            method += "+ort-symbolic"
-            _merge(values, fallback)
-            unresolved = _unresolved(model.graph, values, nodes)
-    if unresolved and _contrib_shapes(model, values, {**constants, **folded}, nodes):
-        method += "+contrib"
-        unresolved = _unresolved(model.graph, values, nodes)
-    return ShapeResult(values, folded, method, tuple(unresolved))
+    warnings: list[str] = []
+    values = collect(_onnx_inference(_without_metadata(model, nodes), warnings).graph, nodes)
+    needed = _needed_outputs(model.graph, nodes)
+    pending = [node for node in nodes if not all(_known(values.get(name)) for name in node.outputs if name in needed)]
+    if not pending:
+        return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), _unread(values, nodes, needed))
+    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes))
+    while pending and (pending := sweep.run(pending)) is not None:
+        pass
+    unresolved = _unresolved(values, nodes, needed)
+    root = sweep.root_cause(nodes, needed) if unresolved else None
+    return ShapeResult(
+        values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), _unread(values, nodes, needed)
+    )
 
 
-def _contrib_shapes(
-    model: onnx.ModelProto, values: dict[str, TensorInfo], constants: dict[str, np.ndarray], nodes: list[Node]
-) -> bool:
-    """Contrib ops no inference types (contrib_shapes.py) get their outputs from their inputs;
-    then the nodes downstream of them are inferred (ONNX, then onnxruntime's symbolic inference)
-    on a scratch model of what is still unknown. Repeated while a round types something new: each
-    round types at least one more output, so it ends. Returns whether anything was typed."""
-    typed = False
-    while computed := contrib_shapes.infer_outputs(model.graph, values, constants.get):
-        typed = True
-        values.update(computed)
-        pending = set(_unresolved(model.graph, values, nodes))
-        if pending:
-            scratch = infer_remaining(model, values, constants, pending, nodes)
-            _merge(values, _onnx_inference(scratch))
-            fallback = _ort_symbolic_inference(scratch) if _unresolved(scratch.graph, values) else None
-            if fallback is not None:
-                _merge(values, fallback)
-    return typed
+class _Sweep:
+    """A forward pass over the nodes ONNX's pass left unknown, repeatable: each visit types a
+    node's outputs from its inputs, with the small values they carry folded on demand."""
+
+    def __init__(self, model: onnx.ModelProto, nodes: list[Node], values: dict[str, TensorInfo], constants: Mapping[str, ConstantSource]):
+        self.values = values
+        self.folder = Folder(nodes, self.tensor, constants)
+        self.failures: dict[int, str] = {}  # why a node's outputs could not be typed, by id(proto)
+        self.symbols: dict[str, int] = {}  # what ONNX's symbolic dims turned out to be
+        self.opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+        self.opset_imports = list(model.opset_import)
+        self.ir_version = model.ir_version
+        self.functions = {(f.domain, f.name) for f in model.functions}
+        self.model = model
+
+    def run(self, nodes: list[Node]) -> list[Node] | None:
+        """Visit the nodes once, in order. Returns the nodes left with unknown outputs, to visit
+        again, when this visit typed something new (a graph out of topological order, a symbol
+        learned downstream); None when it did not, and nothing more can be learned."""
+        progress, left = False, []
+        self.folder.retry()
+        for node in nodes:
+            progress |= self.visit(node)
+            if not all(self.resolved(name) for name in node.outputs if name):
+                left.append(node)
+        return left if progress else None
+
+    def visit(self, node: Node) -> bool:
+        if all(self.resolved(name) for name in node.outputs if name):
+            return False
+        if not all(self.resolved(name) for name in node.inputs if name):
+            return False
+        inputs = tuple(self.values[name] if name else None for name in node.inputs)
+        value = self.folder.value(node.outputs[0]) if node.outputs else None
+        if value is not None:
+            return self.learn(TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value)))
+        typed, failure = self.type_outputs(node, inputs)
+        progress = False
+        for info in typed.values():
+            progress |= self.learn(info)
+        if failure and not all(_known(self.values.get(name)) for name in node.outputs if name):
+            self.failures[id(node.proto)] = failure
+        return progress
+
+    def tensor(self, name: str) -> TensorInfo | None:
+        """A value's TensorInfo, with the symbols learned so far put in."""
+        self.resolved(name)
+        return self.values.get(name)
+
+    def resolved(self, name: str) -> bool:
+        """Whether the value is fully known, after putting in the symbols learned so far."""
+        info = self.values.get(name)
+        if info is None or info.is_known:
+            return info is not None
+        if info.shape is None or info.dtype is None or not self.symbols:
+            return False
+        shape = tuple(self.symbols.get(d, d) if isinstance(d, str) else d for d in info.shape)
+        if not _all_int(shape):
+            return False
+        self.values[name] = TensorInfo(name, shape, info.dtype)
+        return True
+
+    def learn(self, info: TensorInfo) -> bool:
+        """Record a newly typed value; where ONNX's pass gave it symbolic dims of its own making
+        ("unk__0"), learn what they stand for: one symbol means one size throughout its result,
+        so every value that carries it resolves without being inferred again."""
+        old = self.values.get(info.name)
+        if _known(old) or not (info.is_known or old is None):
+            return False
+        self.values[info.name] = info
+        if old is not None and old.shape is not None and info.is_known and len(old.shape) == len(info.shape):
+            for before, after in zip(old.shape, info.shape):
+                if isinstance(before, str):
+                    self.symbols.setdefault(before, after)
+        return info.is_known
+
+    def type_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> tuple[dict[str, TensorInfo], str | None]:
+        """(outputs typed, why not where they were not): a shape rule first, else ONNX's
+        inference of this one node with the values folded so far."""
+        if shape_rules.lookup(node.domain, node.op_type) is not None:
+            typed = shape_rules.infer_node(node.proto, inputs, self.folder.value, self.opsets.get(node.domain))
+            return typed, None if typed else f"the shape rule for {_qualified(node)} failed on these inputs"
+        schema = _schema(node.op_type, self.opsets.get(node.domain), node.domain)
+        if schema is None and (node.proto.domain, node.op_type) not in self.functions:
+            return {}, f"no shape rule for {_qualified(node)}"
+        return self.onnx_node_inference(node, inputs, schema)
+
+    def onnx_node_inference(self, node: Node, inputs, schema) -> tuple[dict[str, TensorInfo], str | None]:
+        """ONNX's inference of one node (a one-node model where it calls a model-local function),
+        its inputs typed and their values given where folded."""
+        types = {t.name: t.value_info().type for t in inputs if t is not None}
+        for name in _outer_references(node.proto):  # a body's reads of this scope
+            if _known(self.values.get(name)):
+                types[name] = self.values[name].value_info().type
+        data = {
+            name: numpy_helper.from_array(value, name)
+            for name, tensor in zip(node.inputs, inputs)
+            if tensor is not None and tensor.numel <= MAX_FOLDED_ELEMENTS and (value := self.folder.value(name)) is not None
+        }
+        try:
+            if schema is None:
+                outputs = self.function_inference(node, types, data)
+            else:
+                outputs = onnx.shape_inference.infer_node_outputs(
+                    schema, node.proto, types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
+                )
+        except Exception as exc:  # onnx raises InferenceError, RuntimeError, ValueError, …: it is the reason
+            return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
+        typed = {name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()}
+        unknown = [name for name in node.outputs if name and not _known(typed.get(name))]
+        return typed, _unknown_output_reason(node, unknown, inputs) if unknown else None
+
+    def function_inference(self, node: Node, types, data) -> dict[str, onnx.TypeProto]:
+        graph = onnx.helper.make_graph(
+            [node.proto],
+            "call",
+            [onnx.helper.make_value_info(name, type_proto) for name, type_proto in types.items() if name not in data],
+            [onnx.helper.make_empty_tensor_value_info(name) for name in node.outputs if name],
+            initializer=list(data.values()),
+        )
+        call = onnx.helper.make_model(graph, opset_imports=self.opset_imports, ir_version=self.ir_version, functions=self.model.functions)
+        inferred = onnx.shape_inference.infer_shapes(call, strict_mode=True, data_prop=True).graph
+        return {value.name: value.type for value in [*inferred.value_info, *inferred.output]}
+
+    def root_cause(self, nodes: list[Node], needed: set[str]) -> RootCause | None:
+        """The first node, in graph order, whose present inputs are all known and some of whose
+        needed outputs are not."""
+        values = self.values
+        for index, node in enumerate(nodes):
+            if all(_known(values.get(name)) for name in node.outputs if name in needed):
+                continue
+            if all(_known(values.get(name)) for name in node.inputs if name):
+                reason = self.failures.get(id(node.proto), "its outputs could not be typed")
+                return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)
+        return None
 
 
-def _merge(values: dict[str, TensorInfo], model: onnx.ModelProto) -> None:
-    """Take a later pass's shapes where they are known, or where nothing was known before."""
-    values.update((name, info) for name, info in collect(model.graph).items() if info.is_known or name not in values)
+def _unknown_output_reason(node: Node, unknown: list[str], inputs) -> str:
+    """Why ONNX typed the node but not these outputs: a value it needs is data, not a constant."""
+    if node.op_type in _DATA_DEPENDENT:
+        return f"{node.op_type}'s output size depends on the values of its input data"
+    return f"ONNX cannot type {', '.join(repr(n) for n in unknown[:3])}: an input value it needs is not a constant the analysis could fold"
 
 
-def _small_constants(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, np.ndarray]:
-    """Constant values small enough to be shapes, axes or indices (weights are never converted)."""
-    return {
-        name: constant_array(source)
-        for name, source in constant_table(graph, nodes).items()
-        if isinstance(source, onnx.NodeProto) or math.prod(source.dims) <= MAX_FOLDED_ELEMENTS
-    }
+_DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "TopK", "RegexFullMatch"}
+
+
+def _known(info: TensorInfo | None) -> bool:
+    return info is not None and info.is_known
+
+
+def _all_int(shape: tuple) -> bool:
+    return all(isinstance(d, int) for d in shape)
+
+
+def _qualified(node: Node) -> str:
+    return f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+@functools.lru_cache(maxsize=None)
+def _schema(op_type: str, opset: int | None, domain: str):
+    try:
+        return onnx.defs.get_schema(op_type, opset if opset is not None else onnx.defs.onnx_opset_version(), domain)
+    except onnx.defs.SchemaError:
+        return None
+
+
+def _outer_references(node: onnx.NodeProto) -> list[str]:
+    """Names a node's bodies (nested bodies included) read from the enclosing scope."""
+    names: dict[str, None] = {}
+    for attr in node.attribute:
+        for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            names.update((name, None) for name in graph_outer_references(graph))
+    return list(names)
+
+
+def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
+    """Names the graph's nodes (nested bodies included) read from an enclosing scope."""
+    local = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
+    names: dict[str, None] = {}
+    for node in graph.node:
+        names.update((name, None) for name in node.input if name and name not in local)
+        names.update((name, None) for name in _outer_references(node) if name not in local)
+    return list(names)
+
+
+def _needed_outputs(graph: onnx.GraphProto, nodes: list[Node]) -> set[str]:
+    """Node outputs something reads: another node, a body, or the graph's outputs. An output
+    nobody reads (an old Dropout's mask) must not hold its node back."""
+    needed = {name for node in nodes for name in node.inputs if name}
+    needed.update(output.name for output in graph.output)
+    for node in nodes:
+        if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in node.proto.attribute):
+            needed.update(_outer_references(node.proto))
+    return needed
+
+
+def _unresolved(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> list[str]:
+    """Needed node outputs whose shape or dtype is not fully known, in graph order."""
+    return [name for node in nodes for name in node.outputs if name in needed and not _known(values.get(name))]
+
+
+def _unread(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> frozenset[str]:
+    return frozenset(name for node in nodes for name in node.outputs if name and name not in needed and not _known(values.get(name)))
 
 
 def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto:
@@ -114,62 +290,15 @@ def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelPr
     return copy
 
 
-def _onnx_inference(model: onnx.ModelProto) -> onnx.ModelProto:
+def _onnx_inference(model: onnx.ModelProto, warnings: list[str]) -> onnx.ModelProto:
+    """ONNX's inference over the whole graph; where it fails, the sweep types node by node."""
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:  # onnx raises several types (InferenceError, RuntimeError); keep going without
-        log.warning("onnx shape inference failed: %s", exc)
+        message = f"ONNX shape inference of the whole graph failed ({_first_line(exc)}); typed node by node instead"
+        log.warning(message)
+        warnings.append(message)
         return model
-
-
-# Ops whose onnxruntime rule gives a wrong shape; contrib_shapes.py types them instead.
-_ORT_WRONG = ("GatherBlockQuantized",)  # read as a plain Gather: uint8 data's packed 4-bit dim comes out halved
-
-
-def _ort_symbolic_inference(model: onnx.ModelProto) -> onnx.ModelProto | None:
-    """onnxruntime's symbolic inference, run as its `infer_shapes` runs it, except that a node it
-    cannot infer (it stops there) does not discard what it inferred before that node."""
-    try:
-        if max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0) < 7:
-            return None  # its infer_shapes refuses these too
-        inference = _symbolic_shape_inference()(2**31 - 1, True, False, 0)  # int_max, auto_merge, guess_output_rank, verbose
-        for op_type in _ORT_WRONG:
-            inference.dispatcher_.pop(op_type, None)
-        inference._preprocess(model)
-        while inference.run_:
-            inference._infer_impl()
-        inference._update_output_from_vi()
-        return inference.out_mp_
-    except Exception as exc:  # its failures are many and untyped; the onnx result stands
-        log.info("onnxruntime symbolic shape inference failed: %s", exc)
-        return None
-
-
-@functools.lru_cache(maxsize=1)
-def _symbolic_shape_inference():
-    """onnxruntime's SymbolicShapeInference, loaded from its file: importing it as
-    `onnxruntime.tools.symbolic_shape_infer` runs `onnxruntime/tools/__init__.py`, which imports
-    torch (seconds) for helpers this pass never uses."""
-    import onnxruntime
-
-    path = Path(onnxruntime.__file__).parent / "tools" / "symbolic_shape_infer.py"
-    spec = importlib.util.spec_from_file_location("_onnx_roofline_symbolic_shape_infer", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.onnx = _OnnxThatNeverSaves()
-    return module.SymbolicShapeInference
-
-
-class _OnnxThatNeverSaves:
-    """The onnx module as SymbolicShapeInference sees it, less `save_model`: when shapes stay
-    unknown it would write `sym_shape_infer_temp.onnx` into the user's working directory."""
-
-    def __getattr__(self, name: str):
-        return getattr(onnx, name)
-
-    @staticmethod
-    def save_model(*args, **kwargs) -> None:
-        return None
 
 
 _TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
@@ -225,76 +354,5 @@ def _more_known(new: TensorInfo, old: TensorInfo) -> bool:
     return len(new.unknown_dims()) < len(old.unknown_dims()) or (old.dtype is None and new.dtype is not None)
 
 
-def _unresolved(graph: onnx.GraphProto, values: dict[str, TensorInfo], nodes: list[Node] | None = None) -> list[str]:
-    """Node outputs whose shape or dtype is not fully known, in graph order."""
-    return [
-        name
-        for node in (read_nodes(graph) if nodes is None else nodes)
-        for name in node.outputs
-        if name and (name not in values or not values[name].is_known)
-    ]
-
-
 def _numpy_dtype_name(array: np.ndarray) -> str | None:
     return dtype_name(onnx.helper.np_dtype_to_tensor_dtype(array.dtype))
-
-
-# Element types whose inline raw_data numpy reads as is (little-endian, as ONNX stores it).
-_RAW_DTYPES = {
-    code: np.dtype(name).newbyteorder("<")
-    for code, name in {
-        onnx.TensorProto.FLOAT: "float32",
-        onnx.TensorProto.DOUBLE: "float64",
-        onnx.TensorProto.FLOAT16: "float16",
-        onnx.TensorProto.INT64: "int64",
-        onnx.TensorProto.INT32: "int32",
-        onnx.TensorProto.INT16: "int16",
-        onnx.TensorProto.INT8: "int8",
-        onnx.TensorProto.UINT8: "uint8",
-        onnx.TensorProto.BOOL: "bool",
-    }.items()
-}
-
-
-def tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
-    """`numpy_helper.to_array`, with a fast path for inline raw data of a plain numeric type (the
-    common case, at half the cost: a TorchScript export has a thousand Constant nodes)."""
-    dtype = _RAW_DTYPES.get(tensor.data_type)
-    if dtype is not None and tensor.raw_data and tensor.data_location != onnx.TensorProto.EXTERNAL:
-        return np.frombuffer(tensor.raw_data, dtype).reshape(tuple(tensor.dims))
-    return numpy_helper.to_array(tensor)
-
-
-def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
-    """The value a Constant node produces (None for sparse or unsupported forms)."""
-    for attr in node.attribute:
-        if attr.name == "value":
-            return tensor_array(attr.t)
-        if attr.name == "value_float":
-            return np.array(attr.f, dtype=np.float32)
-        if attr.name == "value_floats":
-            return np.array(list(attr.floats), dtype=np.float32)
-        if attr.name == "value_int":
-            return np.array(attr.i, dtype=np.int64)
-        if attr.name == "value_ints":
-            return np.array(list(attr.ints), dtype=np.int64)
-    return None
-
-
-def constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, onnx.TensorProto | onnx.NodeProto]:
-    """Where each constant value comes from: an initializer with inline data, or a Constant node.
-    `nodes`: the graph's nodes, where the caller has read them already."""
-    table: dict[str, onnx.TensorProto | onnx.NodeProto] = {
-        t.name: t for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
-    }
-    nodes = read_nodes(graph) if nodes is None else nodes
-    table.update((n.outputs[0], n.proto) for n in nodes if n.op_type == "Constant" and n.outputs)
-    return table
-
-
-def constant_array(source: onnx.TensorProto | onnx.NodeProto | np.ndarray) -> np.ndarray | None:
-    if isinstance(source, np.ndarray):
-        return source
-    if isinstance(source, onnx.NodeProto):
-        return constant_value(source)
-    return tensor_array(source)

@@ -1,7 +1,7 @@
-"""Output shapes of onnxruntime contrib ops that no inference types (onnx_roofline/contrib_shapes.py):
+"""Output shapes of onnxruntime contrib ops that no inference types (onnx_roofline/shape_rules/contrib.py):
 one node per shape function, the expected shape written from the op's schema in
 ContribOperators.md. `_direct` runs the shape function alone; `_analyzed` runs the whole analysis
-(ONNX, onnxruntime's symbolic inference, then the contrib pass) and requires the node costed."""
+(ONNX's pass, then the sweep that calls the shape rules) and requires the node costed."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from onnx_roofline import analyze, contrib_shapes
+from onnx_roofline import analyze, shape_rules
 from onnx_roofline.shapes import collect, infer
 from tests.conftest import one_node_model
 
@@ -22,7 +22,8 @@ def _direct(op_type, inputs, outputs, attrs=None, initializers=None):
     model = one_node_model(op_type, inputs, outputs, attrs, initializers, domain=MS)
     values = collect(model.graph)
     arrays = {t.name: np.asarray(v) for t, v in zip(model.graph.initializer, (initializers or {}).values())}
-    found = contrib_shapes.infer_outputs(model.graph, values, arrays.get)
+    (node,) = model.graph.node
+    found = shape_rules.infer_node(node, tuple(values.get(name) if name else None for name in node.input), arrays.get)
     return {name: (info.shape, info.dtype) for name, info in found.items()}
 
 
@@ -31,13 +32,13 @@ def _analyzed(op_type, inputs, outputs, attrs=None, initializers=None):
     report = analyze(one_node_model(op_type, inputs, outputs, attrs, initializers, domain=MS))
     (node,) = report.nodes
     assert node.status == "ok", node.reason
-    assert "+contrib" in report.model.shape_inference
+    assert report.model.shape_inference == "onnx+sweep"
     return {t.name: (t.shape, t.dtype) for t in node.outputs if t is not None}
 
 
 def test_registry_refuses_a_duplicate():
     with pytest.raises(ValueError, match="duplicate"):
-        contrib_shapes.shape_function("QAttention")(lambda node: [])
+        shape_rules.shape_function("QAttention")(lambda node: [])
 
 
 # --- attention and embedding -------------------------------------------------------------------------
@@ -392,10 +393,11 @@ def test_unknown_input_leaves_the_output_unknown():
     assert result.status == "unknown-shape"
 
 
-def test_what_onnxruntime_inferred_before_a_node_it_cannot_infer_is_kept():
-    """onnxruntime's symbolic inference stops at the first node it cannot infer (here an op of an
-    unknown domain); the FastGelu it inferred before that node keeps its shape."""
-    nodes = [helper.make_node("FastGelu", ["x"], ["y"], domain=MS), helper.make_node("Foo", ["x"], ["z"], domain="custom")]
+def test_a_node_no_pass_can_type_is_the_root_cause_and_does_not_stop_the_others():
+    """An op of an unknown domain leaves its own output unknown and is named as the root cause
+    (the first node whose inputs are known and outputs are not); a contrib op after it, reading
+    only known values, is still typed."""
+    nodes = [helper.make_node("Foo", ["x"], ["z"], domain="custom"), helper.make_node("BiasSoftmax", ["x", "x"], ["y"], domain=MS)]
     graph = helper.make_graph(
         nodes,
         "g",
@@ -406,3 +408,5 @@ def test_what_onnxruntime_inferred_before_a_node_it_cannot_infer_is_kept():
     result = infer(helper.make_model(graph, opset_imports=opsets))
     assert result.values["y"].shape == (B, S, D)
     assert result.unresolved == ("z",)
+    assert (result.root_cause.index, result.root_cause.op_type) == (0, "Foo")
+    assert result.root_cause.reason == "no shape rule for custom::Foo"

@@ -9,7 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.shapes import collect, tensor_array
+from onnx_roofline.constants import tensor_array
+from onnx_roofline.shapes import collect
 from tests.conftest import one_node_model
 
 

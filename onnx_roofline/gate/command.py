@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 
 from onnx_roofline.cli import add_model_arguments, analyze_from_options
@@ -47,7 +48,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     for key, parse, metavar, text in LIMITS:
         parser.add_argument("--" + key.replace("_", "-"), type=_argument(parse), metavar=metavar, help=text)
     parser.add_argument("--no-unsupported", action="store_true",
-                        help="fail if any node could not be costed (same as --max-unsupported 0 --max-unknown-shape 0)")
+                        help="fail if any node could not be costed: the default, unless the policy or "
+                        "--max-unsupported/--max-unknown-shape allow some")
     parser.add_argument("--baseline", metavar="REPORT", help="a saved `analyze --format json` report to compare with")
     parser.add_argument("--format", choices=sorted(RENDERERS), default="text", help="output format (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
@@ -80,7 +82,17 @@ def _policy(options: argparse.Namespace) -> Policy:
         raise PolicyError("a regression limit needs a baseline: --baseline REPORT (or `baseline` in the policy)")
     if not policy.has_checks():
         raise PolicyError("nothing to check: give --policy FILE or a limit such as --max-latency 2ms")
-    return policy
+    return _strict_about_uncosted(policy)
+
+
+def _strict_about_uncosted(policy: Policy) -> Policy:
+    """A gate cannot vouch for figures that leave nodes out: every node must be costed unless the
+    policy or a flag allows some (`max_unsupported`, `max_unknown_shape`)."""
+    return replace(
+        policy,
+        max_unsupported=0 if policy.max_unsupported is None else policy.max_unsupported,
+        max_unknown_shape=0 if policy.max_unknown_shape is None else policy.max_unknown_shape,
+    )
 
 
 def _analysis_options(options: argparse.Namespace, policy: Policy) -> argparse.Namespace:

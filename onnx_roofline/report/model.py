@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ from onnx_roofline.costs import Cost
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.records import record
 from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
+from onnx_roofline.root_cause import RootCause
 from onnx_roofline.tensors import TensorInfo
 
 SCHEMA_VERSION = 1
@@ -105,6 +107,8 @@ class ModelInfo:
     precision: str | None  # the --dtype override, when the graph is costed in another precision
     parameters: int  # elements of all distinct initializers
     shape_inference: str
+    shape_root_cause: RootCause | None = None  # why shapes stayed unknown, where they did
+    shape_warnings: tuple[str, ...] = ()  # shape passes that failed
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,6 +119,7 @@ class ModelInfo:
             "precision": self.precision,
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,
+            "shape_warnings": list(self.shape_warnings),
         }
 
 
@@ -179,9 +184,14 @@ class Report:
     hardware: Hardware
     nodes: tuple[NodeResult, ...]
 
-    @property
+    @functools.cached_property
     def totals(self) -> Totals:
+        """Computed once: every renderer asks (the report is immutable)."""
         return Totals.over(self.nodes)
+
+    @functools.cached_property
+    def uncosted(self) -> Uncosted:
+        return Uncosted.of(self)
 
     @property
     def unsupported(self) -> dict[str, int]:
@@ -201,4 +211,45 @@ class Report:
             "totals": self.totals.to_dict(),
             "unsupported": self.unsupported,
             "status_counts": self.status_counts,
+            "uncosted": self.uncosted.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Uncosted:
+    """How many nodes have no cost and the root cause: the first node, in graph order, that is
+    uncosted for a reason of its own (no rule, outputs that could not be typed) rather than
+    because something upstream is unknown."""
+
+    count: int
+    node_count: int
+    root_cause: RootCause | None
+
+    @classmethod
+    def of(cls, report: Report) -> Uncosted:
+        count = sum(1 for n in report.nodes if n.status != OK)
+        if not count:
+            return cls(0, len(report.nodes), None)
+        causes = [report.model.shape_root_cause] if report.model.shape_root_cause is not None else []
+        own = next((n for n in report.nodes if n.status not in (OK, UNKNOWN_SHAPE)), None)
+        if own is not None:
+            causes.append(RootCause(own.index, own.name, own.op_type, own.domain, own.reason or own.status))
+        if not causes:  # unknown shapes with no node to blame (a graph input left unbound)
+            first = next(n for n in report.nodes if n.status != OK)
+            causes.append(RootCause(first.index, first.name, first.op_type, first.domain, first.reason or first.status))
+        return cls(count, len(report.nodes), min(causes, key=lambda cause: cause.index))
+
+    @property
+    def message(self) -> str | None:
+        """One line: "328 of 1061 nodes uncosted, downstream of X (Op): reason"."""
+        if not self.count:
+            return None
+        cause = self.root_cause
+        return f"{self.count} of {self.node_count} nodes uncosted, downstream of {cause.name} ({cause.op_type}): {cause.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "root_cause": self.root_cause.to_dict() if self.root_cause else None,
+            "message": self.message,
         }

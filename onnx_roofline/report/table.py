@@ -30,7 +30,8 @@ def _summary(report: Report) -> str:
     ]
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
-        lines.append(f"uncosted  {totals.uncosted_nodes} nodes not in the totals: {listed}")
+        lines.append(f"UNCOSTED  {report.uncosted.message}")
+        lines.append(f"          not in the totals, which are a partial answer: {listed}")
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ from onnx_roofline import rules
 from onnx_roofline.loader import opsets
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.rules.context import OpNode
-from onnx_roofline.shapes import constant_array, constant_table
+from onnx_roofline.constants import constant_array, constant_table
 from onnx_roofline.tensors import TensorInfo, dtype_name
 from onnx_roofline.verify.conventions import DEFAULT_OPS, OBSERVERS, attribute_bytes, distinct_bytes
 

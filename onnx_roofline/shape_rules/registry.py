@@ -1,0 +1,80 @@
+"""The registry of shape rules: output shapes for ops ONNX's shape inference cannot type (contrib
+ops it has no schema for, ops whose ONNX inference leaves outputs unknown).
+
+One pure function per op, registered by (domain, op_type) like the cost rules: it reads the node's
+input TensorInfos, attributes and constant input values through the same OpNode view a cost rule
+gets, and returns one (shape, dtype) per output (None for an output it does not type). The shape
+engine (`onnx_roofline.shapes`) calls `infer_node` for a node whose inputs are all known."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import onnx
+
+from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.registry import normalize_domain
+from onnx_roofline.tensors import TensorInfo
+
+log = logging.getLogger(__name__)
+
+Shape = tuple[int, ...]
+Output = tuple[Shape, str] | tuple[Shape, str, str] | None
+"""(shape, dtype), or (shape, value dtype, key dtype) for a map or a sequence of maps (tensors.py)."""
+ShapeFunction = Callable[[OpNode], Sequence[Output]]
+
+MS = "com.microsoft"
+
+_SHAPES: dict[tuple[str, str], ShapeFunction] = {}
+
+
+def shape_function(*op_types: str, domain: str = MS) -> Callable[[ShapeFunction], ShapeFunction]:
+    """Register `function` as the output-shape function of each op type; a duplicate is a bug."""
+
+    def decorate(function: ShapeFunction) -> ShapeFunction:
+        for op_type in op_types:
+            key = (normalize_domain(domain), op_type)
+            if key in _SHAPES:
+                raise ValueError(f"duplicate shape function for {key}")
+            _SHAPES[key] = function
+        return function
+
+    return decorate
+
+
+def lookup(domain: str, op_type: str) -> ShapeFunction | None:
+    return _SHAPES.get((normalize_domain(domain), op_type))
+
+
+def registered() -> list[tuple[str, str]]:
+    return sorted(_SHAPES)
+
+
+def infer_node(
+    node: onnx.NodeProto,
+    inputs: tuple[TensorInfo | None, ...],
+    constant: Callable[[str], np.ndarray | None],
+    opset: int | None = None,
+) -> dict[str, TensorInfo]:
+    """The outputs the node's shape function types, given its (fully known) inputs; empty where it
+    has none or fails on a malformed node (the engine then reports the node as the root cause)."""
+    function = lookup(node.domain, node.op_type)
+    if function is None:
+        return {}
+    try:
+        results = function(OpNode(node, opset, inputs, (), constant))
+    except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
+        log.info("no output shape for %s %s: %s", node.op_type, node.name, exc)
+        return {}
+    typed: dict[str, TensorInfo] = {}
+    for name, result in zip(node.output, results):
+        if not name or result is None:
+            continue
+        shape = tuple(int(d) for d in result[0])
+        if any(d < 0 for d in shape):
+            log.info("no output shape for %s %s: negative dim in %s", node.op_type, node.name, shape)
+            continue
+        typed[name] = TensorInfo(name, shape, *result[1:])
+    return typed
