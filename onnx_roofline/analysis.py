@@ -18,6 +18,7 @@ from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
+from onnx_roofline.input_values import bind_values
 from onnx_roofline.loader import load_with_nodes, opsets
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.report.model import (
@@ -45,15 +46,19 @@ def analyze(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     partial: bool = False,
     precision: str | None = None,
+    values: Mapping[str, Sequence[float] | float] | None = None,
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
+
+    `values` gives small graph inputs a value (a Loop's trip count, a scalar that sizes a Range):
+    they are then folded and costed as constants.
 
     `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises DimensionError when a symbolic dim left unbound blocks a cost, unless `partial`."""
     hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision)
+        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision, values or {})
 
 
 @contextlib.contextmanager
@@ -77,14 +82,16 @@ def _analyze(
     input_shapes: Mapping[str, Sequence[int]] | None,
     partial: bool,
     precision: str | None,
+    input_values: Mapping[str, Sequence[float] | float],
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
     proto, graph_nodes = load_with_nodes(model)
+    given = bind_values(proto, input_values)
     dim_uses = symbolic_dims(proto.graph)
     bind(proto, dims, input_shapes)
     shapes = infer(proto, graph_nodes)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
-    initializers = {t.name for t in proto.graph.initializer}
+    initializers = {t.name for t in proto.graph.initializer} - given
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
     nodes = tuple([walk.cost(index, node) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
@@ -96,7 +103,7 @@ def _analyze(
         opsets=opsets(proto),
         dims=dims,
         precision=precision,
-        parameters=sum(math.prod(t.dims) for t in proto.graph.initializer),
+        parameters=sum(math.prod(t.dims) for t in proto.graph.initializer if t.name not in given),
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,

@@ -33,7 +33,8 @@ def loop(node: OpNode) -> CompositeCost:
     is costed at M trips (its upper bound). Without a constant M the cost is unknown, not zero."""
     trips = node.input_value(0)
     if trips is None:
-        raise Uncostable(UNKNOWN_TRIPS, "Loop trip count M is not a constant")
+        source = node.inputs[0].name if node.inputs[0] is not None else "M"
+        raise Uncostable(UNKNOWN_TRIPS, f"Loop trip count {source!r} is not a constant: give it a value (CLI: --value {source}=N)")
     inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:]]
     return _repeat(node.subgraph(node.attrs["body"], inputs), int(trips.reshape(-1)[0]))
 

@@ -30,6 +30,7 @@ class Session:
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         precision: str | None = None,
         partial: bool = False,
+        values: Mapping[str, Sequence[float] | float] | None = None,
     ):
         self.path = None if isinstance(model, onnx.ModelProto) else str(model)
         self.model = load_model(model)
@@ -38,6 +39,7 @@ class Session:
         self.input_shapes = dict(input_shapes or {})
         self.precision = precision
         self.partial = partial
+        self.values = dict(values or {})
         self._plan = None
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
@@ -49,6 +51,7 @@ class Session:
             input_shapes=self.input_shapes,
             partial=self.partial,
             precision=self.precision,
+            values=self.values,
         )
 
     def view(self, report: Report, view: str):

@@ -1,0 +1,262 @@
+"""The shape engine (onnx_roofline/shapes.py): ONNX's pass, then the sweep that types what it left,
+with folding on demand and shape rules; what stays unknown is named, loudly. Each graph is built so
+that ONNX's own inference alone leaves values unknown (checked first), and the expected shapes
+come from the graph's arithmetic or from an onnxruntime run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_roofline import analyze
+from onnx_roofline.cli import main
+from onnx_roofline.shapes import collect, infer
+from tests.conftest import FIXTURES
+
+MS = "com.microsoft"
+
+
+def _model(nodes, inputs, outputs, initializers=(), opset=17, extra=()):
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers))
+    opsets = [helper.make_opsetid("", opset), *(helper.make_opsetid(d, 1) for d in extra)]
+    return helper.make_model(graph, opset_imports=opsets)
+
+
+def _const(name, values):
+    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(values, dtype=np.int64), name))
+
+
+def _onnx_alone(model):
+    """What ONNX's inference types by itself, to show the sweep has work to do."""
+    return collect(onnx.shape_inference.infer_shapes(model, data_prop=True).graph)
+
+
+def _position_ids_model():
+    """The position_ids chain of a TorchScript transformers export: Range(0, Shape(x)[1]) feeds a
+    Gather, whose output is reshaped with a target computed from Shape of a value ONNX types only
+    symbolically: [2, 5] ids → 5 positions → [5, 8] embeddings → [count / 8, 8]."""
+    nodes = [
+        helper.make_node("Shape", ["ids"], ["ids_shape"]),
+        _const("one", 1),
+        _const("zero", 0),
+        helper.make_node("Gather", ["ids_shape", "one"], ["seq"]),
+        helper.make_node("Range", ["zero", "seq", "one"], ["positions"]),  # ONNX: [unk__0]
+        helper.make_node("Gather", ["table", "positions"], ["embedded"]),  # [unk__0, 8]
+        helper.make_node("Shape", ["embedded"], ["embedded_shape"]),
+        helper.make_node("ReduceProd", ["embedded_shape"], ["count"], keepdims=1),
+        _const("width", [8]),
+        helper.make_node("Div", ["count", "width"], ["rows"]),  # 5·8 elements / 8 wide
+        helper.make_node("Concat", ["rows", "width"], ["target"], axis=0),
+        helper.make_node("Reshape", ["embedded", "target"], ["flat"]),
+        helper.make_node("Relu", ["flat"], ["y"]),
+    ]
+    table = numpy_helper.from_array(np.zeros((64, 8), np.float32), "table")
+    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 5])]
+    return _model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [table])
+
+
+def test_the_sweep_types_what_onnx_leaves_symbolic_and_folds_on_demand():
+    model = _position_ids_model()
+    alone = _onnx_alone(model)
+    assert not alone["flat"].is_known  # ONNX alone: the Range is data-dependent for it
+    result = infer(model)
+    assert result.method == "onnx+sweep" and result.unresolved == () and result.root_cause is None
+    assert result.values["positions"].shape == (5,)
+    assert result.values["flat"].shape == (5, 8)  # 5 positions × 8 wide, flattened to rows of 8
+    assert result.values["y"].shape == (5, 8)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (y,) = session.run(None, {"ids": np.zeros((2, 5), np.int64)})
+    assert y.shape == result.values["y"].shape
+
+
+def test_a_symbol_onnx_made_is_learned_once_and_resolves_every_value_that_carries_it():
+    """Downstream of the Range, ONNX gives every value the same symbol for its length: once the
+    Range is folded, the symbol is known, and the 20 Relus after it need no inference of their own."""
+    model = _position_ids_model()
+    relus = [helper.make_node("Relu", [f"r{i}" if i else "embedded"], [f"r{i + 1}"]) for i in range(20)]
+    model.graph.node.extend(relus)
+    model.graph.output.append(helper.make_tensor_value_info("r20", TensorProto.FLOAT, None))
+    assert isinstance(_onnx_alone(model)["r20"].shape[0], str)  # symbolic, not unknown
+    result = infer(model)
+    assert result.values["r20"].shape == (5, 8)
+
+
+def _contrib_then_shape_chain():
+    """A contrib op ONNX has no schema for (BiasSoftmax), then a Reshape whose target is computed
+    from its output's shape: typed only when the shape rule's result feeds folding."""
+    nodes = [
+        helper.make_node("BiasSoftmax", ["x", "bias"], ["s"], domain=MS, axis=-1),
+        helper.make_node("Shape", ["s"], ["s_shape"]),
+        _const("zero", [0]),
+        _const("one", [1]),
+        helper.make_node("Slice", ["s_shape", "zero", "one"], ["lead"]),
+        _const("tail", [-1]),
+        helper.make_node("Concat", ["lead", "tail"], ["target"], axis=0),
+        helper.make_node("Reshape", ["s", "target"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w"], ["y"]),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 6]),
+        helper.make_tensor_value_info("bias", TensorProto.FLOAT, [3, 4, 6]),
+        helper.make_tensor_value_info("w", TensorProto.FLOAT, [24, 2]),
+    ]
+    return _model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], extra=(MS,))
+
+
+def test_a_shape_rule_result_feeds_folding_and_inference_downstream():
+    report = analyze(_contrib_then_shape_chain())
+    assert report.uncosted.count == 0
+    matmul = report.nodes[-1]
+    assert matmul.outputs[0].shape == (3, 2)
+    assert matmul.cost.flops == 2 * 3 * 24 * 2  # [3, 24] × [24, 2]: 2·M·K·N
+
+
+def test_an_op_nobody_types_is_named_as_the_root_cause_everywhere(capsys):
+    """An op of an unknown domain, then a chain: the JSON, the table and stderr say how many nodes
+    are uncosted and name the first node whose inputs are known but whose outputs are not."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Mystery", ["a"], ["b"], domain="acme"),
+        helper.make_node("Relu", ["b"], ["c"]),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], extra=("acme",))
+    report = analyze(model)
+    uncosted = report.to_dict()["uncosted"]
+    assert uncosted["count"] == 3  # Mystery and the two Relus after it
+    assert uncosted["root_cause"] == {"index": 1, "name": "Mystery_1", "op_type": "Mystery", "domain": "acme",
+                                      "reason": "no shape rule for acme::Mystery"}  # fmt: skip
+    assert uncosted["message"] == "3 of 4 nodes uncosted, downstream of Mystery_1 (Mystery): no shape rule for acme::Mystery"
+
+
+def test_the_cli_says_so_on_stderr_and_in_the_table_and_check_fails(tmp_path, capsys):
+    path = tmp_path / "m.onnx"
+    nodes = [helper.make_node("Mystery", ["x"], ["b"], domain="acme"), helper.make_node("Relu", ["b"], ["y"])]
+    onnx.save(_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], extra=("acme",)), path)
+    assert main([str(path)]) == 0
+    out, err = capsys.readouterr()
+    assert "UNCOSTED  2 of 2 nodes uncosted, downstream of Mystery_0 (Mystery)" in out
+    assert "warning: 2 of 2 nodes uncosted, downstream of Mystery_0 (Mystery): no shape rule for acme::Mystery" in err
+    assert main(["check", str(path), "--max-latency", "1s"]) == 1  # a gate cannot vouch for a partial answer
+    capsys.readouterr()
+    assert main(["check", str(path), "--max-latency", "1s", "--max-unsupported", "2", "--max-unknown-shape", "2"]) == 0
+
+
+def test_an_output_nobody_reads_does_not_block_its_node():
+    """An opset-9 Dropout's mask output: ONNX types it without a shape; nothing reads it. The node
+    is costed from what it does write (y), and the mask is an absent slot."""
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], ratio=0.1), helper.make_node("Relu", ["d"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=9)
+    report = analyze(model)
+    dropout = report.nodes[0]
+    assert dropout.status == "ok", dropout.reason
+    assert dropout.outputs[1] is None
+    assert dropout.cost.bytes == 2 * 3 * 4 * 2  # reads x, writes d: 6 float32 each
+
+
+def _loop_model():
+    """A Loop whose trip count is a graph input; its body adds x to the carried [4, 8] value."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["y_in", "x"], ["y_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_in", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("y_out", TensorProto.FLOAT, [4, 8])],
+    )  # fmt: skip
+    loop = helper.make_node("Loop", ["trips", "", "y0"], ["y"], body=body)
+    inputs = [helper.make_tensor_value_info("trips", TensorProto.INT64, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8]),
+              helper.make_tensor_value_info("y0", TensorProto.FLOAT, [4, 8])]  # fmt: skip
+    return _model([loop], inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+
+
+def test_a_loop_trip_count_given_on_the_command_line(tmp_path, capsys):
+    path = tmp_path / "loop.onnx"
+    onnx.save(_loop_model(), path)
+    (loop,) = analyze(path).nodes
+    assert loop.status == "unknown-trip-count" and "--value trips=N" in loop.reason
+    (loop,) = analyze(path, values={"trips": 10}).nodes
+    assert loop.cost.flops == 10 * 4 * 8  # ten trips of a [4, 8] Add
+    assert loop.cost.bytes == 10 * (2 + 1) * 4 * 8 * 4  # each trip reads two [4, 8] float32 and writes one
+    assert loop.parameters == 0  # a value given is not a weight
+    assert main([str(path), "--value", "trips=10", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["flops"] == 320
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("trips=ten", "malformed --value"),
+        ("nothere=3", "is not a model input"),
+        ("trips=2.5", "holds integers"),
+        ("trips=1,2", "rank-1 value for an input of rank 0"),
+        ("trips=99999999999999999999", "does not fit"),
+    ],
+)
+def test_a_bad_value_is_one_line_and_exit_2(tmp_path, capsys, text, message):
+    path = tmp_path / "loop.onnx"
+    onnx.save(_loop_model(), path)
+    assert main([str(path), "--value", text]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_external_weights_are_never_opened_by_the_analysis(tmp_path):
+    """onnxruntime-genai's Qwen2 build adds q/k/v biases that are external initializers, upstream
+    of a Reshape chain. The data file exists, and an audit hook fails the run if anything opens it;
+    the analysis types and costs every node all the same."""
+    bias = numpy_helper.from_array(np.ones(48, np.float32), "bias")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["qkv"]),
+        helper.make_node("Add", ["qkv", "bias"], ["biased"]),
+        helper.make_node("Shape", ["biased"], ["shape"]),
+        _const("lead", [0, 1]),
+        helper.make_node("Gather", ["shape", "lead"], ["batch_seq"]),
+        _const("heads", [3, 16]),
+        helper.make_node("Concat", ["batch_seq", "heads"], ["target"], axis=0),
+        helper.make_node("Reshape", ["biased", "target"], ["y"]),
+    ]
+    weight = numpy_helper.from_array(np.ones((16, 48), np.float32), "w")
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 7, 16])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight, bias])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    script = f"""
+import sys
+data = {str(tmp_path / "m.data")!r}
+def hook(event, args):
+    if event == "open" and args and str(args[0]).endswith("m.data"):
+        raise SystemExit("the analysis opened the weights file")
+sys.addaudithook(hook)
+from onnx_roofline import analyze
+report = analyze({str(path)!r}, dims={{"batch": 2}})
+assert report.uncosted.count == 0, report.uncosted.message
+print(report.nodes[-1].outputs[0].shape)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "(2, 7, 3, 16)"  # [batch, 7, 48] split into 3 heads of 16
+
+
+def test_the_analysis_imports_neither_onnxruntime_nor_sympy():
+    """The core install has no sympy, and importing onnxruntime writes into the user's home:
+    `analyze` needs neither, on the shipped TorchScript decode graph (the hardest fixture)."""
+    script = f"""
+import sys
+from onnx_roofline import analyze
+report = analyze({str(FIXTURES / "gpt2_decode_fp32_torchscript.onnx")!r}, dims={{"batch": 1, "past_sequence": 1023}})
+assert report.uncosted.count == 0, report.uncosted.message
+print(sorted(m for m in ("onnxruntime", "sympy", "torch") if m in sys.modules))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
