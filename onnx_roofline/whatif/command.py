@@ -8,9 +8,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from onnx_roofline.cli import add_model_arguments
+from onnx_roofline.cli import add_model_arguments, protected_files
 from onnx_roofline.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, DimensionError
+from onnx_roofline.input_values import parse_value
 from onnx_roofline.output import write_text
 from onnx_roofline.whatif import plot, render
 from onnx_roofline.whatif.compare import compare, parse_hardware_list
@@ -76,7 +77,8 @@ def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Sessio
     dims = {name: values[0] for name, values in pairs if len(values) == 1}
     axes = {name: values for name, values in pairs if len(values) > 1}
     shapes = dict(parse_input_shape(text) for text in options.input)
-    session = Session(options.model, hw or options.hw, dims, shapes, options.dtype, options.partial)
+    values = dict(parse_value(text) for text in options.value)
+    session = Session(options.model, hw or options.hw, dims, shapes, options.dtype, options.partial, values)
     return session, axes
 
 
@@ -87,9 +89,10 @@ def _no_lists(axes: dict, command: str) -> None:
 
 def _emit(options: argparse.Namespace, result, text: Callable, figure: Callable) -> int:
     output = render.render_json(result) if options.format == "json" else text(result)
-    write_text(output, options.output, protect=[options.model])
+    protect = protected_files(options)
+    write_text(output, options.output, protect=protect)
     if options.plot:
-        plot.save(figure(result), options.plot, protect=[options.model])
+        plot.save(figure(result), options.plot, protect=protect)
     return EXIT_OK
 
 
