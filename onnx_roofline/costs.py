@@ -21,6 +21,9 @@ class Cost:
     useful_flops: int | None = None
     """FLOPs that contribute to the result, where fewer than executed (causal attention computes
     the full S×T rectangle but uses the lower triangle); None: all of them. The roofline uses `flops`."""
+    unit: str | None = None
+    """The unit this instance runs on, where the rule decides per node (an Einsum that only sums
+    is vector work); None: the rule's registered unit."""
 
     @property
     def useful(self) -> int:
@@ -35,7 +38,7 @@ class Cost:
         for cost in (self, other):
             if cost.bytes_read is None or cost.bytes_written is None:
                 raise ValueError("only costs with resolved bytes can be added")
-        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name != "useful_flops"}
+        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name not in ("useful_flops", "unit")}
         return Cost(**summed, useful_flops=self.useful + other.useful)
 
 

@@ -7,7 +7,7 @@ import re
 
 from onnx_roofline.costs import Cost
 from onnx_roofline.rules.context import OpNode
-from onnx_roofline.rules.registry import MATRIX, register
+from onnx_roofline.rules.registry import MATRIX, VECTOR, register
 
 
 @register("MatMul", unit=MATRIX)
@@ -38,29 +38,63 @@ _EINSUM_TERM = re.compile(r"[A-Za-z]|\.\.\.")
 
 @register("Einsum", unit=MATRIX)
 def einsum(node: OpNode) -> Cost:
-    """P = the product of the sizes of every distinct index. Each term of the sum costs
-    (operands − 1) multiplies, plus one add when some index is contracted (summed away):
-    a two-operand contraction is 2·P, the MatMul convention (2·M·K·N)."""
-    equation = node.attrs["equation"].decode() if isinstance(node.attrs["equation"], bytes) else node.attrs["equation"]
-    lhs, _, rhs = equation.replace(" ", "").partition("->")
-    terms = lhs.split(",")
+    """Contracted pairwise, left to right (torch.einsum's order; onnxruntime's kernel also takes
+    the operands in order), each index summed away as soon as no later operand and not the output
+    needs it. First, each operand's own indices that appear nowhere else are summed: numel(in) −
+    numel(out) adds. Then each pairwise step over the index space P of its two operands costs
+    2·P when it contracts an index (a multiply and an add: the MatMul convention) and P when it
+    only multiplies (an outer or elementwise product). `ij,jk,kl->il` with 32×64, 64×128, 128×16:
+    2·32·64·128 + 2·32·128·16 = 655,360. A one-operand Einsum (a transpose, a sum, a trace) is
+    vector work; one with two or more operands runs on the matrix unit."""
+    equation = node.attrs["equation"]
+    equation = (equation.decode() if isinstance(equation, bytes) else equation).replace(" ", "")
+    lhs, arrow, rhs = equation.partition("->")
+    terms = [_EINSUM_TERM.findall(term) for term in lhs.split(",")]
+    sizes = _einsum_sizes(terms, node.present_inputs)
+    operands = [_expand_ellipsis(labels, sizes) for labels in terms]
+    every = [label for labels in operands for label in labels]
+    output = set(_expand_ellipsis(_EINSUM_TERM.findall(rhs), sizes)) if arrow else {
+        label for label in every if every.count(label) == 1 or label.startswith("...")
+    }
+    flops, current = 0, None
+    for position, labels in enumerate(operands):
+        later = {label for rest in operands[position + 1 :] for label in rest} | output
+        own = set(labels) - later - (set(current) if current is not None else set())
+        if own:  # summed within this operand before it meets the others
+            kept = set(labels) - own
+            flops += _points(labels, sizes) - _points(kept, sizes)
+            labels = kept
+        if current is None:
+            current = set(labels)
+            continue
+        joined = current | set(labels)
+        contracted = joined - later
+        flops += _points(joined, sizes) * (2 if contracted else 1)
+        current = joined - contracted
+    return Cost(flops=flops, unit=None if len(operands) > 1 else VECTOR)
+
+
+def _einsum_sizes(terms: list[list[str]], tensors) -> dict[str, int]:
+    """Each index's size; the dims under an ellipsis are indices `...1`, `...2` counted from the
+    right, as broadcasting aligns them (the largest size wins)."""
     sizes: dict[str, int] = {}
-    for term, tensor in zip(terms, node.present_inputs):
-        labels = _EINSUM_TERM.findall(term)
+    for labels, tensor in zip(terms, tensors):
         ellipsis_rank = tensor.rank - (len(labels) - labels.count("..."))
         dims = iter(tensor.shape)
         for label in labels:
             if label == "...":
                 for position in range(ellipsis_rank):
-                    size = next(dims)
-                    key = f"...{ellipsis_rank - position}"  # align ellipsis dims from the right, as broadcasting does
-                    sizes[key] = max(sizes.get(key, 1), size)
+                    key = f"...{ellipsis_rank - position}"
+                    sizes[key] = max(sizes.get(key, 1), next(dims))
             else:
                 sizes[label] = next(dims)
-    output_labels = set(_EINSUM_TERM.findall(rhs)) if "->" in equation else {
-        label for label in sizes if "".join(terms).count(label) == 1 or label.startswith("...")
-    }
-    contracted = any(label not in output_labels and not label.startswith("...") for label in sizes)
-    points = math.prod(sizes.values())
-    multiplies = points * (len(terms) - 1)
-    return Cost(flops=multiplies + (points if contracted else 0))
+    return sizes
+
+
+def _expand_ellipsis(labels: list[str], sizes: dict[str, int]) -> list[str]:
+    broadcast = sorted((key for key in sizes if key.startswith("...")), reverse=True)
+    return [name for label in labels for name in (broadcast if label == "..." else [label])]
+
+
+def _points(labels, sizes: dict[str, int]) -> int:
+    return math.prod(sizes[label] for label in set(labels))
