@@ -53,6 +53,11 @@ def _unsqueeze(data: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     return np.expand_dims(data, tuple(axis % rank for axis in axes))
 
 
+def _flatten(data: np.ndarray, axis: int) -> np.ndarray:
+    axis = axis + data.ndim if axis < 0 else axis
+    return data.reshape(math.prod(data.shape[:axis]), -1)
+
+
 def _integer_div(a, b):
     return np.trunc(np.true_divide(a, b)).astype(np.result_type(a, b)) if np.result_type(a, b).kind in "iu" else a / b
 
@@ -103,6 +108,12 @@ _EVALUATORS: dict[str, Evaluator] = {
         [int(s) for s in i[0]], numpy_helper.to_array(a["value"]).reshape(-1)[0] if "value" in a else np.float32(0)
     ),
     "Expand": lambda i, a: i[0] * np.ones([int(s) for s in i[1]], dtype=i[0].dtype),
+    "NonZero": lambda i, a: np.array(np.nonzero(i[0]), dtype=np.int64).reshape(np.ndim(i[0]), -1),
+    "Transpose": lambda i, a: np.transpose(i[0], a.get("perm")),
+    "Tile": lambda i, a: np.tile(i[0], [int(r) for r in i[1]]),
+    "Flatten": lambda i, a: _flatten(i[0], a.get("axis", 1)),
+    "Sign": lambda i, a: np.sign(i[0]),
+    "Clip": lambda i, a: np.clip(i[0], *[None if len(i) <= k or i[k] is None else i[k] for k in (1, 2)]),
     "ReduceProd": _reduce(np.prod),
     "ReduceSum": _reduce(np.sum),
     "ReduceMax": _reduce(np.max),
@@ -236,6 +247,8 @@ def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
 def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """The node's output from its inputs' values, or None where it is large or an unusual form."""
     inputs = [known[name] if name else None for name in node.inputs]
+    if node.op_type == "Tile" and inputs[0].size * np.prod(inputs[1]) > MAX_FOLDED_ELEMENTS:
+        return None
     if node.op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
         return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
     if node.op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,7 +30,7 @@ from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constan
 from onnx_roofline.folding import Folder
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
-from onnx_roofline.tensors import Dim, TensorInfo, dtype_name
+from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,10 @@ class _Sweep:
         if shape_rules.lookup(node.domain, node.op_type) is not None:
             typed = shape_rules.infer_node(node.proto, inputs, self.folder.value, self.opsets.get(node.domain))
             return typed, None if typed else f"the shape rule for {_qualified(node)} failed on these inputs"
+        if not node.domain and node.op_type in self.BODIES:
+            typed = self.BODIES[node.op_type](self, node, inputs)
+            if all(name in typed for name in node.outputs if name):
+                return typed, None
         schema = _schema(node.op_type, self.opsets.get(node.domain), node.domain)
         if schema is None and (node.proto.domain, node.op_type) not in self.functions:
             return {}, f"no shape rule for {_qualified(node)}"
@@ -156,10 +160,10 @@ class _Sweep:
     def onnx_node_inference(self, node: Node, inputs, schema) -> tuple[dict[str, TensorInfo], str | None]:
         """ONNX's inference of one node (a one-node model where it calls a model-local function),
         its inputs typed and their values given where folded."""
-        types = {t.name: t.value_info().type for t in inputs if t is not None}
+        types = {t.name: _type_proto(t.shape, t.dtype) for t in inputs if t is not None}
         for name in _outer_references(node.proto):  # a body's reads of this scope
             if _known(self.values.get(name)):
-                types[name] = self.values[name].value_info().type
+                types[name] = _type_proto(self.values[name].shape, self.values[name].dtype)
         data = {
             name: numpy_helper.from_array(value, name)
             for name, tensor in zip(node.inputs, inputs)
@@ -190,6 +194,75 @@ class _Sweep:
         inferred = onnx.shape_inference.infer_shapes(call, strict_mode=True, data_prop=True).graph
         return {value.name: value.type for value in [*inferred.value_info, *inferred.output]}
 
+    def body(self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]) -> tuple[onnx.GraphProto, ShapeResult]:
+        graph = next(attr.g for attr in node.proto.attribute if attr.name == attribute)
+        return graph, infer_body(graph, inputs, self.tensor, self.folder.value, self.model)
+
+    def loop_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
+        """A Loop's outputs from its body, typed with the carried values as the call site has them
+        (ONNX's inference of the node cannot see the outer constants a body folds): a carried value
+        whose body output keeps its input's shape ends with that shape; a scan output stacks the
+        body's per-trip output trip-count times."""
+        carried = inputs[2:]
+        body_inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *carried]
+        graph, result = self.body(node, "body", body_inputs)
+        ends = [result.values.get(output.name) for output in graph.output[1:]]
+        typed: dict[str, TensorInfo] = {}
+        for name, start, end in zip(node.outputs, carried, ends):
+            if name and _known(end) and start is not None and end.shape == start.shape:
+                typed[name] = TensorInfo(name, end.shape, end.dtype)
+        trips = self.folder.value(node.inputs[0]) if node.inputs and node.inputs[0] else None
+        for name, per_trip in zip(node.outputs[len(carried) :], ends[len(carried) :]):
+            if name and _known(per_trip) and trips is not None and trips.size == 1:
+                typed[name] = TensorInfo(name, (int(trips.reshape(-1)[0]), *per_trip.shape), per_trip.dtype)
+        return typed
+
+    def scan_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
+        """A Scan's (opset ≥ 9) outputs from its body, which sees each scan input with its scan axis
+        removed: states end with the body's state shape (when it keeps its input's), each scan
+        output stacks the body's per-iteration output along its scan_output_axes entry."""
+        if self.opsets.get("", 0) < 9:
+            return {}
+        attrs = {attr.name: attr for attr in node.proto.attribute}
+        scans = attrs["num_scan_inputs"].i
+        states, sliced = inputs[: len(inputs) - scans], inputs[len(inputs) - scans :]
+        if not sliced or any(t is None for t in sliced):
+            return {}
+        input_axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else [0] * scans
+        axes = [axis % t.rank for axis, t in zip(input_axes, sliced)]
+        length = sliced[0].shape[axes[0]]
+        slices = [TensorInfo(t.name, t.shape[:axis] + t.shape[axis + 1 :], t.dtype) for t, axis in zip(sliced, axes)]
+        graph, result = self.body(node, "body", [*states, *slices])
+        ends = [result.values.get(output.name) for output in graph.output]
+        typed: dict[str, TensorInfo] = {}
+        for name, start, end in zip(node.outputs, states, ends):
+            if name and _known(end) and start is not None and end.shape == start.shape:
+                typed[name] = TensorInfo(name, end.shape, end.dtype)
+        per_step = ends[len(states) :]
+        output_axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else [0] * len(per_step)
+        for name, step, axis in zip(node.outputs[len(states) :], per_step, output_axes):
+            if name and _known(step):
+                axis %= len(step.shape) + 1
+                typed[name] = TensorInfo(name, (*step.shape[:axis], length, *step.shape[axis:]), step.dtype)
+        return typed
+
+    def if_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...] = ()) -> dict[str, TensorInfo]:
+        """An If's outputs: the branch a folded condition takes, else what both branches agree on."""
+        condition = self.folder.value(node.inputs[0])
+        branches = ["then_branch", "else_branch"] if condition is None else ["then_branch" if condition.reshape(-1)[0] else "else_branch"]
+        results = []
+        for branch in branches:
+            graph, result = self.body(node, branch, ())
+            results.append([result.values.get(output.name) for output in graph.output])
+        typed: dict[str, TensorInfo] = {}
+        for index, name in enumerate(node.outputs):
+            options = {(info.shape, info.dtype) for info in (outputs[index] for outputs in results) if _known(info)}
+            if name and len(options) == 1 and all(_known(outputs[index]) for outputs in results):
+                typed[name] = TensorInfo(name, *options.pop())
+        return typed
+
+    BODIES = {"Loop": loop_outputs, "If": if_outputs, "Scan": scan_outputs}  # ops typed from their bodies
+
     def root_cause(self, nodes: list[Node], needed: set[str]) -> RootCause | None:
         """The first node, in graph order, whose present inputs are all known and some of whose
         needed outputs are not."""
@@ -201,6 +274,39 @@ class _Sweep:
                 reason = self.failures.get(id(node.proto), "its outputs could not be typed")
                 return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)
         return None
+
+
+def infer_body(
+    graph: onnx.GraphProto,
+    inputs: Sequence[TensorInfo | None],
+    tensor: Callable[[str], TensorInfo | None],
+    value: Callable[[str], np.ndarray | None],
+    model: onnx.ModelProto,
+) -> ShapeResult:
+    """The shape engine over a scratch model of a body (a Loop's, an If branch): its inputs declared
+    as the call site types them (the body's own declaration where the call site has none), the
+    outer values its nodes read declared as inputs of their known type, or as initializers where
+    they are small constants (axes, shapes, trip counts) whose value inference needs."""
+    declared = []
+    for index, declaration in enumerate(graph.input):
+        typed = inputs[index] if index < len(inputs) else None
+        info = typed if typed is not None and typed.shape is not None and typed.dtype else tensor(declaration.name)
+        known = info is not None and info.shape is not None and info.dtype is not None
+        declared.append(TensorInfo(declaration.name, info.shape, info.dtype).value_info() if known else declaration)
+    initializers = list(graph.initializer)
+    for name in graph_outer_references(graph):
+        info = tensor(name)
+        small = info is not None and info.is_known and info.numel <= MAX_FOLDED_ELEMENTS
+        array = value(name) if small else None
+        if array is not None:
+            initializers.append(numpy_helper.from_array(array, name))
+        elif info is not None and info.shape is not None and info.dtype is not None:
+            declared.append(info.value_info())
+    outputs = [onnx.helper.make_empty_tensor_value_info(output.name) for output in graph.output]
+    body = onnx.helper.make_graph(graph.node, graph.name or "body", declared, outputs, initializer=initializers)
+    scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
+    scratch.functions.extend(model.functions)
+    return infer(scratch)
 
 
 def _unknown_output_reason(node: Node, unknown: list[str], inputs) -> str:
@@ -228,6 +334,12 @@ def _qualified(node: Node) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
+
+
+@functools.lru_cache(maxsize=4096)
+def _type_proto(shape: tuple, dtype: str) -> onnx.TypeProto:
+    """A tensor type, built once per (shape, dtype): a graph's values share few (read-only here)."""
+    return onnx.helper.make_tensor_type_proto(elem_type(dtype), list(shape))
 
 
 @functools.lru_cache(maxsize=None)

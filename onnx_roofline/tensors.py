@@ -58,9 +58,18 @@ def elem_type(dtype: str) -> int:
 
 @record
 class TensorInfo:
+    """A tensor, or a map or sequence of maps (ai.onnx.ml's ZipMap, DictVectorizer, CastMap).
+
+    A map is described as the tensor of its entries: shape [entries] — [maps, entries] for a
+    sequence of maps, as ZipMap writes N maps of C entries from an [N, C] input — with `dtype` its
+    (scalar) values' type and `key_dtype` its keys'. An entry is a key and a value, so `bits` is
+    their sum and `nbytes` = entries × (key + value) bytes. String keys, like string tensors,
+    have no static size. A plain tensor has key_dtype None."""
+
     name: str
     shape: tuple[Dim, ...] | None  # None: not even the rank is known
     dtype: str | None
+    key_dtype: str | None = None  # set for a map or a sequence of maps: the keys' dtype
     is_known: bool = field(init=False, repr=False, compare=False)
     """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
     _numel: int | None = field(init=False, repr=False, compare=False)
@@ -85,16 +94,17 @@ class TensorInfo:
 
     @property
     def bits(self) -> int:
+        """Bits of one element (of a map's entry: key + value)."""
         if self.dtype is None:
             raise ValueError(f"dtype of {self.name!r} is unknown")
-        return DTYPE_BITS[self.dtype]
+        return DTYPE_BITS[self.dtype] + (0 if self.key_dtype is None else DTYPE_BITS[self.key_dtype])
 
     @property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
-        if self._numel is None:  # numel and bits inline: the walk asks this of every tensor of every node
+        if self._numel is None or self.key_dtype is not None:  # the walk asks this of every tensor of every node:
             return (self.numel * self.bits + 7) // 8  # raises, naming what is unknown
-        return (self._numel * DTYPE_BITS[self.dtype] + 7) // 8
+        return (self._numel * DTYPE_BITS[self.dtype] + 7) // 8  # numel and bits inline
 
     def unknown_dims(self) -> list[Dim]:
         if self.shape is None:
@@ -102,11 +112,18 @@ class TensorInfo:
         return [d for d in self.shape if not isinstance(d, int)]
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
+        shown = {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
+        return shown if self.key_dtype is None else {**shown, "key_dtype": self.key_dtype}
 
     def value_info(self) -> onnx.ValueInfoProto:
-        """This tensor declared as a graph input/output of a scratch model."""
-        return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), list(self.shape))
+        """This tensor (map, sequence of maps) declared as a graph input/output of a scratch model."""
+        if self.key_dtype is None:
+            return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), list(self.shape))
+        value = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), [])
+        kind = onnx.helper.make_map_type_proto(elem_type(self.key_dtype), value)
+        if self.shape is not None and len(self.shape) == 2:
+            kind = onnx.helper.make_sequence_type_proto(kind)
+        return onnx.helper.make_value_info(self.name, kind)
 
 
 def _all_ints(shape: tuple[Dim, ...]) -> bool:
@@ -128,6 +145,6 @@ def with_precision(values: dict[str, TensorInfo], precision: str) -> dict[str, T
         raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     target = PRECISIONS[precision]
     return {
-        name: TensorInfo(info.name, info.shape, target) if info.dtype in _FLOATING else info
+        name: TensorInfo(info.name, info.shape, target, info.key_dtype) if info.dtype in _FLOATING else info
         for name, info in values.items()
     }

@@ -1,7 +1,9 @@
 """Attention: ai.onnx Attention (opset 23+) and RotaryEmbedding (23), and onnxruntime's contrib
 attention family in com.microsoft — Attention, MultiHeadAttention, GroupQueryAttention,
 PackedAttention, PackedMultiHeadAttention, DecoderMaskedMultiHeadAttention,
-DecoderMaskedSelfAttention, QAttention and RotaryEmbedding.
+DecoderMaskedSelfAttention, QAttention, SparseAttention, PagedAttention, LongformerAttention, the
+rotary embeddings (RotaryEmbedding, MRotaryEmbedding, GemmaRotaryEmbedding) and the position biases
+(RelativePositionBias, GatedRelativePositionBias).
 
 Counting, with B the batch, H the query heads, S the query length, T the keys attended (past plus
 new), dh the Q/K head size, dv the V head size, E = B·H·S·T score elements and L = B·H·S softmax rows:
@@ -39,6 +41,7 @@ length, an upper bound."""
 from __future__ import annotations
 
 from onnx_roofline.costs import Cost
+from onnx_roofline.rules.contrib import text_attr
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import MATRIX, register
 from onnx_roofline.tensors import TensorInfo
@@ -178,6 +181,11 @@ def _separate_qkv_total(
         reads, writes = _in_place_cache(pasts, [node.output(1), node.output(2)], 2, total - kv_len, kv_len)
         io = _partial_bytes(node, reads, writes)
     return _total(cost, bias, io=io)
+
+
+def _qk_norm(rows: int, head: int) -> tuple[int, int]:
+    """A per-head RMS norm with weight of `rows` rows of `head` elements: 4n + 2·rows, rows sqrts."""
+    return 4 * rows * head + 2 * rows, rows
 
 
 # --- ai.onnx ------------------------------------------------------------------------------------
@@ -401,8 +409,8 @@ def group_query_attention(node: OpNode) -> Cost:
         reads |= _rotary_caches([node.input(7), node.input(8)], positions.numel if positions is not None else batch * q_len)
     if node.input(14) is not None and node.input(15) is not None:
         for rows in (q_rows, k_rows):
-            flops += 4 * rows * head + 2 * rows
-            transcendentals += rows
+            norm, sqrts = _qk_norm(rows, head)
+            flops, transcendentals = flops + norm, transcendentals + sqrts
     if past_key is not None and not (past_key.dtype or "float").startswith(("float", "bfloat")):
         flops += 2 * batch * kv_heads * total * head  # dequantize the K and V rows attended
         flops += 2 * 4 * k_rows * head  # quantize the new K and V rows
@@ -478,14 +486,15 @@ def decoder_masked_multi_head_attention(node: OpNode) -> Cost:
     return _separate_qkv_total(node, cost, (batch, heads, q_len, qk_dim, v_dim), 10, 5, shared, total, kv_len, new)
 
 
-@register("RotaryEmbedding", domain="com.microsoft")
+@register("RotaryEmbedding", "MRotaryEmbedding", domain="com.microsoft")
 def contrib_rotary_embedding(node: OpNode) -> Cost:
     """input [B, S, D] (or [B, H, S, dh], or packed [N, D]), position_ids, cos/sin caches
     [max_position, rot/2]: the first rot of each head's dh elements rotated at 3 FLOPs per rotated
     element (two multiplies and an add per output): 3·numel·rot/dh, where dh = D / num_heads when
     num_heads is set, else rot (full rotation). Bytes: the input read and output written, each cache
-    read for the rows its positions select (position_ids [B, S]: B·S; a start offset [1]: S; at most
-    the whole cache)."""
+    read for the rows its positions select (position_ids [B, S]: B·S; a start offset [1]: S;
+    MRotaryEmbedding's three position streams [3, B, S]: 3·B·S, each section of the rotation
+    looked up with its own stream; at most the whole cache)."""
     x = node.inputs[0]
     rotated = 2 * node.inputs[2].shape[-1]
     heads = node.attrs.get("num_heads", 0)
@@ -498,3 +507,121 @@ def contrib_rotary_embedding(node: OpNode) -> Cost:
     rows = positions.numel if positions.numel > 1 else seq
     cost = Cost(flops=ROTARY_FLOPS * x.numel * rotated // head)
     return _total(cost, io=_partial_bytes(node, _rotary_caches([node.inputs[2], node.inputs[3]], rows), {}))
+
+
+@register("SparseAttention", domain="com.microsoft", unit=MATRIX)
+def sparse_attention(node: OpNode) -> Cost:
+    """Phi-3-small's block-sparse GQA: query [B, S, H·dh] (or packed QKV), past K/V buffers
+    [B, Hkv, Lmax, dh] shared with present. T = total_sequence_length (input 7) when it is a
+    constant, else Lmax. The score cost over the causal S×T rectangle with H query heads: 2·E·2dh +
+    E (scale) + E (the causal block mask) + 4E − 2L FLOPs, E exps — an upper bound, as the block
+    mask's zero blocks are skipped by the kernel (causal: the useful FLOPs are the lower triangle);
+    do_rotary 3 FLOPs per rotated element of Q and new K (rot = 2·cos_cache's last dim). Bytes: the
+    default, except the shared buffers (read for their T − S past rows, written for the S new rows)
+    and the cos/sin caches (read for the B·S rows looked up)."""
+    query, past_key = node.inputs[0], node.inputs[3]
+    heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
+    batch, q_len, _ = query.shape
+    head, length = past_key.shape[3], past_key.shape[2]
+    total = _constant_int(node, 7)
+    total = length if total is None else min(max(total, q_len), length)
+    cost = score_cost(batch, heads, q_len, total, head, head, masks=1, causal=True)
+    flops, reads = 0, {}
+    if node.attrs.get("do_rotary", 0) and node.input(9) is not None:
+        flops += ROTARY_FLOPS * batch * q_len * (heads + kv_heads) * 2 * node.inputs[9].shape[-1]
+        reads |= _rotary_caches([node.input(9), node.input(10)], batch * q_len)
+    cache_reads, writes = _in_place_cache([past_key, node.inputs[4]], [node.output(1), node.output(2)], 2, total - q_len, q_len)
+    return _total(cost, flops, io=_partial_bytes(node, reads | cache_reads, writes))
+
+
+@register("PagedAttention", domain="com.microsoft", unit=MATRIX)
+def paged_attention(node: OpNode) -> Cost:
+    """vLLM-style paged attention over packed tokens: query [N, H·dh] (or packed QKV), block caches
+    [blocks, block_size, Hkv, dh], block_table [B, max_blocks]. The per-sequence lengths are runtime
+    values, so each of the N tokens is counted against the most keys a sequence can hold, T =
+    max_blocks·block_size (an upper bound): E = N·H·T scores, 2·E·(dh + dv) + E (scale) + E for
+    is_causal=1 (the default) + 4E − 2L FLOPs, E exps (LATENT layout: dv = v_head_size, K and V one
+    cache); softcap 2E and E tanh, head_sink 2L and L exps; do_rotary 3 FLOPs per rotated element
+    of Q and new K; q/k_norm_weight an RMS norm per head (4n + 2·rows, a sqrt per row). Bytes: the
+    default, except the caches, updated in place: read for the blocks the block table names (B·max
+    blocks, at most all of them), written for the N new rows; the cos/sin caches for N rows."""
+    query, key_cache, table = node.inputs[0], node.inputs[3], node.inputs[7]
+    heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
+    tokens, width = query.shape
+    packed = node.input(1) is None and node.input(2) is None
+    head = _divide(width, heads + 2 * kv_heads if packed else heads, "PagedAttention: query width / heads")
+    latent = text_attr(node, "kv_cache_layout", "SEPARATE") == "LATENT"
+    v_head = (node.attrs.get("v_head_size", 0) or head) if latent else head
+    blocks, block_size = key_cache.shape[:2]
+    keys = table.shape[1] * block_size
+    causal = bool(node.attrs.get("is_causal", 1))
+    softcap = bool(node.attrs.get("softcap", 0.0))
+    cost = score_cost(1, heads, tokens, keys, head, v_head, masks=int(causal), softcap=softcap, sink=node.input(11) is not None)
+    flops, transcendentals, reads = 0, 0, {}
+    if node.attrs.get("do_rotary", 0) and node.input(8) is not None:
+        flops += ROTARY_FLOPS * tokens * (heads + kv_heads) * 2 * node.inputs[8].shape[-1]
+        reads |= _rotary_caches([node.input(8), node.input(9)], tokens)
+    if node.input(12) is not None and node.input(13) is not None:
+        for rows in (tokens * heads, tokens * kv_heads):
+            norm, sqrts = _qk_norm(rows, head)
+            flops, transcendentals = flops + norm, transcendentals + sqrts
+    caches = [node.input(3), node.input(4)]
+    referenced = min(table.numel, blocks)
+    reads |= {c.name: _rows_bytes(c, 0, referenced) for c in caches if c is not None}
+    writes = {c.name: min(c.nbytes, c.nbytes * tokens // (blocks * block_size)) for c in (node.output(1), node.output(2)) if c is not None}
+    return _total(cost, flops, transcendentals, io=_partial_bytes(node, reads, writes))
+
+
+@register("LongformerAttention", domain="com.microsoft", unit=MATRIX)
+def longformer_attention(node: OpNode) -> Cost:
+    """input [B, S, D], weight and global_weight [D, 3D], window W (each side): both projections for
+    every token, 2·(2·B·S·D·3D + B·S·3D) with their biases; then banded attention, each query over
+    its 2W + 1 neighbours (at most S): E = B·H·S·(2W + 1) scores, 2·E·2dh + E (scale) + E (mask) +
+    4E − 2L FLOPs, E exps. The global tokens' rows and columns (flagged at runtime by `global`)
+    are a runtime count and are not added. Bytes: the default."""
+    x = node.inputs[0]
+    batch, q_len, hidden = x.shape
+    heads = node.attrs["num_heads"]
+    head = _divide(hidden, heads, "LongformerAttention: hidden size / num_heads")
+    band = min(2 * node.attrs["window"] + 1, q_len)
+    projected = batch * q_len * 3 * hidden
+    return _total(score_cost(batch, heads, q_len, band, head, head, masks=1), 2 * (2 * projected * hidden + projected))
+
+
+@register("GemmaRotaryEmbedding", domain="com.microsoft")
+def gemma_rotary_embedding(node: OpNode) -> Cost:
+    """q·cos + q_rot·sin and k·cos + k_rot·sin: 3 FLOPs (two multiplies, an add) per element of each
+    output; sin and cos of emb: 2 transcendentals per emb element. Bytes: the default."""
+    outputs = sum(t.numel for t in node.present_outputs)
+    return Cost(flops=ROTARY_FLOPS * outputs, transcendentals=2 * node.inputs[0].numel)
+
+
+RELATIVE_BUCKET = 7
+"""FLOPs of T5's relative-position bucket for one (query, key) pair: k − q, the is-small compare,
+max_exact + log(n/max_exact)/log(max_distance/max_exact)·(buckets − max_exact) (a divide, a
+multiply, an add, and the log: a transcendental), the min with buckets − 1, the select; a
+bidirectional bucket adds the sign's offset and |·| (2 more)."""
+
+
+@register("RelativePositionBias", domain="com.microsoft")
+def relative_position_bias(node: OpNode) -> Cost:
+    """T5's bias [1, N, q, k]: the bucket of each of the q·k (query, key) pairs, shared by the N
+    heads: 7 FLOPs (9 when is_bidirectional) and 1 log per pair (RELATIVE_BUCKET); then one table
+    lookup per output element, no FLOPs. Bytes: the default (the small table read whole)."""
+    _, _, q_len, k_len = node.outputs[0].shape
+    pairs = q_len * k_len
+    return Cost(flops=pairs * (RELATIVE_BUCKET + 2 * bool(node.attrs.get("is_bidirectional", 0))), transcendentals=pairs)
+
+
+@register("GatedRelativePositionBias", domain="com.microsoft")
+def gated_relative_position_bias(node: OpNode) -> Cost:
+    """WavLM's gate over rel_pos [1, N, S, S], query_layer of R = tokens·N head rows of dh, gate
+    weight [dh, G]: query + bias (one add per query element), the gate projection per row (2·dh·G +
+    G for its bias), the pairwise sum of its halves (G − 2 adds), two sigmoids and
+    gate_u·(gate_r·eco_a − 1) + 2 (4 FLOPs) per row, then one multiply per output element [B, N,
+    S, S]. Bytes: the default."""
+    query, weight = node.inputs[0], node.inputs[3]
+    head, gate = weight.shape
+    rows = query.numel // head
+    flops = query.numel + rows * (2 * head * gate + gate + (gate - 2) + 4) + node.outputs[0].numel
+    return Cost(flops=flops, transcendentals=2 * rows)

@@ -300,3 +300,254 @@ def nhwc_conv(node: OpNode) -> Cost:
     """Conv in NHWC layout: the same count, 2·taps per output (taps = (Cin/group)·kH·kW from W
     [M, C/group, kH, kW]) + one per output for the bias."""
     return Cost(flops=_conv_flops(node))
+
+
+# --- onnxruntime's newer fusions: group norms, gated norms and activations -------------------------
+
+# Named activations of MoE's activation_type and MatMulNBitsMlp's activation: (FLOPs,
+# transcendentals) per element, as the elementwise rules count the standalone op.
+NAMED_ACTIVATIONS: dict[str, tuple[int, int]] = {
+    "identity": (0, 0),
+    "relu": (1, 0),
+    "sigmoid": (0, 1),
+    "silu": (1, 1),  # x·sigmoid(x)
+    "swish": (1, 1),
+    "gelu": (GELU_ERF, 1),
+    "gelu_tanh": (GELU_TANH, 1),
+}
+SWIGLU = 4  # G·sigmoid(alpha·G)·(L + beta): alpha·G, G·σ, L + beta, the product; 1 sigmoid
+
+
+def named_activation(node: OpNode, name: str, elements: int) -> tuple[int, int]:
+    """(FLOPs, transcendentals) of activation `name` over `elements`; an unknown name is an error."""
+    key = (name.decode() if isinstance(name, bytes) else name).lower()
+    if key not in NAMED_ACTIVATIONS:
+        raise ValueError(f"{node.op_type}: no cost for activation {name!r}")
+    flops, transcendentals = NAMED_ACTIVATIONS[key]
+    return flops * elements, transcendentals * elements
+
+
+def _group_norm(node: OpNode, adds: int) -> Cost:
+    """GroupNorm's count over X (n elements, L = N·groups) after `adds` elementwise adds per element."""
+    x = node.inputs[0]
+    n = x.numel
+    cost = _plus(_layer_norm(n, x.shape[0] * node.attrs["groups"], affine=2), adds * n)
+    if node.attrs.get("activation", 0):  # SiLU: x·sigmoid(x)
+        return Cost(flops=cost.flops + n, transcendentals=cost.transcendentals + n)
+    return cost
+
+
+@register("GroupNorm", domain=MS)
+def group_norm(node: OpNode) -> Cost:
+    """X [N, H, W, C] (channels_last=1, the default) or [N, C, H, W], C channels in `groups` groups,
+    n elements in L = N·groups groups: 5n + 2L to standardize, n for gamma, n for beta (7n + 2L),
+    L sqrts; activation=1 (SiLU, x·sigmoid(x)) adds n FLOPs and n sigmoids."""
+    return _group_norm(node, adds=0)
+
+
+@register("SkipGroupNorm", domain=MS)
+def skip_group_norm(node: OpNode) -> Cost:
+    """GroupNorm(X + skip + bias): n adds for the skip (broadcast from [N, C] or [N, 1, 1, C] or
+    whole), n for the bias when given, then GroupNorm's 7n + 2L (+ n and n sigmoids for SiLU); L
+    sqrts. The sum S (output 1), when asked for, is written."""
+    return _group_norm(node, adds=1 + (node.input(4) is not None))
+
+
+@register("BranchwiseRMSNorm", domain=MS)
+def branchwise_rms_norm(node: OpNode) -> Cost:
+    """An RMS norm of each branch's H features: X grouped [..., C, H] (or flattened [..., C·H] with
+    num_branches = C), n elements in L = n/H rows: 4n + 2L with the optional scale, 3n + 2L without
+    (no scale multiply); L sqrts."""
+    x = node.inputs[0]
+    branches = node.attrs.get("num_branches", 0)
+    width = x.shape[-1] // branches if branches else x.shape[-1]
+    rows = x.numel // width
+    cost = _rms_norm(x.numel, rows)
+    return cost if node.input(1) is not None else _plus(cost, -x.numel)
+
+
+@register("GatedRMSNorm", domain=MS)
+def gated_rms_norm(node: OpNode) -> Cost:
+    """Y = X·rsqrt(mean(X²) + ε)·scale·act(gate), the mean over each group of C = len(scale)
+    elements (L = n/C rows): 4n + 2L and L sqrts for the RMS norm with scale, n for the gating
+    multiply, and the gate's activation per element: silu/swish z·sigmoid(z) 1 FLOP and 1 sigmoid,
+    sigmoid 1 sigmoid."""
+    x, scale = node.inputs[0], node.inputs[1]
+    n = x.numel
+    flops, transcendentals = named_activation(node, node.attrs.get("activation", "silu"), n)
+    cost = _rms_norm(n, n // scale.numel)
+    return Cost(flops=cost.flops + n + flops, transcendentals=cost.transcendentals + transcendentals)
+
+
+@register("ScaledSiLU", domain=MS)
+def scaled_silu(node: OpNode) -> Cost:
+    """z = scale·x, y = z·sigmoid(z): 2 FLOPs (scale, multiply) and 1 sigmoid per element
+    (QuickGelu's count)."""
+    n = node.outputs[0].numel
+    return Cost(flops=2 * n, transcendentals=n)
+
+
+@register("SwiGLU", domain=MS)
+def swiglu(node: OpNode) -> Cost:
+    """G·sigmoid(alpha·G)·(L + beta) per output element (G the gate, L the up half): alpha·G, G·σ,
+    L + beta and the product, 4 FLOPs, and 1 sigmoid; a limit > 0 clamps G above and L on both
+    sides: 3 more."""
+    n = node.outputs[0].numel
+    clamps = 3 if node.attrs.get("limit", 0.0) > 0 else 0
+    return Cost(flops=(SWIGLU + clamps) * n, transcendentals=n)
+
+
+@register("BiasDropout", domain=MS)
+def bias_dropout(node: OpNode) -> Cost:
+    """Dropout(data + bias) + residual: per element 1 add for the bias and 1 for the residual when
+    given; in training (training_mode a constant true) 2 more (compare a draw with the ratio, scale
+    the kept value: the Dropout rule's count). The bool mask, when asked for, is written."""
+    n = node.outputs[0].numel
+    flag = node.input_value(4)
+    training = flag is not None and flag.size > 0 and bool(flag.reshape(-1)[0])
+    return Cost(flops=n * (1 + (node.input(2) is not None) + 2 * training))
+
+
+# --- GemmFloat8, mixture of experts --------------------------------------------------------------
+
+
+def text_attr(node: OpNode, name: str, default: str) -> str:
+    value = node.attrs.get(name, default)
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@register("GemmFloat8", domain=MS, unit=MATRIX)
+def gemm_float8(node: OpNode) -> Cost:
+    """Y = activation(alpha·A'·B' + beta·C), A and B in float8 (or float): 2·M·K·N, + M·N for
+    alpha ≠ 1, + M·N for C when beta ≠ 0 (the default; 2·M·N when beta ∉ {0, 1}), + M·N to apply
+    scaleA·scaleB/scaleY when any scale is given, + the activation per output (RELU 1; GELU, the
+    tanh form cuBLASLt applies, 8 and 1 tanh). Computes in A's dtype (float8: the fp8 peak)."""
+    a = node.inputs[0].shape
+    outputs = node.outputs[0].numel
+    flops = 2 * (a[0] if node.attrs.get("transA", 0) else a[1]) * outputs
+    flops += outputs * (node.attrs.get("alpha", 1.0) != 1.0)
+    beta = node.attrs.get("beta", 0.0)
+    if node.input(2) is not None and beta != 0.0:
+        flops += outputs * (2 if beta != 1.0 else 1)
+    flops += outputs * any(node.input(i) is not None for i in (3, 4, 5))
+    activation = text_attr(node, "activation", "NONE").upper()
+    extra, transcendentals = {"NONE": (0, 0), "RELU": (1, 0), "GELU": (GELU_TANH, 1)}[activation]
+    return Cost(flops=flops + extra * outputs, transcendentals=transcendentals * outputs)
+
+
+def _expert_reads(node: OpNode, experts: int, used: int, indices: tuple[int, ...]) -> dict[str, int]:
+    """Bytes of the per-expert tensors at `indices` ([E, ...] weights, scales, biases, zero points)
+    when `used` of the `experts` are routed to: each used expert's slice is read once."""
+    reads = {}
+    for index in indices:
+        tensor = node.input(index)
+        if tensor is not None:
+            reads[tensor.name] = tensor.nbytes * min(used, experts) // experts
+    return reads
+
+
+def _moe(node: OpNode, weights: dict[str, int], biases: tuple[int, int, int], fc3: bool) -> tuple[int, int, int]:
+    """(FLOPs, transcendentals, used experts) of a mixture of experts over T tokens of width D, E
+    experts, top-k routing. `weights`: {"fused": f·I (fc1's output width), "inter": I}."""
+    x, router = node.inputs[0], node.inputs[1]
+    hidden, experts = x.shape[-1], router.shape[-1]
+    tokens, k = x.numel // hidden, node.attrs.get("k", 1)
+    fused, inter = weights["fused"], weights["inter"]
+    routed = tokens * k
+    activation = text_attr(node, "activation_type", "relu").lower()
+    pair = 2 * hidden * fused + 2 * inter * hidden + 2 * hidden  # fc1, fc2, weight and accumulate
+    pair += fused * (node.input(biases[0]) is not None) + hidden * (node.input(biases[1]) is not None)
+    if fc3:
+        pair += 2 * hidden * inter + inter * (node.input(biases[2]) is not None) + inter  # fc3 and the gating multiply
+    if activation == "swiglu":
+        pair_flops, pair_transcendentals = SWIGLU * inter, inter
+    else:
+        pair_flops, pair_transcendentals = named_activation(node, activation, inter if fc3 else fused)
+    routing = tokens * (4 * experts - 2 + k * (experts - 1))  # softmax over E, k arg-max passes
+    if node.attrs.get("normalize_routing_weights", 0):
+        routing += tokens * (2 * k - 1)
+    flops = routed * (pair + pair_flops) + routing
+    return flops, routed * pair_transcendentals + tokens * experts, min(routed, experts)
+
+
+@register("MoE", domain=MS, unit=MATRIX)
+def moe(node: OpNode) -> Cost:
+    """Mixture of experts, input [T, D] (or [B, S, D]), router logits [T, E], fc1 [E, f·I, D]
+    (f = 2 when the gate and up projections are fused), fc2 [E, D, I], optional fc3 [E, I, D]. Per
+    token: softmax over E (4E − 2 FLOPs, E exps), top-k (k·(E − 1) compares), 2k − 1 to renormalize
+    when normalize_routing_weights; per routed (token, expert) pair: fc1 2·D·f·I, fc2 2·I·D, fc3
+    2·D·I + I gating multiplies when given, one add per bias element, the activation per element
+    (swiglu 4 FLOPs and 1 sigmoid per I; relu, gelu, silu as their elementwise counts), and 2·D to
+    weight and accumulate the expert's output. Bytes: each expert's weights and biases are read once
+    when any token is routed to it (min(E, T·k) experts), the rest default."""
+    fc3 = node.input(6) is not None
+    flops, transcendentals, used = _moe(node, {"fused": node.inputs[2].shape[1], "inter": node.inputs[4].shape[2]}, (3, 5, 7), fc3)
+    reads = _expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7))
+    read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
+    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read)
+
+
+@register("QMoE", domain=MS, unit=MATRIX)
+def qmoe(node: OpNode) -> Cost:
+    """MoE with block- or channel-quantized expert weights (uint8 packing 8/bits values per byte,
+    bits from expert_weight_bits, default 4): MoE's count, plus dequantizing each weight element of
+    each used expert once ((q − zero point)·scale: 2 FLOPs, 1 without zero points). f·I from fc1's
+    rows, I = f·I / 2 under swiglu_fusion, D from the input. Bytes: the used experts' quantized
+    weights, scales, biases and zero points (min(E, T·k) of E), the rest default."""
+    hidden = node.inputs[0].shape[-1]
+    fused = node.inputs[2].shape[1]
+    inter = fused // 2 if node.attrs.get("swiglu_fusion", 0) else fused
+    fc3 = node.input(8) is not None
+    flops, transcendentals, used = _moe(node, {"fused": fused, "inter": inter}, (4, 7, 10), fc3)
+    weight_elements = used * (fused * hidden + hidden * inter + (inter * hidden if fc3 else 0))
+    zero_points = any(node.input(i) is not None for i in (11, 12, 13))
+    flops += weight_elements * (2 if zero_points else 1)
+    reads = _expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
+    read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
+    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read)
+
+
+# --- hyper-connections -----------------------------------------------------------------------------
+
+
+def _branches(node: OpNode) -> tuple[int, int]:
+    """(C, H): streams grouped [..., C, H], or flattened [..., C·H] with num_branches = C."""
+    streams = node.inputs[0].shape
+    branches = node.attrs.get("num_branches", 0)
+    return (branches, streams[-1] // branches) if branches else (streams[-2], streams[-1])
+
+
+@register("HyperConnectionPreMix", domain=MS)
+def hyper_connection_pre_mix(node: OpNode) -> Cost:
+    """Y[..., h] = reduction_scale·Σ_c X[..., c, h]·pre_mix[..., c, h] over C streams: C
+    multiply-adds, 2·C FLOPs, per output element, + 1 for a reduction_scale ≠ 1."""
+    branches, _ = _branches(node)
+    outputs = node.outputs[0].numel
+    return Cost(flops=outputs * (2 * branches + (node.attrs.get("reduction_scale", 1.0) != 1.0)))
+
+
+@register("HyperConnectionPostMix", domain=MS)
+def hyper_connection_post_mix(node: OpNode) -> Cost:
+    """Y[..., k, h] = Σ_c stream_mix[..., c, k]·X[..., c, h] + post_mix[..., k, h]·block_output[..., h]:
+    per output element 2·C FLOPs for the stream mix when given (the identity otherwise: none) and
+    2 for the injection (a multiply-add)."""
+    branches, _ = _branches(node)
+    mix = 2 * branches if node.input(3) is not None else 0
+    return Cost(flops=node.outputs[0].numel * (mix + 2))
+
+
+@register("HyperConnectionLowRankMix", domain=MS, unit=MATRIX)
+def hyper_connection_low_rank_mix(node: OpNode) -> Cost:
+    """One hyper-connection block over T rows of C streams × H features (n = T·C·H), rank R: the
+    prologue S = streams + prev_post_gate·prev_block_output (2n, when given); an RMS norm per branch
+    with norm_scale (4n + 2·T·C, T·C sqrts); hn·down (2·n·R) and ScaledSiLU on it (2·T·R, T·R
+    sigmoids); ·up (2·n·R) and a sigmoid per stream feature (n); pre_output Σ_c hn·g (2n, + T·H for
+    a reduction_scale ≠ 1); hn·inject (2·n·C), / gate_div and · gate_mul (2·T·C), T·C sigmoids."""
+    branches, width = _branches(node)
+    n = node.inputs[0].numel
+    rows = n // (branches * width)
+    rank = node.inputs[2].shape[1]
+    prologue = 2 * n if node.input(5) is not None and node.input(6) is not None else 0
+    scale = rows * width * (node.attrs.get("reduction_scale", 1.0) != 1.0)
+    flops = prologue + 4 * n + 2 * rows * branches + 4 * n * rank + 2 * rows * rank + 2 * n + scale + 2 * n * branches + 2 * rows * branches
+    return Cost(flops=flops, transcendentals=rows * branches + rows * rank + n + rows * branches)

@@ -34,7 +34,7 @@ def loop(node: OpNode) -> CompositeCost:
     trips = node.input_value(0)
     if trips is None:
         source = node.inputs[0].name if node.inputs[0] is not None else "M"
-        raise Uncostable(UNKNOWN_TRIPS, f"Loop trip count {source!r} is not a constant: give it a value (CLI: --value {source}=N)")
+        raise Uncostable(UNKNOWN_TRIPS, f"Loop trip count {source!r} is not a constant (where it is a graph input, give it one: --value {source}=N)")
     inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:]]
     return _repeat(node.subgraph(node.attrs["body"], inputs), int(trips.reshape(-1)[0]))
 

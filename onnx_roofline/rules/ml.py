@@ -14,7 +14,9 @@ Conventions of this family:
 - **Strings** have data-dependent byte sizes: the walk reports a node with a string tensor (string
   labels, categories, keys) as data-dependent before its rule runs; the rules also refuse strings
   (`no_strings`) when called directly, rather than count their bytes as 0.
-- **Maps and sequences** (ZipMap, DictVectorizer, CastMap) are not tensors: not costed, with reason.
+- **Maps** (ZipMap's sequence of N maps of C entries, DictVectorizer's and CastMap's input map)
+  are sized as their entries, each a key and a value: N·C·(key + value) bytes (TensorInfo). A map
+  whose entry count is not known (a graph input) is unknown-shape; string keys, data-dependent.
 - Linear models and SVMs are GEMMs ([N, F] against the weight vectors): matrix unit, computed in
   float32 (their scores are tensor(float) whatever the input). The rest: vector unit.
 """
@@ -169,11 +171,29 @@ def feature_vectorizer(node: OpNode) -> Cost:
     return Cost()
 
 
-@register("ZipMap", "DictVectorizer", "CastMap", domain=ML)
-def map_op(node: OpNode) -> Cost:
-    """Not costed: a map or a sequence of maps is not a tensor and has no static byte size (the walk
-    reports these nodes as unknown-shape before this rule runs)."""
-    raise ValueError(f"{node.op_type} works on maps/sequences, which have no static size; not costed")
+# --- maps: a map's bytes are its entries × (key + value), TensorInfo says how ------------------------
+
+
+@register("ZipMap", domain=ML)
+def zip_map(node: OpNode) -> Cost:
+    """Pairs each score of X [N, C] with its label: 0 FLOPs. Bytes: X read, N maps of C entries
+    (key + float32 value) written, plus the labels attribute. String labels: not costed."""
+    return with_model_bytes(node, 0)
+
+
+@register("DictVectorizer", domain=ML)
+def dict_vectorizer(node: OpNode) -> Cost:
+    """One map lookup per vocabulary key (V): V FLOPs. Bytes: the map's entries read (key +
+    value each), the [1, V] output written, plus the vocabulary."""
+    return with_model_bytes(node, node.outputs[0].numel)
+
+
+@register("CastMap", domain=ML)
+def cast_map(node: OpNode) -> Cost:
+    """Writes the map's values as a [1, W] tensor, cast (as Cast: 0 FLOPs). Bytes: the map's
+    entries read, the output written."""
+    no_strings(node)
+    return Cost()
 
 
 # --- linear models and SVMs ----------------------------------------------------------------------

@@ -466,3 +466,28 @@ def image_decoder(node: OpNode) -> Cost:
     """Not costed (status `data-dependent`): decoding (entropy decoding, inverse transforms, color
     conversion) depends on the encoded stream's format and content, the output's shape on its header."""
     raise Uncostable(DATA_DEPENDENT, "decoding cost depends on the encoded data's format and content")
+
+
+# --- onnxruntime's contrib data movement ----------------------------------------------------------
+
+
+@register("UnfoldTensor", domain="com.microsoft")
+def unfold_tensor(node: OpNode) -> Cost:
+    """torch's unfold, materialized: a copy of the windows, 0 FLOPs; the default bytes (the input
+    read once, the output written — larger than the input when the windows overlap, step < size)."""
+    return Cost()
+
+
+@register("RemovePadding", domain="com.microsoft")
+def remove_padding(node: OpNode) -> Cost:
+    """Packs the real tokens of input [B, S, D] into [tokens, D]: 0 FLOPs (the offsets are a prefix
+    sum of B counts, not counted). A partial read: the kept rows (output 0's size) and
+    sequence_token_count; the outputs written."""
+    return Cost(bytes_read=_kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
+
+
+@register("RestorePadding", domain="com.microsoft")
+def restore_padding(node: OpNode) -> Cost:
+    """Scatters [tokens, D] back to [B, S, D] at token_offset, zero-filling the padding: 0 FLOPs;
+    the default bytes (input and token_offset read, the whole output written)."""
+    return Cost()

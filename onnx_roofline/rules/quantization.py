@@ -39,6 +39,7 @@ import numpy as np
 
 from onnx_roofline.costs import Cost
 from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.contrib import named_activation
 from onnx_roofline.rules.registry import MATRIX, register
 
 MS = "com.microsoft"
@@ -208,6 +209,47 @@ def matmul_nbits(node: OpNode) -> Cost:
     outputs = node.outputs[0].numel
     bias = outputs if node.input(5) is not None else 0
     return Cost(flops=2 * k * outputs + 2 * k * n + bias)
+
+
+def _nbits_norm(node: OpNode, rows: int, k: int, norm_index: int, skip_index: int) -> tuple[int, int]:
+    """(FLOPs, sqrts) of the RMS norm a MatMulNBits fusion applies to A first: 4·M·K + 2M and M
+    sqrts when norm_scale is given, + M·K adds for the skip; none without norm_scale."""
+    if node.input(norm_index) is None:
+        return 0, 0
+    return 4 * rows * k + 2 * rows + rows * k * (node.input(skip_index) is not None), rows
+
+
+def _nbits_projections(node: OpNode, rows: int, k: int, widths: dict[int, int]) -> int:
+    """MatMulNBits' count for each projection of A (M rows) to `widths[bias index]` columns: 2·M·K
+    per column, 2·K to dequantize each weight column once, M per column when that bias is given."""
+    return sum(2 * rows * k * n + 2 * k * n + rows * n * (node.input(bias) is not None) for bias, n in widths.items())
+
+
+@register("MatMulNBitsQkv", domain=MS, unit=MATRIX)
+def matmul_nbits_qkv(node: OpNode) -> Cost:
+    """RMSNorm of A [..., K] (M = numel(A)/K rows: 4·M·K + 2M, M sqrts; + M·K adds with the skip
+    input), then the Q, K and V projections as MatMulNBits: 2·M·K per output column (Nq + 2·Nkv),
+    2·K per column to dequantize the weights once, M per column of each bias given. Bytes: the
+    default (the packed weights are their quantized size)."""
+    k = node.attrs["K"]
+    rows = node.inputs[0].numel // k
+    nq, nkv = node.attrs["Nq"], node.attrs["Nkv"]
+    norm, sqrts = _nbits_norm(node, rows, k, 2, 1)
+    return Cost(flops=norm + _nbits_projections(node, rows, k, {5: nq, 8: nkv, 11: nkv}), transcendentals=sqrts)
+
+
+@register("MatMulNBitsMlp", domain=MS, unit=MATRIX)
+def matmul_nbits_mlp(node: OpNode) -> Cost:
+    """activation(A·gate + gate_bias)·(A·up + up_bias), A [..., K] in M rows, N columns: the
+    optional RMSNorm of A first (norm_scale given: 4·M·K + 2M, M sqrts; + M·K adds with skip), the
+    gate and up projections as MatMulNBits (2·M·K·N + 2·K·N each, + M·N per bias given), then the
+    activation per gate element (silu 1 FLOP and 1 sigmoid, gelu 4 and 1 erf) and the product M·N."""
+    k, n = node.attrs["K"], node.attrs["N"]
+    rows = node.inputs[0].numel // k
+    norm, sqrts = _nbits_norm(node, rows, k, 2, 1)
+    flops, transcendentals = named_activation(node, node.attrs["activation"], rows * n)
+    flops += norm + _nbits_projections(node, rows, k, {5: n, 8: n}) + rows * n
+    return Cost(flops=flops, transcendentals=transcendentals + sqrts)
 
 
 @register("MatMulBnb4", domain=MS, unit=MATRIX)
