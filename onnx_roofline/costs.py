@@ -24,6 +24,10 @@ class Cost:
     unit: str | None = None
     """The unit this instance runs on, where the rule decides per node (an Einsum that only sums
     is vector work); None: the rule's registered unit."""
+    dequantize_flops: int = 0
+    """FLOPs that dequantize weights inside a weight-only quantized matmul ((q − zero point)·scale
+    per weight element, MatMulNBits): vector work beside the matrix product, a column of its own
+    like transcendentals, not in `flops` (and, like them, not in the time bound)."""
 
     @property
     def useful(self) -> int:
@@ -53,6 +57,7 @@ class CompositeCost(Cost):
 
     time_s: float = 0.0
     memory_bound_time_s: float = 0.0
+    matrix_flops: int = 0  # the body's FLOPs on the matrix unit (a Loop of Gemms is matrix work)
 
 
 class Uncostable(Exception):

@@ -10,10 +10,11 @@ from typing import Any
 
 import onnx
 
-from onnx_roofline.costs import Cost
+from onnx_roofline.costs import CompositeCost, Cost
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.records import record
 from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
+from onnx_roofline.rules.registry import MATRIX
 from onnx_roofline.root_cause import RootCause
 from onnx_roofline.tensors import TensorInfo
 
@@ -58,12 +59,19 @@ class NodeResult:
     def time_s(self) -> float | None:
         return self.placement.time_s if self.placement else None
 
+    @property
+    def matrix_flops(self) -> int:
+        """FLOPs on the matrix unit: all of them for a matrix op, a body's share for a Loop or If."""
+        if isinstance(self.cost, CompositeCost):
+            return self.cost.matrix_flops
+        return self.cost.flops if self.cost is not None and self.unit == MATRIX else 0
+
     def to_dict(self) -> dict[str, Any]:
         # Each object tested once rather than per figure: this runs for every node of the report.
         cost, place = self.cost, self.placement
-        flops = useful = transcendentals = bytes_read = bytes_written = total_bytes = None
+        flops = useful = transcendentals = dequantize = bytes_read = bytes_written = total_bytes = None
         if cost is not None:
-            flops, useful, transcendentals = cost.flops, cost.useful, cost.transcendentals
+            flops, useful, transcendentals, dequantize = cost.flops, cost.useful, cost.transcendentals, cost.dequantize_flops
             bytes_read, bytes_written, total_bytes = cost.bytes_read, cost.bytes_written, cost.bytes
         intensity = ridge = time_s = compute_time_s = memory_time_s = None
         bound = UNKNOWN
@@ -80,6 +88,7 @@ class NodeResult:
             "flops": flops,
             "useful_flops": useful,
             "transcendentals": transcendentals,
+            "dequantize_flops": dequantize,
             "bytes_read": bytes_read,
             "bytes_written": bytes_written,
             "bytes": total_bytes,
@@ -128,6 +137,8 @@ class Totals:
     flops: int
     useful_flops: int
     transcendentals: int
+    dequantize_flops: int
+    matrix_flops: int  # FLOPs on the matrix unit (MatMul, Gemm, Conv, attention), bodies included
     bytes_read: int
     bytes_written: int
     time_s: float
@@ -154,6 +165,8 @@ class Totals:
             flops=sum([n.cost.flops for n in costed]),
             useful_flops=sum([n.cost.useful for n in costed]),
             transcendentals=sum([n.cost.transcendentals for n in costed]),
+            dequantize_flops=sum([n.cost.dequantize_flops for n in costed]),
+            matrix_flops=sum([n.matrix_flops for n in costed]),
             bytes_read=sum([n.cost.bytes_read for n in costed]),
             bytes_written=sum([n.cost.bytes_written for n in costed]),
             time_s=sum([n.placement.time_s for n in costed]),
@@ -167,6 +180,8 @@ class Totals:
             "flops": self.flops,
             "useful_flops": self.useful_flops,
             "transcendentals": self.transcendentals,
+            "dequantize_flops": self.dequantize_flops,
+            "matrix_flops": self.matrix_flops,
             "bytes_read": self.bytes_read,
             "bytes_written": self.bytes_written,
             "bytes": self.bytes,

@@ -9,7 +9,7 @@ import json
 from onnx_roofline.report.model import Report
 
 CSV_COLUMNS = (
-    "index", "name", "op_type", "domain", "status", "flops", "transcendentals", "bytes_read",
+    "index", "name", "op_type", "domain", "status", "flops", "transcendentals", "dequantize_flops", "bytes_read",
     "bytes_written", "bytes", "parameters", "intensity", "unit", "dtype", "ridge", "bound", "time_s", "reason",
 )
 

@@ -490,8 +490,8 @@ def moe(node: OpNode) -> Cost:
 @register("QMoE", domain=MS, unit=MATRIX)
 def qmoe(node: OpNode) -> Cost:
     """MoE with block- or channel-quantized expert weights (uint8 packing 8/bits values per byte,
-    bits from expert_weight_bits, default 4): MoE's count, plus dequantizing each weight element of
-    each used expert once ((q − zero point)·scale: 2 FLOPs, 1 without zero points). f·I from fc1's
+    bits from expert_weight_bits, default 4): MoE's count; `dequantize_flops` each weight element of
+    each used expert dequantized once ((q − zero point)·scale: 2 FLOPs, 1 without zero points). f·I from fc1's
     rows, I = f·I / 2 under swiglu_fusion, D from the input. Bytes: the used experts' quantized
     weights, scales, biases and zero points (min(E, T·k) of E), the rest default."""
     hidden = node.inputs[0].shape[-1]
@@ -501,10 +501,10 @@ def qmoe(node: OpNode) -> Cost:
     flops, transcendentals, used = _moe(node, {"fused": fused, "inter": inter}, (4, 7, 10), fc3)
     weight_elements = used * (fused * hidden + hidden * inter + (inter * hidden if fc3 else 0))
     zero_points = any(node.input(i) is not None for i in (11, 12, 13))
-    flops += weight_elements * (2 if zero_points else 1)
+    dequantize = weight_elements * (2 if zero_points else 1)
     reads = _expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
-    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read)
+    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read, dequantize_flops=dequantize)
 
 
 # --- hyper-connections -----------------------------------------------------------------------------

@@ -23,7 +23,9 @@ are set-up work (at most one per output channel) and are not counted. The comput
 integer operand's: int8/uint8 picks the int8 peak, float8 the fp8 one.
 
 Weight-only quantized matmuls (MatMulNBits, MatMulBnb4) run on the matrix unit in A's dtype: 2·M·K·N
-plus the dequantization of each weight element once. Their packed weights are uint8 containers whose
+in `flops`; the dequantization of each weight element once is vector work beside it, counted in its
+own column, `dequantize_flops` (in the fused kernel it overlaps the product; at decode, M = 1, it
+would otherwise double the matrix FLOPs). Their packed weights are uint8 containers whose
 size is already the packed bits (MatMulNBits B [N, k_blocks, block_size·bits/8]), so the default
 bytes are the quantized weight's bytes, not K·N bytes.
 
@@ -200,15 +202,15 @@ def q_ordered_matmul(node: OpNode) -> Cost:
 @register("MatMulNBits", domain=MS, unit=MATRIX)
 def matmul_nbits(node: OpNode) -> Cost:
     """A [..., K] × B, B an N×K weight quantized to `bits` (2–8) in blocks of block_size along K:
-    2·M·K·N for the product (M = numel(A)/K), 2·K·N to dequantize each weight once ((q − zero
-    point)·scale; the zero point defaults to 2^(bits−1), so it is always subtracted), M·N for the
-    bias. Runs on the matrix unit in A's dtype (accuracy_level=4 lets a CPU kernel quantize A to
+    2·M·K·N for the product (M = numel(A)/K), M·N for the bias; `dequantize_flops` 2·K·N, each
+    weight dequantized once ((q − zero point)·scale; the zero point defaults to 2^(bits−1), so it
+    is always subtracted). Runs on the matrix unit in A's dtype (accuracy_level=4 lets a CPU kernel quantize A to
     int8; the peak stays A's). Bytes: the default — B is [N, k_blocks, block_size·bits/8] uint8, so
     its size is the packed bits (N·K/2 bytes at 4 bits), plus scales and packed zero points."""
     k, n = node.attrs["K"], node.attrs["N"]
     outputs = node.outputs[0].numel
     bias = outputs if node.input(5) is not None else 0
-    return Cost(flops=2 * k * outputs + 2 * k * n + bias)
+    return Cost(flops=2 * k * outputs + bias, dequantize_flops=2 * k * n)
 
 
 def _nbits_norm(node: OpNode, rows: int, k: int, norm_index: int, skip_index: int) -> tuple[int, int]:
@@ -219,23 +221,26 @@ def _nbits_norm(node: OpNode, rows: int, k: int, norm_index: int, skip_index: in
     return 4 * rows * k + 2 * rows + rows * k * (node.input(skip_index) is not None), rows
 
 
-def _nbits_projections(node: OpNode, rows: int, k: int, widths: dict[int, int]) -> int:
-    """MatMulNBits' count for each projection of A (M rows) to `widths[bias index]` columns: 2·M·K
-    per column, 2·K to dequantize each weight column once, M per column when that bias is given."""
-    return sum(2 * rows * k * n + 2 * k * n + rows * n * (node.input(bias) is not None) for bias, n in widths.items())
+def _nbits_projections(node: OpNode, rows: int, k: int, widths: dict[int, int]) -> tuple[int, int]:
+    """MatMulNBits' count for each projection of A (M rows) to `widths[bias index]` columns:
+    (FLOPs: 2·M·K per column, M per column when that bias is given; dequantize FLOPs: 2·K per
+    column, each weight dequantized once)."""
+    flops = sum(2 * rows * k * n + rows * n * (node.input(bias) is not None) for bias, n in widths.items())
+    return flops, sum(2 * k * n for n in widths.values())
 
 
 @register("MatMulNBitsQkv", domain=MS, unit=MATRIX)
 def matmul_nbits_qkv(node: OpNode) -> Cost:
     """RMSNorm of A [..., K] (M = numel(A)/K rows: 4·M·K + 2M, M sqrts; + M·K adds with the skip
     input), then the Q, K and V projections as MatMulNBits: 2·M·K per output column (Nq + 2·Nkv),
-    2·K per column to dequantize the weights once, M per column of each bias given. Bytes: the
+    M per column of each bias given; `dequantize_flops` 2·K per column, the weights once. Bytes: the
     default (the packed weights are their quantized size)."""
     k = node.attrs["K"]
     rows = node.inputs[0].numel // k
     nq, nkv = node.attrs["Nq"], node.attrs["Nkv"]
     norm, sqrts = _nbits_norm(node, rows, k, 2, 1)
-    return Cost(flops=norm + _nbits_projections(node, rows, k, {5: nq, 8: nkv, 11: nkv}), transcendentals=sqrts)
+    projections, dequantize = _nbits_projections(node, rows, k, {5: nq, 8: nkv, 11: nkv})
+    return Cost(flops=norm + projections, transcendentals=sqrts, dequantize_flops=dequantize)
 
 
 @register("MatMulNBitsMlp", domain=MS, unit=MATRIX)
@@ -248,18 +253,19 @@ def matmul_nbits_mlp(node: OpNode) -> Cost:
     rows = node.inputs[0].numel // k
     norm, sqrts = _nbits_norm(node, rows, k, 2, 1)
     flops, transcendentals = named_activation(node, node.attrs["activation"], rows * n)
-    flops += norm + _nbits_projections(node, rows, k, {5: n, 8: n}) + rows * n
-    return Cost(flops=flops, transcendentals=transcendentals + sqrts)
+    projections, dequantize = _nbits_projections(node, rows, k, {5: n, 8: n})
+    flops += norm + projections + rows * n
+    return Cost(flops=flops, transcendentals=transcendentals + sqrts, dequantize_flops=dequantize)
 
 
 @register("MatMulBnb4", domain=MS, unit=MATRIX)
 def matmul_bnb4(node: OpNode) -> Cost:
     """A × dequant(B), B an N×K weight in 4-bit FP4/NF4 with one absmax per block: 2 FLOPs per
-    multiply-add over A's last dim per output, plus one multiply per weight element (code-book value
-    × absmax). Bytes: the default (B packed two per byte)."""
+    multiply-add over A's last dim per output; `dequantize_flops` one multiply per weight element
+    (code-book value × absmax). Bytes: the default (B packed two per byte)."""
     k, n = node.attrs["K"], node.attrs["N"]
     contracted = node.inputs[0].shape[-1]
-    return Cost(flops=2 * contracted * node.outputs[0].numel + k * n)
+    return Cost(flops=2 * contracted * node.outputs[0].numel, dequantize_flops=k * n)
 
 
 @register("GatherBlockQuantized", domain=MS, compute_dtype=2)

@@ -58,6 +58,7 @@ class FusedGroup:
     status: str
     cost: Cost | None
     placement: Placement | None
+    matrix_flops: int = 0  # its members' FLOPs on the matrix unit
 
     @property
     def bound(self) -> str:
@@ -217,7 +218,8 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     nodes = [report.nodes[i] for i in group.members]
     lead = report.nodes[_lead(group, nodes)]
     label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
-    base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members)
+    base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members,
+                matrix_flops=sum(n.matrix_flops for n in nodes if n.status == OK))  # fmt: skip
     failed = next((n for n in nodes if n.status != OK), None)
     if failed is not None:
         return FusedGroup(**base, status=failed.status, cost=None, placement=None)
@@ -232,6 +234,7 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     cost = Cost(
         flops=sum(n.cost.flops for n in nodes),
         transcendentals=sum(n.cost.transcendentals for n in nodes),
+        dequantize_flops=sum(n.cost.dequantize_flops for n in nodes),
         bytes_read=sum(t.nbytes for t in reads),
         bytes_written=sum(t.nbytes for t in writes),
         useful_flops=sum(n.cost.useful for n in nodes),

@@ -132,8 +132,9 @@ def test_matmul_nbits_qkv():
               ("sk", f16, [nkv * 2]), "", ("bv", u8, [nkv, 2, 16]), ("sv", f16, [nkv * 2])]  # fmt: skip
     node = analyze_node("MatMulNBitsQkv", inputs, ["q", "k", "v", "sum"], {"K": K, "Nq": nq, "Nkv": nkv, "block_size": 32}, domain=MS)
     norm = M * K + 4 * M * K + 2 * M  # the skip add, then RMSNorm with scale
-    projections = sum(2 * M * K * n + 2 * K * n for n in (nq, nkv, nkv))  # product, dequantize each weight once
+    projections = sum(2 * M * K * n for n in (nq, nkv, nkv))  # the products
     assert node.cost.flops == norm + projections
+    assert node.cost.dequantize_flops == sum(2 * K * n for n in (nq, nkv, nkv))  # each weight dequantized once
     assert node.cost.transcendentals == M  # a sqrt per row
     assert node.unit == "matrix"
 
@@ -144,8 +145,9 @@ def test_matmul_nbits_mlp():
               ("su", f16, [n * 2])]  # fmt: skip
     node = analyze_node("MatMulNBitsMlp", inputs, ["y"], {"K": K, "N": n, "block_size": 32, "activation": "silu"}, domain=MS)
     norm = 4 * M * K + 2 * M  # RMSNorm, no skip
-    projections = 2 * (2 * M * K * n + 2 * K * n) + M * n  # gate and up, the gate's bias
+    projections = 2 * (2 * M * K * n) + M * n  # gate and up, the gate's bias
     assert node.cost.flops == norm + projections + M * n + M * n  # silu (x·σ) and the gating product
+    assert node.cost.dequantize_flops == 2 * (2 * K * n)  # gate and up weights, each once
     assert node.cost.transcendentals == M * n + M  # a sigmoid per gate element, a sqrt per row
 
 
@@ -189,7 +191,8 @@ def test_qmoe_dequantizes_the_used_experts():
     node = analyze_node("QMoE", inputs, ["y"], {"k": k, "expert_weight_bits": 4}, domain=MS)
     pair = 2 * K * inter + 2 * inter * K + 2 * K + inter
     dequantize = k * (inter * K + K * inter)  # one multiply by the scale per weight element (no zero points)
-    assert node.cost.flops == k * pair + (4 * experts - 2 + k * (experts - 1)) + dequantize
+    assert node.cost.flops == k * pair + (4 * experts - 2 + k * (experts - 1))
+    assert node.cost.dequantize_flops == dequantize
     expert_bytes = inter * K // 2 + inter * 2 + K * inter // 2 + K * 2  # packed weights and fp16 scales of one expert
     assert node.cost.bytes_read == K * 2 + experts * 2 + k * expert_bytes
 

@@ -256,7 +256,8 @@ def test_matmul_nbits_4bit_weight_bytes_are_bits():
         domain=MS,
     )
     assert node.outputs[0].shape == (1, 1, n)
-    assert node.cost.flops == 2 * k * n + 2 * k * n  # the product at M = 1, then dequantizing every weight once
+    assert node.cost.flops == 2 * k * n  # the product at M = 1
+    assert node.cost.dequantize_flops == 2 * k * n  # (q − zp)·scale, every weight once: its own column
     weights = k * n // 2  # 4 bits per weight, not a byte
     assert node.cost.bytes_read == k * 2 + weights + n * k_blocks * 2 + n * k_blocks // 2
     assert node.unit == "matrix" and node.dtype == "fp16"  # A's dtype
@@ -271,7 +272,8 @@ def test_matmul_bnb4():
         {"K": 256, "N": 128, "block_size": 64, "quant_type": 1},
         domain=MS,
     )
-    assert node.cost.flops == 2 * 256 * S * 128 + 256 * 128  # product; one multiply by absmax per weight
+    assert node.cost.flops == 2 * 256 * S * 128  # the product
+    assert node.cost.dequantize_flops == 256 * 128  # one multiply by absmax per weight
     assert node.cost.bytes_read == S * 256 * 2 + 256 * 128 // 2 + 512 * 2
 
 
