@@ -72,6 +72,8 @@ def _repeat(body: CompositeCost, trips: int) -> CompositeCost:
         transcendentals=body.transcendentals * trips,
         bytes_read=body.bytes_read * trips,
         bytes_written=body.bytes_written * trips,
+        dequantize_flops=body.dequantize_flops * trips,
         time_s=body.time_s * trips,
         memory_bound_time_s=body.memory_bound_time_s * trips,
+        matrix_flops=body.matrix_flops * trips,
     )

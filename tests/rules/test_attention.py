@@ -387,7 +387,7 @@ def test_group_query_attention_prompt_with_rotary_and_packed_qkv():
 
 def test_group_query_attention_int8_cache_dequantizes():
     kwargs = dict(
-        outputs=[("y", "float16", [1, 1, 256]), ("pk", "int8", [1, 2, 64, 64]), ("pv", "int8", [1, 2, 64, 64])],
+        outputs=[("y", "float16", [1, 1, 256]), ("present_k", "int8", [1, 2, 64, 64]), ("present_v", "int8", [1, 2, 64, 64])],
         attrs={"num_heads": 4, "kv_num_heads": 2},
         initializers={"total": np.array(64, dtype=np.int32)},
         domain=MS,

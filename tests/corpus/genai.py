@@ -1,0 +1,76 @@
+"""The onnxruntime-genai model builder on a tiny random Hugging Face checkpoint saved locally.
+
+``python -m onnxruntime_genai.models.builder -i <dir> -o <out> -p int4|fp32 -e cpu`` reads the
+folder's config, weights and tokenizer with ``from_pretrained``, so nothing is downloaded: the
+folder gets ``save_pretrained`` of a seeded random model and of a 1,000-word word-level tokenizer
+built with the ``tokenizers`` library (the builder loads a tokenizer; no hub file is needed).
+The graphs use GroupQueryAttention, (Skip)SimplifiedLayerNormalization and, at int4, MatMulNBits.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import torch
+import transformers
+
+from tests.corpus import sources
+
+# genai's input dims. Batch 1: onnxruntime's GroupQueryAttention refuses a batch > 1 when several new
+# tokens follow a past ("batch_size must be 1 when sequence_length > 1 and past context is given").
+BATCH = 1
+DIMS = {
+    "batch_size": BATCH,
+    "sequence_length": sources.SEQUENCE,
+    "past_sequence_length": sources.PAST,
+    "total_sequence_length": sources.TOTAL,
+    "kv_cache_dim": sources.HEAD,
+}
+# one new token per sequence after the past: a batch of 2 is allowed
+DECODE_DIMS = {**DIMS, "batch_size": 2, "sequence_length": 1, "total_sequence_length": sources.PAST + 1}
+
+ARCHITECTURES = {
+    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),  # q/k/v projections with biases
+}
+
+
+def checkpoint(arch: str, folder: Path) -> torch.nn.Module:
+    """Save a seeded random ``arch`` model and a tokenizer to ``folder``; return the model."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    config_cls, model_cls = ARCHITECTURES[arch]
+    model = sources.hf_model(model_cls, sources.llama_config(config_cls))
+    model.save_pretrained(folder)
+    vocab = {f"t{i}": i for i in range(sources.VOCAB)}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0", bos_token="t0", eos_token="t0", pad_token="t0")
+    fast.save_pretrained(folder)
+    return model
+
+
+def build(folder: Path, out: Path, precision: str, cache: Path) -> onnx.ModelProto:
+    """Run the builder as a user does (a subprocess: the module is a script); return its model.onnx
+    with weights."""
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
+               "-p", precision, "-e", "cpu", "-c", str(cache)]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"genai builder failed ({done.returncode}): {done.stderr[-2000:]}")
+    return onnx.load(out / "model.onnx")
+
+
+def flops(model: torch.nn.Module, decode: bool = False) -> int:
+    """FlopCounterMode on the checkpoint's eager model, one step at DIMS (SEQUENCE new tokens after
+    PAST cached) or, with ``decode``, at DECODE_DIMS."""
+    dims = DECODE_DIMS if decode else DIMS
+    batch, sequence = dims["batch_size"], dims["sequence_length"]
+    call = sources.CachedCall(model)
+    ids = torch.randint(0, sources.VOCAB, (batch, sequence))
+    mask = torch.ones(batch, dims["total_sequence_length"], dtype=torch.long)
+    past = sources._past(2 * sources.LAYERS, sources.KV_HEADS, sources.PAST, batch=batch)
+    return sources.count_flops(call, (ids, mask, *past))
