@@ -190,21 +190,26 @@ class _LazyConstants(dict):
         self.sources = sources
 
     def __missing__(self, name: str) -> np.ndarray:
-        source = self.sources[name]  # KeyError: not a constant
-        array = constant_array(source)
+        array = self._load(name)
         if array is None:
             raise KeyError(name)
-        self[name] = array
         return array
 
     def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, name) or (name in self.sources and self.get(name) is not None)
+        return dict.__contains__(self, name) or self._load(name) is not None
 
     def get(self, name, default=None):
-        try:
-            return self[name]
-        except KeyError:
-            return default
+        value = dict.get(self, name)
+        if value is None:
+            value = self._load(name)
+        return default if value is None else value
+
+    def _load(self, name) -> np.ndarray | None:
+        source = self.sources.get(name)
+        array = None if source is None else constant_array(source)
+        if array is not None:
+            self[name] = array
+        return array
 
 
 _METADATA = ("Shape", "Size")
