@@ -125,7 +125,7 @@ class _Sweep:
         shape = tuple(self.symbols.get(d, d) if isinstance(d, str) else d for d in info.shape)
         if not _all_int(shape):
             return False
-        self.values[name] = TensorInfo(name, shape, info.dtype)
+        self.values[name] = TensorInfo(name, shape, info.dtype, info.key_dtype)
         return True
 
     def learn(self, info: TensorInfo) -> bool:
@@ -180,7 +180,7 @@ class _Sweep:
             return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
         typed = {name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()}
         unknown = [name for name in node.outputs if name and not _known(typed.get(name))]
-        return typed, _unknown_output_reason(node, unknown, inputs) if unknown else None
+        return typed, _unknown_output_reason(node, unknown) if unknown else None
 
     def function_inference(self, node: Node, types, data) -> dict[str, onnx.TypeProto]:
         graph = onnx.helper.make_graph(
@@ -309,7 +309,7 @@ def infer_body(
     return infer(scratch)
 
 
-def _unknown_output_reason(node: Node, unknown: list[str], inputs) -> str:
+def _unknown_output_reason(node: Node, unknown: list[str]) -> str:
     """Why ONNX typed the node but not these outputs: a value it needs is data, not a constant."""
     if node.op_type in _DATA_DEPENDENT:
         return f"{node.op_type}'s output size depends on the values of its input data"
