@@ -9,25 +9,40 @@ from collections.abc import Mapping, Sequence
 import onnx
 
 from onnx_roofline.errors import DimensionError
+from onnx_roofline.validation import MAX_TENSOR_BYTES, check_tensor_size
 
 _NAME_VALUE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(.+?)\s*$")
+_DIGITS = re.compile(r"[0-9]+", re.ASCII)  # not str.isdigit: it takes "²" and other digits int() refuses
 
 
 def parse_dim(text: str) -> tuple[str, int]:
     """`batch=8` → ("batch", 8)."""
     match = _NAME_VALUE.match(text)
-    if not match or not match.group(2).isdigit() or int(match.group(2)) <= 0:
-        raise DimensionError(f"malformed --dim {text!r}: expected NAME=POSITIVE_INT, e.g. batch=8")
-    return match.group(1), int(match.group(2))
+    if not match or not _DIGITS.fullmatch(match.group(2)) or not match.group(2).strip("0"):
+        raise DimensionError(f"malformed --dim {_short(text)!r}: expected NAME=POSITIVE_INT, e.g. batch=8")
+    return match.group(1), _size(match.group(2), f"--dim {_short(text)!r}")
 
 
 def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     """`x=1x3x224x224` → ("x", (1, 3, 224, 224))."""
     match = _NAME_VALUE.match(text)
-    parts = match.group(2).lower().split("x") if match else []
-    if not match or not all(p.strip().isdigit() for p in parts):
-        raise DimensionError(f"malformed --input {text!r}: expected NAME=DxDx..., e.g. pixel_values=1x3x224x224")
-    return match.group(1), tuple(int(p) for p in parts)
+    parts = [p.strip() for p in match.group(2).lower().split("x")] if match else []
+    if not match or not all(_DIGITS.fullmatch(p) for p in parts):
+        raise DimensionError(f"malformed --input {_short(text)!r}: expected NAME=DxDx..., e.g. pixel_values=1x3x224x224")
+    return match.group(1), tuple(_size(p, f"--input {_short(text)!r}") for p in parts)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _size(digits: str, where: str) -> int:
+    """A dim from the command line: at most 2^57, like every dim a model declares (checked on the
+    digits first: int() refuses strings of over 4,300 digits with a ValueError of its own)."""
+    digits = digits.lstrip("0") or "0"
+    if len(digits) > 18 or int(digits) > MAX_TENSOR_BYTES:
+        raise DimensionError(f"{where}: a dim must be at most 2^57 (no tensor can be larger than the largest address space of any CPU)")
+    return int(digits)
 
 
 def symbolic_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
@@ -66,6 +81,10 @@ def bind(
         for dim in value.type.tensor_type.shape.dim:
             if dim.HasField("dim_param") and dim.dim_param in dims:
                 dim.dim_value = dims[dim.dim_param]
+    for value in graph.input:
+        if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+            check_tensor_size(value.name, dims, value.type.tensor_type.elem_type, "", DimensionError)
     del graph.value_info[:]
     for value in graph.output:
         for dim in value.type.tensor_type.shape.dim:

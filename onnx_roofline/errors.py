@@ -21,3 +21,14 @@ class HardwareSpecError(RooflineError):
 
 class DimensionError(RooflineError):
     """A malformed --dim/--input, or a symbolic dimension left unbound that blocks a cost."""
+
+
+class ExternalDataError(ModelLoadError):
+    """An external-data reference that may not be followed: absolute, escaping the model's folder,
+    not a regular file, or an offset/length that does not fit the file."""
+
+
+def one_line(text: str) -> str:
+    """The message with every control character escaped (`\\n`, `\\x1b`): a path or a name from a
+    stranger's file cannot break the one-line promise or colour the terminal."""
+    return "".join(c if c.isprintable() or c == " " else c.encode("unicode_escape").decode("ascii") for c in text)

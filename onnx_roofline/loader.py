@@ -1,5 +1,7 @@
 """Read an ONNX graph without its weights: external data is never loaded, so a model whose
-data file is absent (or is over 2 GB) analyzes the same."""
+data file is absent (or is over 2 GB) analyzes the same. The file is read through `files` (a
+regular file under protobuf's 2 GB, checked before a byte is read) and parsed from memory, so
+onnx itself opens nothing; `validation` then checks it is a graph at all."""
 
 from __future__ import annotations
 
@@ -7,10 +9,13 @@ import os
 from pathlib import Path
 
 import onnx
+import onnx.serialization
 from google.protobuf.message import DecodeError
 
+from onnx_roofline import files
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.nodes import Node, read_nodes
+from onnx_roofline.validation import check_model
 
 
 def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
@@ -24,16 +29,24 @@ def load_with_nodes(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.M
         model = onnx.ModelProto()
         model.CopyFrom(source)
         return model, _validated(model, "<in-memory model>")
-    path = Path(source)
-    if not path.exists():
-        raise ModelLoadError(f"model file not found: {path}")
-    if not path.is_file():
-        raise ModelLoadError(f"not a file: {path}")
+    model = _parse(Path(source))
+    return model, _validated(model, str(source))
+
+
+def referenced_files(source: str | os.PathLike) -> tuple[Path, ...]:
+    """The model file and the external-data files it names: what an output must never replace."""
+    return files.referenced_files(source, _parse(Path(source)))
+
+
+def _parse(path: Path) -> onnx.ModelProto:
+    """The file's ModelProto, parsed from memory (so onnx opens nothing; the format follows the
+    extension, as onnx.load's does)."""
+    data = files.read_bytes(path, "model file", files.MAX_MODEL_BYTES, ModelLoadError)
+    fmt = onnx.serialization.registry.get_format_from_file_extension(path.suffix) or "protobuf"
     try:
-        model = onnx.load_model(str(path), load_external_data=False)
-    except (DecodeError, ValueError, RuntimeError, OSError) as exc:
+        return onnx.load_model_from_string(data, format=fmt)
+    except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as exc:
         raise ModelLoadError(f"not a valid ONNX model: {path} ({_first_line(exc)})") from None
-    return model, _validated(model, str(path))
 
 
 def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
@@ -44,20 +57,8 @@ def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
     nodes = read_nodes(model.graph)
     if not nodes:
         raise ModelLoadError(f"not a valid ONNX model: {where} (the graph has no nodes)")
-    defined = {value.name for value in model.graph.input} | {t.name for t in model.graph.initializer}
-    used: set[str] = set()
-    for node in nodes:
-        defined.update(node.outputs)
-        used.update(node.inputs)
-    used.discard("")
-    if not used <= defined and not _uses_outer_scope(model):
-        missing = next(name for node in nodes for name in node.inputs if name and name not in defined)
-        raise ModelLoadError(f"not a valid ONNX model: {where} (value {missing!r} is used but never produced)")
+    check_model(model, nodes, where)
     return nodes
-
-
-def _uses_outer_scope(model: onnx.ModelProto) -> bool:
-    return any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in model.graph.node for attr in n.attribute)
 
 
 def _first_line(exc: BaseException) -> str:

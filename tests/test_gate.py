@@ -387,7 +387,7 @@ def test_unchanged_model_passes_against_its_baseline(tmp_path, block_path):
     result = run_check(str(block_path), "--dim", "batch=1", "--baseline", str(baseline), "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(result.stdout)
-    assert [c["status"] for c in data["checks"]] == ["pass"] * 3
+    assert [c["status"] for c in data["checks"]] == ["pass"] * 4  # the 3 regressions and "every node costed"
     assert data["baseline"] == {"path": str(baseline), "added": [], "removed": [], "bound_changed": []}
 
 
@@ -399,8 +399,8 @@ def test_regression_beyond_tolerance_fails_and_names_the_nodes(tmp_path):
                        "--format", "json")
     assert result.returncode == 1, result.stderr
     checks = {c["id"]: c for c in json.loads(result.stdout)["checks"]}
-    assert {k: c["status"] for k, c in checks.items()} == dict.fromkeys(
-        ["regression.latency", "regression.bytes", "regression.flops"], "fail")
+    assert {k: c["status"] for k, c in checks.items()} == {
+        **dict.fromkeys(["regression.latency", "regression.bytes", "regression.flops"], "fail"), "uncosted": "pass"}
     flops = checks["regression.flops"]
     before, after = (analyze(block_model(mlp=m), dims={"batch": 1}).totals.flops for m in (3072, 6144))
     assert flops["measured"] == (after - before) / before and flops["limit"] == 0.05
@@ -454,7 +454,7 @@ def test_exit_1_with_a_summary_of_what_failed(block_path):
     result = run_check(str(block_path), "--dim", "batch=1", "--max-latency", "1ns", "--max-memory-bound-share", "0%")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
-    assert lines[0] == "onnx-roofline check: FAIL (2 of 2 checks failed)"
+    assert lines[0] == "onnx-roofline check: FAIL (2 of 3 checks failed)"  # and "every node costed" passed
     assert lines[1] == f"model {block_path} on h100, dims batch=1"
     assert lines[3].startswith("FAIL  predicted latency ") and "exceeds 1.0 ns" in lines[3]
     assert "/lm_head/MatMul (MatMul)" in result.stdout  # a named contributor
@@ -550,8 +550,9 @@ def test_check_twice_writes_identical_json_files(tmp_path, block_path):
     assert outputs[0] == outputs[1]
     data = json.loads(outputs[0])
     assert data["schema_version"] == 1 and data["kind"] == "check" and data["passed"] is False
-    assert data["summary"] == {"checks": 1, "failed": 1, "skipped": 0}
-    (check,) = data["checks"]
+    assert data["summary"] == {"checks": 2, "failed": 1, "skipped": 0}  # the budget and "every node costed"
+    check, complete = data["checks"]
+    assert (complete["id"], complete["status"]) == ("uncosted", "pass")
     assert {"id", "title", "status", "kind", "measured", "limit", "message", "contributors"} <= check.keys()
     assert check["limit"] == 1e-9
 
@@ -562,9 +563,9 @@ def test_junit_has_a_testcase_per_check(tmp_path, block_path):
                        "--max-memory-bound-share", "100%", "--junit", str(junit))
     assert result.returncode == 1
     suites = ET.parse(junit).getroot()
-    assert suites.tag == "testsuites" and suites.get("tests") == "3" and suites.get("failures") == "1"
+    assert suites.tag == "testsuites" and suites.get("tests") == "4" and suites.get("failures") == "1"
     cases = {case.get("name"): case for case in suites.iter("testcase")}
-    assert list(cases) == ["latency", "memory_bound_share", "bytes"]
+    assert list(cases) == ["latency", "memory_bound_share", "bytes", "uncosted"]
     failure = cases["latency"].find("failure")
     assert "exceeds 1.0 ns" in failure.get("message") and "/lm_head/MatMul" in failure.text
     assert cases["bytes"].find("failure") is None
@@ -606,15 +607,16 @@ def test_gpt2_decode_meets_a_1ms_budget():
 def test_gpt2_prefill_breaks_a_1ms_budget():
     result = run_check(str(PREFILL), "--hw", "h100", *PREFILL_DIMS, "--max-latency", "1ms", "--format", "json")
     assert result.returncode == 1, result.stdout + result.stderr
-    (check,) = json.loads(result.stdout)["checks"]
+    check, complete = json.loads(result.stdout)["checks"]
     assert check["measured"] > 1e-3 and check["contributors"]
+    assert (complete["id"], complete["measured"]) == ("uncosted", 0)
 
 
 @needs[DECODE]
 def test_gpt2_decode_is_over_95_percent_memory_bound():
     result = run_check(str(DECODE), "--hw", "h100", *DECODE_DIMS, "--max-memory-bound-share", "95%", "--format", "json")
     assert result.returncode == 1, result.stdout + result.stderr
-    (check,) = json.loads(result.stdout)["checks"]
+    check, _complete = json.loads(result.stdout)["checks"]
     assert check["measured"] > 0.95
     assert all(c["op_type"] for c in check["contributors"])
 
@@ -636,7 +638,7 @@ def test_the_documented_policy_parses_and_every_flag_is_documented(tmp_path):
 
 
 def test_pre_commit_hook_runs_the_check_command():
-    from onnx_roofline.gate.policy import tomllib
+    from onnx_roofline.files import tomllib
     from tests.conftest import REPO
 
     yaml = pytest.importorskip("yaml")  # PyYAML: not a dependency, present wherever pre-commit is

@@ -170,8 +170,8 @@ def test_a_sweep_parses_the_model_once(monkeypatch):
     import onnx_roofline.loader as loader
 
     calls = []
-    original = loader.onnx.load_model
-    monkeypatch.setattr(loader.onnx, "load_model", lambda *a, **k: calls.append(a) or original(*a, **k))
+    original = loader.onnx.load_model_from_string
+    monkeypatch.setattr(loader.onnx, "load_model_from_string", lambda *a, **k: calls.append(a) or original(*a, **k))
     session = Session(DECODE, dims={"past_sequence": 127})
     sweep(session, {"batch": (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)}, view="fused")
     assert len(calls) == 1

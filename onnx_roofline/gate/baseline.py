@@ -7,13 +7,13 @@ gained or lost nodes lists exactly those.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnx_roofline import files
 from onnx_roofline.errors import RooflineError
 from onnx_roofline.report.model import OK, SCHEMA_VERSION, NodeResult, Report
 
@@ -68,13 +68,7 @@ class Comparison:
 
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
-    if not path.is_file():
-        raise BaselineError(f"baseline file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"baseline {path}: not valid JSON ({exc})") from None
-    return _parse(data, str(path))
+    return _parse(files.read_json(path, "baseline file", BaselineError), str(path))
 
 
 def ensure_comparable(baseline: Baseline, report: Report) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from onnx_roofline.cli import add_model_arguments, analyze_from_options
+from onnx_roofline.cli import add_model_arguments, add_view_arguments, analyze_from_options, protected_files
 from onnx_roofline.dims import parse_dim
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
 from onnx_roofline.gate.baseline import ensure_comparable, load_baseline
@@ -31,6 +31,7 @@ LIMITS: tuple[tuple[str, Callable, str, str], ...] = (
     ("max_flops", parse_amount, "FLOPS", "most FLOPs the model may do: 3e11, 300GFLOP"),
     ("max_unsupported", parse_count, "N", "most nodes with no cost rule (or whose rule failed)"),
     ("max_unknown_shape", parse_count, "N", "most nodes whose shapes could not be inferred"),
+    ("max_uncosted", parse_count, "N", "most nodes not costed, whatever the reason (default 0 when no such limit is set)"),
     ("max_regression", partial(parse_fraction, over_one=True), "GROWTH",
      "tolerated growth of latency, bytes and FLOPs over --baseline: 5%% or 0.05 (default 0)"),
 )
@@ -43,6 +44,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "Exit 0: every check passed; 1: a check failed; 2: bad input (model, policy, baseline, flag).",
     )
     add_model_arguments(parser)
+    add_view_arguments(parser)  # --view deployed gates the deployed estimate
     parser.set_defaults(hw=None, run=run)  # no --hw: the policy's `hw`, else h100
     parser.add_argument("--policy", metavar="FILE", help="TOML policy, or a pyproject.toml with [tool.onnx-roofline]")
     for key, parse, metavar, text in LIMITS:
@@ -65,7 +67,7 @@ def run(options: argparse.Namespace) -> int:
     if baseline is not None:
         ensure_comparable(baseline, report)
     result = evaluate(report, policy, baseline, top=options.top)
-    protect = [path for path in (options.model, options.policy, policy.baseline) if path]
+    protect = protected_files(options, options.policy, policy.baseline)
     if options.junit:
         write_text(render_junit(result), options.junit, protect)
     write_text(RENDERERS[options.format](result), options.output, protect)
@@ -86,13 +88,11 @@ def _policy(options: argparse.Namespace) -> Policy:
 
 
 def _strict_about_uncosted(policy: Policy) -> Policy:
-    """A gate cannot vouch for figures that leave nodes out: every node must be costed unless the
-    policy or a flag allows some (`max_unsupported`, `max_unknown_shape`)."""
-    return replace(
-        policy,
-        max_unsupported=0 if policy.max_unsupported is None else policy.max_unsupported,
-        max_unknown_shape=0 if policy.max_unknown_shape is None else policy.max_unknown_shape,
-    )
+    """A gate cannot vouch for figures that leave nodes out: unless the policy or a flag sets a
+    limit on uncosted nodes, one check requires every node to be costed."""
+    if (policy.max_uncosted, policy.max_unsupported, policy.max_unknown_shape) == (None, None, None):
+        return replace(policy, max_uncosted=0)
+    return policy
 
 
 def _analysis_options(options: argparse.Namespace, policy: Policy) -> argparse.Namespace:

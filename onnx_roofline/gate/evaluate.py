@@ -13,7 +13,7 @@ from onnx_roofline.gate.baseline import Baseline, Comparison, NodeFigures, compa
 from onnx_roofline.gate.policy import METRICS, Budget, Policy
 from onnx_roofline.gate.result import FAIL, PASS, SKIP, Check, Contributor, GateResult, formatted
 from onnx_roofline.report.breakdown import in_module, module_path
-from onnx_roofline.report.model import RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, Report
+from onnx_roofline.report.model import OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, Report
 from onnx_roofline.roofline import MEMORY
 
 KIND = {"latency": "time", "bytes": "bytes", "flops": "flops"}  # metric → how its values read
@@ -35,7 +35,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
         checks += [_regression(gate, metric, baseline, comparison, policy) for metric in METRICS]
     return GateResult(
         model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
-        baseline=baseline.path if baseline else None, comparison=comparison,
+        baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
     )
 
 
@@ -77,9 +77,10 @@ class _Gate:
         ranked = self.ranked(nodes, "latency", self.total_latency)
         return self.limit(id, title, "share", share, limit, ranked, _caveat(self.nodes))
 
-    def uncosted(self, id: str, title: str, statuses: tuple[str, ...], limit: int) -> Check:
-        """Nodes the analysis could not cost, each listed with the reason."""
-        hit = [n for n in self.nodes if n.status in statuses]
+    def uncosted(self, id: str, title: str, statuses: tuple[str, ...] | None, limit: int) -> Check:
+        """Nodes the analysis could not cost (of `statuses`; None: whatever the status), each listed
+        with the reason."""
+        hit = [n for n in self.nodes if (n.status != OK if statuses is None else n.status in statuses)]
         contributors = [Contributor(n, "count", None, note=n.reason) for n in hit[: self.top]]
         return self.limit(id, title, "count", len(hit), limit, contributors)
 
@@ -103,6 +104,8 @@ def _model_checks(gate: _Gate, hardware: str, policy: Policy) -> list[Check]:
         checks.append(gate.uncosted("unsupported", "unsupported nodes", (UNSUPPORTED, RULE_ERROR), policy.max_unsupported))
     if policy.max_unknown_shape is not None:
         checks.append(gate.uncosted("unknown_shape", "unknown-shape nodes", (UNKNOWN_SHAPE,), policy.max_unknown_shape))
+    if policy.max_uncosted is not None:
+        checks.append(gate.uncosted("uncosted", "uncosted nodes", None, policy.max_uncosted))
     return checks
 
 

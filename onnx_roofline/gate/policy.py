@@ -8,17 +8,12 @@ between a command line and a file unchanged. `pyproject.toml` holds the same key
 from __future__ import annotations
 
 import difflib
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
+from onnx_roofline import files
 from onnx_roofline.errors import HardwareSpecError, RooflineError
 from onnx_roofline.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
 from onnx_roofline.hardware import load_hardware
@@ -53,6 +48,7 @@ class Policy:
     max_flops: int | None = None
     max_unsupported: int | None = None  # nodes with no cost rule, or whose rule failed
     max_unknown_shape: int | None = None  # nodes whose shapes could not be inferred
+    max_uncosted: int | None = None  # nodes not costed, whatever the reason (check's default: 0)
     op_type: Mapping[str, Budget] = field(default_factory=dict)
     module: Mapping[str, Budget] = field(default_factory=dict)
     baseline: str | None = None  # path of a saved `analyze --format json` report
@@ -78,12 +74,7 @@ def load_policy(path: str | Path) -> Policy:
     """A policy from a TOML file, or from `[tool.onnx-roofline]` when the file is a pyproject.toml.
     A relative `baseline` is relative to the policy file's folder."""
     path = Path(path)
-    if not path.is_file():
-        raise PolicyError(f"policy file not found: {path}")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise PolicyError(f"policy {path}: not valid TOML: {exc}") from None
+    data = files.read_toml(path, "policy file", PolicyError)
     if path.name == "pyproject.toml":
         tool = data.get("tool")
         data = tool.get("onnx-roofline") if isinstance(tool, dict) else None
@@ -196,6 +187,7 @@ _TOP_LEVEL: dict[str, Parser] = {
     "max_flops": _scalar(parse_amount),
     "max_unsupported": _scalar(parse_count),
     "max_unknown_shape": _scalar(parse_count),
+    "max_uncosted": _scalar(parse_count),
     "op_type": _table_of(_budget),
     "module": _table_of(_budget),
     "baseline": _scalar(_string),

@@ -10,14 +10,14 @@ the bound shapes, so onnxruntime runs it at those dims with identical outputs an
 (concrete value_info over symbolic inputs would let a runtime fold `Shape` nodes to stale values).
 Weights are never read: external data references are kept when the output's folder can still reach
 the data file, else the data file is hard-linked (copied where a link is impossible) beside the output.
+A reference is followed only when it names a regular file inside the model's folder (`files.locate`):
+anything else (absolute, `..`, a symlink leading out, a FIFO, /dev/zero) refuses the whole annotation.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,9 +26,10 @@ from onnx import TensorProto
 
 from onnx_roofline import __version__
 from onnx_roofline.dims import bind
+from onnx_roofline import files
 from onnx_roofline.errors import RooflineError
 from onnx_roofline.loader import load_model
-from onnx_roofline.output import write_bytes, write_text
+from onnx_roofline.output import link_or_copy, write_bytes, write_text
 from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
@@ -71,12 +72,11 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
         _annotate_node(node, result, report.hardware.key, total)
     _annotate_model(proto, report)
     _write_shapes(proto.graph, report, types)
-    source_dir = None if isinstance(source, onnx.ModelProto) else Path(source).parent
-    protect = [] if isinstance(source, onnx.ModelProto) else [str(source)]
-    plan = _plan_external_data(proto, source_dir, destination)
-    protect += [str(path) for path in plan.originals]  # the input's data files are inputs too
+    in_memory = isinstance(source, onnx.ModelProto)
+    protect = () if in_memory else files.referenced_files(source, proto)  # the input's data files are inputs too
+    plan = _plan_external_data(proto, None if in_memory else files.model_folder(source), destination)
     write_bytes(proto.SerializeToString(), str(destination), protect=protect)  # refuses to overwrite the input
-    actions = {plan.kept or "none"} | {_link_or_copy(src, dst) for src, dst in plan.links}
+    actions = {plan.kept or "none"} | {link_or_copy(ref, dst, protect) for ref, dst in plan.links}
     action = next(a for a in ("absent", "copied", "linked", "kept", "none") if a in actions)
     sidecar = sidecar_path(destination)
     write_text(_attachment_text(netron_attachment(report)), str(sidecar), protect=protect)
@@ -202,7 +202,7 @@ def _annotate_node(node: onnx.NodeProto, result: NodeResult, hardware: str, mode
     if not node.name:
         node.name = result.name  # Netron's attachment finds nodes by name
     _set_props(node.metadata_props, node_figures(result, model_time))
-    kept = [line for line in node.doc_string.split("\n") if line and not line.startswith(SUMMARY_PREFIX + " [")]
+    kept = [line for line in _text(node.doc_string).split("\n") if line and not line.startswith(SUMMARY_PREFIX + " [")]
     node.doc_string = "\n".join([node_summary(result, hardware, model_time), *kept])
 
 
@@ -213,10 +213,15 @@ def _annotate_model(proto: onnx.ModelProto, report: Report) -> None:
 def _set_props(props, figures: dict[str, str]) -> None:
     """Ours first (Netron lists them in order), then everyone else's (dynamo's name_scopes, ...);
     a model annotated again has its old figures replaced, not repeated."""
-    kept = [(p.key, p.value) for p in props if not p.key.startswith(NAMESPACE)]
+    kept = [(_text(p.key), _text(p.value)) for p in props if not _text(p.key).startswith(NAMESPACE)]
     del props[:]
     for key, value in [*((NAMESPACE + k, v) for k, v in figures.items()), *kept]:
         props.add(key=key, value=value)
+
+
+def _text(value: str | bytes) -> str:
+    """A string field as written back: protobuf gives bytes where a file's string is not UTF-8."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _declared_types(proto: onnx.ModelProto) -> dict[str, int]:
@@ -268,79 +273,47 @@ def _write_shapes(graph: onnx.GraphProto, report: Report, types: dict[str, int])
 # --- the weights ----------------------------------------------------------------------------------
 
 
-def _external_tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
-    for tensor in graph.initializer:
-        if tensor.data_location == TensorProto.EXTERNAL:
-            yield tensor
-    for node in graph.node:
-        for attr in node.attribute:
-            tensors = [attr.t] if attr.HasField("t") else list(attr.tensors)
-            yield from (t for t in tensors if t.data_location == TensorProto.EXTERNAL)
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                yield from _external_tensors(sub)
-
-
-def _location(tensor: TensorProto) -> str:
-    return next((e.value for e in tensor.external_data if e.key == "location"), "")
-
-
-def _set_location(tensor: TensorProto, location: str) -> None:
-    for entry in tensor.external_data:
-        if entry.key == "location":
-            entry.value = location
-
-
 @dataclass(frozen=True)
 class _DataPlan:
     locations: tuple[str, ...]  # what the output references
-    originals: tuple[Path, ...]  # the input's data files
-    links: tuple[tuple[Path, Path], ...]  # (data file, its place beside the output)
+    links: tuple[tuple[files.DataRef, Path], ...]  # (data file, its place beside the output)
     kept: str | None  # "kept" or "absent" when some reference stays as it resolves (or not) already
 
 
 def _plan_external_data(proto: onnx.ModelProto, source_dir: Path | None, destination: Path) -> _DataPlan:
     """Rewrite external data locations to resolve from the output's folder. onnxruntime refuses
     locations that are absolute or leave the model's folder, so a data file outside the output's
-    folder is to be linked (or copied) beside it; a data file that is absent stays referenced as is."""
-    tensors = list(_external_tensors(proto.graph))
-    locations = sorted({_location(t) for t in tensors})
-    if not locations or source_dir is None:
-        return _DataPlan(tuple(locations), (), (), "kept" if locations else None)
+    folder is to be linked (or copied) beside it; a data file that is absent stays referenced as is.
+    Every reference is checked (`files.locate`) before anything is written."""
+    tensors = list(files.external_tensors(proto))
+    if not tensors or source_dir is None:
+        locations = sorted({files.location_of(t) for t in tensors})
+        return _DataPlan(tuple(locations), (), "kept" if locations else None)
+    refs = [(t, files.locate(t, source_dir)) for t in tensors]  # raises for what may not be followed
+    locations = sorted({files.location_of(t) for t in tensors})
     out_dir = destination.parent.resolve()
     moved: dict[str, str] = {}
-    links: list[tuple[Path, Path]] = []
+    links: list[tuple[files.DataRef, Path]] = []
     kept = None
-    for location in locations:
-        original = (source_dir / location).resolve()
+    for tensor, ref in refs:
+        location = files.location_of(tensor)
+        if location in moved:
+            continue
+        original = (source_dir / location).resolve() if ref is None else ref.path
         if original.is_relative_to(out_dir):
             moved[location], kept = original.relative_to(out_dir).as_posix(), kept or "kept"
-        elif not original.exists():
+        elif ref is None:
             moved[location], kept = location, "absent"
         else:
             name = f"{destination.name}.data" if len(locations) == 1 else f"{destination.name}.{Path(location).name}"
             moved[location] = name
-            links.append((original, destination.parent / name))
+            links.append((ref, destination.parent / name))
     for tensor in tensors:
-        _set_location(tensor, moved[_location(tensor)])
-    originals = tuple(source_dir / location for location in locations)
-    return _DataPlan(tuple(sorted(set(moved.values()))), originals, tuple(links), kept)
+        _set_location(tensor, moved[files.location_of(tensor)])
+    return _DataPlan(tuple(sorted(set(moved.values()))), tuple(links), kept)
 
 
-def _link_or_copy(source: Path, target: Path) -> str:
-    """A hard link costs nothing and leaves the source alone; across file systems, a copy.
-    Put in place atomically, like every output."""
-    if target.exists() and os.path.samefile(source, target):
-        return "linked"  # annotated here before: the link is in place (and rename would leave the temp)
-    temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        try:
-            os.link(source, temp)
-            action = "linked"
-        except OSError:
-            shutil.copyfile(source, temp)
-            action = "copied"
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    return action
+def _set_location(tensor: TensorProto, location: str) -> None:
+    for entry in tensor.external_data:
+        if entry.key == "location":
+            entry.value = location

@@ -2,14 +2,18 @@
 
 The headline figures and the top nodes are visible; the breakdowns fold away in <details>.
 Nothing varies between runs of the same model (no timestamps, no absolute paths), so two
-comments diff line by line.
+comments diff line by line. Names come from a stranger's file: a node named `<script>…` or one
+holding a backtick, a pipe or a newline is escaped, never passed through as HTML or table syntax.
 """
 
 from __future__ import annotations
 
+import html
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from onnx_roofline.errors import one_line
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, top_nodes
 from onnx_roofline.report.model import Report
 from onnx_roofline.report.table import GROUP_COLUMNS, NODE_HEADER, group_cells, group_title, node_cells
@@ -24,7 +28,7 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
     dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items()))
     precision = f", costed as {model.precision}" if model.precision else ""
     lines = [
-        f"### onnx-roofline: `{name}` on {hw.name}" + (f" ({dims}{precision})" if dims or precision else ""),
+        f"### onnx-roofline: {_text(name, code=True)} on {_text(hw.name)}" + (f" ({_text(dims)}{precision})" if dims or precision else ""),
         "",
         _table(
             ["latency (lower bound)", "FLOPs", "bytes", "intensity", "memory-bound time", "nodes"],
@@ -40,7 +44,7 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
         ),
     ]
     if report.unsupported:
-        lines += ["", "Not costed (not in the totals): " + ", ".join(f"`{op}`×{n}" for op, n in report.unsupported.items())]
+        lines += ["", "Not costed (not in the totals): " + ", ".join(f"{_text(op, code=True)}×{n}" for op, n in report.unsupported.items())]
     nodes = top_nodes(report, top)
     lines += ["", f"**Top {len(nodes)} nodes by time**", "", _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes])]
     for family in by:
@@ -58,5 +62,18 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: bool = F
 
 
 def _cell(text: str, code: bool) -> str:
-    text = text.replace("|", "\\|")
-    return f"`{text}`" if code and text else text
+    return _text(text, code).replace("|", "\\|")
+
+
+_UNSAFE_IN_CODE = re.compile(r"[`<>&]")
+_MARKDOWN_PUNCTUATION = re.compile(r"([\\`*_\[\]])")
+
+
+def _text(text: str, code: bool = False) -> str:
+    """`text` as Markdown shows it literally: a code span where that is safe, else plain text
+    with HTML and Markdown punctuation escaped (a code span shows `&lt;` as is, and a backtick
+    would close it)."""
+    text = one_line(text)
+    if code and text and not _UNSAFE_IN_CODE.search(text):
+        return f"`{text}`"
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", html.escape(text, quote=False))

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
+from onnx_roofline import files
 from onnx_roofline.errors import EXIT_OK, RooflineError
 from onnx_roofline.report.model import SCHEMA_VERSION
 from onnx_roofline.report.plot import COLOR_BY, write_plot
@@ -34,12 +33,7 @@ def run_plot(options: argparse.Namespace) -> int:
 
 def load_report(path: str) -> dict:
     """A saved `--format json` report, checked to be one."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RooflineError(f"report not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RooflineError(f"not a JSON report: {path} ({exc})") from None
+    data = files.read_json(path, "report", RooflineError)
     if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION or "nodes" not in data:
         raise RooflineError(f"not an onnx-roofline JSON report (schema_version {SCHEMA_VERSION}): {path}")
     return data

@@ -1,22 +1,25 @@
-"""verify(): analyze, materialize weights, feed, run, compare, and optionally time — in that order."""
+"""verify(): analyze, check every external-data reference and the budget, materialize weights,
+feed, run, compare, and optionally time — in that order: nothing is read, synthesized or run
+before the checks that could refuse it."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import onnx
 
+from onnx_roofline import files
 from onnx_roofline.analysis import analyze
 from onnx_roofline.dims import bind
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.loader import load_model
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes import infer
+from onnx_roofline.verify import budget as budgets
 from onnx_roofline.verify.compare import Comparison, compare, observed_infos
-from onnx_roofline.verify.inputs import make_feeds
+from onnx_roofline.verify.inputs import bound_inputs, make_feeds
 from onnx_roofline.verify.run import run_all
 from onnx_roofline.verify.weights import materialize
 
@@ -42,15 +45,18 @@ def verify(
     seed: int = 0,
     threads: int | None = None,
     timing: Mapping[str, object] | None = None,
+    budget: budgets.Budget = budgets.Budget(),
 ) -> Verification:
     """Run `model` in onnxruntime (CPU) and check the analysis against it. `timing`, when given, holds
     the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize)."""
     dims = dict(dims or {})
     report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes)
     proto = load_model(model)
+    base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
+    files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
     bound = bind(load_model(proto), dims, input_shapes)
     folded = infer(bound).folded
-    base_dir = None if isinstance(model, onnx.ModelProto) else Path(model).resolve().parent
+    budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget)
     weights = materialize(proto, base_dir, seed)
     feeds = make_feeds(proto, dims, input_shapes, seed)
     arrays = run_all(weights.model, feeds, threads=threads)

@@ -17,6 +17,7 @@ PROVIDERS = ["CPUExecutionProvider"]
 def session_options(optimize: bool = False, threads: int | None = None):
     import onnxruntime as ort
 
+    ort.set_default_logger_severity(3)  # the process-wide logger too: its coloured warnings are not ours to print
     options = ort.SessionOptions()
     options.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL

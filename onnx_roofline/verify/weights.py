@@ -1,23 +1,23 @@
 """Weights for the run: the real ones where the external data file is there, deterministic random
 ones where it is absent (the fixtures ship without it). Always into an in-memory copy: the user's
-file is never written."""
+file is never written. A data file is read only through `files` (a regular file inside the model's
+folder, the span checked against it); the budget has been checked before this runs."""
 
 from __future__ import annotations
 
 import functools
-import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import external_data_helper, helper, numpy_helper
+from onnx import helper, numpy_helper
 
-from onnx_roofline.tensors import DTYPE_BITS, dtype_name
+from onnx_roofline import files
+from onnx_roofline.verify.budget import PROTOBUF_LIMIT, tensor_bytes
 from onnx_roofline.verify.errors import VerifyError
 
-PROTOBUF_LIMIT = 2**31 - 1  # onnxruntime takes the model as one serialized protobuf
 WEIGHT_SCALE = 0.02  # GPT-2's init std: keeps activations finite through many layers
 POOL_SIZE = 1_000_003  # prime, so no tensor row lines up with the pool's period
 
@@ -72,19 +72,19 @@ def _pool(seed: int) -> np.ndarray:
 
 
 def _load(tensor: onnx.TensorProto, base_dir: Path) -> bool:
-    info = external_data_helper.ExternalDataInfo(tensor)
-    if not (base_dir / info.location).is_file():
+    """The tensor's bytes from its data file; False when that file is absent."""
+    ref = files.locate(tensor, base_dir)
+    if ref is None:
         return False
-    try:
-        external_data_helper.load_external_data_for_tensor(tensor, str(base_dir))
-    except (OSError, ValueError):
-        return False
-    expected = (math.prod(tensor.dims) * DTYPE_BITS.get(dtype_name(tensor.data_type) or "", 0) + 7) // 8
-    if len(tensor.raw_data) != expected:  # truncated file: treat as absent rather than run garbage shapes
-        tensor.ClearField("raw_data")
-        return False
-    tensor.data_location = onnx.TensorProto.DEFAULT
+    expected = tensor_bytes(tensor)
+    if ref.length != expected:
+        raise VerifyError(
+            f"tensor {tensor.name!r}: its external data is {ref.length} bytes, its dims and type need {expected} (in {ref.location!r})"
+        )
+    data = files.read_span(ref)
     del tensor.external_data[:]
+    tensor.data_location = onnx.TensorProto.DEFAULT
+    tensor.raw_data = data
     return True
 
 
