@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -99,7 +100,7 @@ class _Sweep:
         if not all(self.resolved(name) for name in node.inputs if name):
             return False
         inputs = tuple(self.values[name] if name else None for name in node.inputs)
-        value = self.folder.value(node.outputs[0]) if node.outputs else None
+        value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_small(self.values.get(node.outputs[0])) else None
         if value is not None:
             return self.learn(TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value)))
         typed, failure = self.type_outputs(node, inputs)
@@ -321,6 +322,14 @@ _DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "String
 
 def _known(info: TensorInfo | None) -> bool:
     return info is not None and info.is_known
+
+
+def _may_be_small(info: TensorInfo | None) -> bool:
+    """Whether a value could be small enough to fold, by the dims ONNX's pass knows of it: an
+    activation ([batch, 1024, 768] with batch unknown) is not worth evaluating a chain for."""
+    if info is None or info.shape is None:
+        return True
+    return math.prod(d for d in info.shape if isinstance(d, int)) <= MAX_FOLDED_ELEMENTS
 
 
 def _all_int(shape: tuple) -> bool:
