@@ -1,26 +1,69 @@
 """onnx-roofline: which node of an ONNX model is compute-bound and which memory-bound on a target accelerator.
 
-`analyze` and `Report` load on first use: importing the package (as the command line does first)
+    import onnx_roofline as r
+    report = r.analyze("model.onnx", hw="h100", dims={"batch": 1, "sequence": 1024})
+    report                      # one line: model, hardware, totals
+    report.totals.time_s        # the lower bound, in seconds
+    report.rows()               # one plain dict per node (report.to_dataframe() with pandas)
+    r.by_module(report, depth=3), r.by_op_type(report), r.top_nodes(report, 10)
+    r.inspect_model("model.onnx")  # inputs, dims, opsets, ops, parameters, external data
+
+The public names load on first use: importing the package (as the command line does first)
 loads neither onnx nor numpy, so a Ctrl-C during start-up reaches the command line's handler."""
 
 from __future__ import annotations
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing at start-up
-__all__ = ["Report", "analyze"]
 __version__ = "0.1.0"
+
+_PUBLIC = {  # name: the module that defines it
+    "analyze": "onnx_roofline.analysis",
+    "Report": "onnx_roofline.report.model",
+    "NodeResult": "onnx_roofline.report.model",
+    "Totals": "onnx_roofline.report.model",
+    "ModelInfo": "onnx_roofline.report.model",
+    "Group": "onnx_roofline.report.breakdown",
+    "breakdown": "onnx_roofline.report.breakdown",
+    "by_op_type": "onnx_roofline.report.breakdown",
+    "by_module": "onnx_roofline.report.breakdown",
+    "top_nodes": "onnx_roofline.report.breakdown",
+    "module_path": "onnx_roofline.report.breakdown",
+    "json_schema": "onnx_roofline.report.schema",
+    "inspect_model": "onnx_roofline.inspection",
+    "Inspection": "onnx_roofline.inspection",
+    "Hardware": "onnx_roofline.hardware",
+    "load_hardware": "onnx_roofline.hardware",
+    "list_hardware": "onnx_roofline.hardware",
+    "default_dims": "onnx_roofline.defaults",
+    "RooflineError": "onnx_roofline.errors",
+    "ModelLoadError": "onnx_roofline.errors",
+    "HardwareSpecError": "onnx_roofline.errors",
+    "DimensionError": "onnx_roofline.errors",
+    "UnboundDimensionError": "onnx_roofline.errors",
+}
+__all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
     from onnx_roofline.analysis import analyze
-    from onnx_roofline.report.model import Report
+    from onnx_roofline.defaults import default_dims
+    from onnx_roofline.errors import DimensionError, HardwareSpecError, ModelLoadError, RooflineError, UnboundDimensionError
+    from onnx_roofline.hardware import Hardware, list_hardware, load_hardware
+    from onnx_roofline.inspection import Inspection, inspect_model
+    from onnx_roofline.report.breakdown import Group, breakdown, by_module, by_op_type, module_path, top_nodes
+    from onnx_roofline.report.model import ModelInfo, NodeResult, Report, Totals
+    from onnx_roofline.report.schema import json_schema
 
 
 def __getattr__(name: str):
-    if name == "analyze":
-        from onnx_roofline.analysis import analyze
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'onnx_roofline' has no attribute {name!r}")
+    import importlib
 
-        return analyze
-    if name == "Report":
-        from onnx_roofline.report.model import Report
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
 
-        return Report
-    raise AttributeError(f"module 'onnx_roofline' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_PUBLIC})

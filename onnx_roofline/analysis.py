@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 import os
@@ -15,7 +16,7 @@ import onnx.inliner
 from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Cost, Uncostable
 from onnx_roofline.dims import bind, symbolic_dims
-from onnx_roofline.errors import DimensionError
+from onnx_roofline.errors import UnboundDimensionError
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.input_values import bind_values
@@ -35,8 +36,9 @@ from onnx_roofline.report.model import (
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
-from onnx_roofline.shapes import ShapeResult, collect, graph_outer_references, infer
+from onnx_roofline.shapes import collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision
+from onnx_roofline.validation import check_axes
 
 
 def analyze(
@@ -47,30 +49,51 @@ def analyze(
     partial: bool = False,
     precision: str | None = None,
     values: Mapping[str, Sequence[float] | float] | None = None,
+    default_dims: bool = False,
+    fp32_matmul: str = "ieee",
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
+
+    `fp32_matmul`: "ieee" (the default: fp32 matmuls in full fp32, at `matrix.fp32`) or "tf32"
+    (on TF32 tensor cores, at `matrix.tf32`): Hardware.with_fp32_matmul.
+
+    `dims` binds symbolic dimensions of the inputs by name (`{"batch": 8}`); `input_shapes` sets
+    whole input shapes (`{"pixel_values": (1, 3, 224, 224)}`). `default_dims=True` binds every
+    symbolic dim left unbound to its default (onnx_roofline.defaults: batch 1, sequence 512, ...),
+    as the command line does, and lists them in `report.model.defaulted_dims`.
 
     `values` gives small graph inputs a value (a Loop's trip count, a scalar that sizes a Range):
     they are then folded and costed as constants.
 
     `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
-    Raises DimensionError when a symbolic dim left unbound blocks a cost, unless `partial`."""
-    hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+    Raises UnboundDimensionError (a DimensionError) when a symbolic dim left unbound blocks a
+    cost, unless `partial`."""
+    hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision, values or {})
+        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision, values or {}, default_dims)
 
 
 @contextlib.contextmanager
 def _cyclic_gc_paused() -> Iterator[None]:
     """The analysis allocates tens of thousands of small acyclic objects (value infos, results),
     which reference counting frees; each allocation also counts toward a cyclic collection that
-    finds nothing to collect, about 5 % of an analysis. Paused for its duration, then restored."""
+    finds nothing to collect, about 5 % of an analysis. Paused for its duration, then restored.
+
+    What the analysis leaves alive (the report: millions of objects for a million-node graph)
+    would otherwise sit in the youngest generation, and the collections after the pause would
+    traverse all of it three times, promoting it generation by generation (a tenth of a
+    million-node run): it is put in the oldest generation at once, where only a full collection
+    looks at it, as it would look at it anyway. (gc.freeze then gc.unfreeze moves every tracked
+    object there without a traversal; skipped when the program froze objects of its own.)"""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if not gc.get_freeze_count():
+            gc.freeze()
+            gc.unfreeze()
         if enabled:
             gc.enable()
 
@@ -83,32 +106,91 @@ def _analyze(
     partial: bool,
     precision: str | None,
     input_values: Mapping[str, Sequence[float] | float],
+    default_dims: bool = False,
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
     proto, graph_nodes = load_with_nodes(model)
     given = bind_values(proto, input_values)
     dim_uses = symbolic_dims(proto.graph)
+    defaulted = _defaults(dim_uses, dims, input_shapes) if default_dims else {}
+    dims = {**defaulted, **dims}
     bind(proto, dims, input_shapes)
     shapes = infer(proto, graph_nodes)
+    check_axes(graph_nodes, shapes.values)  # validation that needs the inferred ranks (docs/hostile-inputs.md)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer} - given
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
-    nodes = tuple([walk.cost(index, node) for index, node in enumerate(graph_nodes)])
+    nodes = _mark_constant_foldable(tuple([walk.cost(index, node) for index, node in enumerate(graph_nodes)]), graph_nodes, proto, given)
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
-        _raise_if_blocked(nodes, unbound)
+        _raise_if_blocked(nodes, unbound, dims)
     info = ModelInfo(
         path=None if isinstance(model, onnx.ModelProto) else str(model),
         node_count=len(graph_nodes),
         opsets=opsets(proto),
         dims=dims,
+        defaulted_dims=tuple(defaulted),
         precision=precision,
-        parameters=sum(math.prod(t.dims) for t in proto.graph.initializer if t.name not in given),
+        parameters=_model_parameters(proto, given, nodes),
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
+        graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
+        graph_outputs=tuple(v.name for v in proto.graph.output),
+        weights=frozenset(initializers),
     )
     return Report(info, hardware, nodes)
+
+
+NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
+                        "DequantizeLinear", "Shape", "Size", "If", "Loop", "Scan", "SequenceMap"})  # fmt: skip
+"""Ops never counted constant-foldable, as onnxruntime's ConstantFolding skips them: the
+nondeterministic, DequantizeLinear (kept for its QDQ fusions), control flow (subgraphs); and
+Shape/Size, which read only a shape (folded there when the file declares it concretely, which
+depends on the dims a deployment binds)."""
+
+
+def _mark_constant_foldable(nodes: tuple[NodeResult, ...], graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str]) -> tuple[NodeResult, ...]:
+    """Marks the nodes a runtime computes once at load: ai.onnx ops (not NOT_FOLDED) whose every
+    input is a constant — an initializer that no graph input can override, a Constant's output, or
+    the output of a node so marked — and Constant itself. Structural: the same at every dims."""
+    overridable = {value.name for value in proto.graph.input} | given
+    constant = {t.name for t in proto.graph.initializer if t.name not in overridable}
+    foldable = []
+    for index, node in enumerate(graph_nodes):
+        inputs = [name for name in node.inputs if name]
+        if node.domain != "" or node.op_type in NOT_FOLDED or not (inputs or node.op_type == "Constant"):
+            continue
+        if all(name in constant for name in inputs):
+            foldable.append(index)
+            constant.update(name for name in node.outputs if name)
+    if not foldable:
+        return nodes
+    marked = list(nodes)
+    for index in foldable:
+        marked[index] = dataclasses.replace(marked[index], constant_foldable=True)
+    return tuple(marked)
+
+
+def _model_parameters(proto: onnx.ModelProto, given: set[str], nodes: tuple[NodeResult, ...]) -> int:
+    """Elements of all initializers, a packed weight counted as the logical elements its rule says
+    (`Cost.parameters`: MatMulNBits' K·N; 0 for its scales and zero points)."""
+    elements = {t.name: math.prod(t.dims) for t in proto.graph.initializer if t.name not in given}
+    for node in nodes:
+        for slot, count in node.cost.parameters if node.cost is not None else ():
+            tensor = node.inputs[slot] if slot < len(node.inputs) else None
+            if tensor is not None and tensor.name in elements:
+                elements[tensor.name] = count
+    return sum(elements.values())
+
+
+def _defaults(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, int]:
+    """The defaults (onnx_roofline.defaults) of the symbolic dims neither `dims` nor a whole
+    input shape binds."""
+    from onnx_roofline.defaults import default_dims
+
+    unbound = [name for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)]
+    return {name: size for name, (size, _) in default_dims(unbound, dims).items()} if unbound else {}
 
 
 def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None) -> bool:
@@ -153,6 +235,14 @@ class _Walk:
             self._arrays[name] = None if source is None else constant_array(source)
         return self._arrays[name]
 
+    def small_constant(self, name: str) -> np.ndarray | None:
+        """A constant's value where it is small enough to be a shape or an index (never a weight)."""
+        source = self.constants.get(name)
+        if isinstance(source, onnx.TensorProto) and math.prod(source.dims) > MAX_FOLDED_ELEMENTS:
+            return None
+        array = self.constant(name)
+        return array if array is not None and array.size <= MAX_FOLDED_ELEMENTS else None
+
     def tensors(self, names: list[str]) -> tuple[TensorInfo | None, ...]:
         """Each value's TensorInfo (rank and dtype unknown where no pass typed it); None for an absent slot."""
         values = self.values
@@ -171,21 +261,21 @@ class _Walk:
         return self._rules[key]
 
     def cost(self, index: int, node: Node) -> NodeResult:
+        # This runs for every node of the graph: lookups are local, the common path has no call it can avoid.
         op_type, domain = node.op_type, node.domain
-        inputs = self.tensors(node.inputs)
-        outputs = self.tensors([("" if o in self.unread else o) for o in node.outputs] if self.unread else node.outputs)
+        values = self.values
+        inputs = tuple([(values.get(name) or TensorInfo(name, None, None)) if name else None for name in node.inputs])
+        names = node.outputs if not self.unread else [("" if o in self.unread else o) for o in node.outputs]
+        outputs = tuple([(values.get(name) or TensorInfo(name, None, None)) if name else None for name in names])
         name = node.name or f"{op_type}_{index}"
-
-        def uncosted(status: str, reason: str) -> NodeResult:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, status, reason, proto=node.proto)
-
-        rule, opset = self.rule(domain, op_type)
+        found = self._rules.get((domain, op_type))
+        rule, opset = found if found is not None else self.rule(domain, op_type)
         if rule is None:
-            return uncosted(UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}")
+            return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", proto=node.proto)
         tensors = inputs + outputs
         blocker = _blocker(tensors)
         if blocker is not None:
-            return uncosted(*blocker)
+            return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, proto=node.proto)
         key = (domain, op_type, len(inputs), _signature(tensors))
         costed = self._costed.get(key)
         if costed is None:
@@ -193,19 +283,19 @@ class _Walk:
             try:
                 cost = rule.formula(op)
             except Uncostable as exc:
-                return uncosted(exc.status, str(exc))
+                return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), proto=node.proto)
             except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-                return uncosted(RULE_ERROR, f"{op_type}: {exc}")
+                return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", proto=node.proto)
             costed = self.placed(rule, op, cost)
             if op.tensors_only:  # the same for every node whose tensors look alike: repeated layers
                 self._costed[key] = costed
         cost, unit, dtype, peak, placement = costed
-        return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs), unit, dtype, peak, placement, node.proto)
+        return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs, cost.parameters), unit, dtype, peak, placement, node.proto)
 
     def placed(self, rule: Rule, op: OpNode, cost: Cost) -> tuple[Cost, str, str, float, Placement]:
         """The rule's cost with the framework's default bytes where it left them, and where it sits
         on the roofline: (cost, unit, dtype class, peak, placement)."""
-        peak, unit, dtype = self.peak(rule.unit, _compute_dtype(rule.compute_dtype, op.inputs, op.outputs))
+        peak, unit, dtype = self.peak(cost.unit or rule.unit, _compute_dtype(rule.compute_dtype, op.inputs, op.outputs))
         if isinstance(cost, CompositeCost):
             return cost, unit, dtype, peak, _composite_placement(cost, peak / self.hardware.memory_bandwidth)
         if cost.bytes_read is None or cost.bytes_written is None or type(cost) is not Cost:
@@ -215,12 +305,26 @@ class _Walk:
                 op.distinct_input_bytes() if cost.bytes_read is None else cost.bytes_read,
                 op.output_bytes() if cost.bytes_written is None else cost.bytes_written,
                 cost.useful_flops,
+                cost.unit,
+                cost.dequantize_flops,
+                cost.parameters,
             )
         return cost, unit, dtype, peak, self.place(cost.flops, cost.bytes, peak)
 
-    def parameters(self, inputs: tuple[TensorInfo | None, ...]) -> int:
-        """Elements of the distinct weights (initializers) among a node's inputs."""
-        weights = {t.name: t.numel for t in inputs if t is not None and t.name in self.initializers}
+    def parameters(self, inputs: tuple[TensorInfo | None, ...], counted: tuple[tuple[int, int], ...] = ()) -> int:
+        """Elements of the distinct weights (initializers) among a node's inputs; `counted`, the
+        rule's (slot, elements) overrides (a packed weight's logical elements)."""
+        initializers = self.initializers
+        for tensor in inputs:  # most nodes read no weight, or one: the dict only where there is one
+            if tensor is not None and tensor.name in initializers:
+                break
+        else:
+            return 0
+        weights = {t.name: t.numel for t in inputs if t is not None and t.name in initializers}
+        if counted:
+            for slot, elements in counted:
+                if slot < len(inputs) and inputs[slot] is not None and inputs[slot].name in weights:
+                    weights[inputs[slot].name] = elements
         return sum(weights.values()) if weights else 0
 
     def subgraph(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None = None) -> CompositeCost:
@@ -232,7 +336,7 @@ class _Walk:
         constants = {**self.constants, **constant_table(graph, nodes)}
         unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
         if inputs is not None and unknown:
-            shapes = _body_shapes(graph, inputs, values, constants, self.model)
+            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model)
             values.update((name, info) for name, info in shapes.values.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
         child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware)
@@ -278,38 +382,11 @@ class _Walk:
             transcendentals=totals.transcendentals,
             bytes_read=totals.bytes_read,
             bytes_written=totals.bytes_written,
+            dequantize_flops=totals.dequantize_flops,
             time_s=totals.time_s,
             memory_bound_time_s=totals.memory_bound_time_s,
+            matrix_flops=totals.matrix_flops,
         )
-
-
-def _body_shapes(
-    graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None], values: Mapping[str, TensorInfo], constants: Mapping, model: onnx.ModelProto
-) -> ShapeResult:
-    """The shapes pass over a scratch model of a body: its inputs declared as the call site types
-    them (the body's own declaration where the call site has no type), and the outer values its
-    nodes read declared as inputs of their known shape, or as initializers where they are small
-    constants (axes, shapes) that inference needs the value of."""
-    declared = []
-    for index, value in enumerate(graph.input):
-        typed = inputs[index] if index < len(inputs) else None
-        info = typed if typed is not None and typed.shape is not None and typed.dtype else values.get(value.name)
-        known = info is not None and info.shape is not None and info.dtype is not None
-        declared.append(TensorInfo(value.name, info.shape, info.dtype).value_info() if known else value)
-    initializers = list(graph.initializer)
-    for name in graph_outer_references(graph):
-        source = constants.get(name)
-        weight = isinstance(source, onnx.TensorProto) and math.prod(source.dims) > MAX_FOLDED_ELEMENTS
-        array = constant_array(source) if source is not None and not weight else None
-        if array is not None and array.size <= MAX_FOLDED_ELEMENTS:
-            initializers.append(onnx.numpy_helper.from_array(array, name))
-        elif (info := values.get(name)) is not None and info.shape is not None and info.dtype is not None:
-            declared.append(info.value_info())
-    outputs = [onnx.helper.make_empty_tensor_value_info(value.name) for value in graph.output]
-    body = onnx.helper.make_graph(graph.node, graph.name or "body", declared, outputs, initializer=initializers)
-    scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
-    scratch.functions.extend(model.functions)
-    return infer(scratch)
 
 
 def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
@@ -368,7 +445,7 @@ def _shape_text(tensor: TensorInfo) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]" + ("" if tensor.dtype else " dtype?")
 
 
-def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]]) -> None:
+def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]], dims: Mapping[str, int]) -> None:
     """An unbound dim that leaves a node uncostable is an error naming the dim and its inputs."""
     blocked = {
         dim
@@ -382,9 +459,7 @@ def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str
     if not blocked and any(node.status == UNKNOWN_SHAPE for node in nodes):
         blocked = set(unbound)  # symbols were renamed or lost downstream: every unbound dim may be to blame
     if blocked:
-        dim = sorted(blocked)[0]
-        others = "" if len(blocked) == 1 else f" (also unbound: {', '.join(sorted(blocked - {dim}))})"
-        raise DimensionError(
-            f"dimension {dim!r} is unbound (used by input {', '.join(repr(u) for u in unbound[dim])}){others}: "
-            f"bind it with --dim {dim}=N, or pass --partial to report the nodes it blocks as unknown"
-        )
+        from onnx_roofline.defaults import default_dims
+
+        suggested = {name: size for name, (size, _) in default_dims(unbound, dims).items()}
+        raise UnboundDimensionError(sorted(blocked), unbound, suggested)

@@ -1,6 +1,8 @@
 """The command line: `onnx-roofline MODEL --hw h100` and its subcommands.
 
-Exit codes: 0 success, 1 a check found a problem, 2 bad input (one line on stderr, no traceback)."""
+Exit codes: 0 success, 1 a check found a problem, 2 bad input (one line on stderr, no traceback),
+130 interrupted. Importing this module loads nothing heavy: onnx, numpy and the analysis load
+inside `main`, so a Ctrl-C during start-up is an exit 130 too, not a traceback from an import."""
 
 from __future__ import annotations
 
@@ -11,39 +13,27 @@ import sys
 from collections.abc import Sequence
 
 from onnx_roofline import __version__
-from onnx_roofline.analysis import analyze
-from onnx_roofline.dims import parse_dim, parse_input_shape
-from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, DimensionError, RooflineError
-from onnx_roofline.hardware import list_hardware, load_hardware
-from onnx_roofline.output import write_text
-from onnx_roofline.report.annotate import annotate
-from onnx_roofline.report.breakdown import MODULE, OP_TYPE
-from onnx_roofline.report.html import render_html
-from onnx_roofline.report.markdown import render_markdown
-from onnx_roofline.report.plot import write_plot
-from onnx_roofline.report.serialize import render_csv, render_json
-from onnx_roofline.report.table import render_table
-from onnx_roofline.report.units import si
-from onnx_roofline.tensors import PRECISIONS
+from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, DimensionError, RooflineError, one_line
 
 # Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
 # whose `run(options) -> int` default does the work. Add a feature's module here.
-COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command", "onnx_roofline.whatif.command", "onnx_roofline.report.plot_command")
+COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command", "onnx_roofline.whatif.command", "onnx_roofline.report.plot_command", "onnx_roofline.inspection")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    parser, subcommands = _parser()
-    if args and args[0] not in subcommands and args[0] not in ("-h", "--help", "--version"):
-        args.insert(0, "analyze")  # `onnx-roofline model.onnx` is `onnx-roofline analyze model.onnx`
-    options = parser.parse_args(args)
-    if not hasattr(options, "run"):
-        parser.print_help()
-        return EXIT_USAGE
+    typed = tuple(args)  # as the user typed them: an error's suggested command starts from these
     try:
+        parser, subcommands = _parser()
+        if args and args[0] not in subcommands and args[0] not in ("-h", "--help", "--version"):
+            args.insert(0, "analyze")  # `onnx-roofline model.onnx` is `onnx-roofline analyze model.onnx`
+        options = parser.parse_args(args)
+        if not hasattr(options, "run"):
+            parser.print_help()
+            return EXIT_USAGE
         return options.run(options)
     except RooflineError as exc:
-        print(f"onnx-roofline: error: {exc}", file=sys.stderr)
+        print(f"onnx-roofline: error: {one_line(exc.for_command_line(typed))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
@@ -56,7 +46,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with its usage errors on one line and exit code 2 like every other input error."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(EXIT_USAGE, f"onnx-roofline: error: {message} (see --help)\n")
+        self.exit(EXIT_USAGE, f"onnx-roofline: error: {one_line(message)} (see --help)\n")
 
 
 def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
@@ -73,6 +63,9 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     run.add_argument("--depth", type=int, default=3, metavar="N", help="module level of --by module: 3 = GPT-2 layers, 4 = attn/mlp (default: 3)")
     run.add_argument("--annotate", metavar="OUT.onnx", help="also write the model annotated for Netron (+ OUT.netron.json); see docs/outputs.md")
     run.add_argument("--plot", metavar="FILE.png|svg", help="also write the roofline plot")
+    run.add_argument("--group", action="store_true",
+                     help="table: alike nodes of different layers as one row (c_fc/Gemm ×12), modules totalled across layers (h.*.mlp)")  # fmt: skip
+    add_view_arguments(run)
     run.set_defaults(run=_run_analyze)
 
     hw = sub.add_parser("hw", help="the hardware table")
@@ -90,54 +83,203 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The arguments every subcommand that analyzes a model shares."""
+    from onnx_roofline.tensors import PRECISIONS
+
     parser.add_argument("model", help="path to an .onnx file (external weight data need not be present)")
     parser.add_argument("--hw", default="h100", help="hardware name (see `hw list`) or a spec file (default: h100)")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)")
+    parser.add_argument(
+        "--value", action="append", default=[], metavar="NAME=V",
+        help="give a small graph input a value, e.g. a Loop's trip count: --value max_steps=16 (repeatable; N,N,... for a 1-D input)",
+    )
     parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
     parser.add_argument(
         "--dtype", choices=sorted(PRECISIONS), help="cost every floating-point tensor (weights and activations) in this precision"
     )
+    parser.add_argument(
+        "--fp32-matmul", choices=("ieee", "tf32"), default="ieee",
+        help="fp32 matmuls in full IEEE fp32 (the default, as cuBLAS and PyTorch run them) or on TF32 tensor cores "
+             "(tf32: onnxruntime's CUDA provider and TensorFlow enable it by default)",
+    )
+    add_verbosity_arguments(parser)
 
 
-def analyze_from_options(options: argparse.Namespace):
+def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
+    """-q/--quiet and -v/--verbose: how much goes to stderr besides errors."""
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="no notes or warnings on stderr (errors still print)")
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="also say on stderr why each default dim was chosen, which shape passes ran and what they typed, and the time taken")  # fmt: skip
+
+
+def add_view_arguments(parser: argparse.ArgumentParser, views: tuple[str, ...] = ("written", "deployed"), default: str = "written") -> None:
+    """--view and --kv-cache (docs/cost-model.md, "Two views")."""
+    meaning = {"written": "the graph as written, every node round-tripping memory (a lower bound)", "unfused": "as written",
+               "fused": "elementwise chains, epilogues and attention fused", "deployed": "folded, fused, FlashAttention-style "
+               "attention, the --kv-cache choice: an estimate of what a runtime runs"}  # fmt: skip
+    parser.add_argument("--view", choices=views, default=default,
+                        help="; ".join(f"{v}: {meaning[v]}" for v in views) + f" (default: {default})")
+    parser.add_argument("--launch-overhead", metavar="TIME",
+                        help="per-kernel launch overhead for the launch floor reported beside the bound, e.g. 4us, 0 for none "
+                             "(default: the hardware entry's)")  # fmt: skip
+    parser.add_argument("--kv-cache", choices=("copy", "inplace"), default="copy",
+                        help="deployed view: the KV cache copied into a new present each step (copy, the default) or updated "
+                             "in place, only the new rows written (inplace: a static, paged or shared-buffer cache)")  # fmt: skip
+
+
+def with_launch_overhead(hw, text: str | None):
+    """The hardware with --launch-overhead applied (a name or path is loaded first); as is without it."""
+    if text is None:
+        return hw
+    import dataclasses
+
+    from onnx_roofline.errors import HardwareSpecError
+    from onnx_roofline.gate.quantities import parse_duration
+    from onnx_roofline.hardware import Hardware, load_hardware
+
+    hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+    try:
+        seconds = 0.0 if text.strip() in ("0", "0s", "none") else parse_duration(text)
+    except ValueError as exc:
+        raise HardwareSpecError(f"--launch-overhead: {exc}") from None
+    return dataclasses.replace(hardware, launch_overhead=seconds or None)
+
+
+def deployed_from(report, options: argparse.Namespace):
+    """The deployed view of a written report, with the options' --kv-cache."""
+    from onnx_roofline.whatif.deployed import deploy
+
+    return deploy(report, getattr(options, "kv_cache", None) or "copy")
+
+
+def analyze_from_options(options: argparse.Namespace, default_dims: bool = False):
+    """The report the options ask for. `default_dims`: bind the dims left unbound to their
+    defaults (onnx_roofline.defaults) and say so on stderr, unless --partial is given (which
+    leaves them unbound); `check` and `verify` stay strict."""
+    from onnx_roofline.analysis import analyze
+    from onnx_roofline.dims import parse_dim, parse_input_shape
+    from onnx_roofline.input_values import parse_value
+
+    import time
+
+    started = time.perf_counter()
     dims = dict(parse_dim(text) for text in options.dim)
     shapes = dict(parse_input_shape(text) for text in options.input)
+    values = dict(parse_value(text) for text in options.value)
     if len(dims) != len(options.dim):
         raise DimensionError("the same --dim is given twice")
-    return analyze(
-        options.model, hw=options.hw, dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype
+    report = analyze(
+        options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
+        default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
     )
+    if report.model.defaulted_dims and not getattr(options, "quiet", False):
+        _notice_defaults(report)
+    if getattr(options, "verbose", False):
+        _say_what_ran(report, time.perf_counter() - started)
+    return deployed_from(report, options) if getattr(options, "view", None) == "deployed" else report
+
+
+def protected_files(options: argparse.Namespace, *more: str | None) -> tuple:
+    """What a command's outputs must never replace: the model and its external-data files (read
+    again only when some output goes to a file), and `more` (a policy, a baseline)."""
+    from onnx_roofline.loader import referenced_files
+
+    outputs = [getattr(options, name, None) for name in ("output", "plot", "annotate", "junit")]
+    model = referenced_files(options.model) if any(o not in (None, "-") for o in outputs) else (options.model,)
+    return (*model, *(path for path in more if path))
+
+
+OTHER_VIEW_NODES = 50_000
+"""Up to this many nodes the default table also plans the deployed view for its summary line
+(about 0.1 ms a node); beyond, `--view deployed` asks for it."""
 
 
 def _run_analyze(options: argparse.Namespace) -> int:
-    report = analyze_from_options(options)
+    from onnx_roofline.output import write_text
+    from onnx_roofline.report.annotate import annotate
+    from onnx_roofline.report.breakdown import MODULE, OP_TYPE
+    from onnx_roofline.report.html import render_html
+    from onnx_roofline.report.markdown import render_markdown
+    from onnx_roofline.report.plot import write_plot
+    from onnx_roofline.report.serialize import iter_json, render_csv
+    from onnx_roofline.report.table import render_table
+
+    report = analyze_from_options(options, default_dims=True)
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
+    def table(r):  # the default table shows both views' totals (the deployed one planned for graphs of a usual size)
+        other = r.written if r.view == "deployed" else deployed_from(r, options) if len(r.nodes) <= OTHER_VIEW_NODES else None
+        return render_table(r, top=options.top, by=by, depth=options.depth, other=other, group=options.group)
+
     renderers = {
-        "table": lambda r: render_table(r, top=options.top, by=by, depth=options.depth), "json": render_json, "csv": render_csv,
+        "table": table, "json": iter_json, "csv": render_csv,  # JSON in pieces: a large report is never one string
         "markdown": lambda r: render_markdown(r, top=options.top, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
         "html": lambda r: render_html(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
     }
-    write_text(renderers[options.format](report), options.output, protect=[options.model])
-    warn_if_incomplete(report)
+    protect = protected_files(options)
+    write_text(renderers[options.format](report), options.output, protect=protect)
+    warn_if_incomplete(report, options.quiet)
     if options.plot:
-        write_plot([report], options.plot, protect=[options.model])
+        write_plot([report], options.plot, protect=protect)
     if options.annotate:
-        done = annotate(report, options.annotate)
-        print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
+        done = annotate(report.written if report.view == "deployed" else report, options.annotate)  # per graph node: as written
+        if not options.quiet:
+            print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
     return EXIT_OK
 
 
-def warn_if_incomplete(report) -> None:
+def _notice_defaults(report) -> None:
+    """One line on stderr naming each default taken (unless --quiet)."""
+    from onnx_roofline.defaults import default_dims, notice
+
+    defaulted = report.model.defaulted_dims
+    chosen = default_dims(defaulted, {name: size for name, size in report.model.dims.items() if name not in defaulted})
+    notice_text = notice({name: (report.model.dims[name], chosen[name][1]) for name in report.model.defaulted_dims})
+    print(f"onnx-roofline: note: {one_line(notice_text)}", file=sys.stderr)
+
+
+def _say_what_ran(report, seconds: float) -> None:
+    """--verbose: the dims and where each came from, the shape passes and what they typed, the
+    nodes by status, the hardware figures' source, the time taken."""
+    from onnx_roofline.defaults import default_dims
+
+    model = report.model
+    defaulted = model.defaulted_dims
+    why = default_dims(defaulted, {k: v for k, v in model.dims.items() if k not in defaulted}) if defaulted else {}
+    dims = ", ".join(f"{k}={v}" + (f" (default: {why[k][1]})" if k in why else " (given)") for k, v in sorted(model.dims.items()))
+    outputs = [t for node in report.nodes for t in node.outputs if t is not None]
+    typed = sum(1 for t in outputs if t.is_known)
+    statuses = ", ".join(f"{status} {count}" for status, count in report.status_counts.items())
+    lines = [
+        f"dims: {dims or 'none'}",
+        f"shape passes: {model.shape_inference} (ONNX's inference{', then the sweep: our shape rules, per-node inference, folding' if 'sweep' in model.shape_inference else ''}); "
+        f"{typed:,} of {len(outputs):,} node outputs typed" + (f"; failed: {'; '.join(model.shape_warnings)}" if model.shape_warnings else ""),
+        f"nodes: {statuses}",
+        f"hardware: {report.hardware.key} ({report.hardware.name}), figures from {report.hardware.source}",
+        f"analyzed in {seconds:.2f} s",
+    ]
+    for line in lines:
+        print(f"onnx-roofline: {one_line(line)}", file=sys.stderr)
+
+
+def warn_if_incomplete(report, quiet: bool = False) -> None:
     """A partial answer is said on stderr too, whatever the format: a script reading JSON sees
-    it in the report's `uncosted`, a person in the terminal."""
+    it in the report's `uncosted`, a person in the terminal. `quiet` (--quiet): not said."""
+    if quiet:
+        return
     for warning in report.model.shape_warnings:
-        print(f"onnx-roofline: warning: {warning}", file=sys.stderr)
+        print(f"onnx-roofline: warning: {one_line(warning)}", file=sys.stderr)
     if report.uncosted.count:
-        print(f"onnx-roofline: warning: {report.uncosted.message}; the totals leave them out", file=sys.stderr)
+        print(f"onnx-roofline: warning: {one_line(report.uncosted.message)}; the totals leave them out", file=sys.stderr)
+    if report.nodes and not report.totals.costed_nodes:
+        print("onnx-roofline: warning: no node could be costed, so there are no totals: bind the dims (--dim NAME=N) "
+              "or drop --partial to take the defaults", file=sys.stderr)  # fmt: skip
 
 
 def _run_hw_list(options: argparse.Namespace) -> int:
+    from onnx_roofline.hardware import list_hardware
+    from onnx_roofline.report.units import si
+
     for hw in list_hardware():
         matrix = hw.peaks.get("matrix", {})
         headline = max(matrix.items(), key=lambda kv: kv[1]) if matrix else ("fp32", hw.peaks["vector"]["fp32"])
@@ -151,9 +293,21 @@ def _run_hw_list(options: argparse.Namespace) -> int:
 
 
 def _run_hw_show(options: argparse.Namespace) -> int:
+    from onnx_roofline.hardware import load_hardware
+    from onnx_roofline.report.units import si
+
     hw = load_hardware(options.name)
-    print(f"{hw.key}: {hw.name}\nmemory bandwidth {si(hw.memory_bandwidth, 'B/s')}\nsource: {hw.source}")
+    sources: dict[str, int] = {}  # each source once, numbered: a figure's line names its number
+
+    def cite(text: str) -> str:
+        return f"[{sources.setdefault(text, len(sources) + 1)}]"
+
+    lines = [f"{hw.key}: {hw.name}", f"memory bandwidth {si(hw.memory_bandwidth, 'B/s')}  {cite(hw.figure_source('memory_bandwidth'))}"]
+    if hw.memory_capacity is not None:
+        lines.append(f"memory capacity {si(hw.memory_capacity, 'B')}  {cite(hw.figure_source('memory_capacity'))}")
     for unit, peaks in hw.peaks.items():
         for dtype, value in peaks.items():
-            print(f"  {unit:<6} {dtype:<5} {si(value, 'FLOP/s'):>14}  ridge {value / hw.memory_bandwidth:8.1f}  [{hw.figure_source(unit, dtype)}]")
+            lines.append(f"  {unit:<6} {dtype:<5} {si(value, 'FLOP/s'):>14}  ridge {value / hw.memory_bandwidth:8.1f}  {cite(hw.figure_source(unit, dtype))}")
+    lines += ["sources:"] + [f"  [{number}] {text}" for text, number in sources.items()]
+    print("\n".join(lines))
     return EXIT_OK

@@ -28,6 +28,11 @@ class Cost:
     """FLOPs that dequantize weights inside a weight-only quantized matmul ((q − zero point)·scale
     per weight element, MatMulNBits): vector work beside the matrix product, a column of its own
     like transcendentals, not in `flops` (and, like them, not in the time bound)."""
+    parameters: tuple[tuple[int, int], ...] = ()
+    """(input slot, elements) pairs for inputs whose parameter count is not their stored element
+    count: a packed quantized weight counts its logical K·N weights, its scales and zero points 0
+    (quantization metadata). The walk counts a slot only where it holds an initializer; slots not
+    listed count their elements as stored."""
 
     @property
     def useful(self) -> int:
@@ -42,7 +47,7 @@ class Cost:
         for cost in (self, other):
             if cost.bytes_read is None or cost.bytes_written is None:
                 raise ValueError("only costs with resolved bytes can be added")
-        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name not in ("useful_flops", "unit")}
+        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name not in ("useful_flops", "unit", "parameters")}
         return Cost(**summed, useful_flops=self.useful + other.useful)
 
 

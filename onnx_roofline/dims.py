@@ -69,11 +69,13 @@ def bind(
     unknown_dims = sorted(set(dims) - set(known))
     if unknown_dims:
         listed = ", ".join(sorted(known)) or "none"
-        raise DimensionError(f"--dim {unknown_dims[0]!r} is not a dimension of any model input (symbolic dims: {listed})")
+        what = f"is not a dimension of any model input (symbolic dims: {listed})"
+        raise DimensionError(f"dims key {unknown_dims[0]!r} {what}", cli=f"--dim {unknown_dims[0]!r} {what}")
     inputs = {value.name: value for value in graph.input}
     for name, shape in input_shapes.items():
         if name not in inputs:
-            raise DimensionError(f"--input {name!r} is not a model input (inputs: {', '.join(inputs)})")
+            what = f"is not a model input (inputs: {', '.join(inputs)})"
+            raise DimensionError(f"input_shapes key {name!r} {what}", cli=f"--input {name!r} {what}")
         _set_shape(inputs[name], shape)
     for value in graph.input:
         if value.name in input_shapes or not value.type.HasField("tensor_type"):
@@ -97,12 +99,12 @@ def _set_shape(value: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
     tensor_type = value.type.tensor_type
     declared = tensor_type.shape.dim
     if tensor_type.HasField("shape") and len(declared) != len(shape):
-        raise DimensionError(
-            f"--input {value.name}: rank {len(shape)} given, but the model declares rank {len(declared)}"
-        )
+        what = f"rank {len(shape)} given, but the model declares rank {len(declared)}"
+        raise DimensionError(f"input_shapes[{value.name!r}]: {what}", cli=f"--input {value.name}: {what}")
     for dim, size in zip(declared, shape):
         if dim.HasField("dim_value") and dim.dim_value != size:
-            raise DimensionError(f"--input {value.name}: dim {size} given where the model fixes {dim.dim_value}")
+            what = f"dim {size} given where the model fixes {dim.dim_value}"
+            raise DimensionError(f"input_shapes[{value.name!r}]: {what}", cli=f"--input {value.name}: {what}")
     tensor_type.shape.Clear()
     for size in shape:
         tensor_type.shape.dim.add().dim_value = size

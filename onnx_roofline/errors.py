@@ -1,14 +1,29 @@
 """Errors the user can act on: each carries the one-line message and the CLI exit code."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
 EXIT_OK = 0
 EXIT_FAIL = 1  # a check or verification ran and found a problem
 EXIT_USAGE = 2  # bad input: missing/unreadable model, bad flag, bad spec, unbound dim
 
 
 class RooflineError(Exception):
-    """A problem with the user's input, reported as one line without a traceback."""
+    """A problem with the user's input, reported as one line without a traceback.
+
+    `str(error)` speaks Python (`dims={'batch': 1}`), as a library caller reads it; `cli`, where
+    given, is the same message in the command line's terms (`--dim batch=1`)."""
 
     exit_code = EXIT_USAGE
+
+    def __init__(self, *args: object, cli: str | None = None) -> None:
+        super().__init__(*args)
+        self.cli_message = cli
+
+    def for_command_line(self, argv: Sequence[str] = ()) -> str:
+        """The message the command line prints; `argv`, the arguments it was given."""
+        return self.cli_message or str(self)
 
 
 class ModelLoadError(RooflineError):
@@ -21,6 +36,39 @@ class HardwareSpecError(RooflineError):
 
 class DimensionError(RooflineError):
     """A malformed --dim/--input, or a symbolic dimension left unbound that blocks a cost."""
+
+
+class UnboundDimensionError(DimensionError):
+    """Symbolic dims left unbound that block a cost (Python: `dims={...}`; the command line: `--dim`).
+
+    `dims`: the blocking dims, the one named first first; `inputs`: the graph inputs that use each;
+    `suggested`: a size for each (the command line's defaults, onnx_roofline.defaults), used to
+    print a call or a command that would work."""
+
+    def __init__(self, dims: Sequence[str], inputs: Mapping[str, Sequence[str]], suggested: Mapping[str, int]) -> None:
+        self.dims = tuple(dims)
+        self.inputs = {dim: tuple(inputs.get(dim, ())) for dim in self.dims}
+        self.suggested = {dim: suggested.get(dim, 1) for dim in self.dims}
+        given = ", ".join(f"{dim!r}: {size}" for dim, size in self.suggested.items())
+        super().__init__(f"{self._head()}: pass dims={{{given}}} (any sizes), or partial=True to report the nodes "
+                         f"{'it blocks' if len(self.dims) == 1 else 'they block'} as unknown")
+
+    def __reduce__(self):
+        return (type(self), (self.dims, self.inputs, self.suggested))
+
+    def _head(self) -> str:
+        first, *others = self.dims
+        uses = self.inputs[first]
+        used = ", ".join(repr(name) for name in uses[:2]) + (f" and {len(uses) - 2} more" if len(uses) > 2 else "")
+        also = f" (also unbound: {', '.join(others)})" if others else ""
+        return f"dimension {first!r} is unbound (used by input{'s' if len(uses) > 1 else ''} {used}){also}"
+
+    def for_command_line(self, argv: Sequence[str] = ()) -> str:
+        import shlex
+
+        flags = [part for dim, size in self.suggested.items() for part in ("--dim", f"{dim}={size}")]
+        command = shlex.join(["onnx-roofline", *argv, *flags]) if argv else "--dim " + " --dim ".join(flags[1::2])
+        return f"{self._head()}: bind {'it' if len(self.dims) == 1 else 'them'}, e.g. `{command}`, or pass --partial to report the nodes blocked as unknown"
 
 
 class ExternalDataError(ModelLoadError):

@@ -39,7 +39,7 @@ def bind_values(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | f
         declared = inputs.get(name)
         if declared is None or name in initialized:
             listed = ", ".join(n for n in inputs if n not in initialized)
-            raise DimensionError(f"--value {name!r} is not a model input (inputs: {listed})")
+            raise DimensionError(f"values key {name!r} is not a model input (inputs: {listed})", cli=f"--value {name!r} is not a model input (inputs: {listed})")
         array = _typed(name, declared, value)
         model.graph.initializer.append(numpy_helper.from_array(array, name))
         declared.type.tensor_type.shape.Clear()
@@ -56,21 +56,26 @@ def _typed(name: str, declared: onnx.ValueInfoProto, value: Sequence[float] | fl
     except (KeyError, ValueError):
         dtype = None
     if dtype is None or dtype.kind not in "biuf":
-        raise DimensionError(f"--value {name}: the input is not a numeric tensor")
+        raise _value_error(name, "the input is not a numeric tensor")
     array = np.asarray(value)
     if array.size > MAX_FOLDED_ELEMENTS:
-        raise DimensionError(f"--value {name}: {array.size} elements; values are for small inputs (at most {MAX_FOLDED_ELEMENTS})")
+        raise _value_error(name, f"{array.size} elements; values are for small inputs (at most {MAX_FOLDED_ELEMENTS})")
     if dtype.kind in "biu" and not np.all(np.equal(np.mod(array, 1), 0)):
-        raise DimensionError(f"--value {name}: the input holds integers, {value!r} is not one")
+        raise _value_error(name, f"the input holds integers, {value!r} is not one")
     if dtype.kind in "iu" and (np.any(array < np.iinfo(dtype).min) or np.any(array > np.iinfo(dtype).max)):
-        raise DimensionError(f"--value {name}: {value!r} does not fit the input's {dtype.name}")
+        raise _value_error(name, f"{value!r} does not fit the input's {dtype.name}")
     if tensor_type.HasField("shape"):
         rank = len(tensor_type.shape.dim)
         if rank == 1 and array.ndim == 0:
             array = array.reshape(1)
         if rank != array.ndim:
-            raise DimensionError(f"--value {name}: a rank-{array.ndim} value for an input of rank {rank}")
+            raise _value_error(name, f"a rank-{array.ndim} value for an input of rank {rank}")
         for dim, size in zip(tensor_type.shape.dim, array.shape):
             if dim.HasField("dim_value") and dim.dim_value != size:
-                raise DimensionError(f"--value {name}: {size} elements where the model declares {dim.dim_value}")
+                raise _value_error(name, f"{size} elements where the model declares {dim.dim_value}")
     return array.astype(dtype)
+
+
+def _value_error(name: str, what: str) -> DimensionError:
+    """`values['x']: ...` for Python, `--value x: ...` for the command line."""
+    return DimensionError(f"values[{name!r}]: {what}", cli=f"--value {name}: {what}")

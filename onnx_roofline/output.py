@@ -16,15 +16,18 @@ from onnx_roofline.errors import RooflineError
 _TEMP_STEM = 64  # characters of the target's name in its temporary name: a long name still fits
 
 
-def write_text(text: str, destination: str | None, protect: Iterable[str | os.PathLike] = ()) -> None:
-    """Print to stdout, or write `destination` atomically (a temp file in the same folder, then rename)."""
+def write_text(text: str | Iterable[str], destination: str | None, protect: Iterable[str | os.PathLike] = ()) -> None:
+    """Print to stdout, or write `destination` atomically (a temp file in the same folder, then rename).
+    `text` may come in pieces (a large JSON report, streamed): each is written as it comes."""
+    pieces = (text,) if isinstance(text, str) else text
     if destination is None or destination == "-":
-        sys.stdout.write(text)
+        for piece in pieces:
+            sys.stdout.write(piece)
         return
-    write_bytes(text.encode(), destination, protect)
+    write_bytes(text.encode() if isinstance(text, str) else (piece.encode() for piece in pieces), destination, protect)
 
 
-def write_bytes(data: bytes, destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> None:
+def write_bytes(data: bytes | Iterable[bytes], destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> None:
     """A symlink is written through (its target replaced, as a shell's `>` would write it), never
     replaced itself: `-o /dev/stdout` must not swap the system's link for a file."""
     target = check_destination(destination, protect)
@@ -39,7 +42,8 @@ def write_bytes(data: bytes, destination: str | os.PathLike, protect: Iterable[s
         raise RooflineError(f"cannot write {destination}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
+            for piece in (data,) if isinstance(data, bytes) else data:
+                stream.write(piece)
         os.chmod(temp, _mode_for(target))
         os.replace(temp, target)
     except OSError as exc:
@@ -119,7 +123,7 @@ def _copy(fd: int, size: int, target: Path) -> None:
             offset += len(chunk)
 
 
-def _write_into(data: bytes, target: Path) -> None:
+def _write_into(data: bytes | Iterable[bytes], target: Path) -> None:
     """A character device or FIFO as output: written like a shell redirection (a FIFO without a
     reader is refused rather than waited on)."""
     try:
@@ -128,9 +132,10 @@ def _write_into(data: bytes, target: Path) -> None:
         raise RooflineError(f"cannot write {target}: {exc.strerror or exc}") from None
     try:
         os.set_blocking(fd, True)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        for piece in (data,) if isinstance(data, bytes) else data:
+            view = memoryview(piece)
+            while view:
+                view = view[os.write(fd, view):]
     except BrokenPipeError:
         raise  # the reader left: the command line ends quietly, as for stdout
     except OSError as exc:

@@ -54,7 +54,7 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResul
     warnings: list[str] = []
     values = collect(_onnx_inference(_without_metadata(model, nodes), warnings).graph, nodes)
     needed = _needed_outputs(model.graph, nodes)
-    pending = [node for node in nodes if not all(_known(values.get(name)) for name in node.outputs if name in needed)]
+    pending = _pending(values, nodes, needed)
     if not pending:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), _unread(values, nodes, needed))
     sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes))
@@ -381,12 +381,33 @@ def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
 def _needed_outputs(graph: onnx.GraphProto, nodes: list[Node]) -> set[str]:
     """Node outputs something reads: another node, a body, or the graph's outputs. An output
     nobody reads (an old Dropout's mask) must not hold its node back."""
-    needed = {name for node in nodes for name in node.inputs if name}
+    needed: set[str] = set()
+    add = needed.update
+    bodies = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    for node in nodes:  # one pass, set updates in C: this runs over every node of the graph
+        add(node.inputs)
+        for attr in node.proto.attribute:
+            if attr.type in bodies:
+                add(_outer_references(node.proto))
+                break
+    needed.discard("")  # an absent optional input
     needed.update(output.name for output in graph.output)
-    for node in nodes:
-        if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in node.proto.attribute):
-            needed.update(_outer_references(node.proto))
     return needed
+
+
+def _pending(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> list[Node]:
+    """The nodes with a needed output not fully known, in graph order (a plain loop: this runs
+    over every node of the graph, and for most of them finds nothing)."""
+    pending = []
+    get = values.get
+    for node in nodes:
+        for name in node.outputs:
+            if name in needed:
+                info = get(name)
+                if info is None or not info.is_known:
+                    pending.append(node)
+                    break
+    return pending
 
 
 def _unresolved(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> list[str]:
@@ -423,6 +444,7 @@ def _onnx_inference(model: onnx.ModelProto, warnings: list[str]) -> onnx.ModelPr
 
 
 _TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
+_UNREAD = object()
 
 
 def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, TensorInfo]:
@@ -436,13 +458,16 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str
     for value in [*graph.input, *graph.value_info, *graph.output]:
         value_type = value.type
         key = value_type.SerializeToString()
-        if key not in types:
-            types[key] = _read_type(value_type)
-        if types[key] is None:
+        typed = types.get(key, _UNREAD)
+        if typed is _UNREAD:
+            typed = types[key] = _read_type(value_type)
+        if typed is None:
             continue
-        info = TensorInfo(value.name, *types[key])
-        if info.name not in values or _more_known(info, values[info.name]):
-            values[info.name] = info
+        name = value.name
+        info = TensorInfo(name, *typed)
+        old = values.get(name)
+        if old is None or _more_known(info, old):
+            values[name] = info
     for tensor in graph.initializer:
         values[tensor.name] = TensorInfo(tensor.name, tuple(tensor.dims), dtype_name(tensor.data_type))
     for node in read_nodes(graph) if nodes is None else nodes:  # Constant outputs are known without inference

@@ -46,7 +46,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (lambda d, m: [str(m), "--dim", "bacth=1", "--dim", "sequence=4"], "not a dimension of any model input"),
         (lambda d, m: [str(m), "--input", "x=1x2"], "rank 2 given"),
         (lambda d, m: [str(m), "--input", "nope=1x2x768"], "not a model input"),
-        (lambda d, m: [str(m), "--dim", "batch=1"], "dimension 'sequence' is unbound"),
+        (lambda d, m: ["check", str(m), "--dim", "batch=1", "--max-latency", "1s"], "dimension 'sequence' is unbound"),  # check is strict
         (lambda d, m: [str(m), "--format", "yaml"], "invalid choice"),
     ],
 )
@@ -61,9 +61,11 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, model_path, make_args, messa
 
 
 def test_unbound_dim_message_names_the_inputs(model_path):
-    result = run_cli(str(model_path), "--dim", "sequence=8")
+    """Strict `check`: the dim, the input using it, and a command that would work (the analyze
+    command takes defaults instead: tests/test_first_command.py)."""
+    result = run_cli("check", str(model_path), "--dim", "sequence=8", "--max-latency", "1s")
     assert "dimension 'batch' is unbound (used by input 'x')" in result.stderr
-    assert "--dim batch=N" in result.stderr
+    assert f"`onnx-roofline check {model_path} --dim sequence=8 --max-latency 1s --dim batch=1`" in result.stderr
 
 
 def test_partial_reports_blocked_nodes_as_unknown(model_path, capsys):

@@ -455,7 +455,7 @@ def test_exit_1_with_a_summary_of_what_failed(block_path):
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == "onnx-roofline check: FAIL (2 of 3 checks failed)"  # and "every node costed" passed
-    assert lines[1] == f"model {block_path} on h100, dims batch=1"
+    assert lines[1] == f"model {block_path} on h100, dims batch=1; times: lower bound, as written"
     assert lines[3].startswith("FAIL  predicted latency ") and "exceeds 1.0 ns" in lines[3]
     assert "/lm_head/MatMul (MatMul)" in result.stdout  # a named contributor
     assert result.stderr == ""

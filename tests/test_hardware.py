@@ -37,8 +37,9 @@ def test_h100_figures():
     assert h100.memory_bandwidth == 3.35e12
     assert h100.peak("matrix", "bf16") == (989.4e12, "matrix", "bf16")
     assert h100.peak("matrix", "tf32") == (494.7e12, "matrix", "tf32")
-    # fp32 matmuls are assumed to run as TF32 on tensor cores
-    assert h100.peak("matrix", "fp32") == (494.7e12, "matrix", "fp32")
+    # fp32 matmuls run in IEEE fp32 on the FP32 CUDA cores (cuBLAS's default); TF32 only when asked
+    assert h100.peak("matrix", "fp32") == (66.9e12, "matrix", "fp32")
+    assert h100.with_fp32_matmul("tf32").peak("matrix", "fp32") == (494.7e12, "matrix", "fp32")
     assert h100.peak("matrix", "fp8") == (1978.9e12, "matrix", "fp8")
     assert h100.peak("matrix", "int8") == (1978.9e12, "matrix", "int8")
     assert h100.peak("vector", "fp32") == (66.9e12, "vector", "fp32")
@@ -103,8 +104,10 @@ def test_builtin_entry_is_well_formed(hw: Hardware):
 
 
 @pytest.mark.parametrize("hw", [hw for hw in list_hardware() if hw.key != "epyc-9654"], ids=lambda hw: hw.key)
-def test_nvidia_fp32_matrix_is_tf32(hw: Hardware):
-    assert hw.peaks["matrix"]["fp32"] == hw.peaks["matrix"]["tf32"]
+def test_nvidia_fp32_matrix_is_ieee_and_tf32_is_opt_in(hw: Hardware):
+    assert hw.peaks["matrix"]["fp32"] == hw.peaks["vector"]["fp32"]  # full fp32: the CUDA-core rate
+    assert hw.with_fp32_matmul("tf32").peaks["matrix"]["fp32"] == hw.peaks["matrix"]["tf32"]
+    assert hw.with_fp32_matmul("tf32").fp32_matmul == "tf32" and hw.fp32_matmul == "ieee"
 
 
 def test_aliases():
@@ -171,7 +174,8 @@ def test_hardware_is_immutable_and_serializable():
     with pytest.raises(TypeError):
         h100.peaks["matrix"]["bf16"] = 1.0  # type: ignore[index]
     d = h100.to_dict()
-    assert set(d) == {"name", "key", "memory_bandwidth", "peaks", "source"}
+    assert {"name", "key", "memory_bandwidth", "peaks", "source"} <= set(d)  # schema_version 1's keys; more may come
+    assert d["memory_capacity"] == 80e9
     assert json.loads(json.dumps(d)) == d
     assert d["peaks"]["matrix"]["bf16"] == 989.4e12
 

@@ -53,7 +53,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
                         help="fail if any node could not be costed: the default, unless the policy or "
                         "--max-unsupported/--max-unknown-shape allow some")
     parser.add_argument("--baseline", metavar="REPORT", help="a saved `analyze --format json` report to compare with")
-    parser.add_argument("--format", choices=sorted(RENDERERS), default="text", help="output format (default: text)")
+    parser.add_argument("--format", choices=("table", "json", "github", "text"), default="table",
+                        help="output format (default: table, as every command names it; `text` is its former name)")  # fmt: skip
     parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
     parser.add_argument("--top", type=_argument(parse_count), default=5, metavar="N",
@@ -70,7 +71,7 @@ def run(options: argparse.Namespace) -> int:
     protect = protected_files(options, options.policy, policy.baseline)
     if options.junit:
         write_text(render_junit(result), options.junit, protect)
-    write_text(RENDERERS[options.format](result), options.output, protect)
+    write_text(RENDERERS["text" if options.format == "table" else options.format](result), options.output, protect)
     return EXIT_OK if result.passed else EXIT_FAIL
 
 

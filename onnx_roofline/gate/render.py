@@ -21,7 +21,8 @@ def render_text(result: GateResult) -> str:
         counts += f", {len(result.skipped)} skipped"
     lines = [
         f"onnx-roofline check: {verdict} ({counts})",
-        f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims)}",
+        f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims)}; "
+        + ("times: deployed estimate" if result.view == "deployed" else "times: lower bound, as written"),
         "",
     ]
     for check in result.checks:

@@ -69,6 +69,7 @@ class GateResult:
     checks: tuple[Check, ...]
     baseline: str | None = None  # its path, when one was compared
     comparison: Comparison | None = None
+    view: str = "written"  # the report's view: times are lower bounds as written, or deployed estimates
 
     @property
     def passed(self) -> bool:
@@ -90,6 +91,7 @@ class GateResult:
             "summary": {"checks": len(self.checks), "failed": len(self.failed), "skipped": len(self.skipped)},
             "model": {"path": self.model, "dims": dict(sorted(self.dims.items()))},
             "hardware": self.hardware,
+            "view": self.view,
             "checks": [c.to_dict() for c in self.checks],
             "baseline": None if self.comparison is None else _comparison_dict(self.baseline, self.comparison),
         }

@@ -9,7 +9,7 @@ cores, SIMD: everything else). Peaks are dense, never the 2:4-sparsity figure.
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
 import os
 import sys
@@ -26,6 +26,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
+from onnx_roofline import files
 from onnx_roofline.errors import HardwareSpecError
 
 __all__ = [
@@ -44,13 +45,19 @@ VECTOR = "vector"
 UNITS = (MATRIX, VECTOR)
 
 DTYPE_CLASSES = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8", "int8", "int4", "fp4")
-"""The peak classes a spec may list. `tf32` has no ONNX dtype: it is listed for reference and is what
-NVIDIA entries put under `matrix.fp32` (fp32 matmuls assumed to run as TF32 on tensor cores)."""
+"""The peak classes a spec may list. `tf32` has no ONNX dtype: fp32 matmuls run at it under
+`--fp32-matmul tf32` (Hardware.with_fp32_matmul); by default they run in IEEE fp32 at `matrix.fp32`,
+which NVIDIA entries set to the FP32 CUDA-core rate."""
 
 FALLBACK_DTYPE = "fp32"
 """Integer, bool and unknown-dtype work, and any dtype a unit lacks, is costed at the vector fp32 rate."""
 
-_ENTRY_FIELDS = ("name", "source", "memory_bandwidth", "peaks", "sources", "notes", "aliases")
+_ENTRY_FIELDS = ("name", "source", "memory_bandwidth", "memory_capacity", "special_function_rate", "launch_overhead",
+                 "peaks", "sources", "notes", "aliases")  # fmt: skip
+_SCALAR_FIGURES = ("memory_bandwidth", "memory_capacity", "special_function_rate", "launch_overhead")
+FP32_MATMUL = ("ieee", "tf32")
+"""How fp32 matmuls run: `ieee` (the default: full fp32, cuBLAS's and PyTorch's default, at the
+`matrix.fp32` rate) or `tf32` (TF32 tensor cores, opted into: the `matrix.tf32` rate)."""
 
 # Our dtype names (onnx_roofline.tensors: lower-cased TensorProto names) -> peak class.
 _DTYPE_TO_CLASS: dict[str, str] = {
@@ -112,6 +119,16 @@ class Hardware:
     `<unit>.<dtype>`."""
     notes: str = field(default="", compare=False)
     aliases: tuple[str, ...] = field(default=(), compare=False)
+    memory_capacity: float | None = None
+    """Bytes of device memory (decimal, as the datasheet prints it: 80 GB = 80e9); None where a
+    spec file does not say, and then whether a model fits is not judged."""
+    special_function_rate: float | None = None
+    """Transcendentals per second on the special-function units (exp, log, rsqrt, sin, …: NVIDIA's
+    SFU, 16 results per clock per SM); None: transcendentals do not enter the time."""
+    launch_overhead: float | None = None
+    """Seconds per kernel launch: the floor an eagerly launched stream of kernels cannot go below
+    per kernel; None: no floor is reported."""
+    fp32_matmul: str = "ieee"  # FP32_MATMUL: how this instance costs fp32 matmuls (with_fp32_matmul)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peaks", _freeze_peaks(self.peaks))
@@ -140,6 +157,22 @@ class Hardware:
                 return self.peaks[VECTOR][cls], VECTOR, cls
         return self.peaks[VECTOR][FALLBACK_DTYPE], VECTOR, FALLBACK_DTYPE
 
+    def with_fp32_matmul(self, mode: str) -> Hardware:
+        """This hardware with fp32 matmuls costed as `mode` says: `tf32` puts the `matrix.tf32`
+        peak under `matrix.fp32` (where the hardware has one); `ieee` is the spec as written."""
+        if mode not in FP32_MATMUL:
+            raise ValueError(f"fp32_matmul must be one of {', '.join(FP32_MATMUL)}, got {mode!r}")
+        if mode == self.fp32_matmul:
+            return self
+        matrix = dict(self.peaks.get(MATRIX, {}))
+        if mode == "tf32" and "tf32" in matrix:
+            matrix["fp32"] = matrix["tf32"]
+        peaks = {**{unit: dict(table) for unit, table in self.peaks.items()}, MATRIX: matrix}
+        sources = dict(self.sources)
+        if mode == "tf32" and "tf32" in matrix:
+            sources["matrix.fp32"] = f"--fp32-matmul tf32: the TF32 tensor-core peak ({self.figure_source(MATRIX, 'tf32')})"
+        return dataclasses.replace(self, peaks=peaks, sources=sources, fp32_matmul=mode)
+
     def ridge(self, unit: str, dtype_class: str | None) -> float:
         """FLOP/byte where the compute ceiling meets the memory diagonal: peak / memory_bandwidth,
         with the same fallback as `peak`."""
@@ -151,6 +184,8 @@ class Hardware:
         else `source`."""
         if unit is None or unit == "memory_bandwidth":
             return self.sources.get("memory_bandwidth", self.source)
+        if unit in _SCALAR_FIGURES:
+            return self.sources.get(unit, self.source)
         if dtype_class is not None and f"{unit}.{dtype_class}" in self.sources:
             return self.sources[f"{unit}.{dtype_class}"]
         return self.sources.get(unit, self.source)
@@ -163,6 +198,10 @@ class Hardware:
             "memory_bandwidth": self.memory_bandwidth,
             "peaks": {unit: dict(table) for unit, table in self.peaks.items()},
             "source": self.source,
+            "memory_capacity": self.memory_capacity,
+            "special_function_rate": self.special_function_rate,
+            "launch_overhead": self.launch_overhead,
+            "fp32_matmul": self.fp32_matmul,
         }
 
 
@@ -179,11 +218,25 @@ def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+MIN_RATE, MAX_RATE = 1e3, 1e21
+"""Peaks and bandwidths outside these (a microcontroller's kFLOP/s, a thousand times the largest
+accelerator) are unit slips or hostile (5e-324 makes every time infinite): refused."""
+
+
 def _positive(value: object, where: str, origin: str, what: str) -> float:
-    if not _is_number(value) or not math.isfinite(value) or value <= 0:
+    if not _is_number(value) or not math.isfinite(value) or not MIN_RATE <= value <= MAX_RATE:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
         raise HardwareSpecError(
-            f"hardware spec {origin}: `{where}` must be a positive number ({what}), got {value!r}"
+            f"hardware spec {origin}: `{where}` must be a positive number ({what}) between 1e3 and 1e21, got {shown}"
         )
+    return float(value)
+
+
+def _seconds(value: object, where: str, origin: str) -> float:
+    """A duration in seconds: positive, at most one second (a launch overhead is microseconds)."""
+    if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 1:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
+        raise HardwareSpecError(f"hardware spec {origin}: `{where}` must be a positive number of seconds (at most 1), got {shown}")
     return float(value)
 
 
@@ -200,6 +253,9 @@ def _entry_from_mapping(data: object, key: str, origin: str, default_source: str
     if "memory_bandwidth" not in data:
         raise HardwareSpecError(f"hardware spec {origin}: missing key `memory_bandwidth` (B/s)")
     bandwidth = _positive(data["memory_bandwidth"], "memory_bandwidth", origin, "B/s")
+    capacity = _positive(data["memory_capacity"], "memory_capacity", origin, "bytes") if "memory_capacity" in data else None
+    sfu = _positive(data["special_function_rate"], "special_function_rate", origin, "transcendentals/s") if "special_function_rate" in data else None
+    launch = _seconds(data["launch_overhead"], "launch_overhead", origin) if "launch_overhead" in data else None
 
     name = data.get("name", key)
     if not isinstance(name, str) or not name.strip():
@@ -255,11 +311,11 @@ def _entry_from_mapping(data: object, key: str, origin: str, default_source: str
     sources: dict[str, str] = {}
     for figure, text in raw_sources.items():
         unit, _, cls = figure.partition(".")
-        known = figure == "memory_bandwidth" or (unit in peaks and (not cls or cls in peaks[unit]))
+        known = figure in _SCALAR_FIGURES or (unit in peaks and (not cls or cls in peaks[unit]))
         if not known:
             raise HardwareSpecError(
                 f"hardware spec {origin}: `sources.{figure}` names no figure of this entry "
-                "(use memory_bandwidth, <unit> or <unit>.<dtype>)"
+                "(use memory_bandwidth, memory_capacity, special_function_rate, launch_overhead, <unit> or <unit>.<dtype>)"
             )
         if not isinstance(text, str) or not text.strip():
             raise HardwareSpecError(f"hardware spec {origin}: `sources.{figure}` must be a non-empty string")
@@ -274,6 +330,9 @@ def _entry_from_mapping(data: object, key: str, origin: str, default_source: str
         sources=sources,
         notes=notes,
         aliases=tuple(aliases),
+        memory_capacity=capacity,
+        special_function_rate=sfu,
+        launch_overhead=launch,
     )
 
 
@@ -301,21 +360,12 @@ def list_hardware() -> list[Hardware]:
 
 
 def _parse_file(path: Path) -> Mapping[str, Any]:
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise HardwareSpecError(f"hardware spec file {path}: cannot read it ({exc.strerror or exc})") from None
+    """A spec file (TOML, or JSON by its suffix or its first character), read through `files`:
+    a regular file, size-capped, nested a few levels at most."""
+    raw = files.read_bytes(path, "hardware spec file", files.MAX_TEXT_BYTES, HardwareSpecError)
     suffix = path.suffix.lower()
     as_json = suffix == ".json" or (suffix != ".toml" and raw.lstrip()[:1] == b"{")
-    try:
-        text = raw.decode("utf-8")
-        data = json.loads(text) if as_json else tomllib.loads(text)
-    except UnicodeDecodeError:
-        raise HardwareSpecError(f"hardware spec file {path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise HardwareSpecError(f"hardware spec file {path}: not valid JSON: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise HardwareSpecError(f"hardware spec file {path}: not valid TOML: {exc}") from None
+    data = files.parse_text(raw, path, "hardware spec file", HardwareSpecError, "JSON" if as_json else "TOML")
     if not isinstance(data, dict):
         raise HardwareSpecError(f"hardware spec file {path}: the top level must be an object/table")
     return data
@@ -370,6 +420,8 @@ def load_hardware(name_or_path: str | os.PathLike[str]) -> Hardware:
     if builtin is not None:
         return builtin
 
+    if "\0" in text:
+        raise HardwareSpecError(f"hardware spec path contains a null byte: {text!r}")
     path, key = Path(text), None
     if not path.exists() and ":" in text:
         head, _, tail = text.rpartition(":")
@@ -378,11 +430,15 @@ def load_hardware(name_or_path: str | os.PathLike[str]) -> Hardware:
     if path.exists():
         if path.is_dir():
             raise HardwareSpecError(f"hardware spec file {path}: is a directory, not a TOML/JSON file")
-        return _load_file(path, key)
+        return _load_file(path, key)  # a FIFO or device is refused there, by name, before it is opened
     looks_like_path = path.suffix.lower() in (".toml", ".json") or any(sep in text for sep in ("/", "\\"))
     if looks_like_path:
         raise HardwareSpecError(f"hardware spec file not found: {path}")
-    known = ", ".join(hw.key for hw in _builtins())
+    keys = [hw.key for hw in _builtins()]
+    import difflib
+
+    close = difflib.get_close_matches(text.lower(), keys, n=1, cutoff=0.6)
+    hint = f"did you mean `{close[0]}`? " if close else ""
     raise HardwareSpecError(
-        f"unknown hardware `{text}`; known: {known} (or pass a path to a TOML/JSON spec file)"
+        f"unknown hardware `{text}`; {hint}known: {', '.join(keys)} (or pass a path to a TOML/JSON spec file)"
     )

@@ -1,6 +1,7 @@
 """The annotated ONNX: the analyzed model with its roofline figures inside, for Netron and scripts.
 
-Every node gets `onnx_roofline.*` metadata_props (machine-readable) and a one-line summary first in
+Every node gets `rl.*` metadata_props (machine-readable; keys of at most 12 characters, which
+Netron's sidebar shows whole) and a one-line summary first in
 its doc_string (what Netron shows as "description"); the model gets totals in its metadata_props;
 every edge gets the shape the analysis used in value_info. Beside it goes a Netron attachment
 (`*.netron.json`): opened in Netron after the model, it adds a "Metrics" section per node.
@@ -35,7 +36,8 @@ from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.tensors import TensorInfo, dtype_name
 
-NAMESPACE = "onnx_roofline."
+NAMESPACE = "rl."  # short: Netron's sidebar cuts a key after ~16 characters (`onnx_roofline.byt…` was three keys)
+LEGACY_NAMESPACES = ("onnx_roofline.",)  # earlier releases' keys, replaced when a model is annotated again
 SUMMARY_PREFIX = "onnx-roofline"  # the doc_string line we own (replaced when a model is annotated again)
 _ELEM_TYPES = {dtype_name(code): code for code in TensorProto.DataType.values() if dtype_name(code)}
 
@@ -95,15 +97,15 @@ def node_figures(result: NodeResult, model_time: float) -> dict[str, str]:
     return {
         **figures,
         "flops": str(cost.flops),
-        "transcendentals": str(cost.transcendentals),
-        "bytes_read": str(cost.bytes_read),
-        "bytes_written": str(cost.bytes_written),
+        "transc": str(cost.transcendentals),
+        "read": str(cost.bytes_read),
+        "written": str(cost.bytes_written),
         "bytes": str(cost.bytes),
         "intensity": _float(place.intensity),
         "ridge": _float(place.ridge),
         "bound": place.bound,
         "time_s": _float(place.time_s),
-        "time_share": _float(place.time_s / model_time if model_time else None),
+        "share": _float(place.time_s / model_time if model_time else None),
         "unit": result.unit or "",
         "dtype": result.dtype or "",
     }
@@ -133,8 +135,8 @@ def model_figures(report: Report) -> dict[str, str]:
         "flops": str(totals.flops),
         "bytes": str(totals.bytes),
         "time_s": _float(totals.time_s),
-        "memory_bound_time_share": _float(totals.memory_bound_time_share),
-        "uncosted_nodes": str(totals.uncosted_nodes),
+        "mem_share": _float(totals.memory_bound_time_share),
+        "uncosted": str(totals.uncosted_nodes),
         "summary": (
             f"{report.hardware.name}, {dims or 'no dims'}: {si(totals.flops, 'FLOP')}, {si(totals.bytes, 'B')}, "
             f"≥ {duration(totals.time_s)}, {percent(totals.memory_bound_time_share)} of time memory-bound"
@@ -213,7 +215,8 @@ def _annotate_model(proto: onnx.ModelProto, report: Report) -> None:
 def _set_props(props, figures: dict[str, str]) -> None:
     """Ours first (Netron lists them in order), then everyone else's (dynamo's name_scopes, ...);
     a model annotated again has its old figures replaced, not repeated."""
-    kept = [(_text(p.key), _text(p.value)) for p in props if not _text(p.key).startswith(NAMESPACE)]
+    ours = (NAMESPACE, *LEGACY_NAMESPACES)
+    kept = [(_text(p.key), _text(p.value)) for p in props if not _text(p.key).startswith(ours)]
     del props[:]
     for key, value in [*((NAMESPACE + k, v) for k, v in figures.items()), *kept]:
         props.add(key=key, value=value)

@@ -33,6 +33,8 @@ _NOT_A_MODULE = "_empty_nn_module_stack"  # torch's placeholder scope for nodes 
 
 @dataclass(frozen=True)
 class Group:
+    """Nodes that share a key (an op type, a module): their summed `totals`, and the nodes."""
+
     key: str
     totals: Totals
     nodes: tuple[NodeResult, ...]
@@ -113,10 +115,12 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def by_op_type(report: Report) -> list[Group]:
+    """The report's nodes grouped by op type, heaviest first."""
     return group_by(report.nodes, lambda n: n.op_type)
 
 
-def by_module(report: Report, depth: int) -> list[Group]:
+def by_module(report: Report, depth: int = 3) -> list[Group]:
+    """The report's nodes grouped by module at `depth` scopes (GPT-2: 3 = layers, 4 = attn/mlp), heaviest first."""
     return group_by(report.nodes, lambda n: module_at(n, depth))
 
 

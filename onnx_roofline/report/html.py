@@ -10,7 +10,7 @@ from pathlib import Path
 
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_path
 from onnx_roofline.report.model import OK, NodeResult, Report
-from onnx_roofline.report.plot import render_plot
+from onnx_roofline.report.html_points import interactive_svg, page_parts, zero_flop_strip
 from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, shape_text
 from onnx_roofline.report.units import duration, number, percent, si
 
@@ -28,7 +28,7 @@ svg { max-width: 100%; height: auto; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child, th.text, td.text, td.bound { text-align: left; }
-td.name { max-width: 460px; overflow: hidden; text-overflow: ellipsis; text-align: left; }
+td.name { max-width: 320px; overflow: hidden; text-overflow: ellipsis; text-align: left; }
 th { position: sticky; top: 0; background: #fafafa; cursor: pointer; user-select: none; }
 th[aria-sort="ascending"]::after { content: " ▲"; } th[aria-sort="descending"]::after { content: " ▼"; }
 tr.memory td.bound { color: #1f5fa8; } tr.compute td.bound { color: #b3261e; } tr.uncosted { color: #a15c00; }
@@ -69,8 +69,8 @@ def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: in
     model, hw = report.model, report.hardware
     name = Path(model.path).name if model.path else "model"
     dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items())) or "no symbolic dims"
-    svg = render_plot([report], "svg").decode()
-    svg = svg[svg.index("<svg"):]  # drop the XML prolog: the SVG sits inline in the page
+    svg = interactive_svg(report)  # the plot, inline (no XML prolog), with a hover layer naming each point
+    extras = page_parts()
     sections = "".join(_breakdown(report, family, depth) for family in by)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -78,7 +78,7 @@ def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: in
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>onnx-roofline: {_e(name)} on {_e(hw.name)}</title>
-<style>{_STYLE}</style>
+<style>{_STYLE}{extras["style"]}</style>
 </head>
 <body>
 <h1>onnx-roofline: {_e(name)}</h1>
@@ -86,11 +86,12 @@ def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: in
 <section id="summary">{_summary(report)}</section>
 <h2>Roofline</h2>
 <figure id="roofline">{svg}</figure>
+{zero_flop_strip(report)}{extras["tip"]}
 <div class="columns">{sections}</div>
 <h2>Nodes (<span id="shown">{len(report.nodes)}</span>)</h2>
 <input id="filter" type="search" placeholder="filter: name, op type, module, bound…">
 <div class="scroll">{_node_table(report)}</div>
-<script>{_SCRIPT}</script>
+<script>{_SCRIPT}{extras["script"]}</script>
 </body>
 </html>
 """
@@ -99,12 +100,14 @@ def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: in
 def _summary(report: Report) -> str:
     totals = report.totals
     figures = [
-        (duration(totals.time_s), "latency lower bound (sum of nodes)"),
+        (duration(totals.time_s), "latency lower bound, as written (sum of nodes)" if report.view == "written"
+         else "latency, deployed estimate (sum of kernels)"),  # fmt: skip
         (si(totals.flops, "FLOP"), "FLOPs"),
-        (si(totals.bytes, "B"), "bytes moved (unfused)"),
+        (si(totals.bytes, "B"), "bytes moved (as written)" if report.view == "written" else "bytes moved (deployed)"),
         (f"{number(totals.intensity)} FLOP/B", "intensity"),
         (percent(totals.memory_bound_time_share), "of time memory-bound"),
         (si(report.model.parameters, ""), "parameters"),
+        (si(report.memory.total_bytes, "B"), "memory footprint" + ("" if report.memory.fits is None else (", fits" if report.memory.fits else ", DOES NOT FIT"))),
     ]
     cards = "".join(f'<div class="figure"><b>{_e(value)}</b><span>{_e(label)}</span></div>' for value, label in figures)
     warning = ""

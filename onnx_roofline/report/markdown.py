@@ -31,7 +31,8 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
         f"### onnx-roofline: {_text(name, code=True)} on {_text(hw.name)}" + (f" ({_text(dims)}{precision})" if dims or precision else ""),
         "",
         _table(
-            ["latency (lower bound)", "FLOPs", "bytes", "intensity", "memory-bound time", "nodes"],
+            ["latency (lower bound, as written)" if report.view == "written" else "latency (deployed estimate)",
+             "FLOPs", "bytes", "intensity", "memory-bound time", "nodes" if report.view == "written" else "kernels"],  # fmt: skip
             [[
                 duration(totals.time_s),
                 si(totals.flops, "FLOP"),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +29,10 @@ DATA_DEPENDENT = "data-dependent"  # the cost depends on values: string sizes, d
 
 @record
 class NodeResult:
+    """One node's result: its tensors, status (and reason where not "ok"), cost (FLOPs,
+    transcendentals, bytes), the unit and dtype whose peak applies, and its placement on the
+    roofline (intensity, ridge, bound, time). Unknown is None, never 0."""
+
     index: int
     name: str
     op_type: str
@@ -44,6 +48,9 @@ class NodeResult:
     peak: float | None = None
     placement: Placement | None = None
     proto: onnx.NodeProto | None = field(default=None, repr=False, compare=False)
+    constant_foldable: bool = False
+    """Every input is a weight, a constant or the output of another such node: a runtime computes
+    it once at load (onnxruntime's constant folding), so it costs 0 in the deployed view."""
 
     @property
     def metadata(self) -> Mapping[str, str]:
@@ -66,7 +73,9 @@ class NodeResult:
             return self.cost.matrix_flops
         return self.cost.flops if self.cost is not None and self.unit == MATRIX else 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, tensor_dict: Callable[[TensorInfo], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """`tensor_dict`: what writes each input and output (TensorInfo.to_dict; the JSON renderer's
+        gives a tensor that several nodes read one dict, whose text it writes once)."""
         # Each object tested once rather than per figure: this runs for every node of the report.
         cost, place = self.cost, self.placement
         flops = useful = transcendentals = dequantize = bytes_read = bytes_written = total_bytes = None
@@ -83,8 +92,10 @@ class NodeResult:
             "name": self.name,
             "op_type": self.op_type,
             "domain": self.domain,
-            "inputs": [None if t is None else t.to_dict() for t in self.inputs],
-            "outputs": [None if t is None else t.to_dict() for t in self.outputs],
+            "inputs": [None if t is None else t.to_dict() for t in self.inputs] if tensor_dict is None else
+                      [None if t is None else tensor_dict(t) for t in self.inputs],
+            "outputs": [None if t is None else t.to_dict() for t in self.outputs] if tensor_dict is None else
+                       [None if t is None else tensor_dict(t) for t in self.outputs],
             "flops": flops,
             "useful_flops": useful,
             "transcendentals": transcendentals,
@@ -104,11 +115,15 @@ class NodeResult:
             "memory_time_s": memory_time_s,
             "status": self.status,
             "reason": self.reason,
+            "constant_foldable": self.constant_foldable,
         }
 
 
 @dataclass(frozen=True)
 class ModelInfo:
+    """What the report says of the model: path, node count, opsets, the dims bound (and which
+    took a default), the precision override, parameters, the shape passes that ran."""
+
     path: str | None
     node_count: int
     opsets: dict[str, int]
@@ -118,6 +133,10 @@ class ModelInfo:
     shape_inference: str
     shape_root_cause: RootCause | None = None  # why shapes stayed unknown, where they did
     shape_warnings: tuple[str, ...] = ()  # shape passes that failed
+    graph_inputs: tuple[str, ...] = field(default=(), repr=False, compare=False)  # not initializers
+    graph_outputs: tuple[str, ...] = field(default=(), repr=False, compare=False)
+    weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
+    defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.defaults), not by the caller
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -125,6 +144,7 @@ class ModelInfo:
             "node_count": self.node_count,
             "opsets": dict(sorted(self.opsets.items())),
             "dims": dict(sorted(self.dims.items())),
+            "defaulted_dims": sorted(self.defaulted_dims),
             "precision": self.precision,
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,
@@ -134,6 +154,9 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class Totals:
+    """Sums over the costed nodes: FLOPs, bytes, time (the sum of per-node bounds), the share of
+    time spent memory-bound, and how many nodes were costed and not."""
+
     flops: int
     useful_flops: int
     transcendentals: int
@@ -193,11 +216,24 @@ class Totals:
         }
 
 
+WRITTEN, DEPLOYED = "written", "deployed"
+
+
 @dataclass(frozen=True)
 class Report:
+    """The analysis of one model. As written (`view` "written", the default), `nodes` are the
+    graph's nodes; deployed (onnx_roofline.deployed), they are the kernels a runtime would run, in
+    execution order, each naming the graph nodes it covers (`members`), and `written` is the report
+    they were made from."""
+
     model: ModelInfo
     hardware: Hardware
     nodes: tuple[NodeResult, ...]
+    view: str = WRITTEN
+    kv_cache: str | None = None  # deployed: "copy" or "inplace"
+    written: Report | None = field(default=None, repr=False, compare=False)
+    members: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)  # deployed: per kernel
+    notes: tuple[str, ...] = field(default=(), compare=False)  # deployed: the assumptions taken
 
     @functools.cached_property
     def totals(self) -> Totals:
@@ -209,6 +245,52 @@ class Report:
         return Uncosted.of(self)
 
     @property
+    def kernels(self) -> int:
+        """Kernels launched per run: deployed, each kernel's `launches`; as written, every node but
+        the pure views (Reshape, Squeeze, … move nothing and launch nothing)."""
+        from onnx_roofline.memory import VIEW_OPS
+
+        return sum([getattr(n, "launches", 0 if n.op_type in VIEW_OPS else 1) for n in self.nodes])
+
+    @functools.cached_property
+    def launches(self) -> Launches | None:
+        """The launch floor beside the bound, where the hardware gives a per-kernel overhead."""
+        return Launches.of(self)
+
+    @functools.cached_property
+    def memory(self):
+        """Weights, KV cache and peak activations, and whether they fit (onnx_roofline.memory)."""
+        from onnx_roofline.memory import footprint
+
+        return footprint(self, kv_inplace=self.kv_cache == "inplace")
+
+    def __repr__(self) -> str:
+        """One line: the model, the hardware, the view and the totals (not the nodes)."""
+        from onnx_roofline.report.rows import report_repr
+
+        return report_repr(self)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One plain dict per node (onnx_roofline.report.rows.ROW_KEYS): name, op_type, module,
+        flops, bytes, intensity, bound, time_s, time_share, ...; None where a node is not costed."""
+        from onnx_roofline.report.rows import rows
+
+        return rows(self)
+
+    def to_dataframe(self):
+        """`rows()` as a pandas DataFrame indexed by node index (pandas is optional, not a dependency)."""
+        from onnx_roofline.report.rows import to_dataframe
+
+        return to_dataframe(self)
+
+    def breakdown(self, by: str = "op_type", depth: int = 3) -> list:
+        """Groups of nodes by "op_type" or "module" (at `depth` scopes), heaviest first: each a
+        `Group` with `key`, `totals` and `nodes` (onnx_roofline.report.breakdown)."""
+        from onnx_roofline.report.breakdown import breakdown
+
+        return breakdown(self, by, depth)
+
+    @property
     def unsupported(self) -> dict[str, int]:
         """Nodes whose cost is unknown, by op type (never counted as zero in the totals)."""
         return dict(sorted(Counter(n.op_type for n in self.nodes if n.status != OK).items()))
@@ -218,16 +300,77 @@ class Report:
         return dict(sorted(Counter(n.status for n in self.nodes).items()))
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The report's JSON object (schema_version 1, docs/json-schema.md): what --format json prints."""
+        return self.to_dict_with(list(self.node_dicts()))
+
+    def node_dicts(self, tensor_dict: Callable[[TensorInfo], dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+        """Each node's JSON object in order (a deployed kernel's with its `members`): the "nodes"
+        of to_dict, one at a time, so that the JSON renderer can stream a large report.
+        `tensor_dict`: as NodeResult.to_dict takes it."""
+        from onnx_roofline.report.rows import node_extras
+
+        members = self.members
+        model_time, bandwidth = self.totals.time_s, self.hardware.memory_bandwidth
+        for index, node in enumerate(self.nodes):
+            data = node.to_dict(tensor_dict)
+            data.update(node_extras(node, model_time, bandwidth))  # module, time_share, attainable_flops
+            if index < len(members):
+                data["members"] = list(members[index])
+            yield data
+
+    def to_dict_with(self, nodes: Any) -> dict[str, Any]:
+        """The report's JSON object, with `nodes` as its "nodes" value (to_dict gives the list)."""
+        data = {
             "schema_version": SCHEMA_VERSION,
+            "view": self.view,
             "model": self.model.to_dict(),
             "hardware": self.hardware.to_dict(),
-            "nodes": [n.to_dict() for n in self.nodes],
+            "nodes": nodes,
             "totals": self.totals.to_dict(),
             "unsupported": self.unsupported,
             "status_counts": self.status_counts,
             "uncosted": self.uncosted.to_dict(),
+            "memory": self.memory.to_dict(),
+            "launches": self.launches.to_dict() if self.launches is not None else None,
         }
+        if self.view == DEPLOYED:
+            data["kv_cache"] = self.kv_cache
+            data["notes"] = list(self.notes)
+            data["written_totals"] = self.written.totals.to_dict() if self.written is not None else None
+        return data
+
+
+@dataclass(frozen=True)
+class Launches:
+    """Kernel launches per run against a per-kernel launch overhead: `floor_s` = kernels ×
+    overhead, below which an eagerly launched run cannot go however fast its kernels, and
+    `time_s` = Σ max(kernel bound, overhead) over the kernels launched, the bound with every
+    kernel taking at least one launch interval. CUDA Graphs and persistent kernels lower the
+    overhead; the roofline bound (`totals.time_s`) assumes it hidden."""
+
+    kernels: int
+    per_kernel_s: float
+    floor_s: float
+    time_s: float
+
+    @classmethod
+    def of(cls, report: Report) -> Launches | None:
+        from onnx_roofline.memory import VIEW_OPS
+
+        per = report.hardware.launch_overhead
+        if per is None:
+            return None
+        time_s = 0.0
+        for node in report.nodes:
+            if node.placement is None:
+                continue
+            launched = getattr(node, "launches", 0 if node.op_type in VIEW_OPS else 1)
+            time_s += max(node.placement.time_s, per) if launched else node.placement.time_s
+        kernels = report.kernels
+        return cls(kernels, per, kernels * per, time_s)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kernels": self.kernels, "per_kernel_s": self.per_kernel_s, "floor_s": self.floor_s, "time_s": self.time_s}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("reports", nargs="+", metavar="REPORT.json")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.png|svg", help="the plot (the format follows the extension)")
     parser.add_argument("--label", action="append", metavar="TEXT", help="a name per report, in order (default: the model files' names)")
-    parser.add_argument("--color-by", choices=COLOR_BY, help="op_type (one report's default), bound, or report (an overlay's default)")
+    parser.add_argument("--color-by", type=lambda text: text.replace("_", "-"), choices=[c.replace("_", "-") for c in COLOR_BY],
+                        help="op-type (one report's default), bound, or report (an overlay's default); spelt as --by spells it")  # fmt: skip
     parser.add_argument("--title", help="the plot's title")
     parser.set_defaults(run=run_plot)
 
@@ -25,7 +26,8 @@ def run_plot(options: argparse.Namespace) -> int:
         raise RooflineError(f"{len(options.label)} --label for {len(options.reports)} reports: give one per report")
     reports = [load_report(path) for path in options.reports]
     try:
-        write_plot(reports, options.output, protect=options.reports, labels=options.label, color_by=options.color_by, title=options.title)
+        color_by = options.color_by.replace("-", "_") if options.color_by else None  # the plot's own name: op_type
+        write_plot(reports, options.output, protect=options.reports, labels=options.label, color_by=color_by, title=options.title)
     except ValueError as exc:
         raise RooflineError(str(exc)) from None
     return EXIT_OK

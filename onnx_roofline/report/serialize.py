@@ -3,20 +3,257 @@
 from __future__ import annotations
 
 import csv
+import gc
 import io
 import json
+import json.encoder
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from onnx_roofline.report.model import Report
+from onnx_roofline.tensors import TensorInfo
 
 CSV_COLUMNS = (
     "index", "name", "op_type", "domain", "status", "flops", "transcendentals", "dequantize_flops", "bytes_read",
     "bytes_written", "bytes", "parameters", "intensity", "unit", "dtype", "ridge", "bound", "time_s", "reason",
+    "constant_foldable", "members", "module", "time_share", "attainable_flops",
 )
 
 
 def render_json(report: Report) -> str:
-    """Deterministic: keys in a fixed order, no timestamps."""
-    return json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
+    """Deterministic: keys in a fixed order, no timestamps. The text of
+    `json.dumps(report.to_dict(), indent=2, allow_nan=False)`, and a newline."""
+    return "".join(iter_json(report))
+
+
+def iter_json(report: Report) -> Iterator[str]:
+    """render_json's text in pieces, the nodes' objects built and written a few thousand at a
+    time: a million-node report is never one dict or one string in memory."""
+    encoder = _Encoder()
+    head, tail = encoder.text(report.to_dict_with(_NODES), 0).split(_NODES_MARK)
+    yield head
+    enabled = gc.isenabled()
+    gc.disable()  # the nodes' dicts are acyclic and freed at once: a cyclic collection would find nothing
+    try:
+        yield from encoder.stream_list(report.node_dicts(encoder.tensor_text), NODES_LEVEL)
+    finally:
+        if enabled:
+            gc.enable()
+    yield tail + "\n"
+
+
+_NODES_MARK = "\0nodes\0"  # never in json's text, which escapes control characters
+CHUNK_ITEMS = 2048  # list items joined into one piece of text
+
+
+class _Nodes:
+    """Stands for the nodes in the report's object while its other parts are written."""
+
+
+_NODES = _Nodes()
+NODES_LEVEL = 1  # the indentation of the nodes' list: the report's "nodes"
+TENSOR_LEVEL = NODES_LEVEL + 3  # a node's inputs and outputs: in a list in a dict in the nodes' list
+
+
+class _Text:
+    """Text written already, at the place it stands: a node's input or output."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+class _Encoder:
+    """`json.dumps(value, indent=2, allow_nan=False)`, rewritten for speed: the standard library
+    writes an indented document in pure Python (its C encoder does not indent), a tenth of a
+    millisecond per node of a report here. A dict is written by a function made for its keys and
+    the types of its values (a report's nodes have a handful of such layouts) that fills one
+    %-template: ints converted in C, strings through json's own C escaping (ensure_ascii), floats
+    as their repr (remembered: a float's shortest repr costs more than the rest of its node's
+    figures, and a report repeats few of them). A tensor that several nodes read is written once.
+    The same text: NaN and infinities refused with json's error, keys converted as json converts
+    them; any other type (a subclass, an object json refuses) is written, or refused, by json."""
+
+    MAX_LAYOUTS = 512  # layouts compiled; beyond (an unusual document), dicts take the general path
+    MAX_SHARED = 1 << 16  # tensors whose dict and text are kept (a node's inputs are mostly recent outputs)
+    MAX_FLOATS = 1 << 16  # float texts kept
+
+    def __init__(self) -> None:
+        self.newlines = ["\n" + "  " * level for level in range(32)]
+        self.layouts: dict[tuple, Callable[[dict], str]] = {}
+        self.tensors: dict[int, tuple[TensorInfo, _Text]] = {}  # by id(TensorInfo)
+        self.floats: dict[float, str] = {}  # never a zero: 0.0 == -0.0, whose texts differ
+
+    def newline(self, level: int) -> str:
+        while level >= len(self.newlines):
+            self.newlines.append("\n" + "  " * len(self.newlines))
+        return self.newlines[level]
+
+    def tensor_text(self, tensor: TensorInfo) -> _Text:
+        """A node's input or output, written: its dict's text where the nodes' tensors stand
+        (TENSOR_LEVEL), once for every node that reads or writes it while it is among the last
+        MAX_SHARED tensors (a chain's values appear twice, a shared weight thousands of times)."""
+        entry = self.tensors.get(id(tensor))
+        if entry is not None:
+            return entry[1]
+        if len(self.tensors) >= self.MAX_SHARED:
+            self.tensors.clear()
+        text = _Text(self.text(tensor.to_dict(), TENSOR_LEVEL))
+        self.tensors[id(tensor)] = (tensor, text)  # the entry keeps the tensor, and so its id, alive
+        return text
+
+    def float_text(self, value: float) -> str:
+        """A float's text, after json's refusal of NaN and the infinities (allow_nan=False)."""
+        if not -_INFINITY < value < _INFINITY:
+            json.dumps(value, indent=2, allow_nan=False)  # raises json's own ValueError
+        text = _float(value)
+        if value:
+            if len(self.floats) >= self.MAX_FLOATS:
+                self.floats.clear()
+            self.floats[value] = text
+        return text
+
+    def stream_list(self, items: Iterable[Any], level: int) -> Iterator[str]:
+        """The text of a list of `items` at indentation `level` (of its brackets), in pieces."""
+        separator = "," + self.newline(level + 1)
+        text = self.text
+        chunk: list[str] = []
+        first = True
+        for item in items:
+            chunk.append(text(item, level + 1))
+            if len(chunk) == CHUNK_ITEMS:
+                yield ("[" + separator[1:] if first else separator) + separator.join(chunk)
+                chunk.clear()
+                first = False
+        if first and not chunk:
+            yield "[]"
+            return
+        last = ("[" + separator[1:] if first else separator) + separator.join(chunk) if chunk else ""
+        yield last + self.newlines[level] + "]"
+
+    def text(self, value: Any, level: int) -> str:
+        """The text of `value` at indentation `level` (of its closing bracket)."""
+        kind = type(value)
+        if kind is dict:
+            return self.dict_text(value, level)
+        if kind is list or kind is tuple:
+            return self.list_text(value, level)
+        return self.scalar(value, level)
+
+    def scalar(self, value: Any, level: int) -> str:
+        """A value that is not an exact dict, list or tuple, as json writes it."""
+        kind = type(value)
+        if kind is str:
+            return _escape(value)
+        if kind is int:
+            return _int(value)
+        if kind is float:
+            return self.floats.get(value) or self.float_text(value)
+        if value is None:
+            return "null"
+        if value is True:
+            return "true"
+        if value is False:
+            return "false"
+        if kind is _Text:
+            return value.text
+        if value is _NODES:
+            return _NODES_MARK
+        # A subclass (an IntEnum, an OrderedDict) or a type json refuses: json's own text, indented
+        # as it would be here (its strings hold no raw newline), or json's TypeError.
+        return json.dumps(value, indent=2, allow_nan=False).replace("\n", self.newline(level))
+
+    def list_text(self, value: list | tuple, level: int) -> str:
+        if not value:
+            return "[]"
+        newline = self.newline(level + 1)
+        first = type(value[0])
+        if first is _Text and set(map(type, value)) == _TEXTS:  # a node's inputs or outputs
+            return "[" + newline + ("," + newline).join([item.text for item in value]) + self.newlines[level] + "]"
+        if first is int and set(map(type, value)) == _INTS:  # a shape: one join
+            return "[" + newline + ("," + newline).join(map(_int, value)) + self.newlines[level] + "]"
+        text = self.text
+        return "[" + newline + ("," + newline).join([text(item, level + 1) for item in value]) + self.newlines[level] + "]"
+
+    def dict_text(self, value: dict, level: int) -> str:
+        if not value:
+            return "{}"
+        layout = (level, tuple(value), tuple(map(type, value.values())))
+        write = self.layouts.get(layout)
+        if write is None:
+            if len(self.layouts) >= self.MAX_LAYOUTS:
+                return self.general_dict_text(value, level)
+            write = self.layouts[layout] = self.compile(*layout)
+        return write(value)
+
+    def general_dict_text(self, value: dict, level: int) -> str:
+        newline = self.newline(level + 1)
+        items = [_key(key) + ": " + self.text(item, level + 1) for key, item in value.items()]
+        return "{" + newline + ("," + newline).join(items) + self.newlines[level] + "}"
+
+    def compile(self, level: int, keys: tuple, kinds: tuple[type, ...]) -> Callable[[dict], str]:
+        """A function that writes a dict of these keys and value types at this level: one
+        %-template, each value converted by its type (None written into the template)."""
+        newline = self.newline(level + 1)
+        template, arguments = [], []
+        for index, (key, kind) in enumerate(zip(keys, kinds)):
+            slot, value = "%s", f"v{index}"
+            if kind is str:
+                value = f"escape({value})"
+            elif kind is int:
+                slot = "%d"
+            elif kind is float:
+                value = f"(floats({value}) or float_text({value}))"
+            elif kind is type(None):
+                slot, value = "null", None
+            elif kind is bool:
+                value = f"('true' if {value} else 'false')"
+            elif kind is dict:
+                value = f"dict_text({value}, {level + 1})"
+            elif kind is list or kind is tuple:
+                value = f"list_text({value}, {level + 1})"
+            else:
+                value = f"scalar({value}, {level + 1})"
+            template.append(_key(key).replace("%", "%%") + ": " + slot)
+            if value is not None:
+                arguments.append(value)
+        text = "{" + newline + ("," + newline).join(template) + self.newlines[level] + "}"
+        names = ", ".join(f"v{index}" for index in range(len(keys)))
+        if arguments:
+            source = f"def write(value):\n    {names}, = value.values()\n    return {text!r} % ({', '.join(arguments)},)\n"
+        else:
+            source = f"def write(value):\n    return {text.replace('%%', '%')!r}\n"
+        namespace = {
+            "escape": _escape, "floats": self.floats.get, "float_text": self.float_text,
+            "dict_text": self.dict_text, "list_text": self.list_text, "scalar": self.scalar,
+        }
+        exec(source, namespace)  # as dataclasses and records.py build an __init__: the layout is known only here
+        return namespace["write"]
+
+
+def _key(key: Any) -> str:
+    """A dict key as json writes it: a string escaped; a number, true, false or null as text."""
+    if isinstance(key, str):
+        return _escape(key)
+    if isinstance(key, float):
+        if not -_INFINITY < key < _INFINITY:
+            json.dumps({key: 0}, indent=2, allow_nan=False)  # raises json's ValueError
+        return _escape(_float(key))
+    if key is True or key is False or key is None:
+        return _escape(json.dumps(key))
+    if isinstance(key, int):
+        return _escape(_int(key))
+    json.dumps({key: 0}, indent=2)  # raises json's TypeError
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+
+_escape = json.encoder.encode_basestring_ascii
+_int = int.__repr__
+_float = float.__repr__
+_INFINITY = float("inf")
+_INTS = {int}
+_TEXTS = {_Text}
 
 
 def render_csv(report: Report) -> str:
@@ -26,5 +263,6 @@ def render_csv(report: Report) -> str:
     for node in report.to_dict()["nodes"]:
         output = node["outputs"][0] if node["outputs"] else None
         shape = output["shape"] if output else None
-        writer.writerow({**node, "output_shape": "x".join(map(str, shape)) if shape is not None else ""})
+        members = " ".join(map(str, node["members"])) if "members" in node else ""  # deployed: the graph nodes a kernel covers
+        writer.writerow({**node, "members": members, "output_shape": "x".join(map(str, shape)) if shape is not None else ""})
     return buffer.getvalue()

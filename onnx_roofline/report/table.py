@@ -6,33 +6,90 @@ from collections import Counter
 from collections.abc import Sequence
 
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, group_label, top_nodes
-from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.grouping import flops_text
+from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.roofline import COMPUTE, MEMORY
 
 
-def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), depth: int = 3) -> str:
-    """`by` lists the breakdowns to show ("op_type", "module"); `depth` is the module level."""
-    sections = [_summary(report), _top_nodes(report, top)]
-    sections += [_breakdown(report, family, depth) for family in by]
+def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), depth: int = 3, other: Report | None = None,
+                 group: bool = False) -> str:  # fmt: skip
+    """`by` lists the breakdowns to show ("op_type", "module"); `depth` is the module level.
+    `other`: the report's other view (deployed for a written report, written for a deployed
+    one), whose total the summary shows beside its own. `group` (--group): alike nodes of
+    different layers are one row (`c_fc/Gemm ×12`) and modules total across layers (report/grouping.py)."""
+    sections = [_summary(report, other), _top_grouped(report, top) if group else _top_nodes(report, top)]
+    sections += [_breakdown_across_layers(report, depth) if group and family == MODULE else _breakdown(report, family, depth) for family in by]
     return "\n\n".join(sections) + "\n"
 
 
-def _summary(report: Report) -> str:
+WHAT_TIME_IS = {WRITTEN: "lower bound, as written", DEPLOYED: "deployed estimate"}
+"""What a printed time is, per view: every time the tool prints says which it is."""
+
+
+def _summary(report: Report, other: Report | None = None) -> str:
     totals, model, hw = report.totals, report.model, report.hardware
-    dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items())) or "none"
+    dims = ", ".join(f"{k}={v}" + (" (default)" if k in model.defaulted_dims else "") for k, v in sorted(model.dims.items())) or "none"
+    how = "sum of per-node bounds" if report.view == WRITTEN else "sum of per-kernel bounds"
     lines = [
         f"model     {model.path or '<in-memory>'}  ({model.node_count} nodes, {si(model.parameters, '')} parameters, dims: {dims})",
         f"hardware  {hw.name} [{hw.key}]  {si(hw.memory_bandwidth, 'B/s')}",
         f"totals    {si(totals.flops, 'FLOP')}  {si(totals.bytes, 'B')}  intensity {number(totals.intensity)} FLOP/B",
-        f"latency   {duration(totals.time_s)} lower bound (sum of per-node bounds)  "
+        f"latency   {duration(totals.time_s)} {WHAT_TIME_IS[report.view]} ({how})  "
         f"memory-bound share of time {percent(totals.memory_bound_time_share)}",
     ]
+    if report.nodes and not totals.costed_nodes:  # not "0 FLOP ... 0.0 ns", which reads as a result
+        lines[2:4] = [f"totals    unknown: none of the {len(report.nodes)} nodes could be costed (see UNCOSTED below)",
+                      "latency   unknown: bind the dims (--dim NAME=N), or drop --partial to take the defaults"]  # fmt: skip
+        other = None
+    if other is not None:
+        lines.append(_other_line(other))
+    if report.view == DEPLOYED:
+        lines += [f"          {note}" for note in report.notes]
+    lines.append(memory_line(report))
+    if report.launches is not None:
+        launch = report.launches
+        lines.append(
+            f"launches  {launch.kernels} kernels × {duration(launch.per_kernel_s)} launch overhead = {duration(launch.floor_s)} "
+            f"floor for an eagerly launched run; each kernel ≥ one launch: {duration(launch.time_s)} (CUDA Graphs lower it)"
+        )
+    folded = [n for n in report.nodes if n.constant_foldable and n.status == OK] if report.view == WRITTEN else []
+    if folded:
+        moved, spent = sum(n.cost.bytes for n in folded), sum(n.time_s for n in folded)
+        share = percent(spent / totals.time_s if totals.time_s else None)
+        lines.append(
+            f"foldable  {len(folded)} constant-foldable node{'s' if len(folded) > 1 else ''} (inputs all weights or constants; "
+            f"a runtime computes {'them' if len(folded) > 1 else 'it'} once at load): {si(moved, 'B')}, {duration(spent)}, {share} of the time"
+        )
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
         lines.append(f"UNCOSTED  {report.uncosted.message}")
         lines.append(f"          not in the totals, which are a partial answer: {listed}")
     return "\n".join(lines)
+
+
+def _other_line(other: Report) -> str:
+    """The other view's total, one line: the default table shows both."""
+    totals = other.totals
+    if other.view == DEPLOYED:
+        return (f"deployed  {duration(totals.time_s)} {WHAT_TIME_IS[DEPLOYED]} ({si(totals.bytes, 'B')}, {other.kernels} kernels; "
+                f"KV cache {other.kv_cache}): --view deployed")  # fmt: skip
+    return f"written   {duration(totals.time_s)} {WHAT_TIME_IS[WRITTEN]} ({si(totals.bytes, 'B')}, {other.kernels} kernels): --view written"
+
+
+def memory_line(report: Report) -> str:
+    """`memory    weights … + KV cache … + peak activations … = … of 80 GB: fits`."""
+    memory = report.memory
+    parts = [f"weights {si(memory.weight_bytes, 'B')}"]
+    if memory.kv_cache_bytes:
+        each = memory.kv_cache_bytes_per_sequence
+        per = f", {si(each, 'B')} per sequence" if each is not None and each != memory.kv_cache_bytes else ""
+        parts.append(f"KV cache {si(memory.kv_cache_resident_bytes, 'B')} resident ({si(memory.kv_cache_bytes, 'B')} after this step{per})")
+    parts.append(f"peak activations {si(memory.peak_activation_bytes, 'B')}")
+    verdict = ""
+    if memory.capacity is not None:
+        verdict = f" of {si(memory.capacity, 'B')}: " + ("fits" if memory.fits else "DOES NOT FIT")
+    return f"memory    {' + '.join(parts)} = {si(memory.total_bytes, 'B')}{verdict}"
 
 
 NODE_HEADER = ("node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")
@@ -43,9 +100,9 @@ def node_cells(node: NodeResult, model_time: float) -> list[str]:
     """One costed node as text cells (NODE_HEADER's order): the table's and markdown's rows."""
     return [
         node.name,
-        node.op_type,
+        node.op_type + ((" (folded)" if hasattr(node, "members") else " (foldable)") if node.constant_foldable else ""),  # a deployed kernel has members
         shape_text(node),
-        si(node.cost.flops, "FLOP"),
+        flops_text(node.cost.flops, node.cost.transcendentals),
         si(node.cost.bytes, "B"),
         number(node.placement.intensity),
         f"{node.unit}/{node.dtype}",
@@ -78,7 +135,23 @@ def group_title(family: str, depth: int) -> tuple[str, str]:
 
 def _top_nodes(report: Report, top: int) -> str:
     rows = [node_cells(n, report.totals.time_s) for n in top_nodes(report, top)]
-    return f"top {len(rows)} nodes by time\n" + _grid(NODE_HEADER, rows)
+    what = "nodes" if report.view == WRITTEN else "kernels"
+    return f"top {len(rows)} {what} by time ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows)
+
+
+def _top_grouped(report: Report, top: int) -> str:
+    from onnx_roofline.report.grouping import alike_cells, top_alike
+
+    rows = [alike_cells(g, report.totals.time_s) for g in top_alike(report, top)]
+    what = "nodes" if report.view == WRITTEN else "kernels"
+    return f"top {len(rows)} {what} by time, alike {what} of different layers as one row ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows)
+
+
+def _breakdown_across_layers(report: Report, depth: int) -> str:
+    from onnx_roofline.report.grouping import by_module_across_layers
+
+    rows = [group_cells(g, MODULE, report.totals.time_s) for g in by_module_across_layers(report, depth)]
+    return f"by module (depth {depth}), across layers (* = every layer)\n" + _grid(["module", *GROUP_COLUMNS], rows)
 
 
 def _breakdown(report: Report, family: str, depth: int) -> str:

@@ -493,7 +493,8 @@ def qmoe(node: OpNode) -> Cost:
     bits from expert_weight_bits, default 4): MoE's count; `dequantize_flops` each weight element of
     each used expert dequantized once ((q − zero point)·scale: 2 FLOPs, 1 without zero points). f·I from fc1's
     rows, I = f·I / 2 under swiglu_fusion, D from the input. Bytes: the used experts' quantized
-    weights, scales, biases and zero points (min(E, T·k) of E), the rest default."""
+    weights, scales, biases and zero points (min(E, T·k) of E), the rest default. Parameters: every
+    expert's weights as their logical elements (f·I·D, D·I, I·D), scales and zero points 0."""
     hidden = node.inputs[0].shape[-1]
     fused = node.inputs[2].shape[1]
     inter = fused // 2 if node.attrs.get("swiglu_fusion", 0) else fused
@@ -504,7 +505,11 @@ def qmoe(node: OpNode) -> Cost:
     dequantize = weight_elements * (2 if zero_points else 1)
     reads = _expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
-    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read, dequantize_flops=dequantize)
+    experts = node.inputs[1].shape[-1]
+    logical = {2: experts * fused * hidden, 5: experts * hidden * inter, 8: experts * inter * hidden}  # all experts' weights
+    metadata = ((3, 0), (6, 0), (9, 0), (11, 0), (12, 0), (13, 0))  # scales and zero points
+    parameters = tuple(logical.items()) + metadata
+    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read, dequantize_flops=dequantize, parameters=parameters)
 
 
 # --- hyper-connections -----------------------------------------------------------------------------

@@ -27,7 +27,10 @@ in `flops`; the dequantization of each weight element once is vector work beside
 own column, `dequantize_flops` (in the fused kernel it overlaps the product; at decode, M = 1, it
 would otherwise double the matrix FLOPs). Their packed weights are uint8 containers whose
 size is already the packed bits (MatMulNBits B [N, k_blocks, block_size·bits/8]), so the default
-bytes are the quantized weight's bytes, not K·N bytes.
+bytes are the quantized weight's bytes, not K·N bytes. Their `parameters` are the logical weights:
+the packed B counts K·N (not its bytes), its scales, zero points and g_idx count 0 (quantization
+metadata, not weights); a bias counts as stored. GatherBlockQuantized's table counts its values
+(8/bits per uint8), its scales and zero points 0.
 
 QLinear elementwise ops (QLinearAdd, QLinearMul, ...) are counted by their definition per output
 element: dequantize each operand, apply the op, quantize the result. Bytes are the default except
@@ -206,11 +209,23 @@ def matmul_nbits(node: OpNode) -> Cost:
     weight dequantized once ((q − zero point)·scale; the zero point defaults to 2^(bits−1), so it
     is always subtracted). Runs on the matrix unit in A's dtype (accuracy_level=4 lets a CPU kernel quantize A to
     int8; the peak stays A's). Bytes: the default — B is [N, k_blocks, block_size·bits/8] uint8, so
-    its size is the packed bits (N·K/2 bytes at 4 bits), plus scales and packed zero points."""
+    its size is the packed bits (N·K/2 bytes at 4 bits), plus scales and packed zero points.
+    Parameters: K·N for B (its weights, not its packed bytes); scales, zero points, g_idx 0."""
     k, n = node.attrs["K"], node.attrs["N"]
     outputs = node.outputs[0].numel
     bias = outputs if node.input(5) is not None else 0
-    return Cost(flops=2 * k * outputs + bias, dequantize_flops=2 * k * n)
+    return Cost(flops=2 * k * outputs + bias, dequantize_flops=2 * k * n, parameters=_nbits_parameters({1: k * n}))
+
+
+def _nbits_parameters(weights: dict[int, int]) -> tuple[tuple[int, int], ...]:
+    """`Cost.parameters` of packed weights at the given slots (logical elements each), their scales
+    (the next slot) and, for MatMulNBits (B at slot 1), zero points and g_idx: 0."""
+    pairs = []
+    for slot, elements in weights.items():
+        pairs += [(slot, elements), (slot + 1, 0)]
+        if slot == 1:
+            pairs += [(3, 0), (4, 0)]
+    return tuple(pairs)
 
 
 def _nbits_norm(node: OpNode, rows: int, k: int, norm_index: int, skip_index: int) -> tuple[int, int]:
@@ -234,13 +249,15 @@ def matmul_nbits_qkv(node: OpNode) -> Cost:
     """RMSNorm of A [..., K] (M = numel(A)/K rows: 4·M·K + 2M, M sqrts; + M·K adds with the skip
     input), then the Q, K and V projections as MatMulNBits: 2·M·K per output column (Nq + 2·Nkv),
     M per column of each bias given; `dequantize_flops` 2·K per column, the weights once. Bytes: the
-    default (the packed weights are their quantized size)."""
+    default (the packed weights are their quantized size). Parameters: K per column (the weights),
+    scales 0."""
     k = node.attrs["K"]
     rows = node.inputs[0].numel // k
     nq, nkv = node.attrs["Nq"], node.attrs["Nkv"]
     norm, sqrts = _nbits_norm(node, rows, k, 2, 1)
     projections, dequantize = _nbits_projections(node, rows, k, {5: nq, 8: nkv, 11: nkv})
-    return Cost(flops=norm + projections, transcendentals=sqrts, dequantize_flops=dequantize)
+    parameters = _nbits_parameters({3: k * nq, 6: k * nkv, 9: k * nkv})  # each weight two slots before its bias
+    return Cost(flops=norm + projections, transcendentals=sqrts, dequantize_flops=dequantize, parameters=parameters)
 
 
 @register("MatMulNBitsMlp", domain=MS, unit=MATRIX)
@@ -248,24 +265,27 @@ def matmul_nbits_mlp(node: OpNode) -> Cost:
     """activation(A·gate + gate_bias)·(A·up + up_bias), A [..., K] in M rows, N columns: the
     optional RMSNorm of A first (norm_scale given: 4·M·K + 2M, M sqrts; + M·K adds with skip), the
     gate and up projections as MatMulNBits (2·M·K·N + 2·K·N each, + M·N per bias given), then the
-    activation per gate element (silu 1 FLOP and 1 sigmoid, gelu 4 and 1 erf) and the product M·N."""
+    activation per gate element (silu 1 FLOP and 1 sigmoid, gelu 4 and 1 erf) and the product M·N.
+    Parameters: K·N per projection (the weights), scales 0."""
     k, n = node.attrs["K"], node.attrs["N"]
     rows = node.inputs[0].numel // k
     norm, sqrts = _nbits_norm(node, rows, k, 2, 1)
     flops, transcendentals = named_activation(node, node.attrs["activation"], rows * n)
     projections, dequantize = _nbits_projections(node, rows, k, {5: n, 8: n})
     flops += norm + projections + rows * n
-    return Cost(flops=flops, transcendentals=transcendentals + sqrts, dequantize_flops=dequantize)
+    parameters = _nbits_parameters({3: k * n, 6: k * n})  # gate and up weights, two slots before their biases
+    return Cost(flops=flops, transcendentals=transcendentals + sqrts, dequantize_flops=dequantize, parameters=parameters)
 
 
 @register("MatMulBnb4", domain=MS, unit=MATRIX)
 def matmul_bnb4(node: OpNode) -> Cost:
     """A × dequant(B), B an N×K weight in 4-bit FP4/NF4 with one absmax per block: 2 FLOPs per
     multiply-add over A's last dim per output; `dequantize_flops` one multiply per weight element
-    (code-book value × absmax). Bytes: the default (B packed two per byte)."""
+    (code-book value × absmax). Bytes: the default (B packed two per byte). Parameters: K·N for B,
+    0 for absmax."""
     k, n = node.attrs["K"], node.attrs["N"]
     contracted = node.inputs[0].shape[-1]
-    return Cost(flops=2 * contracted * node.outputs[0].numel, dequantize_flops=k * n)
+    return Cost(flops=2 * contracted * node.outputs[0].numel, dequantize_flops=k * n, parameters=((1, k * n), (2, 0)))
 
 
 @register("GatherBlockQuantized", domain=MS, compute_dtype=2)
@@ -274,7 +294,8 @@ def gather_block_quantized(node: OpNode) -> Cost:
     ((q − zero point)·scale) when a zero point applies (given and not constant 0, or uint8 data with
     its default 2^(bits−1)), 1 otherwise (int4/uint4 default to 0; float8/float4 data are scale-only).
     Bytes: reads the gathered fraction of data, scales and zero points (output elements over the
-    table's, capped at 1 — a repeated row is read once) plus the indices; writes the output."""
+    table's, capped at 1 — a repeated row is read once) plus the indices; writes the output.
+    Parameters: the table's values (8/bits per uint8 byte); scales and zero points 0."""
     data, out = node.inputs[0], node.outputs[0]
     bits = node.attrs.get("bits", 4) if data.dtype == "uint8" else data.bits
     elements = data.numel * (8 // bits if data.dtype == "uint8" and bits < 8 else 1)
@@ -287,7 +308,7 @@ def gather_block_quantized(node: OpNode) -> Cost:
         if t is not None
     }
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
-    return Cost(flops=flops, bytes_read=read)
+    return Cost(flops=flops, bytes_read=read, parameters=((0, elements), (2, 0), (3, 0)))
 
 
 # --- QLinear elementwise, pooling, concat ------------------------------------------------------------

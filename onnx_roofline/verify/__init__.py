@@ -5,6 +5,15 @@ the inferred one, every costed node's bytes recomputed from the real tensors, an
 node's measured time against its roofline lower bound. See docs/verify.md."""
 
 from onnx_roofline.verify.errors import VerifyError
-from onnx_roofline.verify.pipeline import Verification, verify
 
 __all__ = ["Verification", "VerifyError", "verify"]
+
+
+def __getattr__(name: str):
+    """`verify` and `Verification` load on first use: the command line imports this package to
+    register its subcommands, and a plain analysis needs none of the checker."""
+    if name in ("Verification", "verify"):
+        from onnx_roofline.verify import pipeline
+
+        return getattr(pipeline, name)
+    raise AttributeError(f"module 'onnx_roofline.verify' has no attribute {name!r}")

@@ -4,8 +4,18 @@ view of bytes, and decode over context length. Each study reuses one loaded mode
 from onnx_roofline.whatif.compare import compare
 from onnx_roofline.whatif.context import context_study
 from onnx_roofline.whatif.critical import critical
-from onnx_roofline.whatif.fusion import fuse, plan_fusion
 from onnx_roofline.whatif.session import Session
 from onnx_roofline.whatif.sweep import sweep
 
 __all__ = ["Session", "compare", "context_study", "critical", "fuse", "plan_fusion", "sweep"]
+
+
+def __getattr__(name: str):
+    """`fuse` and `plan_fusion` on first use: the fusion module imports networkx, which every
+    command would otherwise load while the command line builds its parser (whatif.command is a
+    submodule of this package)."""
+    if name in ("fuse", "plan_fusion"):
+        from onnx_roofline.whatif import fusion
+
+        return getattr(fusion, name)
+    raise AttributeError(f"module 'onnx_roofline.whatif' has no attribute {name!r}")

@@ -8,18 +8,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from onnx_roofline.cli import add_model_arguments, protected_files
+from onnx_roofline.cli import add_model_arguments, add_view_arguments, protected_files, with_launch_overhead
 from onnx_roofline.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, DimensionError
 from onnx_roofline.input_values import parse_value
 from onnx_roofline.output import write_text
-from onnx_roofline.whatif import plot, render
-from onnx_roofline.whatif.compare import compare, parse_hardware_list
-from onnx_roofline.whatif.context import context_study
-from onnx_roofline.whatif.critical import critical
-from onnx_roofline.whatif.fuse_report import fusion_study
 from onnx_roofline.whatif.session import UNFUSED, VIEWS, Session
-from onnx_roofline.whatif.sweep import sweep
+
+# The studies (and networkx, which the fusion and workload graphs use) are imported by the command
+# that runs them: building the parser, which every command does, imports none of them.
 
 DEFAULT_COMPARE = "h100,h200,a100,l4"
 DEFAULT_LENGTHS = "64,128,256,512,1024,2048,4096"
@@ -51,8 +48,8 @@ def _parser(subparsers, name: str, run: Callable, help_text: str, description: s
     parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     parser.add_argument("--plot", metavar="FILE", help="also draw the study to FILE (.png or .svg)")
     if views:
-        parser.add_argument("--view", choices=VIEWS, default=UNFUSED,
-                            help="bytes as the graph is written (unfused, default) or as a fusing runtime moves them (fused)")
+        add_view_arguments(parser, VIEWS, UNFUSED)
+        parser.set_defaults(view=UNFUSED)
     parser.set_defaults(run=run)
     return parser
 
@@ -70,6 +67,8 @@ def parse_dim_values(text: str) -> tuple[str, tuple[int, ...]]:
 def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Session, dict[str, tuple[int, ...]]]:
     """The session (single-valued dims bound) and the lists to sweep."""
     if options.plot:
+        from onnx_roofline.whatif import plot
+
         plot.check_destination(options.plot)
     pairs = [parse_dim_values(text) for text in options.dim]
     if len({name for name, _ in pairs}) != len(pairs):
@@ -78,7 +77,9 @@ def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Sessio
     axes = {name: values for name, values in pairs if len(values) > 1}
     shapes = dict(parse_input_shape(text) for text in options.input)
     values = dict(parse_value(text) for text in options.value)
-    session = Session(options.model, hw or options.hw, dims, shapes, options.dtype, options.partial, values)
+    session = Session(options.model, with_launch_overhead(hw or options.hw, getattr(options, "launch_overhead", None)), dims, shapes, options.dtype, options.partial, values,
+                      kv_cache=getattr(options, "kv_cache", None) or "copy",
+                      fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee")  # fmt: skip
     return session, axes
 
 
@@ -88,6 +89,8 @@ def _no_lists(axes: dict, command: str) -> None:
 
 
 def _emit(options: argparse.Namespace, result, text: Callable, figure: Callable) -> int:
+    from onnx_roofline.whatif import plot, render
+
     output = render.render_json(result) if options.format == "json" else text(result)
     protect = protected_files(options)
     write_text(output, options.output, protect=protect)
@@ -97,17 +100,26 @@ def _emit(options: argparse.Namespace, result, text: Callable, figure: Callable)
 
 
 def _run_sweep(options: argparse.Namespace) -> int:
+    from onnx_roofline.whatif import plot, render
+    from onnx_roofline.whatif.sweep import sweep
+
     session, axes = _session(options)
     return _emit(options, sweep(session, axes, options.view), render.render_sweep, plot.sweep_figure)
 
 
 def _run_critical(options: argparse.Namespace) -> int:
+    from onnx_roofline.whatif import plot, render
+    from onnx_roofline.whatif.critical import critical
+
     session, axes = _session(options)
     _no_lists(axes, "critical")
     return _emit(options, critical(session, options.over, options.view), render.render_critical, plot.critical_figure)
 
 
 def _run_compare(options: argparse.Namespace) -> int:
+    from onnx_roofline.whatif import plot, render
+    from onnx_roofline.whatif.compare import compare, parse_hardware_list
+
     hardware = parse_hardware_list(options.hw)
     session, axes = _session(options, hw=hardware[0])
     _no_lists(axes, "compare")
@@ -115,12 +127,18 @@ def _run_compare(options: argparse.Namespace) -> int:
 
 
 def _run_fuse(options: argparse.Namespace) -> int:
+    from onnx_roofline.whatif import plot, render
+    from onnx_roofline.whatif.fuse_report import fusion_study
+
     session, axes = _session(options)
     _no_lists(axes, "fuse")
     return _emit(options, fusion_study(session), lambda s: render.render_fusion(s, options.top), plot.fusion_figure)
 
 
 def _run_context(options: argparse.Namespace) -> int:
+    from onnx_roofline.whatif import plot, render
+    from onnx_roofline.whatif.context import context_study
+
     session, axes = _session(options)
     _no_lists(axes, "context")
     name, _, lengths = options.context.rpartition("=")

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from math import floor
 
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.report.model import OK, Report
@@ -79,6 +80,9 @@ class CriticalResult:
     intensity_limit: float | None
     model_ridge: float
     not_affine: tuple[str, ...]  # kernels whose cost is not a line in the dim (left out)
+    fits_up_to: int | None = None  # the largest value of the dim whose memory footprint fits the accelerator (≥ 2)
+    memory_capacity: float | None = None
+    memory_line: Line | None = None  # the footprint (weights + resident KV cache + peak activations) in the dim
 
     def to_dict(self) -> dict:
         return {
@@ -94,6 +98,11 @@ class CriticalResult:
                 "intensity_at_ridge": {**_figure(self.intensity_crossing), "limit": self.intensity_limit},
                 "ridge": self.model_ridge,
                 "not_affine": list(self.not_affine),
+                "memory": {
+                    "capacity": self.memory_capacity,
+                    "bytes": None if self.memory_line is None else _line(self.memory_line),
+                    "fits_up_to": self.fits_up_to,
+                },
             },
         }
 
@@ -131,7 +140,39 @@ def critical(session: Session, dim: str, view: str = UNFUSED) -> CriticalResult:
         intensity_limit=float(flops.slope / moved.slope) if exact and moved.slope else None,
         model_ridge=float(model_ridge),
         not_affine=tuple(not_affine),
+        **_memory_fit(session, dim, view, views, reports, session.hardware.memory_capacity),
     )
+
+
+def _memory_fit(session: Session, dim: str, view: str, views, reports: list[Report], capacity: float | None) -> dict:
+    """The footprint as a line in the dim (through the two largest probes, 2 and 64) and the
+    largest value that fits `capacity`. Weights are constant and the KV cache a line, but the
+    activation peak may move to another node as the dim grows, so the value the line gives is
+    checked by analysis there: while it does not fit (or the next does), the line is redrawn
+    through the last two values tried (a secant step), then the answer is confirmed on both sides.
+    None when nothing fits at 2 or the footprint does not grow."""
+    footprint = {x: getattr(v, "memory", r.memory).total_bytes for x, v, r in zip(PROBES, views, reports)}
+    line = Line.fit(PROBES[1:], tuple(footprint[x] for x in PROBES[1:]))
+    if line is None or capacity is None or line.slope <= 0 or footprint[PROBES[1]] > capacity:
+        return {"fits_up_to": None, "memory_capacity": capacity, "memory_line": line}
+
+    def total(x: int) -> int:
+        if x not in footprint:
+            report = session.report({dim: x})
+            footprint[x] = getattr(session.view(report, view), "memory", report.memory).total_bytes
+        return footprint[x]
+
+    guess, (a, b) = floor((Fraction(capacity) - line.intercept) / line.slope), PROBES[1:]
+    for _ in range(6):
+        if total(guess) <= capacity < total(guess + 1):
+            break
+        a, b = b, guess
+        slope = Fraction(total(b) - total(a), b - a) if b != a else line.slope
+        if slope <= 0:
+            break
+        guess = max(PROBES[1], floor(b + (Fraction(capacity) - total(b)) / slope))
+    fits = guess if total(guess) <= capacity < total(guess + 1) else None
+    return {"fits_up_to": fits, "memory_capacity": capacity, "memory_line": line}
 
 
 def _fit(views, reports: list[Report]) -> tuple[list[_Fitted], list[str]]:

@@ -9,6 +9,7 @@ masking from indices, as FlashAttention's is_causal does) and are not read."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import networkx as nx
@@ -20,6 +21,19 @@ SOFTMAX = "Softmax"
 
 
 @dataclass(frozen=True)
+class CacheUpdate:
+    """A KV-cache Concat the deployed kernel takes in, as FlashAttention's `flash_attn_with_kvcache`
+    and onnxruntime's GroupQueryAttention do: it reads the past and the new rows, writes the present
+    (the whole cache when copying, the new rows alone when updating in place) and attends to it
+    without reading it back."""
+
+    concat: int
+    past: str  # the graph input holding the cache
+    new: str  # the rows appended (after absorbing their layout ops)
+    present: str  # the graph output: the cache after this step
+
+
+@dataclass(frozen=True)
 class AttentionMatch:
     members: frozenset[int]  # node indices the kernel replaces
     scores: int  # the Q·Kᵀ MatMul
@@ -28,13 +42,18 @@ class AttentionMatch:
     k: str
     v: str
     o: str
+    caches: tuple[CacheUpdate, ...] = ()  # deployed: the KV-cache Concats absorbed (K, V)
+    causal: bool = False  # the mask is built by comparing positions (Trilu, or a comparison of a Range)
 
 
-def find_attention(flow: Dataflow, graph_outputs: frozenset[str]) -> list[AttentionMatch]:
+def find_attention(flow: Dataflow, graph_outputs: frozenset[str], caches: Mapping | None = None) -> list[AttentionMatch]:
+    """Every decomposed attention. `caches` (the deployed view: present name → memory.KVCache of
+    the Concat caches) also takes in the KV-cache Concats and a QKV Split whose outputs all feed
+    the kernel."""
     matches = []
     for node in flow.nodes:
         if node.op_type == SOFTMAX and node.domain == "":
-            match = _match_at(flow, graph_outputs, node.index)
+            match = _match_at(flow, graph_outputs, node.index, caches)
             if match is not None:
                 matches.append(match)
     return matches
@@ -45,7 +64,7 @@ def _body_ops() -> frozenset[str]:
     return elementwise_ops() | VIEWS | {SOFTMAX}
 
 
-def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int) -> AttentionMatch | None:
+def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, caches: Mapping | None = None) -> AttentionMatch | None:
     body = _body_ops()
     size = _numel(flow.node(softmax).outputs[0])
     scores = [m for m in _reach(flow, softmax, body, upstream=True) if _numel(flow.node(m).outputs[0]) == size]
@@ -59,11 +78,72 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int) -> At
         return None
     if not _closed(flow, graph_outputs, members, exempt=second):
         return None
+    inner_members = frozenset(members)
     q = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 0))
     k = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 1))
     v = _absorb_inputs(flow, graph_outputs, members, _input(flow, second, 1))
     o = _absorb_output(flow, graph_outputs, members, flow.node(second).outputs[0].name)
-    return AttentionMatch(frozenset(members), first, second, q, k, v, o)
+    updates: list[CacheUpdate] = []
+    if caches is not None:
+        k = _absorb_cache(flow, graph_outputs, members, k, caches, updates)
+        v = _absorb_cache(flow, graph_outputs, members, v, caches, updates)
+        q, k, v = _absorb_split(flow, graph_outputs, members, (q, k, v))
+    causal = _is_causal(flow, inner_members, {first, second})
+    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), causal)
+
+
+def _absorb_cache(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, caches: Mapping, updates: list) -> str:
+    """K or V read from a KV-cache Concat's output: the Concat joins the kernel, which then reads
+    the past and the new rows (their layout ops absorbed) instead of the present."""
+    cache = caches.get(tensor)
+    producer = flow.producer_of(tensor)
+    if cache is None or producer is None or producer.index != cache.node or len(cache.new) != 1:
+        return tensor
+    members.add(producer.index)
+    new = _absorb_inputs(flow, graph_outputs, members, cache.new[0].name)
+    updates.append(CacheUpdate(producer.index, cache.past.name, new, tensor))
+    return new
+
+
+def _absorb_split(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], roots: tuple[str, ...]) -> tuple[str, ...]:
+    """A Split (the QKV projection's) whose every output feeds only the kernel joins it: the kernel
+    reads Q, K and V where the projection wrote them, one buffer read once."""
+    producers = {flow.producer.get(name) for name in roots}
+    for index in producers:
+        node = flow.node(index) if index is not None else None
+        if node is None or node.op_type != "Split" or node.domain != "" or not _only_feeds(flow, graph_outputs, members, index):
+            continue
+        members.add(index)
+        source = _absorb_inputs(flow, graph_outputs, members, node.inputs[0].name)
+        outputs = {t.name for t in node.outputs if t is not None}
+        roots = tuple(source if name in outputs else name for name in roots)
+    return roots
+
+
+COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+
+
+def _is_causal(flow: Dataflow, members: frozenset[int], matmuls: set[int]) -> bool:
+    """The mask feeding the pattern compares positions: a Trilu, or a comparison with a Range
+    upstream (how exporters build the causal mask). The kernel is then timed on the useful, lower-
+    triangle work, as FlashAttention's causal kernels skip the blocks above the diagonal."""
+    sources = set()
+    for index in members - matmuls:
+        for tensor in flow.node(index).inputs:
+            producer = flow.producer.get(tensor.name) if tensor is not None else None
+            if producer is not None and producer not in members:
+                sources.add(producer)
+    seen = set()
+    for source in sources:
+        upstream = nx.ancestors(flow.digraph, source) | {source}
+        for index in upstream - seen:
+            node = flow.node(index)
+            if node.op_type == "Trilu":
+                return True
+            if node.op_type in COMPARISONS and any(flow.node(a).op_type == "Range" for a in nx.ancestors(flow.digraph, index)):
+                return True
+        seen |= upstream
+    return False
 
 
 def _reach(flow: Dataflow, start: int, body: frozenset[str], upstream: bool) -> list[int]:

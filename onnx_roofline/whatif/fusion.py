@@ -27,7 +27,7 @@ from onnx_roofline.whatif.flash import AttentionMatch, find_attention
 from onnx_roofline.whatif.graph import Dataflow, tensor_table
 from onnx_roofline.whatif.ops import VIEWS, elementwise_ops, is_matrix
 
-SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION = "single", "epilogue", "elementwise", "attention"
+SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,8 @@ class FusedGroup:
     cost: Cost | None
     placement: Placement | None
     matrix_flops: int = 0  # its members' FLOPs on the matrix unit
+    reads: tuple[TensorInfo, ...] | None = None  # a fused kernel's external reads and writes (None: its one node's)
+    writes: tuple[TensorInfo, ...] | None = None
 
     @property
     def bound(self) -> str:
@@ -103,14 +105,20 @@ class FusedView:
 # --- plan -------------------------------------------------------------------------------------
 
 
-def plan_fusion(report: Report, graph_outputs: frozenset[str]) -> FusionPlan:
+def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None) -> FusionPlan:
+    """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
+    nothing joins. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
+    kernels may take in (flash.find_attention)."""
     flow = Dataflow.of(report)
     drafts = _Drafts(flow)
-    for match in find_attention(flow, graph_outputs):
+    for match in find_attention(flow, graph_outputs, caches):
         drafts.new(ATTENTION, match.members, attention=match)
     for index in nx.topological_sort(flow.digraph):
         if index not in drafts.owner:
-            drafts.place(index)
+            if index in folded:
+                drafts.new(FOLDED, [index])
+            else:
+                drafts.place(index)
         drafts.link(index)
     return FusionPlan(drafts.finished(), flow.producer, flow.consumers, graph_outputs)
 
@@ -199,7 +207,7 @@ class _Drafts:
     def finished(self) -> tuple[PlannedGroup, ...]:
         groups = []
         for gid, members in self.members.items():
-            kind = self.kind[gid] if len(members) > 1 or gid in self.match else SINGLE
+            kind = self.kind[gid] if len(members) > 1 or gid in self.match or self.kind[gid] == FOLDED else SINGLE
             groups.append(PlannedGroup(kind, tuple(sorted(members)), self.anchor[gid], self.match.get(gid)))
         return tuple(sorted(groups, key=lambda g: g.members[0]))
 
@@ -207,28 +215,39 @@ class _Drafts:
 # --- cost -------------------------------------------------------------------------------------
 
 
-def fuse(report: Report, plan: FusionPlan) -> FusedView:
-    """The fused view of `report` (a report of the graph `plan` was made from, at any dims)."""
+def fuse(report: Report, plan: FusionPlan, kv_inplace: bool = False, useful: bool = False) -> FusedView:
+    """The fused view of `report` (a report of the graph `plan` was made from, at any dims).
+    The deployed view also asks: `kv_inplace`, an absorbed KV-cache Concat writes only its new
+    rows; `useful`, a causal attention kernel is timed on its useful (lower-triangle) FLOPs."""
     tensors = tensor_table(report)
     bandwidth = report.hardware.memory_bandwidth
-    return FusedView(report, plan, tuple(_cost_group(report, plan, group, tensors, bandwidth) for group in plan.groups))
+    groups = (_cost_group(report, plan, group, tensors, bandwidth, kv_inplace, useful) for group in plan.groups)
+    return FusedView(report, plan, tuple(groups))
 
 
-def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, bandwidth: float) -> FusedGroup:
+def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, bandwidth: float,
+                kv_inplace: bool = False, useful: bool = False) -> FusedGroup:  # fmt: skip
     nodes = [report.nodes[i] for i in group.members]
     lead = report.nodes[_lead(group, nodes)]
     label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
     base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members,
                 matrix_flops=sum(n.matrix_flops for n in nodes if n.status == OK))  # fmt: skip
     failed = next((n for n in nodes if n.status != OK), None)
+    if group.kind == FOLDED:  # computed once at load: nothing per run
+        cost, placement = Cost(bytes_read=0, bytes_written=0), place(0, 0, lead.peak or 1.0, bandwidth)
+        return FusedGroup(**{**base, "matrix_flops": 0}, status=OK, cost=cost, placement=placement, reads=(), writes=())
     if failed is not None:
         return FusedGroup(**base, status=failed.status, cost=None, placement=None)
     if len(nodes) == 1:
         return FusedGroup(**base, status=OK, cost=lead.cost, placement=lead.placement)
+    useful_flops = sum(n.cost.useful for n in nodes)
     if group.attention:
         match = group.attention
-        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v))]
-        writes = [tensors[match.o]]
+        caches = match.caches
+        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v, *(c.past for c in caches)))]
+        writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
+        if useful and match.causal:
+            useful_flops = _causal_useful(report, match, nodes)
     else:
         reads, writes = _boundary(plan, set(group.members), report, tensors)
     cost = Cost(
@@ -237,9 +256,26 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
         dequantize_flops=sum(n.cost.dequantize_flops for n in nodes),
         bytes_read=sum(t.nbytes for t in reads),
         bytes_written=sum(t.nbytes for t in writes),
-        useful_flops=sum(n.cost.useful for n in nodes),
+        useful_flops=useful_flops,
     )
-    return FusedGroup(**base, status=OK, cost=cost, placement=_place(cost, nodes, bandwidth))
+    placement = _place(cost, nodes, bandwidth, timed_on_useful=useful)
+    return FusedGroup(**base, status=OK, cost=cost, placement=placement, reads=tuple(reads), writes=tuple(writes))
+
+
+def _rows(present: TensorInfo, new: TensorInfo) -> TensorInfo:
+    """The part of a cache an in-place update writes: the present, as big as the new rows."""
+    return TensorInfo(present.name, new.shape, new.dtype)
+
+
+def _causal_useful(report: Report, match: AttentionMatch, nodes) -> int:
+    """The kernel's FLOPs scaled to the scores on or below the diagonal: with S queries, the last
+    S of T positions, query i sees the P = T − S past keys and i + 1 new ones, S·P + S·(S+1)/2 of
+    the S·T scores (the rules' causal count, rules/attention.py)."""
+    *_, queries, keys = report.nodes[match.scores].outputs[0].shape
+    past = max(keys - queries, 0)
+    seen = queries * past + queries * (min(queries, keys) + 1) // 2
+    total = sum(n.cost.flops for n in nodes)
+    return total * seen // (queries * keys) if queries * keys else total
 
 
 def _lead(group: PlannedGroup, nodes) -> int:
@@ -278,12 +314,14 @@ def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> t
     return [tensors[n] for n in reads], [tensors[n] for n in writes]
 
 
-def _place(cost: Cost, nodes, bandwidth: float) -> Placement:
-    """Units overlap in one kernel: compute time is the busiest unit's FLOPs over its peaks."""
+def _place(cost: Cost, nodes, bandwidth: float, timed_on_useful: bool = False) -> Placement:
+    """Units overlap in one kernel: compute time is the busiest unit's FLOPs over its peaks.
+    `timed_on_useful`: the FLOPs placed are the useful ones (each unit's share scaled alike)."""
     per_unit = Counter()
     for node in nodes:
         if node.cost.flops:
             per_unit[node.unit] += node.cost.flops / node.peak
     compute_time = max(per_unit.values(), default=0.0)
     peak = cost.flops / compute_time if compute_time else max(n.peak for n in nodes)
-    return place(cost.flops, cost.bytes, peak, bandwidth)
+    flops = cost.useful if timed_on_useful else cost.flops
+    return place(flops, cost.bytes, peak, bandwidth)

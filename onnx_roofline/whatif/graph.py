@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.tensors import TensorInfo
+
+if TYPE_CHECKING:
+    import networkx as nx  # imported by Dataflow.of: building the command line's parser imports this module
 
 
 def tensor_table(report: Report) -> dict[str, TensorInfo]:
@@ -30,6 +32,8 @@ class Dataflow:
 
     @classmethod
     def of(cls, report: Report) -> Dataflow:
+        import networkx as nx
+
         producer = {t.name: n.index for n in report.nodes for t in n.outputs if t is not None}
         consumers: dict[str, list[int]] = defaultdict(list)
         digraph = nx.DiGraph()

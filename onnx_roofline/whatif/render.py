@@ -21,7 +21,7 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     """`extra`: more (header, cells) columns, e.g. the context study's KV share."""
     axes = [name for name, values in result.axes.items()]
     unit = result.points[0].work.unit if result.points else "runs"
-    header = [*axes, "latency", f"{unit}/s", "compute-bound", "FLOP/B", "bytes", *(h for h, _ in extra)]
+    header = [*axes, "latency", f"{unit}/s", "compute-bound", "FLOP/B", "bytes", "memory", *(h for h, _ in extra)]
     rows = [
         [
             *(str(p.dims[a]) for a in axes),
@@ -30,6 +30,7 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
             percent(p.compute_share),
             number(p.intensity, 2),
             si(p.bytes, "B"),
+            si(p.memory_bytes, "B") + ("" if p.fits is None else "" if p.fits else " (does not fit)"),
             *(cells[i] for _, cells in extra),
         ]
         for i, p in enumerate(result.points)
@@ -38,6 +39,7 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     notes = [
         f"ridge {number(result.ridge)} FLOP/B (of the unit the heaviest matmul runs on); compute-bound = share of predicted time "
         f"in compute-bound kernels; {unit} per run: {_work_note(result)}",
+        f"{unit}/s = {unit} per run / latency: an upper bound, as the latency is a lower bound (an estimate, deployed)",
         f"{len(result.points)} points in {result.elapsed_s:.2f} s (model parsed once, re-bound per point)",
     ]
     if uncosted:
@@ -89,6 +91,11 @@ def render_critical(result: CriticalResult) -> str:
         f"model: total FLOPs / total bytes reaches the ridge {number(result.model_ridge)} at {dim} = "
         f"{_crossing(result.intensity_crossing, result.intensity_limit, lambda v: number(v, 2) + ' FLOP/B')}",
     ]
+    if result.memory_capacity is not None:
+        fit = "never" if result.fits_up_to is None else str(result.fits_up_to)
+        per = "" if result.memory_line is None else f"; {si(float(result.memory_line.slope), 'B')} per {dim} on {si(float(result.memory_line(0)), 'B')}"
+        lines.append(f"model: the largest {dim} that fits {si(result.memory_capacity, 'B')} "
+                     f"(weights + KV cache + peak activations{per} at {dim} = 2, 64; the answer checked by analysis) = {fit}")  # fmt: skip
     return "\n".join(lines) + "\n"
 
 
@@ -172,8 +179,20 @@ def _title(study: str, setup: dict, view: str | None) -> str:
     if setup.get("precision"):
         parts.append(f"costed as {setup['precision']}")
     if view:
-        parts.append(f"{view} view")
+        what = TIMES.get(view, "")
+        if view == "deployed" and setup.get("kv_cache"):
+            what += f", KV cache {setup['kv_cache']}"
+        parts.append(f"{view} view ({what})" if what else f"{view} view")
     return "  ·  ".join(parts)
+
+
+TIMES = {
+    "unfused": "times: lower bounds, as written",
+    "written": "times: lower bounds, as written",
+    "fused": "times: fused estimates",
+    "deployed": "times: deployed estimates",
+}
+"""What the times of a view are: every printed time says so."""
 
 
 def _work_note(result: SweepResult) -> str:

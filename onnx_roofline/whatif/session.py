@@ -18,7 +18,8 @@ from onnx_roofline.loader import load_model
 from onnx_roofline.report.model import Report
 
 UNFUSED, FUSED = "unfused", "fused"
-VIEWS = (UNFUSED, FUSED)
+WRITTEN, DEPLOYED = "written", "deployed"  # WRITTEN is UNFUSED by another name; DEPLOYED: whatif/deployed.py
+VIEWS = (UNFUSED, FUSED, WRITTEN, DEPLOYED)
 
 
 class Session:
@@ -31,22 +32,27 @@ class Session:
         precision: str | None = None,
         partial: bool = False,
         values: Mapping[str, Sequence[float] | float] | None = None,
+        kv_cache: str = "copy",
+        fp32_matmul: str = "ieee",
     ):
         self.path = None if isinstance(model, onnx.ModelProto) else str(model)
         self.model = load_model(model)
-        self.hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+        self.fp32_matmul = fp32_matmul  # applied to every hardware a report is made on
+        self.hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
         self.dims = dict(dims or {})
         self.input_shapes = dict(input_shapes or {})
         self.precision = precision
         self.partial = partial
         self.values = dict(values or {})
+        self.kv_cache = kv_cache  # the deployed view's --kv-cache: copy or inplace
         self._plan = None
+        self._deployed_plan = None
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
         """The unfused report at the session's dims overridden by `dims`."""
         return analyze(
             self.model,
-            hw=hardware or self.hardware,
+            hw=(hardware or self.hardware).with_fp32_matmul(self.fp32_matmul),
             dims={**self.dims, **(dims or {})},
             input_shapes=self.input_shapes,
             partial=self.partial,
@@ -55,9 +61,16 @@ class Session:
         )
 
     def view(self, report: Report, view: str):
-        """`report` itself (unfused) or its fused view; both expose `.nodes` and `.totals`."""
-        if view == UNFUSED:
+        """`report` itself (unfused, written), its fused view, or its deployed view; each exposes
+        `.nodes` and `.totals`."""
+        if view in (UNFUSED, WRITTEN):
             return report
+        if view == DEPLOYED:
+            from onnx_roofline.whatif.deployed import deploy, deployed_plan
+
+            if self._deployed_plan is None:
+                self._deployed_plan = deployed_plan(report)
+            return deploy(report, self.kv_cache, self._deployed_plan)
         from onnx_roofline.whatif.fusion import fuse  # fusion imports networkx: only when asked
 
         return fuse(report, self.fusion_plan(report))
@@ -86,4 +99,6 @@ class Session:
             "hardware": self.hardware.key,
             "dims": dict(sorted(self.dims.items())),
             "precision": self.precision,
+            "kv_cache": self.kv_cache,
+            "fp32_matmul": self.fp32_matmul,
         }

@@ -27,6 +27,8 @@ class Point:
     flops: int
     bytes: int
     uncosted: int
+    memory_bytes: int | None = None  # the footprint: weights + resident KV cache + peak activations
+    fits: bool | None = None  # within the accelerator's memory_capacity (None: no capacity given)
 
     @property
     def throughput(self) -> float | None:
@@ -44,6 +46,8 @@ class Point:
             "flops": self.flops,
             "bytes": self.bytes,
             "uncosted_nodes": self.uncosted,
+            "memory_bytes": self.memory_bytes,
+            "fits": self.fits,
         }
 
 
@@ -82,9 +86,10 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = UNFUS
         totals = measured.totals
         ridge = ridge or main_ridge(measured)
         share = None if totals.memory_bound_time_share is None else 1 - totals.memory_bound_time_share
+        memory = getattr(measured, "memory", None) or report.memory  # the fused view has none of its own
         points.append(
             Point({**session.dims, **dims}, totals.time_s, work_per_run(report, session.graph_inputs), share,
-                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes)
+                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits)
         )
     elapsed = time.perf_counter() - start
     return SweepResult(session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed)
@@ -93,7 +98,7 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = UNFUS
 def main_peak(view) -> float | None:
     """The peak the heaviest matrix op runs at (the heaviest op when there is none; a fused kernel
     counts as its matrix op): over the bandwidth, the ridge the model's intensity is read against."""
-    report = getattr(view, "report", view)
+    report = getattr(view, "report", None) or getattr(view, "written", None) or view  # the graph's nodes
     rows = [row for row in view.nodes if row.cost is not None and row.placement is not None]
     leads = [(row, report.nodes[row.lead if hasattr(row, "lead") else row.index]) for row in rows]
     matrix = [(row, lead) for row, lead in leads if is_matrix(lead.domain, lead.op_type)]
