@@ -69,7 +69,7 @@ def test_every_node_and_the_model_carry_the_figures(tmp_path):
     assert figures["bytes"] == str(4 * (2 * 4 + 4 * 8 + 2 * 8))  # x and w read, h written, float32
     assert figures["bound"] == "memory" and figures["unit"] == "matrix" and figures["dtype"] == "fp32"
     assert figures["module"] == "fc" and figures["status"] == "ok"
-    assert float(figures["time_share"]) == pytest.approx(report.nodes[0].time_s / report.totals.time_s, rel=1e-5)
+    assert float(figures["share"]) == pytest.approx(report.nodes[0].time_s / report.totals.time_s, rel=1e-5)
     assert matmul.doc_string.startswith("onnx-roofline [h100]: memory-bound · 128 FLOP · 224 B")
     assert "\n" not in matmul.doc_string  # one line
 
@@ -141,6 +141,21 @@ def test_annotating_twice_replaces_the_figures(tmp_path):
     keys = [p.key for p in node.metadata_props]
     assert len(keys) == len(set(keys))
     assert node.doc_string.count("onnx-roofline [") == 1
+
+
+def test_keys_are_short_enough_for_netrons_sidebar_and_old_ones_are_replaced(tmp_path):
+    """Netron cuts a metadata key after ~16 characters: every key fits whole, and none is a
+    prefix-cut copy of another; a model annotated by an earlier release loses its old keys."""
+    source = small_model(tmp_path)
+    first = annotate(analyze(source, dims={"n": 2}), tmp_path / "once.onnx")
+    model = onnx.load(first.model, load_external_data=False)
+    model.graph.node[0].metadata_props.add(key="onnx_roofline.bytes_written", value="1")  # an earlier release's key
+    onnx.save(model, tmp_path / "old.onnx")
+    again = onnx.load(annotate(analyze(tmp_path / "old.onnx", dims={}), tmp_path / "new.onnx").model, load_external_data=False)
+    for props_list in (again.metadata_props, *(n.metadata_props for n in again.graph.node)):
+        ours = [p.key for p in props_list if p.key.startswith(NAMESPACE)]
+        assert ours and all(len(key) <= 16 for key in ours), ours
+        assert not any(p.key.startswith("onnx_roofline.") for p in props_list)
 
 
 def test_a_precision_override_keeps_the_real_types(tmp_path):
@@ -242,8 +257,8 @@ def test_netron_serving_the_annotated_model_shows_the_metadata(netron, annotated
         skip_if_netron_refuses(browser)
         sidebar = select_node(browser, NODE)
         shot = browser.screenshot(tmp_path / "netron-served.png")
-        assert sidebar["onnx_roofline.bound"] == "memory" and sidebar["onnx_roofline.unit"] == "matrix"
-        assert int(sidebar["onnx_roofline.flops"]) == 2 * 12 * 1 * 64 * 1024  # Q·Kᵀ for one new token over 1024 positions
+        assert sidebar["rl.bound"] == "memory" and sidebar["rl.unit"] == "matrix"
+        assert int(sidebar["rl.flops"]) == 2 * 12 * 1 * 64 * 1024  # Q·Kᵀ for one new token over 1024 positions
         assert sidebar["description"].startswith("onnx-roofline [h100]: memory-bound")
         assert "1×12×1×1024" in browser.evaluate("document.getElementById('canvas').textContent")  # edges show shapes
         assert browser.errors() == []
@@ -271,7 +286,7 @@ def test_netron_attachment_adds_a_metrics_section(netron, annotated_decode, tmp_
             time.sleep(0.2)  # the attachment is read asynchronously
         assert sidebar["bound"] == "memory" and sidebar["unit"] == "matrix/fp16"
         assert sidebar["intensity"] == "1.0 FLOP/B" and re.fullmatch(r"[\d.]+ ns", sidebar["time (lower bound)"])
-        assert sidebar["onnx_roofline.bound"] == "memory"  # the model's own metadata is still there
+        assert sidebar["rl.bound"] == "memory"  # the model's own metadata is still there
         assert browser.errors() == []
         save_artifact(browser.screenshot(tmp_path / "netron.png"))
     finally:

@@ -169,3 +169,65 @@ def test_markdown_format_from_the_cli(capsys):
     out = capsys.readouterr().out
     assert "**Top 3 nodes by time**" in out and "By module (depth 4)" in out and "By op type" not in out
     assert "`model.transformer.h.0.attn`" in out
+
+
+# --- the HTML roofline: hover, filter, the zero-FLOP strip ----------------------------------------
+
+
+def _scatter_centres(svg: str) -> list[tuple[float, float]]:
+    """The centre of every marker matplotlib drew (each a closed circle path in a PathCollection)."""
+    centres = []
+    for group in re.findall(r'<g id="PathCollection_\d+">(.*?)</g>', svg, re.S):
+        for d in re.findall(r'<path d="([^"]+)"', group):
+            numbers = [float(v) for v in re.findall(r"-?[\d.]+", d)]
+            xs, ys = numbers[0::2], numbers[1::2]
+            centres.append(((min(xs) + max(xs)) / 2, (min(ys) + max(ys)) / 2))
+    return centres
+
+
+def test_html_names_every_plotted_point_where_matplotlib_drew_it(decode):
+    page = render_html(decode)
+    svg = page[page.index("<svg"):page.index('<g id="points">')]
+    circles = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="[\d.]+" data-i="(\d+)" data-tip="([^"]*)"', page)
+    plotted = [n for n in decode.nodes if n.status == "ok" and n.cost.flops > 0]
+    assert sorted(int(i) for *_, i, _ in circles) == [n.index for n in plotted]
+    centres = _scatter_centres(svg)
+    assert len(centres) == len(plotted)
+    for x, y, _, _ in circles:  # each hover circle sits on a marker
+        assert min(abs(float(x) - cx) + abs(float(y) - cy) for cx, cy in centres) < 0.01
+    by_index = {int(i): tip for *_, i, tip in circles}
+    head = next(n for n in plotted if n.name == "/model/lm_head/MatMul")
+    tip = by_index[head.index]
+    assert tip.startswith("/model/lm_head/MatMul\nMatMul · model.lm_head\n77.19 MFLOP · 77.30 MB · 1.0 FLOP/B")
+    assert "memory-bound" in tip and f"{100 * head.time_s / decode.totals.time_s:.1f}% of the time" in tip
+    softmax = next(n for n in plotted if n.op_type == "Softmax")
+    assert "transc." in by_index[softmax.index]  # transcendentals are shown, not free
+
+
+def test_html_shows_the_zero_flop_nodes_in_a_strip(decode):
+    page = render_html(decode)
+    zero = [n for n in decode.nodes if n.status == "ok" and n.cost.flops == 0]
+    share = sum(n.time_s for n in zero) / decode.totals.time_s
+    strip = page.split('<div id="strip">', 1)[1].split("</div>", 1)[0]
+    widths = [float(w) for w in re.findall(r"flex-grow: ([\d.]+)", strip)]
+    assert sum(widths) == pytest.approx(1000, abs=0.01)  # per mille of the zero-FLOP time: every node, named or in "others"
+    transpose = next(n for n in zero if n.name == "/model/lm_head/Transpose")
+    assert widths[0] == pytest.approx(1000 * transpose.time_s / sum(n.time_s for n in zero), abs=1e-3)  # the heaviest first
+    assert f"{len(zero)} nodes (data movement" in page and f"{100 * share:.1f}% of the time" in page
+    assert "/model/lm_head/Transpose (" in page  # the top offender, named
+
+
+def test_html_hover_and_filter_in_headless_chromium(browser, decode, tmp_path):  # noqa: F811
+    path = tmp_path / "report.html"
+    path.write_text(render_html(decode), encoding="utf-8")
+    browser.goto(path.as_uri())
+    head = next(n for n in decode.nodes if n.name == "/model/lm_head/MatMul")
+    centre = browser.evaluate(f"(r => [r.x + r.width / 2, r.y + r.height / 2])(document.querySelector('#points circle[data-i=\"{head.index}\"]').getBoundingClientRect())")
+    browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=centre[0], y=centre[1])
+    browser.wait_until("document.getElementById('tip').style.display === 'block'")
+    assert browser.evaluate("document.getElementById('tip').textContent").startswith("/model/lm_head/MatMul\nMatMul · model.lm_head")
+    browser.evaluate("(f => { f.value = 'h.3 attn softmax'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))")
+    assert browser.evaluate("[...document.querySelectorAll('#points circle.hit')].map(c => c.dataset.i)") == [
+        str(n.index) for n in decode.nodes if n.name == "/model/transformer/h.3/attn/Softmax"]
+    assert browser.errors() == []
+    save_artifact(browser.screenshot(tmp_path / "html-hover.png"))

@@ -19,6 +19,8 @@ scopes (`layer1.0.bn1`, where the node name says `layer1.0.conv1`).
 from __future__ import annotations
 
 import ast
+import functools
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -76,9 +78,8 @@ def _metadata_scopes(metadata: Mapping[str, str]) -> tuple[str, ...] | None:
     text = metadata.get(NAME_SCOPES)
     if text is None:
         return None
-    try:
-        entries = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    entries = _literal_list(text)
+    if entries is None:
         return None
     if not isinstance(entries, list) or not entries or not all(isinstance(e, str) for e in entries):
         return None
@@ -87,11 +88,33 @@ def _metadata_scopes(metadata: Mapping[str, str]) -> tuple[str, ...] | None:
     return tuple(e for e in entries[1:-1] if e and not e.startswith(_NOT_A_MODULE))
 
 
+def _literal_list(text: str):
+    """The Python list literal dynamo writes (`['', 'model', 'model.h.0']`): by json where the
+    quotes allow it, ten times faster than ast.literal_eval (every node of a report asks), else
+    by ast.literal_eval; None when it is not a literal."""
+    if text.startswith("['") and '"' not in text and "\\" not in text:
+        try:
+            return json.loads(text.replace("'", '"'))
+        except ValueError:
+            pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
+
+
 def _name_scopes(node_name: str) -> tuple[str, ...]:
     if not node_name.startswith("/"):
         return ()
+    return _folder_scopes(node_name.rsplit("/", 1)[0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _folder_scopes(folder: str) -> tuple[str, ...]:
+    """The scopes of a node name's folder (`/model/transformer/h.0/attn`): the nodes of one
+    module share it, so it is worked out once per module."""
     qualified: list[str] = []
-    for part in (p for p in node_name.split("/")[1:-1] if p):
+    for part in (p for p in folder.split("/")[1:] if p):
         parent = qualified[-1] if qualified else ""
         last = parent.rsplit(".", 1)[-1]
         if parent and part.startswith(last + "."):

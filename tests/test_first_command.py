@@ -1,0 +1,191 @@
+"""The first command gives a result: unbound dims take documented defaults named on stderr;
+`check` and the Python API stay strict, their errors naming the dims and what would work, each
+in its own language (flags on the command line, `dims={...}` in Python); `--partial` with no
+dims never reads as a result; --quiet, --verbose; did-you-mean for --hw."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import shlex
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+import onnx_roofline
+from onnx_roofline.cli import main
+from onnx_roofline.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, words
+from onnx_roofline.errors import DimensionError, UnboundDimensionError
+from tests.conftest import FIXTURES
+
+# The fixtures' symbolic dims, read from the files by hand (inspect lists the same), and the
+# defaults docs/defaults.md's table gives them.
+EXPECTED_DEFAULTS = {
+    "resnet50": {"batch": 1},
+    "gpt2_prefill": {"batch": 1, "sequence": 512},
+    "gpt2_decode": {"batch": 1, "past_sequence": 511},
+}
+ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx"))
+
+
+def expected_for(fixture: str) -> dict[str, int]:
+    return next(dims for prefix, dims in EXPECTED_DEFAULTS.items() if fixture.startswith(prefix))
+
+
+# --- the defaults themselves ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("names", "given", "expected"), [
+    (["batch", "sequence"], {}, {"batch": 1, "sequence": 512}),  # a prompt of 512 tokens
+    (["batch", "past_sequence"], {}, {"batch": 1, "past_sequence": 511}),  # a context of 512
+    # genai's names: a decode step (a past dim is there), the mask's total = 511 + 1; the head dim has no guess
+    (["batch_size", "sequence_length", "past_sequence_length", "total_sequence_length", "kv_cache_dim"], {},
+     {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 511, "total_sequence_length": 512, "kv_cache_dim": 1}),
+    (["sequence", "total_sequence"], {"past_sequence": 100}, {"sequence": 1, "total_sequence": 101}),  # bound dims are context
+    (["batch", "sequence", "encoder_sequence", "past_sequence"], {}, {"batch": 1, "sequence": 1, "encoder_sequence": 512, "past_sequence": 511}),
+    (["N", "height", "width"], {}, {"N": 1, "height": 224, "width": 224}),
+    (["batchSize", "seqLen"], {}, {"batchSize": 1, "seqLen": 512}),
+    (["past_sequence", "past_sequence + 1"], {}, {"past_sequence": 511, "past_sequence + 1": 512}),  # an expression
+    (["unk__42", "steps"], {}, {"unk__42": 1, "steps": 1}),
+])
+def test_defaults_by_name(names, given, expected):
+    assert {name: size for name, (size, _) in default_dims(names, given).items()} == expected
+
+
+def test_a_name_without_a_guess_says_so():
+    assert default_dims(["kv_cache_dim"]) == {"kv_cache_dim": (1, NO_DEFAULT)}
+    assert words("past_sequence_length") == ("past", "sequence", "length") and words("batchSize") == ("batch", "size")
+
+
+def test_the_documented_table_holds_the_constants():
+    from tests.conftest import REPO
+
+    doc = (REPO / "docs" / "defaults.md").read_text()
+    assert f"| {PAST} |" in doc and f"| {SEQUENCE}; **1** in a model that also has a past dim |" in doc
+
+
+# --- the first command on every fixture ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("fixture", ALL_FIXTURES)
+def test_first_command_gives_a_result_with_a_notice(fixture, capsys):
+    expected = expected_for(fixture)
+    assert main([str(FIXTURES / fixture), "--hw", "h100", "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    assert report["model"]["dims"] == expected
+    assert report["model"]["defaulted_dims"] == sorted(expected)
+    assert report["uncosted"]["count"] == 0
+    (notice,) = captured.err.strip().splitlines()  # one line, naming each default
+    assert notice.startswith("onnx-roofline: note: unbound dims set to defaults: ")
+    assert all(f"{name}={size}" in notice for name, size in expected.items())
+    # the same figures as binding those sizes by hand
+    bound = onnx_roofline.analyze(FIXTURES / fixture, dims=expected)
+    assert report["totals"]["flops"] == bound.totals.flops and report["totals"]["bytes"] == bound.totals.bytes
+
+
+def test_table_marks_defaults_and_given_dims_are_not_notes(capsys):
+    path = str(FIXTURES / "gpt2_decode_fp16.onnx")
+    assert main([path, "--dim", "past_sequence=1023", "--top", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "dims: batch=1 (default), past_sequence=1023" in captured.out
+    assert "batch=1" in captured.err and "past_sequence" not in captured.err
+    assert main([path, "--dim", "batch=1", "--dim", "past_sequence=1023", "--top", "1"]) == 0
+    assert "note:" not in capsys.readouterr().err  # nothing defaulted, nothing said
+
+
+# --- strict where it must be ---------------------------------------------------------------------
+
+
+def test_check_is_strict_names_dims_not_inputs_and_prints_a_command_that_works(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = str(FIXTURES / "gpt2_decode_fp16.onnx")
+    assert main(["check", path, "--max-latency", "1ms"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "dimension 'batch' is unbound" in line and "also unbound: past_sequence" in line
+    assert "'input_ids', 'past.0.key' and 23 more" in line and "past.5.key" not in line  # 25 inputs use batch: not listed
+    command = re.search(r"`([^`]+)`", line).group(1)
+    assert command == f"onnx-roofline check {path} --max-latency 1ms --dim batch=1 --dim past_sequence=511"
+    assert main(shlex.split(command)[1:]) == 0  # the printed command works
+
+
+def test_python_errors_speak_python():
+    with pytest.raises(UnboundDimensionError) as caught:
+        onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx")
+    error = caught.value
+    assert isinstance(error, DimensionError)
+    assert error.dims == ("batch", "past_sequence") and error.suggested == {"batch": 1, "past_sequence": 511}
+    assert len(error.inputs["batch"]) == 25 and len(error.inputs["past_sequence"]) == 24
+    text = str(error)
+    assert "dims={'batch': 1, 'past_sequence': 511}" in text and "partial=True" in text
+    assert "--" not in text  # no flag in a library message
+    again = pickle.loads(pickle.dumps(error))
+    assert str(again) == text and again.dims == error.dims
+    # the suggestion works
+    assert onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims=error.suggested).uncosted.count == 0
+
+
+def symbolic_matmul() -> onnx.ModelProto:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", "sequence", 768])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT16, [768, 3072])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", "sequence", 3072])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mlp")], "g", [x, w], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("kwargs", "python", "flag_args", "cli"), [
+    ({"dims": {"bacth": 1}}, "dims key 'bacth' is not a dimension", ["--dim", "bacth=1"], "--dim 'bacth' is not a dimension"),
+    ({"input_shapes": {"nope": (1, 2, 768)}}, "input_shapes key 'nope' is not a model input", ["--input", "nope=1x2x768"], "--input 'nope' is not a model input"),
+    ({"input_shapes": {"x": (1, 2)}}, "input_shapes['x']: rank 2 given", ["--input", "x=1x2"], "--input x: rank 2 given"),
+    ({"values": {"nope": 3}}, "values key 'nope' is not a model input", ["--value", "nope=3"], "--value 'nope' is not a model input"),
+])
+def test_each_error_in_its_own_language(tmp_path, capsys, kwargs, python, flag_args, cli):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(symbolic_matmul(), path)
+    with pytest.raises(DimensionError) as caught:
+        onnx_roofline.analyze(path, **kwargs)
+    assert python in str(caught.value) and "--" not in str(caught.value)
+    assert main([str(path), *flag_args]) == 2
+    assert cli in capsys.readouterr().err
+
+
+# --- --partial with no dims ----------------------------------------------------------------------
+
+
+def test_partial_without_dims_does_not_read_as_a_result(tmp_path, capsys):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(symbolic_matmul(), path)
+    assert main([str(path), "--partial"]) == 0
+    captured = capsys.readouterr()
+    assert "totals    unknown: none of the 1 nodes could be costed" in captured.out
+    totals_lines = [line for line in captured.out.splitlines() if line.startswith(("totals", "latency"))]
+    assert len(totals_lines) == 2 and not any("0 FLOP" in line or "0.0 ns" in line for line in totals_lines)
+    assert "no node could be costed" in captured.err
+    assert "note:" not in captured.err  # --partial takes no default: unbound stays unbound
+    assert main([str(path), "--partial", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["totals"]["costed_nodes"] == 0 and report["model"]["defaulted_dims"] == []
+
+
+# --- --quiet, --verbose, did-you-mean ------------------------------------------------------------
+
+
+def test_quiet_says_nothing_and_verbose_says_what_ran(capsys):
+    path = str(FIXTURES / "gpt2_decode_fp16.onnx")
+    assert main([path, "--quiet", "--format", "json"]) == 0
+    assert capsys.readouterr().err == ""
+    assert main([path, "-v", "--dim", "past_sequence=1023", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert "dims: batch=1 (default: batch), past_sequence=1023 (given)" in err
+    assert "shape passes: onnx" in err and "node outputs typed" in err and "nodes: ok 648" in err
+    with pytest.raises(SystemExit) as caught:  # argparse's usage error: one or the other
+        main([path, "-q", "-v"])
+    assert caught.value.code == 2
+
+
+@pytest.mark.parametrize(("typed", "meant"), [("h10", "h100"), ("a10O", "a100"), ("h100-pci", "h100-pcie")])
+def test_hw_did_you_mean(typed, meant, capsys):
+    assert main([str(FIXTURES / "resnet50_fp16.onnx"), "--hw", typed]) == 2
+    assert f"did you mean `{meant}`?" in capsys.readouterr().err

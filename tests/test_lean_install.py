@@ -1,0 +1,86 @@
+"""The install is lean: `exporters` is a repository tool, not a package installed into
+site-packages; onnxsim is not a dependency; heavy packages load only for the commands that use
+them (matplotlib: --plot and HTML; networkx: the deployed view; onnxruntime: verify). Each check
+is a fresh interpreter, whose sys.modules tells what loaded."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from onnx_roofline.files import tomllib
+from tests.conftest import FIXTURES, REPO
+from tests.test_install import CORE, core_only
+
+HEAVY = ("onnx", "numpy", "matplotlib", "networkx", "onnxruntime", "onnxsim", "pandas")
+SCRIPT = r"""
+import contextlib, io, json, sys
+statement = sys.argv[1]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    exec(statement)
+print(json.dumps(sorted(name for name in json.loads(sys.argv[2]) if name in sys.modules)))
+"""
+
+
+def loaded_by(statement: str, cwd=None) -> set[str]:
+    result = subprocess.run([sys.executable, "-c", SCRIPT, statement, json.dumps(HEAVY)], capture_output=True, text=True, timeout=300, cwd=cwd)
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.strip().splitlines()[-1]))
+
+
+MODEL = str(FIXTURES / "resnet50_fp16.onnx")
+
+
+def test_importing_the_package_loads_nothing_heavy():
+    assert loaded_by("import onnx_roofline; onnx_roofline.__version__") == set()
+
+
+def test_the_library_analysis_loads_no_plotting_graph_or_runtime_package():
+    assert loaded_by(f"import onnx_roofline; onnx_roofline.analyze({MODEL!r}, dims={{'batch': 1}}).to_dict()") == {"onnx", "numpy"}
+
+
+@pytest.mark.parametrize(("args", "absent"), [
+    (["inspect", MODEL], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+    ([MODEL, "--format", "json"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+    ([MODEL, "--format", "csv"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+    ([MODEL], {"matplotlib", "onnxruntime", "onnxsim"}),  # the table shows the deployed total: networkx
+    (["hw", "list"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+])
+def test_commands_load_only_what_they_use(args, absent):
+    loaded = loaded_by(f"from onnx_roofline.cli import main; assert main({args!r}) == 0")
+    assert not loaded & absent, loaded & absent
+
+
+def test_a_plot_does_load_matplotlib(tmp_path):
+    loaded = loaded_by(f"from onnx_roofline.cli import main; assert main([{MODEL!r}, '--format', 'json', '--plot', 'p.png']) == 0", cwd=tmp_path)
+    assert "matplotlib" in loaded
+
+
+def test_exporters_is_not_packaged_and_onnxsim_is_not_a_dependency():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+    assert include == ["onnx_roofline*"]
+    assert not any(dep.startswith("onnxsim") for dep in project["project"]["dependencies"])
+    assert "onnxsim" not in (REPO / "README.md").read_text().split("## Quick start")[0].split("pip install .`")[1].split(";")[0]
+
+
+@core_only
+def test_the_core_install_has_no_exporters_package():
+    assert CORE and importlib.util.find_spec("exporters") is None
+    assert importlib.util.find_spec("onnxsim") is None
+
+
+def test_exporters_runs_from_a_checkout():
+    """`python -m exporters --help` from the repository root (the tool's documented use)."""
+    if not (REPO / "exporters").is_dir():
+        pytest.skip("a copy without the repository tools (the core-install run)")
+    result = subprocess.run([sys.executable, "-m", "exporters", "--help"], capture_output=True, text=True, cwd=REPO, timeout=300,
+                            env={**os.environ, "PYTHONPATH": ""})  # fmt: skip
+    if "No module named 'torch'" in result.stderr:
+        pytest.skip("the export extra is not installed")
+    assert result.returncode == 0, result.stderr
