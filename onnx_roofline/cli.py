@@ -17,7 +17,7 @@ from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, DimensionError, RooflineEr
 
 # Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
 # whose `run(options) -> int` default does the work. Add a feature's module here.
-COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command", "onnx_roofline.whatif.command", "onnx_roofline.report.plot_command", "onnx_roofline.inspection")
+COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command", "onnx_roofline.whatif.command", "onnx_roofline.report.plot_command", "onnx_roofline.inspection", "onnx_roofline.report.diff")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

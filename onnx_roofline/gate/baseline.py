@@ -15,6 +15,7 @@ from typing import Any
 
 from onnx_roofline import files
 from onnx_roofline.errors import RooflineError
+from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.model import OK, SCHEMA_VERSION, NodeResult, Report
 
 
@@ -35,12 +36,13 @@ class NodeFigures:
     flops: int | None
     status: str = OK
     reason: str | None = None  # why an uncosted node has no figures
+    module: str = ""  # the innermost module path ("" for none)
 
     @classmethod
     def of(cls, node: NodeResult) -> NodeFigures:
         cost = node.cost
         return cls(node.index, node.name, node.op_type, node.bound, node.time_s,
-                   cost.bytes if cost else None, cost.flops if cost else None, node.status, node.reason)
+                   cost.bytes if cost else None, cost.flops if cost else None, node.status, node.reason, module_path(node))
 
     def value(self, metric: str) -> float | int | None:
         return getattr(self, metric)
@@ -124,6 +126,7 @@ def _parse(data: Any, origin: str) -> Baseline:
                 bound=_typed(n["bound"], str), latency=_optional(n["time_s"], float),
                 bytes=_optional(n["bytes"], int), flops=_optional(n["flops"], int),
                 status=_typed(n["status"], str), reason=_optional(n.get("reason"), str),
+                module=_optional(n.get("module"), str) or "",
             )
             for n in data["nodes"]
         )
