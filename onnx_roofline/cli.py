@@ -55,7 +55,8 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     sub = parser.add_subparsers(parser_class=_Parser, metavar="COMMAND")
 
     run = sub.add_parser("analyze", help="analyze a model (the default: `onnx-roofline MODEL` is the same)")
-    add_model_arguments(run)
+    add_model_arguments(run, many=True)
+    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="several models: analyze N at a time, in processes (default: 1)")
     run.add_argument("--format", choices=("table", "json", "csv", "markdown", "html"), default="table", help="output format (default: table)")
     run.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     run.add_argument("--top", type=int, default=15, metavar="N", help="nodes listed in the table (default: 15)")
@@ -81,11 +82,16 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     return parser, list(sub.choices)
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The arguments every subcommand that analyzes a model shares."""
+def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
+    """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
+    folders, as `analyze` takes)."""
     from onnx_roofline.tensors import PRECISIONS
 
-    parser.add_argument("model", help="path to an .onnx file (external weight data need not be present)")
+    if many:
+        parser.add_argument("model", nargs="+", help="path to an .onnx file (external weight data need not be present); "
+                            "several, or a folder, give one summary row per model")  # fmt: skip
+    else:
+        parser.add_argument("model", help="path to an .onnx file (external weight data need not be present)")
     parser.add_argument("--hw", default="h100", help="hardware name (see `hw list`) or a spec file (default: h100)")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)")
@@ -205,6 +211,9 @@ def _run_analyze(options: argparse.Namespace) -> int:
     from onnx_roofline.report.serialize import iter_json, render_csv
     from onnx_roofline.report.table import render_table
 
+    if len(options.model) > 1 or os.path.isdir(options.model[0]):
+        return _run_summary(options)
+    options.model = options.model[0]
     report = analyze_from_options(options, default_dims=True)
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
     def table(r):  # the default table shows both views' totals (the deployed one planned for graphs of a usual size)
@@ -226,6 +235,25 @@ def _run_analyze(options: argparse.Namespace) -> int:
         if not options.quiet:
             print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
     return EXIT_OK
+
+
+def _run_summary(options: argparse.Namespace) -> int:
+    """Several models (or a folder): one row each (onnx_roofline.report.summary)."""
+    from onnx_roofline.output import write_text
+    from onnx_roofline.report.summary import model_paths, render, summarize
+
+    if options.format not in ("table", "json", "csv"):
+        raise RooflineError(f"--format {options.format} is for one model; several models give a table, json or csv")
+    if options.plot or options.annotate:
+        raise RooflineError("--plot and --annotate are for one model at a time")
+    paths = model_paths(options.model)
+    rows = summarize(paths, options, max(options.jobs, 1))
+    write_text(render(rows, options.format), options.output, protect=paths)
+    if not options.quiet:
+        for row in rows:
+            if row.uncosted:
+                print(f"onnx-roofline: warning: {row.model}: {row.uncosted} of {row.nodes} nodes uncosted", file=sys.stderr)
+    return EXIT_USAGE if any(row.error for row in rows) else EXIT_OK
 
 
 def _notice_defaults(report) -> None:
