@@ -7,6 +7,7 @@ import dataclasses
 import gc
 import math
 import os
+from collections import ChainMap
 from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
@@ -332,8 +333,8 @@ class _Walk:
         `inputs`: the body's inputs as the call site types them; when the body leaves values
         unknown (its inputs often carry no shapes), its shapes are inferred from them first."""
         nodes = read_nodes(graph)
-        values = {**self.values, **collect(graph, nodes)}
-        constants = {**self.constants, **constant_table(graph, nodes)}
+        values = ChainMap(collect(graph, nodes), self.values)  # the body's names over its scope's, without a copy
+        constants = ChainMap(constant_table(graph, nodes), self.constants)
         unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
         if inputs is not None and unknown:
             shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model)
@@ -361,8 +362,8 @@ class _Walk:
         nodes = read_nodes(body.graph)
         shapes = infer(body, nodes)
         child = _Walk(
-            {**self.values, **shapes.values},
-            {**self.constants, **shapes.folded, **constant_table(body.graph, nodes)},
+            ChainMap(dict(shapes.values), self.values),
+            ChainMap({**shapes.folded, **constant_table(body.graph, nodes)}, self.constants),
             self.initializers,
             self.model,
             self.hardware,

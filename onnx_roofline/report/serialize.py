@@ -77,13 +77,14 @@ class _Encoder:
 
     MAX_LAYOUTS = 512  # layouts compiled; beyond (an unusual document), dicts take the general path
     MAX_SHARED = 1 << 16  # tensors whose dict and text are kept (a node's inputs are mostly recent outputs)
-    MAX_FLOATS = 1 << 16  # float texts kept
+    MAX_FLOATS = MAX_STRINGS = 1 << 16  # float and string texts kept
 
     def __init__(self) -> None:
         self.newlines = ["\n" + "  " * level for level in range(32)]
         self.layouts: dict[tuple, Callable[[dict], str]] = {}
         self.tensors: dict[int, tuple[TensorInfo, _Text]] = {}  # by id(TensorInfo)
         self.floats: dict[float, str] = {}  # never a zero: 0.0 == -0.0, whose texts differ
+        self.strings: dict[str, str] = {}  # op types, units, dtypes, statuses, modules: a report repeats most strings
 
     def newline(self, level: int) -> str:
         while level >= len(self.newlines):
@@ -101,6 +102,14 @@ class _Encoder:
             self.tensors.clear()
         text = _Text(self.text(tensor.to_dict(), TENSOR_LEVEL))
         self.tensors[id(tensor)] = (tensor, text)  # the entry keeps the tensor, and so its id, alive
+        return text
+
+    def string_text(self, value: str) -> str:
+        """A string's text (json's own C escaping), remembered."""
+        text = _escape(value)
+        if len(self.strings) >= self.MAX_STRINGS:
+            self.strings.clear()
+        self.strings[value] = text
         return text
 
     def float_text(self, value: float) -> str:
@@ -200,7 +209,7 @@ class _Encoder:
         for index, (key, kind) in enumerate(zip(keys, kinds)):
             slot, value = "%s", f"v{index}"
             if kind is str:
-                value = f"escape({value})"
+                value = f"(strings({value}) or string_text({value}))"
             elif kind is int:
                 slot = "%d"
             elif kind is float:
@@ -225,7 +234,7 @@ class _Encoder:
         else:
             source = f"def write(value):\n    return {text.replace('%%', '%')!r}\n"
         namespace = {
-            "escape": _escape, "floats": self.floats.get, "float_text": self.float_text,
+            "strings": self.strings.get, "string_text": self.string_text, "floats": self.floats.get, "float_text": self.float_text,
             "dict_text": self.dict_text, "list_text": self.list_text, "scalar": self.scalar,
         }
         exec(source, namespace)  # as dataclasses and records.py build an __init__: the layout is known only here
@@ -260,7 +269,7 @@ def render_csv(report: Report) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=[*CSV_COLUMNS, "output_shape"], extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
-    for node in report.to_dict()["nodes"]:
+    for node in report.node_dicts():  # to_dict's "nodes", one at a time: not the whole report's tree at once
         output = node["outputs"][0] if node["outputs"] else None
         shape = output["shape"] if output else None
         members = " ".join(map(str, node["members"])) if "members" in node else ""  # deployed: the graph nodes a kernel covers

@@ -1,0 +1,100 @@
+"""The streamed JSON report is, byte for byte, `json.dumps(report.to_dict(), indent=2, allow_nan=False)`
+and a newline: on the fixtures, on a deployed view, and on the edge cases of json's encoder (the
+encoder is our own, for speed: docs/performance.md)."""
+
+from __future__ import annotations
+
+import collections
+import enum
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from onnx_roofline import analyze
+from onnx_roofline.report import serialize
+from onnx_roofline.report.serialize import _Encoder, iter_json, render_json
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def _expected(report) -> str:
+    return json.dumps(report.to_dict(), indent=2, allow_nan=False) + "\n"
+
+
+@pytest.mark.parametrize(
+    "name, dims",
+    [
+        ("resnet50_fp32.onnx", {"batch": 1}),
+        ("gpt2_decode_fp16.onnx", {"batch": 2, "past_sequence": 31}),
+        ("gpt2_prefill_fp32_torchscript.onnx", {"batch": 1, "sequence": 16}),
+    ],
+)
+def test_the_streamed_report_is_json_dumps_of_to_dict(name, dims):
+    report = analyze(FIXTURES / name, dims=dims)
+    assert render_json(report) == _expected(report)
+    assert "".join(iter_json(report)) == _expected(report)
+
+
+def test_a_report_streamed_in_many_pieces(monkeypatch):
+    """Pieces of a few nodes each: the joins between pieces are where a comma or bracket goes missing."""
+    monkeypatch.setattr(serialize, "CHUNK_ITEMS", 3)
+    monkeypatch.setattr(_Encoder, "MAX_SHARED", 5)  # tensors' texts forgotten and written again
+    monkeypatch.setattr(_Encoder, "MAX_FLOATS", 4)
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
+    pieces = list(iter_json(report))
+    assert len(pieces) > 30
+    assert "".join(pieces) == _expected(report)
+
+
+def test_the_deployed_view_streams_its_members():
+    from onnx_roofline.whatif.deployed import deploy
+
+    report = deploy(analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7}))
+    assert render_json(report) == _expected(report)
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Text(str):
+    pass
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        [],
+        {"a": []},
+        {"a": {}},
+        [[], {}, [[]]],
+        {"nested": {"deeper": {"list": [1, [2, [3, {"x": None}]]]}}},
+        {"ints": [0, -1, 2**70], "floats": [0.0, -0.0, 1e-300, 1.5e300, 0.1, 5e-324], "bools": [True, False, None]},
+        {"mixed shape": [1, "batch", None], "text": "é ✓ \"quoted\" \\ \n\t\x00", "%s {0} %%": "{}"},
+        {1: "int key", 2.5: "float key", True: "bool key", None: "none key", -0.0: "negative zero key"},
+        {"tuple": (1, 2, (3,)), "enum": _Level.HIGH, "subclass": _Text("sub"), "ordered": collections.OrderedDict(b=1, a=[2])},
+        [{"same": 1, "layout": 2.0}, {"same": "a", "layout": None}, {"same": True, "layout": [1]}, {"layout": 1, "same": 2}],
+    ],
+)
+def test_the_encoder_writes_what_json_writes(value):
+    assert _Encoder().text(value, 0) == json.dumps(value, indent=2, allow_nan=False)
+    assert "".join(_Encoder().stream_list(value if isinstance(value, list) else [value], 0)) == json.dumps(
+        value if isinstance(value, list) else [value], indent=2, allow_nan=False
+    )
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_the_encoder_refuses_what_json_refuses(bad):
+    for value in ({"x": bad}, [1, bad], {"node": {"time_s": bad}}):
+        with pytest.raises(ValueError) as ours:
+            _Encoder().text(value, 0)
+        with pytest.raises(ValueError) as theirs:
+            json.dumps(value, indent=2, allow_nan=False)
+        assert str(ours.value) == str(theirs.value)
+    with pytest.raises(TypeError):
+        _Encoder().text({"x": object()}, 0)
+    with pytest.raises(TypeError):
+        _Encoder().text({(1, 2): 0}, 0)
