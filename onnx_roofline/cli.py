@@ -82,9 +82,9 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     return parser, list(sub.choices)
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False) -> None:
+def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100") -> None:
     """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
-    folders, as `analyze` takes)."""
+    folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`)."""
     from onnx_roofline.tensors import PRECISIONS
 
     if many:
@@ -92,7 +92,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False) -> 
                             "several, or a folder, give one summary row per model")  # fmt: skip
     else:
         parser.add_argument("model", help="path to an .onnx file (external weight data need not be present)")
-    parser.add_argument("--hw", default="h100", help="hardware name (see `hw list`) or a spec file (default: h100)")
+    parser.add_argument("--hw", default=hw, help=f"hardware name (see `hw list`) or a spec file{'; several, comma-separated' if ',' in hw else ''} (default: {hw})")
     parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)")
     parser.add_argument("--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)")
     parser.add_argument(

@@ -276,3 +276,15 @@ def test_bad_input_is_one_line_and_exit_2(args, capsys):
     assert main(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("onnx-roofline: error:") and err.count("\n") == 1
+
+
+def test_compare_help_states_one_default_for_hw(capsys):
+    """`compare --help` used to say both "default h100,h200,a100,l4" and "--hw … (default: h100)"."""
+    import pytest
+
+    from onnx_roofline.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["compare", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(default: h100,h200,a100,l4)" in text and "(default: h100)" not in text

@@ -30,7 +30,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
             "--over DIM (default batch) is solved for; bind the other dims with --dim.").add_argument(
         "--over", default="batch", metavar="DIM", help="the dim to solve for (default: batch)")
     _parser(subparsers, "compare", _run_compare, "one model on several accelerators side by side",
-            f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).").set_defaults(hw=DEFAULT_COMPARE)
+            f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).", hw=DEFAULT_COMPARE)
     _parser(subparsers, "fuse", _run_fuse, "the unfused and fused views of bytes side by side, attention included",
             "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
             "FlashAttention-style kernel.", views=False).add_argument(
@@ -41,9 +41,9 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         help=f"past lengths to evaluate, optionally naming the dim (default: {DEFAULT_LENGTHS})")
 
 
-def _parser(subparsers, name: str, run: Callable, help_text: str, description: str, views: bool = True):
+def _parser(subparsers, name: str, run: Callable, help_text: str, description: str, views: bool = True, hw: str = "h100"):
     parser = subparsers.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. {description}")
-    add_model_arguments(parser)
+    add_model_arguments(parser, hw=hw)
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     parser.add_argument("--plot", metavar="FILE", help="also draw the study to FILE (.png or .svg)")
