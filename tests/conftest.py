@@ -83,3 +83,17 @@ def analyze_node(*args, hw: str = "h100", **kwargs) -> NodeResult:
 @pytest.fixture
 def fixtures_dir() -> Path:
     return FIXTURES
+
+
+def fp16_graph(nodes, inputs, outputs, weights=None, opsets=(("", 21),)) -> onnx.ModelProto:
+    """A small fp16 graph: inputs/outputs as (name, shape), weights as name → shape (zeros),
+    `opsets` as (domain, version) pairs."""
+    tensors = [numpy_helper.from_array(np.zeros(shape, np.float16), name) for name, shape in (weights or {}).items()]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT16, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT16, s) for n, s in outputs],
+        initializer=tensors,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])

@@ -16,24 +16,13 @@ from onnx_roofline.whatif import Session, sweep
 from onnx_roofline.whatif.deployed import COPY, INPLACE, deploy, kernel_count
 from onnx_roofline.whatif.fusion import fuse, plan_fusion
 from tests.conftest import FIXTURES
+from tests.conftest import fp16_graph as graph_model
 
 F16 = TensorProto.FLOAT16
 MS = "com.microsoft"
 BANDWIDTH = 3.35e12  # H100 SXM HBM3, B/s
 DECODE = FIXTURES / "gpt2_decode_fp16.onnx"
 LAYERS, HEADS, DH, D, VOCAB = 12, 12, 64, 768, 50257  # GPT-2 small
-
-
-def graph_model(nodes, inputs, outputs, weights=None, opsets=(("", 21),)):
-    tensors = [numpy_helper.from_array(np.zeros(shape, np.float16), name) for name, shape in (weights or {}).items()]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info(n, F16, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, F16, s) for n, s in outputs],
-        initializer=tensors,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
 
 
 def kernel(report, name):

@@ -13,22 +13,10 @@ from onnx_roofline.whatif.fusion import ATTENTION, EPILOGUE, ELEMENTWISE, fuse, 
 from onnx_roofline.whatif.fuse_report import fusion_study
 from onnx_roofline.whatif.session import Session
 from tests.conftest import FIXTURES
+from tests.conftest import fp16_graph as graph_model
 
 H100_RIDGE = 989.4e12 / 3.35e12  # 295.34 FLOP/B, fp16 tensor cores over HBM3
 F16 = TensorProto.FLOAT16
-
-
-def graph_model(nodes, inputs, outputs, weights=None) -> onnx.ModelProto:
-    """A small fp16 graph: inputs/outputs as (name, shape); weights as name → shape (zeros)."""
-    tensors = [numpy_helper.from_array(np.zeros(shape, np.float16), name) for name, shape in (weights or {}).items()]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info(n, F16, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, F16, s) for n, s in outputs],
-        initializer=tensors,
-    )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
 def fused_view(model: onnx.ModelProto, **dims):

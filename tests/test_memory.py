@@ -15,23 +15,14 @@ from onnx_roofline.errors import HardwareSpecError
 from onnx_roofline.hardware import list_hardware, load_hardware
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.report.table import render_table
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, fp16_graph
 
 F16 = TensorProto.FLOAT16
 MS = "com.microsoft"
 
 
 def model(nodes, inputs, outputs, weights=None, extra_opsets=()):
-    tensors = [numpy_helper.from_array(np.zeros(shape, np.float16), name) for name, shape in (weights or {}).items()]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info(n, F16, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, F16, s) for n, s in outputs],
-        initializer=tensors,
-    )
-    opsets = [helper.make_opsetid("", 21), *(helper.make_opsetid(d, 1) for d in extra_opsets)]
-    return helper.make_model(graph, opset_imports=opsets)
+    return fp16_graph(nodes, inputs, outputs, weights, (("", 21), *((d, 1) for d in extra_opsets)))
 
 
 def mlp():
