@@ -31,7 +31,7 @@ import venv
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import compile_package, mib, run, summary  # noqa: E402
+from measure import mib, prepare, run, summary  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -224,10 +224,7 @@ def main() -> None:
     if args.install_onnx_tool:
         install_onnx_tool(ONNX_TOOL_VENV if args.onnx_tool_venv is None else Path(args.onnx_tool_venv))
         return
-    compile_package(ROOT)
-    if args.before:
-        compile_package(args.before)
-    print(f"machine: {os.cpu_count()} CPUs, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}; python {sys.version.split()[0]}")
+    prepare(args.before)
     with tempfile.TemporaryDirectory(prefix="bench-cli-") as temporary:
         folder = Path(args.work or temporary)
         folder.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from measure import compile_package, mib, run, summary  # noqa: E402
+from measure import mib, prepare, run, summary  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "onnx-roofline"
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "onnx_roofline"]
@@ -53,10 +53,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [] if args.decoders_only else [int(s) for s in args.sizes.split(",") if s]
     decoders = [d for d in args.decoders.split(",") if d]
-    compile_package(Path(__file__).resolve().parent.parent)
-    if args.before:
-        compile_package(args.before)
-    print(f"machine: {os.cpu_count()} CPUs, load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}; python {sys.version.split()[0]}")
+    prepare(args.before)
     with tempfile.TemporaryDirectory(prefix="bench-scaling-") as temporary:
         folder = Path(args.work or temporary)
         folder.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from dataclasses import dataclass
 
 
@@ -51,6 +52,16 @@ def compile_package(folder: str | os.PathLike) -> None:
     in every process, a quarter of a second of every run."""
     package = os.path.join(os.fspath(folder), "onnx_roofline")
     subprocess.run([sys.executable, "-m", "compileall", "-q", package], check=False, stdout=subprocess.DEVNULL)
+
+
+def prepare(before: str | os.PathLike | None) -> None:
+    """Before a benchmark: both trees byte-compiled, and the machine's state printed (its load
+    says how far to trust the figures)."""
+    compile_package(Path(__file__).resolve().parent.parent)
+    if before:
+        compile_package(before)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs, load average {load}; python {sys.version.split()[0]}")
 
 
 def summary(runs: Sequence[Run]) -> dict[str, float]:

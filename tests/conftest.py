@@ -97,3 +97,12 @@ def fp16_graph(nodes, inputs, outputs, weights=None, opsets=(("", 21),)) -> onnx
         initializer=tensors,
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets])
+
+
+def symbolic_matmul() -> onnx.ModelProto:
+    """[batch, sequence, 768] × [768, 3072], with batch and sequence symbolic."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", "sequence", 768])
+    w = helper.make_tensor_value_info("w", TensorProto.FLOAT16, [768, 3072])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", "sequence", 3072])
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mlp")], "g", [x, w], [y])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -12,13 +12,12 @@ import shlex
 
 import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import onnx_roofline
 from onnx_roofline.cli import main
 from onnx_roofline.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, words
 from onnx_roofline.errors import DimensionError, UnboundDimensionError
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, symbolic_matmul
 
 # The fixtures' symbolic dims, read from the files by hand (inspect lists the same), and the
 # defaults docs/defaults.md's table gives them.
@@ -125,14 +124,6 @@ def test_python_errors_speak_python():
     assert str(again) == text and again.dims == error.dims
     # the suggestion works
     assert onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims=error.suggested).uncosted.count == 0
-
-
-def symbolic_matmul() -> onnx.ModelProto:
-    x = helper.make_tensor_value_info("x", TensorProto.FLOAT16, ["batch", "sequence", 768])
-    w = helper.make_tensor_value_info("w", TensorProto.FLOAT16, [768, 3072])
-    y = helper.make_tensor_value_info("y", TensorProto.FLOAT16, ["batch", "sequence", 3072])
-    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mlp")], "g", [x, w], [y])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 @pytest.mark.parametrize(("kwargs", "python", "flag_args", "cli"), [
