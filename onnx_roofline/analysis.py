@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gc
 import math
 import os
@@ -117,11 +116,12 @@ def _analyze(
     dims = {**defaulted, **dims}
     bind(proto, dims, input_shapes)
     shapes = infer(proto, graph_nodes)
-    check_axes(graph_nodes, shapes.values)  # validation that needs the inferred ranks (docs/hostile-inputs.md)
+    check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer} - given
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
-    nodes = _mark_constant_foldable(tuple([walk.cost(index, node) for index, node in enumerate(graph_nodes)]), graph_nodes, proto, given)
+    foldable = _constant_foldable(graph_nodes, proto, given)
+    nodes = tuple([walk.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
         _raise_if_blocked(nodes, unbound, dims)
@@ -139,6 +139,7 @@ def _analyze(
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
         graph_outputs=tuple(v.name for v in proto.graph.output),
         weights=frozenset(initializers),
+        source=proto,
     )
     return Report(info, hardware, nodes)
 
@@ -151,26 +152,22 @@ Shape/Size, which read only a shape (folded there when the file declares it conc
 depends on the dims a deployment binds)."""
 
 
-def _mark_constant_foldable(nodes: tuple[NodeResult, ...], graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str]) -> tuple[NodeResult, ...]:
-    """Marks the nodes a runtime computes once at load: ai.onnx ops (not NOT_FOLDED) whose every
-    input is a constant — an initializer that no graph input can override, a Constant's output, or
-    the output of a node so marked — and Constant itself. Structural: the same at every dims."""
+def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str]) -> set[int]:
+    """The nodes a runtime computes once at load, by index: ai.onnx ops (not NOT_FOLDED) whose
+    every input is a constant — an initializer that no graph input can override, a Constant's
+    output, or the output of a node so marked — and Constant itself. Structural: the same at every
+    dims."""
     overridable = {value.name for value in proto.graph.input} | given
     constant = {t.name for t in proto.graph.initializer if t.name not in overridable}
-    foldable = []
+    foldable = set()
     for index, node in enumerate(graph_nodes):
         inputs = [name for name in node.inputs if name]
         if node.domain != "" or node.op_type in NOT_FOLDED or not (inputs or node.op_type == "Constant"):
             continue
         if all(name in constant for name in inputs):
-            foldable.append(index)
+            foldable.add(index)
             constant.update(name for name in node.outputs if name)
-    if not foldable:
-        return nodes
-    marked = list(nodes)
-    for index in foldable:
-        marked[index] = dataclasses.replace(marked[index], constant_foldable=True)
-    return tuple(marked)
+    return foldable
 
 
 def _model_parameters(proto: onnx.ModelProto, given: set[str], nodes: tuple[NodeResult, ...]) -> int:
@@ -261,7 +258,8 @@ class _Walk:
             self._rules[key] = rule, opset
         return self._rules[key]
 
-    def cost(self, index: int, node: Node) -> NodeResult:
+    def cost(self, index: int, node: Node, foldable: bool = False) -> NodeResult:
+        """The node's result; `foldable`: a runtime computes it once at load (constant_foldable)."""
         # This runs for every node of the graph: lookups are local, the common path has no call it can avoid.
         op_type, domain = node.op_type, node.domain
         values = self.values
@@ -272,11 +270,11 @@ class _Walk:
         found = self._rules.get((domain, op_type))
         rule, opset = found if found is not None else self.rule(domain, op_type)
         if rule is None:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", proto=node.proto)
+            return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", proto=node.proto, constant_foldable=foldable)
         tensors = inputs + outputs
         blocker = _blocker(tensors)
         if blocker is not None:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, proto=node.proto)
+            return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, proto=node.proto, constant_foldable=foldable)
         key = (domain, op_type, len(inputs), _signature(tensors))
         costed = self._costed.get(key)
         if costed is None:
@@ -284,14 +282,16 @@ class _Walk:
             try:
                 cost = rule.formula(op)
             except Uncostable as exc:
-                return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), proto=node.proto)
+                return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), proto=node.proto, constant_foldable=foldable)
             except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-                return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", proto=node.proto)
+                return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", proto=node.proto, constant_foldable=foldable)
             costed = self.placed(rule, op, cost)
             if op.tensors_only:  # the same for every node whose tensors look alike: repeated layers
                 self._costed[key] = costed
         cost, unit, dtype, peak, placement = costed
-        return NodeResult(index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs, cost.parameters), unit, dtype, peak, placement, node.proto)
+        return NodeResult(
+            index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs, cost.parameters), unit, dtype, peak, placement, node.proto, foldable
+        )
 
     def placed(self, rule: Rule, op: OpNode, cost: Cost) -> tuple[Cost, str, str, float, Placement]:
         """The rule's cost with the framework's default bytes where it left them, and where it sits

@@ -15,18 +15,27 @@ from collections.abc import Sequence
 from onnx_roofline import __version__
 from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, DimensionError, RooflineError, one_line
 
-# Modules that add a subcommand: each has `add_command(subparsers)`, which registers a parser
-# whose `run(options) -> int` default does the work. Add a feature's module here.
-COMMAND_MODULES: tuple[str, ...] = ("onnx_roofline.gate.command", "onnx_roofline.verify.command", "onnx_roofline.whatif.command", "onnx_roofline.report.plot_command", "onnx_roofline.inspection", "onnx_roofline.report.diff")
+# The modules that add subcommands, by the commands each adds: each has `add_command(subparsers)`,
+# which registers their parsers, whose `run(options) -> int` default does the work. A command
+# line imports only the module of the command it runs (all of them for the top-level --help):
+# `onnx-roofline MODEL` and --version load none. Add a feature's module and commands here.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "onnx_roofline.gate.command": ("check",),
+    "onnx_roofline.verify.command": ("verify", "calibrate"),
+    "onnx_roofline.whatif.command": ("sweep", "critical", "compare", "fuse", "context"),
+    "onnx_roofline.report.plot_command": ("plot",),
+    "onnx_roofline.inspection": ("inspect",),
+    "onnx_roofline.report.diff": ("diff",),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     typed = tuple(args)  # as the user typed them: an error's suggested command starts from these
     try:
-        parser, subcommands = _parser()
-        if args and args[0] not in subcommands and args[0] not in ("-h", "--help", "--version"):
+        if args and args[0] not in _COMMANDS and args[0] not in ("-h", "--help", "--version"):
             args.insert(0, "analyze")  # `onnx-roofline model.onnx` is `onnx-roofline analyze model.onnx`
+        parser = _parser(args[0] if args else None)
         options = parser.parse_args(args)
         if not hasattr(options, "run"):
             parser.print_help()
@@ -49,7 +58,12 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"onnx-roofline: error: {one_line(message)} (see --help)\n")
 
 
-def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
+_COMMANDS = {"analyze", "hw", *(command for commands in COMMAND_MODULES.values() for command in commands)}
+
+
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the subcommands `command` (the first argument) needs: every one for the
+    help that lists them (no argument, -h, --help), none for --version."""
     parser = _Parser(prog="onnx-roofline", description="Roofline analysis of ONNX models: FLOPs, bytes and compute/memory bound per node.")
     parser.add_argument("--version", action="version", version=f"onnx-roofline {__version__}")
     sub = parser.add_subparsers(parser_class=_Parser, metavar="COMMAND")
@@ -76,16 +90,19 @@ def _parser() -> tuple[argparse.ArgumentParser, list[str]]:
     hw_show = hw_sub.add_parser("show", help="one entry (built-in name or spec file) in full")
     hw_show.add_argument("name")
     hw_show.set_defaults(run=_run_hw_show)
-    importlib.import_module("onnx_roofline.verify.command").add_hw_calibrate(hw_sub)
-    for module in COMMAND_MODULES:
-        importlib.import_module(module).add_command(sub)
-    return parser, list(sub.choices)
+    listing = command in (None, "-h", "--help")
+    if listing or command == "hw":
+        importlib.import_module("onnx_roofline.verify.command").add_hw_calibrate(hw_sub)
+    for module, commands in COMMAND_MODULES.items():
+        if listing or command in commands:
+            importlib.import_module(module).add_command(sub)
+    return parser
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100") -> None:
     """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
     folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`)."""
-    from onnx_roofline.tensors import PRECISIONS
+    from onnx_roofline.precisions import PRECISIONS
 
     if many:
         parser.add_argument("model", nargs="+", help="path to an .onnx file (external weight data need not be present); "
@@ -186,13 +203,18 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     return deployed_from(report, options) if getattr(options, "view", None) == "deployed" else report
 
 
-def protected_files(options: argparse.Namespace, *more: str | None) -> tuple:
-    """What a command's outputs must never replace: the model and its external-data files (read
-    again only when some output goes to a file), and `more` (a policy, a baseline)."""
+def protected_files(options: argparse.Namespace, *more: str | None, report=None) -> tuple:
+    """What a command's outputs must never replace: the model and its external-data files (as the
+    analysis `report` of it found them; else read again, only when some output goes to a file),
+    and `more` (a policy, a baseline)."""
+    from onnx_roofline.files import named_files
     from onnx_roofline.loader import referenced_files
 
     outputs = [getattr(options, name, None) for name in ("output", "plot", "annotate", "junit")]
-    model = referenced_files(options.model) if any(o not in (None, "-") for o in outputs) else (options.model,)
+    if report is not None and report.model.path == str(options.model):
+        model = named_files(options.model, report.data_files)
+    else:
+        model = referenced_files(options.model) if any(o not in (None, "-") for o in outputs) else (options.model,)
     return (*model, *(path for path in more if path))
 
 
@@ -225,7 +247,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
         "markdown": lambda r: render_markdown(r, top=options.top, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
         "html": lambda r: render_html(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
     }
-    protect = protected_files(options)
+    protect = protected_files(options, report=report)
     write_text(renderers[options.format](report), options.output, protect=protect)
     warn_if_incomplete(report, options.quiet)
     if options.plot:

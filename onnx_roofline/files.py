@@ -14,14 +14,17 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from onnx_roofline.errors import ExternalDataError, RooflineError
+
+if TYPE_CHECKING:  # onnx loads with the analysis, not with the command line that names files
+    import onnx
+
+_EXTERNAL = 1  # onnx.TensorProto.EXTERNAL: a tensor's data_location when its bytes are in a file
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -152,21 +155,32 @@ def model_folder(model_path: str | os.PathLike) -> Path:
     return Path(os.path.abspath(model_path)).parent.resolve()
 
 
-def external_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.TensorProto]:
     """Every tensor whose bytes live in an external file: initializers, Constant-style attributes,
-    in subgraphs and model-local functions too."""
+    in subgraphs and model-local functions too. The attributes are read only of nodes whose op can
+    hold a tensor or a body (schemas.may_hold_tensors): a million-node graph has few. `nodes`: the
+    main graph's nodes where the caller has them read (anything with `proto`, `op_type` and a
+    normalized `domain`: nodes.Node, NodeResult)."""
+    from onnx_roofline.schemas import may_hold_tensors
+
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
     graphs: list[onnx.GraphProto] = [model.graph]
-    nodes: list[onnx.NodeProto] = [node for function in model.functions for node in function.node]
-    while graphs or nodes:
+    pending: list[onnx.NodeProto] = [node for function in model.functions for node in function.node]
+    if nodes is not None:  # the main graph's, read already
+        pending += [node.proto for node in nodes if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))]
+    read = nodes is None
+    while graphs or pending:
         if graphs:
             graph = graphs.pop()
-            yield from (t for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
-            yield from (s.values for s in graph.sparse_initializer if s.values.data_location == onnx.TensorProto.EXTERNAL)
-            nodes.extend(graph.node)
+            yield from (t for t in graph.initializer if t.data_location == _EXTERNAL)
+            yield from (s.values for s in graph.sparse_initializer if s.values.data_location == _EXTERNAL)
+            if read:
+                pending.extend(node for node in graph.node if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain)))
+            read = True  # every body's nodes
             continue
-        for attr in nodes.pop().attribute:
+        for attr in pending.pop().attribute:
             tensors = [attr.t] if attr.HasField("t") else list(attr.tensors)
-            yield from (t for t in tensors if t.data_location == onnx.TensorProto.EXTERNAL)
+            yield from (t for t in tensors if t.data_location == _EXTERNAL)
             graphs.extend([attr.g] if attr.HasField("g") else attr.graphs)
 
 
@@ -185,9 +199,19 @@ def location_of(tensor: onnx.TensorProto) -> str:
 def referenced_files(model_path: str | os.PathLike, model: onnx.ModelProto) -> tuple[Path, ...]:
     """The model file and every file its external data names (wherever it points: these are the
     files an output must never replace)."""
+    return named_files(model_path, data_locations(model))
+
+
+def data_locations(model: onnx.ModelProto, nodes=None) -> tuple[str, ...]:
+    """The external-data locations the model names, as written, sorted (`nodes`: as
+    external_tensors takes them)."""
+    return tuple(sorted({location_of(t) for t in external_tensors(model, nodes)}))
+
+
+def named_files(model_path: str | os.PathLike, locations: Iterable[str]) -> tuple[Path, ...]:
+    """The model file and the files these locations name, beside it."""
     folder = Path(os.path.abspath(model_path)).parent
-    names = {location_of(t) for t in external_tensors(model)}
-    return (Path(model_path), *sorted(folder / name for name in names if name and "\0" not in name))
+    return (Path(model_path), *sorted(folder / name for name in set(locations) if name and "\0" not in name))
 
 
 def locate(tensor: onnx.TensorProto, folder: Path) -> DataRef | None:

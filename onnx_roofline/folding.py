@@ -146,7 +146,8 @@ class Folder:
     def __init__(self, nodes: list[Node], tensor: Callable[[str], TensorInfo | None], constants: Mapping[str, ConstantSource]):
         self.producers = {node.outputs[0]: node for node in nodes if len(node.outputs) == 1 and not node.domain}
         self.tensor = tensor
-        self.known = _LazyConstants(constants)
+        self.constants = constants  # converted to numpy when a chain first reaches one
+        self.known: dict[str, np.ndarray] = {}  # constants converted and values folded
         self.folded: dict[str, np.ndarray] = {}  # the values computed, for the cost rules
         self._failed: set[str] = set()
 
@@ -161,6 +162,10 @@ class Folder:
         while stack:
             top = stack[-1]
             if top in known or top in failed:
+                stack.pop()
+                continue
+            if top in self.constants:
+                self._convert(top)
                 stack.pop()
                 continue
             node = self.producers.get(top)
@@ -181,35 +186,12 @@ class Folder:
                 known[top] = self.folded[top] = result
         return known.get(name)
 
-
-class _LazyConstants(dict):
-    """Known values: folded ones, and constants converted to numpy on first access."""
-
-    def __init__(self, sources: Mapping[str, ConstantSource]):
-        super().__init__()
-        self.sources = sources
-
-    def __missing__(self, name: str) -> np.ndarray:
-        array = self._load(name)
+    def _convert(self, name: str) -> None:
+        array = constant_array(self.constants[name])
         if array is None:
-            raise KeyError(name)
-        return array
-
-    def __contains__(self, name: object) -> bool:
-        return dict.__contains__(self, name) or self._load(name) is not None
-
-    def get(self, name, default=None):
-        value = dict.get(self, name)
-        if value is None:
-            value = self._load(name)
-        return default if value is None else value
-
-    def _load(self, name) -> np.ndarray | None:
-        source = self.sources.get(name)
-        array = None if source is None else constant_array(source)
-        if array is not None:
-            self[name] = array
-        return array
+            self._failed.add(name)
+        else:
+            self.known[name] = array
 
 
 _METADATA = ("Shape", "Size")

@@ -27,10 +27,12 @@ import onnx
 from onnx import numpy_helper
 
 from onnx_roofline import shape_rules
+from onnx_roofline.completion import complete
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.folding import Folder
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
+from onnx_roofline.schemas import may_have_bodies
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResul
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     values = collect(_onnx_inference(_without_metadata(model, nodes), warnings).graph, nodes)
-    needed = _needed_outputs(model.graph, nodes)
+    needed = _needed_outputs(model, nodes)
     pending = _pending(values, nodes, needed)
     if not pending:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), _unread(values, nodes, needed))
@@ -100,9 +102,13 @@ class _Sweep:
         if not all(self.resolved(name) for name in node.inputs if name):
             return False
         inputs = tuple(self.values[name] if name else None for name in node.inputs)
-        value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_small(self.values.get(node.outputs[0])) else None
+        value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_shape(self.values.get(node.outputs[0])) else None
         if value is not None:
             return self.learn(TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value)))
+        partial = self.substituted(node.outputs[0]) if len(node.outputs) == 1 else None
+        shape = complete(node, inputs, partial.shape) if partial is not None and partial.dtype else None
+        if shape is not None:
+            return self.learn(TensorInfo(node.outputs[0], shape, partial.dtype))
         typed, failure = self.type_outputs(node, inputs)
         progress = False
         for info in typed.values():
@@ -123,11 +129,22 @@ class _Sweep:
             return info is not None
         if info.shape is None or info.dtype is None or not self.symbols:
             return False
-        shape = tuple(self.symbols.get(d, d) if isinstance(d, str) else d for d in info.shape)
+        shape = self.substitute(info.shape)
         if not _all_int(shape):
             return False
         self.values[name] = TensorInfo(name, shape, info.dtype, info.key_dtype)
         return True
+
+    def substitute(self, shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
+        return tuple(self.symbols.get(d, d) if isinstance(d, str) else d for d in shape)
+
+    def substituted(self, name: str) -> TensorInfo | None:
+        """The value as ONNX's pass typed it, with the symbols learned so far put in (not stored:
+        some dims may still be unknown)."""
+        info = self.values.get(name)
+        if info is None or info.shape is None:
+            return info
+        return TensorInfo(name, self.substitute(info.shape), info.dtype, info.key_dtype)
 
     def learn(self, info: TensorInfo) -> bool:
         """Record a newly typed value; where ONNX's pass gave it symbolic dims of its own making
@@ -165,10 +182,14 @@ class _Sweep:
         for name in _outer_references(node.proto):  # a body's reads of this scope
             if _known(self.values.get(name)):
                 types[name] = _type_proto(self.values[name].shape, self.values[name].dtype)
+        value_slots = VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
         data = {
             name: numpy_helper.from_array(value, name)
-            for name, tensor in zip(node.inputs, inputs)
-            if tensor is not None and tensor.numel <= MAX_FOLDED_ELEMENTS and (value := self.folder.value(name)) is not None
+            for slot, (name, tensor) in enumerate(zip(node.inputs, inputs))
+            if tensor is not None
+            and (slot in value_slots or _may_be_shape(tensor))
+            and tensor.numel <= MAX_FOLDED_ELEMENTS
+            and (value := self.folder.value(name)) is not None
         }
         try:
             if schema is None:
@@ -317,6 +338,16 @@ def _unknown_output_reason(node: Node, unknown: list[str]) -> str:
     return f"ONNX cannot type {', '.join(repr(n) for n in unknown[:3])}: an input value it needs is not a constant the analysis could fold"
 
 
+VALUE_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,), "Range": (0, 1, 2), "Slice": (1, 2, 3, 4),
+    "Pad": (1, 3), "Resize": (2, 3), "Upsample": (1,), "Unsqueeze": (1,), "Squeeze": (1,), "Split": (1,), "TopK": (1,),
+    "OneHot": (1,), "CenterCropPad": (1,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,), "ReduceMin": (1,),
+    "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSum": (1,), "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,),
+}  # fmt: skip
+"""The ai.onnx inputs whose value ONNX's inference of a node reads (`getInputData`), by slot: a
+float among them (Resize's scales) is folded for it too."""
+
 _DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "TopK", "RegexFullMatch"}
 
 
@@ -324,12 +355,19 @@ def _known(info: TensorInfo | None) -> bool:
     return info is not None and info.is_known
 
 
-def _may_be_small(info: TensorInfo | None) -> bool:
-    """Whether a value could be small enough to fold, by the dims ONNX's pass knows of it: an
-    activation ([batch, 1024, 768] with batch unknown) is not worth evaluating a chain for."""
-    if info is None or info.shape is None:
+def _may_be_shape(info: TensorInfo | None) -> bool:
+    """Whether a value could be a shape, an axis or an index, by what ONNX's pass knows of it:
+    not floating-point, and small. An activation ([batch, 1, 768], batch unknown) is not worth
+    evaluating a chain for; a float that a shape is computed from (Resize's scales) is folded
+    when the value input that needs it is."""
+    if info is None:
         return True
-    return math.prod(d for d in info.shape if isinstance(d, int)) <= MAX_FOLDED_ELEMENTS
+    if info.dtype is not None and info.dtype.startswith(_FLOATING):
+        return False
+    return info.shape is None or math.prod(d for d in info.shape if isinstance(d, int)) <= MAX_FOLDED_ELEMENTS
+
+
+_FLOATING = ("float", "bfloat")
 
 
 def _all_int(shape: tuple) -> bool:
@@ -378,20 +416,22 @@ def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
     return list(names)
 
 
-def _needed_outputs(graph: onnx.GraphProto, nodes: list[Node]) -> set[str]:
+def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     """Node outputs something reads: another node, a body, or the graph's outputs. An output
     nobody reads (an old Dropout's mask) must not hold its node back."""
     needed: set[str] = set()
     add = needed.update
     bodies = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
     for node in nodes:  # one pass, set updates in C: this runs over every node of the graph
         add(node.inputs)
-        for attr in node.proto.attribute:
-            if attr.type in bodies:
-                add(_outer_references(node.proto))
-                break
+        if may_have_bodies(node.domain, node.op_type, opsets.get(node.domain)):
+            for attr in node.proto.attribute:
+                if attr.type in bodies:
+                    add(_outer_references(node.proto))
+                    break
     needed.discard("")  # an absent optional input
-    needed.update(output.name for output in graph.output)
+    needed.update(output.name for output in model.graph.output)
     return needed
 
 

@@ -8,6 +8,7 @@ from dataclasses import field
 import onnx
 from onnx import TensorProto
 
+from onnx_roofline.precisions import PRECISIONS
 from onnx_roofline.records import record
 
 # ONNX element types by the names the report uses, with their width in bits (sub-byte types by bits).
@@ -135,7 +136,6 @@ def _all_ints(shape: tuple[Dim, ...]) -> bool:
     return True
 
 
-PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp8": "float8e4m3fn", "int8": "int8"}
 _FLOATING = {"float32", "float64", "float16", "bfloat16"}
 
 

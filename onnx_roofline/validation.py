@@ -16,6 +16,7 @@ import onnx.defs
 
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.nodes import Node, read_nodes
+from onnx_roofline.schemas import may_have_attribute
 from onnx_roofline.tensors import DTYPE_BITS, TensorInfo, dtype_name
 
 MAX_TENSOR_BYTES = 2**57
@@ -295,13 +296,15 @@ def _label(node: onnx.NodeProto) -> str:
 _AXIS_RANGE = {"Flatten": (0, 1), "OneHot": (1, 1)}  # (extra low, extra high) on [-r, r-1]
 
 
-def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> None:
+def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: int | None) -> None:
     """An `axis` attribute outside its input's rank (Softmax axis=99), or a Transpose `perm` that is
     not a permutation of the axes: the schemas do not say, inference would. Checked for the
-    default domain where the input's rank is known."""
+    default domain (imported at `opset`) where the input's rank is known."""
     for node in nodes:
         if node.domain or not node.inputs or not node.inputs[0]:
             continue
+        if not (node.op_type == "Transpose" or may_have_attribute("", node.op_type, opset, "axis")):
+            continue  # most ops: no attribute to read
         info = values.get(node.inputs[0])
         if info is None or info.shape is None:
             continue

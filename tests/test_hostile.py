@@ -212,6 +212,22 @@ def test_outputs_refuse_every_file_the_model_references(tmp_path, capsys):
     assert (data.read_bytes(), model.read_bytes()) == before
 
 
+def test_a_constant_nodes_data_file_is_protected_without_reading_the_model_again(tmp_path, capsys, monkeypatch):
+    """The analysis finds the data files as it loads the model (a Constant's value among them):
+    `-o` onto one is refused, and the model is not parsed a second time to know it."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    data = hostile.weights_file(folder, "c.bin")
+    constant = onnx.helper.make_node("Constant", [], ["w"], value=hostile.external("c.bin"))
+    graph = hostile.model([constant, onnx.helper.make_node("MatMul", ["x", "w"], ["y"])],
+                          [("x", onnx.TensorProto.FLOAT, [2, 4])], [("y", onnx.TensorProto.FLOAT, [2, 8])])
+    model = hostile.save(graph, folder / "c.onnx")
+    monkeypatch.setattr("onnx_roofline.loader.referenced_files", lambda *a: pytest.fail("the model was parsed again"))
+    refused(capsys, "refusing to overwrite the input", model, "-o", data)
+    code, _, err = run(capsys, model, "-o", folder / "out.txt")
+    assert code == 0 and (folder / "out.txt").is_file(), err
+
+
 def test_output_paths_that_cannot_be_written(tmp_path, capsys, good):
     (tmp_path / "dir").mkdir()
     refused(capsys, "it is a directory", good, "-o", tmp_path / "dir")

@@ -56,6 +56,28 @@ def test_commands_load_only_what_they_use(args, absent):
     assert not loaded & absent, loaded & absent
 
 
+def test_the_version_and_hw_list_load_no_subcommand_module():
+    """Only the module of the command that runs is imported: --version none, and neither onnx nor numpy."""
+    assert loaded_by("from onnx_roofline.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass") == set()
+    statement = "import sys; from onnx_roofline.cli import main, COMMAND_MODULES; main(['hw', 'list']); print(sorted(m for m in COMMAND_MODULES if m in sys.modules), file=sys.__stderr__)"
+    result = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "['onnx_roofline.verify.command']", result.stderr  # hw calibrate
+
+
+def test_the_command_table_names_what_each_module_registers():
+    """cli.COMMAND_MODULES is how a command line finds the one module to import: it must list
+    exactly the commands each module's add_command registers."""
+    import argparse
+    import importlib
+
+    from onnx_roofline.cli import COMMAND_MODULES
+
+    for module, commands in COMMAND_MODULES.items():
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).add_command(sub)
+        assert tuple(sub.choices) == commands, module
+
+
 def test_a_plot_does_load_matplotlib(tmp_path):
     loaded = loaded_by(f"from onnx_roofline.cli import main; assert main([{MODEL!r}, '--format', 'json', '--plot', 'p.png']) == 0", cwd=tmp_path)
     assert "matplotlib" in loaded

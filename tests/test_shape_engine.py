@@ -88,6 +88,54 @@ def test_a_symbol_onnx_made_is_learned_once_and_resolves_every_value_that_carrie
     assert result.values["r20"].shape == (5, 8)
 
 
+def test_dims_onnx_left_to_a_symbol_of_its_own_are_completed_without_inferring_the_node(monkeypatch):
+    """A Reshape to [-1, 2, 4], the Concat of a cache with the new rows, the broadcast of two
+    equal-length Ranges: downstream of the Range, ONNX gives each result a fresh symbol. The sweep
+    completes them from what each op keeps (element count, the sum along the axis, the broadcast)
+    once the inputs are known, with no per-node inference; onnxruntime runs the same shapes."""
+    model = _position_ids_model()
+    model.graph.node.extend([
+        _const("heads", [-1, 2, 4]),
+        helper.make_node("Reshape", ["embedded", "heads"], ["split"]),  # 5·8 elements / (2·4) = 5 rows
+        helper.make_node("Concat", ["cache", "embedded"], ["grown"], axis=0),  # 3 cached + 5 new rows
+        helper.make_node("Range", ["zero", "seq", "one"], ["positions_again"]),  # a second symbol
+        helper.make_node("Add", ["positions", "positions_again"], ["summed"]),  # [5] + [5]
+    ])  # fmt: skip
+    model.graph.input.append(helper.make_tensor_value_info("cache", TensorProto.FLOAT, [3, 8]))
+    model.graph.output.extend(helper.make_tensor_value_info(name, kind, None) for name, kind in
+                              (("split", TensorProto.FLOAT), ("grown", TensorProto.FLOAT), ("summed", TensorProto.INT64)))  # fmt: skip
+    alone = _onnx_alone(model)
+    assert all(not alone[name].is_known for name in ("split", "grown", "summed"))
+    monkeypatch.setattr(onnx.shape_inference, "infer_node_outputs", lambda *a, **k: pytest.fail("a node was inferred again"))
+    result = infer(model)
+    expected = {"split": (5, 2, 4), "grown": (8, 8), "summed": (5,)}
+    assert {name: result.values[name].shape for name in expected} == expected
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"ids": np.zeros((2, 5), np.int64), "cache": np.zeros((3, 8), np.float32)})))
+    assert {name: outputs[name].shape for name in expected} == expected
+
+
+def test_an_op_that_keeps_nothing_that_tells_is_not_completed():
+    """completion.complete: a Reshape with two unknown dims, a remainder, a Concat whose other dims
+    disagree, inputs that do not broadcast: None, and the node's inference decides."""
+    from onnx_roofline.completion import complete
+    from onnx_roofline.nodes import read_nodes
+    from onnx_roofline.tensors import TensorInfo
+
+    def node(op, **attrs):
+        return read_nodes(helper.make_graph([helper.make_node(op, ["a", "b"], ["c"], **attrs)], "g", [], []))[0]
+
+    a, b = TensorInfo("a", (2, 3, 4), "float32"), TensorInfo("b", (3,), "int64")
+    assert complete(node("Reshape"), (a, b), (6, "unk__1", 2)) == (6, 2, 2)  # 24 / 12
+    assert complete(node("Reshape"), (a, b), ("unk__1", "unk__2", 4)) is None
+    assert complete(node("Reshape"), (a, b), (5, "unk__1")) is None  # 24 is not a multiple of 5
+    other = TensorInfo("b", (2, 5, 4), "float32")
+    assert complete(node("Concat", axis=1), (a, other), (2, "unk__3", 4)) == (2, 8, 4)
+    assert complete(node("Concat", axis=1), (a, TensorInfo("b", (3, 5, 4), "float32")), (2, "unk__3", 4)) is None
+    assert complete(node("Add"), (a, TensorInfo("b", (3, 1), "float32")), ("unk__4", 3, 4)) == (2, 3, 4)
+    assert complete(node("Add"), (a, TensorInfo("b", (5,), "float32")), ("unk__4", 3, 5)) is None
+
+
 def _contrib_then_shape_chain():
     """A contrib op ONNX has no schema for (BiasSoftmax), then a Reshape whose target is computed
     from its output's shape: typed only when the shape rule's result feeds folding."""

@@ -68,7 +68,7 @@ def run(options: argparse.Namespace) -> int:
     if baseline is not None:
         ensure_comparable(baseline, report)
     result = evaluate(report, policy, baseline, top=options.top)
-    protect = protected_files(options, options.policy, policy.baseline)
+    protect = protected_files(options, options.policy, policy.baseline, report=report)
     if options.junit:
         write_text(render_junit(result), options.junit, protect)
     write_text(RENDERERS["text" if options.format == "table" else options.format](result), options.output, protect)

@@ -137,6 +137,9 @@ class ModelInfo:
     graph_outputs: tuple[str, ...] = field(default=(), repr=False, compare=False)
     weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
     defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.defaults), not by the caller
+    source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
+    """The model as loaded (no weight bytes; its nodes' protos keep it alive anyway): what a command
+    reads of it later, as Report.data_files."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -239,6 +242,16 @@ class Report:
     def totals(self) -> Totals:
         """Computed once: every renderer asks (the report is immutable)."""
         return Totals.over(self.nodes)
+
+    @functools.cached_property
+    def data_files(self) -> tuple[str, ...]:
+        """The external-data locations the model names, as written: what an output must not
+        replace. Found when first asked (reading a TorchScript export's thousand Constants costs
+        more than a command that writes no file should pay)."""
+        from onnx_roofline.files import data_locations
+
+        source = self.model.source
+        return () if source is None else data_locations(source, (self.written or self).nodes)
 
     @functools.cached_property
     def uncosted(self) -> Uncosted:

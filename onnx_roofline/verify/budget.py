@@ -16,15 +16,9 @@ from onnx_roofline.report.model import Report
 from onnx_roofline.report.units import si
 from onnx_roofline.tensors import DTYPE_BITS, dtype_name
 from onnx_roofline.verify.errors import VerifyError
+from onnx_roofline.verify.limits import Budget
 
 PROTOBUF_LIMIT = 2**31 - 1  # onnxruntime takes the model as one serialized protobuf
-
-
-@dataclass(frozen=True)
-class Budget:
-    max_flops: int = 10**12  # a few seconds to a minute of one CPU core
-    max_memory: int = 4 * 2**30  # weights (twice: the proto and onnxruntime's copy), feeds, every node output
-    max_node_runs: int = 10**7  # kernel launches, a Loop's body counted once per trip
 
 
 @dataclass(frozen=True)

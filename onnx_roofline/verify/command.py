@@ -7,7 +7,7 @@ import argparse
 
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, DimensionError
 from onnx_roofline.output import check_destination, write_text
-from onnx_roofline.verify.budget import Budget
+from onnx_roofline.verify.limits import Budget
 
 MAX_MATMUL_SIZE = 16384  # [N,N] fp32 is 1 GiB; calibration holds three
 MAX_STREAM_MIB = 16384
