@@ -18,7 +18,7 @@ ConstantSource = onnx.TensorProto | onnx.NodeProto | np.ndarray
 
 
 # Element types whose inline raw_data numpy reads as is (little-endian, as ONNX stores it).
-_RAW_DTYPES = {
+RAW_DTYPES = {
     code: np.dtype(name).newbyteorder("<")
     for code, name in {
         onnx.TensorProto.FLOAT: "float32",
@@ -37,7 +37,7 @@ _RAW_DTYPES = {
 def tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
     """`numpy_helper.to_array`, with a fast path for inline raw data of a plain numeric type (the
     common case, at half the cost: a TorchScript export has a thousand Constant nodes)."""
-    dtype = _RAW_DTYPES.get(tensor.data_type)
+    dtype = RAW_DTYPES.get(tensor.data_type)
     if dtype is not None and tensor.raw_data and tensor.data_location != onnx.TensorProto.EXTERNAL:
         return np.frombuffer(tensor.raw_data, dtype).reshape(tuple(tensor.dims))
     return numpy_helper.to_array(tensor)

@@ -177,9 +177,12 @@ def _per_sequence(caches: list[KVCache], total: int) -> int | None:
 
 
 def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> tuple[int, str | None]:
-    """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring."""
-    alias: dict[str, str] = {}
-    sizes: dict[str, int] = {}
+    """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring.
+    Two passes over the nodes (this runs over every node of the graph): sizes, views and last
+    uses, then the running total."""
+    alias: dict[str, str] = {}  # a view's output: the buffer it shares
+    sizes: dict[str, int] = {}  # each buffer a node writes, by name
+    inputs: dict[str, int] = {}  # the graph inputs read, live from the start
     last_use: dict[str, int] = {}
     order = [n for n in nodes if n.index not in skipped]
 
@@ -191,32 +194,30 @@ def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs
     for step, node in enumerate(order):
         for tensor in node.inputs:
             if tensor is not None:
-                last_use[root(tensor.name)] = step
-        if node.op_type in VIEW_OPS and node.inputs and node.inputs[0] is not None and node.outputs and node.outputs[0] is not None:
-            alias[node.outputs[0].name] = root(node.inputs[0].name)
+                name = tensor.name
+                last_use[root(name) if alias else name] = step
+                if name in graph_inputs and name not in excluded and tensor.is_known:
+                    inputs[name] = tensor.nbytes
+        outputs = node.outputs
+        if node.op_type in VIEW_OPS and node.inputs and node.inputs[0] is not None and outputs and outputs[0] is not None:
+            alias[outputs[0].name] = root(node.inputs[0].name)
             continue
-        for tensor in node.outputs:
+        for tensor in outputs:
             if tensor is not None and tensor.name not in excluded and tensor.is_known:
                 sizes[tensor.name] = tensor.nbytes
                 last_use.setdefault(tensor.name, step)
-    end = len(order)
     for name in graph_outputs:
         if root(name) in sizes:
-            last_use[root(name)] = end
-    inputs = {}
-    for node in order:
-        for tensor in node.inputs:
-            if tensor is not None and tensor.name in graph_inputs and tensor.name not in excluded and tensor.is_known:
-                inputs[tensor.name] = tensor.nbytes
-    live = sum(inputs.values())
+            last_use[root(name)] = len(order)
     freed_at: dict[int, list[str]] = {}
     for name, step in last_use.items():
         if name in sizes or name in inputs:
             freed_at.setdefault(step, []).append(name)
+    live = sum(inputs.values())
     peak, at = live, None
     for step, node in enumerate(order):
-        if not (node.op_type in VIEW_OPS and node.outputs and node.outputs[0] is not None and node.outputs[0].name in alias):
-            live += sum(sizes[name] for name in {t.name for t in node.outputs if t is not None} if name in sizes)
+        written = {t.name for t in node.outputs if t is not None and t.name in sizes}  # a name twice is one buffer
+        live += sum([sizes[name] for name in written])  # a view's output is in `alias`, never in `sizes`
         if live > peak:
             peak, at = live, node.name
         for name in freed_at.get(step, ()):

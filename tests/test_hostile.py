@@ -328,9 +328,15 @@ def test_verify_budget_refuses_before_running(tmp_path, capsys, symbolic):
     start = time.perf_counter()
     refused(capsys, "FLOPs, over --max-flops 1e+12", "verify", trips, seconds=30)
     refused(capsys, "node runs, over --max-node-runs 1e+07", "verify", idle, seconds=30)
-    refused(capsys, "weights inline (10.00 GB) exceeds protobuf's 2 GB", "verify", big, seconds=30)
-    refused(capsys, "weights inline (4.00 TB) exceeds protobuf's 2 GB", "verify", huge, seconds=30)
-    refused(capsys, "bytes of memory (weights, feeds, node outputs), over --max-memory 4.29e+09", "verify", symbolic,
+    refused(capsys, "the run would take 1e+10 bytes of memory (weights, feeds, activations)", "verify", big, seconds=30)
+    refused(capsys, "the run would take 4e+12 FLOPs, over --max-flops", "verify", huge, seconds=30)  # 2·2·10¹²: before its 4 TB
+    table = onnx.TensorProto(name="table", data_type=TensorProto.INT64, dims=[50_000, 50_000], data_location=TensorProto.EXTERNAL)
+    table.external_data.add(key="location", value="absent.bin")
+    lookup = hostile.model([helper.make_node("Gather", ["table", "i"], ["y"])], [("i", TensorProto.INT64, [2])],
+                           [("y", TensorProto.INT64, [2, 50_000])], [table])  # fmt: skip
+    indices = hostile.save(lookup, tmp_path / "lookup.onnx")  # integers go inline: onnxruntime takes one protobuf
+    refused(capsys, "weights that are not floating-point inline (20.00 GB) exceeds protobuf's 2 GB", "verify", indices, seconds=30)
+    refused(capsys, "bytes of memory (weights, feeds, activations), over --max-memory 4.29e+09", "verify", symbolic,
             "--dim", "batch=1000000000", seconds=30)
     refused(capsys, "over --max-memory 1e+03", "verify", symbolic, "--dim", "batch=1000", "--max-memory", "1kB")
     refused(capsys, "malformed amount", "verify", trips, "--max-flops", "lots")
@@ -467,7 +473,7 @@ def test_oversized_inputs_stay_under_a_memory_cap(tmp_path):
     """With 1.5 GiB of address space a 3 GB read or a 10 GB synthesis would fail: each is refused first."""
     appended = hostile.sparse_file(tmp_path / "appended.onnx", 3 * GiB, hostile.relu().SerializeToString())
     big = hostile.save(hostile.matmul_with(hostile.external("absent.bin", dims=(50_000, 50_000))), tmp_path / "big.onnx")
-    for args, fragment in (([appended], "over the 2,147,483,647-byte limit"), (["verify", big], "exceeds protobuf's 2 GB"),
+    for args, fragment in (([appended], "over the 2,147,483,647-byte limit"), (["verify", big], "over --max-memory"),
                            ([tmp_path / "absent.onnx", "--hw", "/dev/zero"], "character device")):
         code, _, err = _cli_process(*args, memory=int(1.5 * GiB), timeout=60)
         assert code == 2 and fragment in err and err.count("\n") == 1, err

@@ -23,7 +23,7 @@ from onnx_roofline.verify import VerifyError, verify
 from onnx_roofline.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, judge
 from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_COSTED
 from onnx_roofline.verify.inputs import make_feeds
-from onnx_roofline.verify.run import run_all
+from onnx_roofline.verify import run
 from onnx_roofline.verify.timing import Kernel, Profile, attribute, profile
 from onnx_roofline.verify.weights import materialize
 from tests.conftest import FIXTURES
@@ -117,11 +117,25 @@ def test_real_weights_are_loaded_when_the_data_file_is_there(tmp_path):
     assert np.array_equal(numpy_helper.to_array(wte), numpy_helper.to_array(small_lm().graph.initializer[0]))
 
 
-def test_run_returns_every_node_output():
+def test_the_run_observes_every_node_output_a_chunk_at_a_time(monkeypatch):
+    """Every node output observed, whether in one run or in runs of at most 100 bytes of outputs
+    each (one value per run here: each is larger): the same shapes and dtypes; the float weights
+    fed as arrays, the int64 constants left in the model."""
     model = small_lm()
-    values = run_all(model, make_feeds(model, DIMS))
-    assert set(values) == {name for node in model.graph.node for name in node.output}
-    assert values["emb"].shape == (2, 5, HIDDEN) and values["out"].shape == (2, 5 * 8)
+    feeds = make_feeds(model, DIMS)
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    sessions = []
+    opened = run.open_session
+    monkeypatch.setattr(run, "open_session", lambda m, options: sessions.append(m) or opened(m, options))
+    sizes = {"emb": 2 * 5 * HIDDEN * 4, "out": 2 * 5 * 8 * 4}  # the others unknown: as large as the largest
+    whole = run.observe(model, feeds, weights, sizes, chunk_bytes=2**30)
+    assert len(sessions) == 1
+    apart = run.observe(model, feeds, weights, sizes, chunk_bytes=100)
+    assert len(sessions) == 1 + len(whole)  # each value alone
+    assert whole == apart and set(whole) == {name for node in model.graph.node for name in node.output}
+    assert whole["emb"].shape == (2, 5, HIDDEN) and whole["out"].shape == (2, 5 * 8) and whole["out"].dtype == "float32"
+    fed = {value.name for value in sessions[-1].graph.input} - {"input_ids"}
+    assert fed == {"wte", "w", "b"} and {t.name for t in sessions[-1].graph.initializer} == {"start", "end", "axis", "minus_one", "one"}
 
 
 # --- the comparison ----------------------------------------------------------------------------------

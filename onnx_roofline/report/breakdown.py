@@ -47,7 +47,8 @@ class Group:
 
 def scopes(node: NodeResult) -> tuple[str, ...]:
     """The qualified module names the node sits in, outermost first; () for a top-level node."""
-    from_metadata = _metadata_scopes(node.metadata)
+    proto = node.proto
+    from_metadata = _metadata_scopes(node.metadata) if proto is not None and proto.metadata_props else None
     return from_metadata if from_metadata is not None else _name_scopes(node.name)
 
 

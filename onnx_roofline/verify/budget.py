@@ -28,24 +28,29 @@ class Cost:
     flops: int
     memory: int
     node_runs: int
-    weights: int  # bytes of every initializer, inline as onnxruntime gets them
+    weights: int  # bytes of every initializer
 
 
 def check(report: Report, model: onnx.ModelProto, feeds: Mapping[str, tuple[tuple[int, ...], np.dtype]],
-          constants: Mapping[str, np.ndarray], budget: Budget) -> Cost:
-    """The predicted cost, or a VerifyError naming the limit it passes and what passes it."""
+          constants: Mapping[str, np.ndarray], budget: Budget, chunk: int) -> Cost:
+    """The predicted cost, or a VerifyError naming the limit it passes and what passes it. Memory,
+    as the run spends it (verify/run.py): the fed weights once; the others inline in the model and
+    in its session, twice; the feeds; and a run's outputs (`chunk` bytes) beside what is alive in it."""
+    from onnx_roofline.verify.run import FED_TYPES
+
     weights = sum(tensor_bytes(t) for t in model.graph.initializer)
-    external = sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL)
-    fed = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in feeds.values())
-    outputs = sum(o.nbytes for n in report.nodes for o in n.outputs if o is not None and o.is_known)
-    cost = Cost(report.totals.flops, 2 * weights + fed + outputs, node_runs(model.graph, constants), weights)
-    if model.ByteSize() + external > PROTOBUF_LIMIT:
+    fed = sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL and t.data_type in FED_TYPES)
+    inputs = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in feeds.values())
+    cost = Cost(report.totals.flops, fed + 2 * (weights - fed) + inputs + 2 * chunk, node_runs(model.graph, constants), weights)
+    inline = weights - fed - sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
+    if model.ByteSize() + inline > PROTOBUF_LIMIT:
         raise VerifyError(
-            f"the model with its weights inline ({si(weights, 'B')}) exceeds protobuf's 2 GB: bind smaller dims or verify a smaller model"
+            f"the model with its weights that are not floating-point inline ({si(weights - fed, 'B')}) exceeds protobuf's 2 GB: "
+            "bind smaller dims or verify a smaller model"
         )
     for value, limit, flag, what in (
         (cost.flops, budget.max_flops, "--max-flops", "FLOPs"),
-        (cost.memory, budget.max_memory, "--max-memory", "bytes of memory (weights, feeds, node outputs)"),
+        (cost.memory, budget.max_memory, "--max-memory", "bytes of memory (weights, feeds, activations)"),
         (cost.node_runs, budget.max_node_runs, "--max-node-runs", "node runs"),
     ):
         if value > limit:

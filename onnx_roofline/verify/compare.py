@@ -80,11 +80,15 @@ class Comparison:
 
 def observed_infos(model: onnx.ModelProto, arrays: Mapping[str, Any]) -> dict[str, TensorInfo]:
     """TensorInfo of what the runtime used: initializers as declared (the run used exactly those),
-    feeds and node outputs from their arrays."""
+    feeds (or any values) from their arrays."""
     infos = {t.name: TensorInfo(t.name, tuple(int(d) for d in t.dims), dtype_name(t.data_type)) for t in model.graph.initializer}
-    for name, array in arrays.items():
-        infos[name] = TensorInfo(name, tuple(int(d) for d in array.shape), _dtype(array))
+    infos.update((name, observed_info(name, array)) for name, array in arrays.items())
     return infos
+
+
+def observed_info(name: str, array: Any) -> TensorInfo:
+    """A runtime value's shape and dtype."""
+    return TensorInfo(name, tuple(int(d) for d in array.shape), _dtype(array))
 
 
 def compare(report: Report, model: onnx.ModelProto, observed: Mapping[str, TensorInfo],

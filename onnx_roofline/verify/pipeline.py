@@ -20,7 +20,7 @@ from onnx_roofline.shapes import infer
 from onnx_roofline.verify import budget as budgets
 from onnx_roofline.verify.compare import Comparison, compare, observed_infos
 from onnx_roofline.verify.inputs import bound_inputs, make_feeds
-from onnx_roofline.verify.run import run_all
+from onnx_roofline.verify.run import chunk_bytes, observe
 from onnx_roofline.verify.weights import materialize
 
 
@@ -56,11 +56,12 @@ def verify(
     files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
     bound = bind(load_model(proto), dims, input_shapes)
     folded = infer(bound).folded
-    budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget)
+    chunk = chunk_bytes(report.memory.peak_activation_bytes)
+    budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget, chunk)
     weights = materialize(proto, base_dir, seed)
     feeds = make_feeds(proto, dims, input_shapes, seed)
-    arrays = run_all(weights.model, feeds, threads=threads)
-    observed = observed_infos(proto, {**feeds, **arrays})
+    sizes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
+    observed = {**observed_infos(proto, feeds), **observe(proto, feeds, weights.arrays, sizes, chunk, threads=threads)}
     comparison = compare(report, proto, observed, folded)
     timed = None
     if timing is not None:

@@ -1,17 +1,35 @@
-"""One onnxruntime run that returns every intermediate value: each node output becomes a graph
-output, and graph optimizations are off so that the values are the graph's own, one node to one
-kernel (a fused kernel would not produce the values in between)."""
+"""onnxruntime runs that observe every intermediate value: each node output becomes a graph output,
+and graph optimizations are off so that the values are the graph's own, one node to one kernel
+(a fused kernel would not produce the values in between).
+
+Memory stays at the weights and about twice the largest set of activations alive at once: the
+weights are fed as the arrays `weights.materialize` made (one copy, where a model with them inline
+costs three: the proto, its bytes and the session's), and the outputs are observed a chunk at a
+time, each chunk's run returning at most `chunk_bytes` of them (their shapes and dtypes are kept,
+the arrays dropped) while onnxruntime frees the rest as it goes."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
 
+from onnx_roofline.tensors import TensorInfo
 from onnx_roofline.verify.errors import VerifyError
 
 PROVIDERS = ["CPUExecutionProvider"]
+FED_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE})
+"""The external weights fed as arrays; the others (indices, quantized and packed weights, which
+some onnxruntime kernels need constant) go inline into the model the session loads."""
+CHUNK_FLOOR = 16 * 2**20
+"""The least output bytes one run returns: a graph of small activations is observed in a few
+runs, not one per node."""
+
+
+def chunk_bytes(peak_activation_bytes: int) -> int:
+    """The outputs one run returns: the largest live set the analysis finds (Footprint's peak)."""
+    return max(peak_activation_bytes, CHUNK_FLOOR)
 
 
 def session_options(optimize: bool = False, threads: int | None = None):
@@ -38,29 +56,71 @@ def open_session(model: onnx.ModelProto, options):
         raise VerifyError(f"onnxruntime cannot load the model: {_first_line(exc)}") from None
 
 
-def expose_all(model: onnx.ModelProto) -> onnx.ModelProto:
-    """A copy in which every node output is also a graph output (untyped: the runtime's own type
-    is what gets observed, not the inferred one)."""
+def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+            sizes: Mapping[str, int | None], chunk_bytes: int, threads: int | None = None) -> dict[str, TensorInfo]:
+    """Every node output's runtime shape and dtype (tensors only: sequences and maps are left out).
+    `model` as loaded (external initializers without data), `weights` their values, `sizes` each
+    node output's expected bytes (None where unknown) to cut the chunks by."""
+    from onnx_roofline.verify.compare import observed_info
+
+    fed = {t.name: weights[t.name] for t in model.graph.initializer if t.name in weights and t.data_type in FED_TYPES}
+    lean = _weights_as_inputs(model, weights, fed)
+    names = list(dict.fromkeys(name for node in model.graph.node for name in node.output if name))
+    options = session_options(optimize=False, threads=threads)
+    observed: dict[str, TensorInfo] = {}
+    for chunk in _chunks(names, sizes, chunk_bytes):
+        session = open_session(_with_outputs(lean, chunk), options)
+        try:
+            results = session.run(chunk, {**feeds, **fed})
+        except Exception as exc:
+            raise VerifyError(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
+        observed.update((name, observed_info(name, value)) for name, value in zip(chunk, results) if isinstance(value, np.ndarray))
+        del session, results
+    return observed
+
+
+def _weights_as_inputs(model: onnx.ModelProto, weights: Mapping[str, np.ndarray], fed: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy whose `fed` weights are graph inputs, given at each run; the other `weights` inline."""
+    from onnx_roofline.verify.weights import inline
+
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    present = {value.name for value in copy.graph.output}
-    for node in copy.graph.node:
-        for name in node.output:
-            if name and name not in present:
-                copy.graph.output.append(onnx.ValueInfoProto(name=name))
-                present.add(name)
+    graph = copy.graph
+    kept = [tensor for tensor in graph.initializer if tensor.name not in fed]
+    declared = {value.name for value in graph.input}
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in graph.initializer if t.name in fed and t.name not in declared)
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    inline(copy, {name: array for name, array in weights.items() if name not in fed})
     return copy
 
 
-def run_all(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], threads: int | None = None) -> dict[str, np.ndarray]:
-    """Every node output's runtime value (tensors only: sequences and maps are left out)."""
-    session = open_session(expose_all(model), session_options(optimize=False, threads=threads))
-    names = [output.name for output in session.get_outputs()]
-    try:
-        results = session.run(names, dict(feeds))
-    except Exception as exc:
-        raise VerifyError(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
-    return {name: value for name, value in zip(names, results) if isinstance(value, np.ndarray)}
+def _with_outputs(model: onnx.ModelProto, names: Sequence[str]) -> onnx.ModelProto:
+    """A copy whose graph outputs are these values (untyped: the runtime's own type is what gets
+    observed, not the inferred one)."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    del copy.graph.output[:]
+    copy.graph.output.extend(onnx.ValueInfoProto(name=name) for name in names)
+    return copy
+
+
+def _chunks(names: Sequence[str], sizes: Mapping[str, int | None], chunk_bytes: int) -> Iterator[list[str]]:
+    """The names in order, cut where a chunk's expected bytes would pass `chunk_bytes` (a value of
+    unknown size counts as the largest known one)."""
+    largest = max((size for size in sizes.values() if size is not None), default=0)
+    chunk: list[str] = []
+    total = 0
+    for name in names:
+        size = sizes.get(name)
+        size = largest if size is None else size
+        if chunk and total + size > chunk_bytes:
+            yield chunk
+            chunk, total = [], 0
+        chunk.append(name)
+        total += size
+    if chunk:
+        yield chunk
 
 
 def _first_line(exc: BaseException) -> str:

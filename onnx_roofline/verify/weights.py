@@ -6,6 +6,7 @@ folder, the span checked against it); the budget has been checked before this ru
 from __future__ import annotations
 
 import functools
+import math
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from onnx_roofline import files
+from onnx_roofline.constants import RAW_DTYPES
 from onnx_roofline.verify.budget import PROTOBUF_LIMIT, tensor_bytes
 from onnx_roofline.verify.errors import VerifyError
 
@@ -22,31 +24,50 @@ WEIGHT_SCALE = 0.02  # GPT-2's init std: keeps activations finite through many l
 POOL_SIZE = 1_000_003  # prime, so no tensor row lines up with the pool's period
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Weights:
-    model: onnx.ModelProto  # every initializer inline
+    """The external initializers' values: read from their data file where it is there,
+    synthesized where it is absent. Once each, as arrays: the run feeds them to onnxruntime as
+    they are (run.observe), instead of a model copy with every weight inline, its serialized bytes
+    and the session's own copy — three times the weights."""
+
+    source: onnx.ModelProto  # the model as loaded: its external tensors are these
+    arrays: dict[str, np.ndarray]
     loaded: int  # external tensors read from their data file
     synthesized: int  # external tensors whose data file is absent
 
+    @functools.cached_property
+    def model(self) -> onnx.ModelProto:
+        """A copy of the model with every initializer inline (what a timing run loads)."""
+        size = self.source.ByteSize() + sum(array.nbytes for array in self.arrays.values())
+        if size > PROTOBUF_LIMIT:
+            raise VerifyError("the model with its weights inline exceeds protobuf's 2 GB: bind smaller dims or verify a smaller model")
+        copy = onnx.ModelProto()
+        copy.CopyFrom(self.source)
+        inline(copy, self.arrays)
+        return copy
+
 
 def materialize(model: onnx.ModelProto, base_dir: str | Path | None, seed: int = 0) -> Weights:
-    """A copy of `model` whose external initializers all carry data inline."""
-    copy = onnx.ModelProto()
-    copy.CopyFrom(model)
-    loaded = synthesized = 0
-    size = model.ByteSize()
-    for tensor in copy.graph.initializer:
+    """The values of `model`'s external initializers (`model` is not modified)."""
+    arrays: dict[str, np.ndarray] = {}
+    loaded = 0
+    for tensor in model.graph.initializer:
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
-        if base_dir is not None and _load(tensor, Path(base_dir)):
-            loaded += 1
-        else:
-            _fill(tensor, synthetic(tensor, seed))
-            synthesized += 1
-        size += len(tensor.raw_data)
-    if size > PROTOBUF_LIMIT:
-        raise VerifyError("the model with its weights inline exceeds protobuf's 2 GB: bind smaller dims or verify a smaller model")
-    return Weights(copy, loaded, synthesized)
+        data = _load(tensor, Path(base_dir)) if base_dir is not None else None
+        loaded += data is not None
+        arrays[tensor.name] = synthetic(tensor, seed) if data is None else data
+    return Weights(model, arrays, loaded, len(arrays) - loaded)
+
+
+def inline(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> None:
+    """Puts these values into `model`'s initializers of their names, in place of their external data."""
+    for tensor in model.graph.initializer:
+        if tensor.name in arrays:
+            del tensor.external_data[:]
+            tensor.data_location = onnx.TensorProto.DEFAULT
+            tensor.raw_data = numpy_helper.from_array(arrays[tensor.name], tensor.name).raw_data
 
 
 def synthetic(tensor: onnx.TensorProto, seed: int) -> np.ndarray:
@@ -60,8 +81,18 @@ def synthetic(tensor: onnx.TensorProto, seed: int) -> np.ndarray:
     if not np.issubdtype(dtype, np.floating):
         return np.zeros(shape, dtype=dtype)
     pool = _pool(seed)
-    offset = zlib.crc32(tensor.name.encode()) % pool.size
-    return np.resize(np.roll(pool, -offset), shape).astype(dtype, copy=False)
+    return _cyclic(pool, zlib.crc32(tensor.name.encode()) % pool.size, math.prod(shape)).reshape(shape).astype(dtype, copy=False)
+
+
+def _cyclic(pool: np.ndarray, offset: int, count: int) -> np.ndarray:
+    """pool[(offset + i) % pool.size] for i < count, as np.resize(np.roll(pool, -offset), count)
+    gives it, in an array of its own size: np.resize returns a view of a copy rounded up to whole
+    pools, 4 MB behind every bias of 768 floats."""
+    rolled = np.roll(pool, -offset)
+    values = np.empty(count, pool.dtype)
+    for start in range(0, count, pool.size):
+        values[start : start + pool.size] = rolled[: count - start]
+    return values
 
 
 @functools.lru_cache(maxsize=2)
@@ -71,24 +102,18 @@ def _pool(seed: int) -> np.ndarray:
     return pool
 
 
-def _load(tensor: onnx.TensorProto, base_dir: Path) -> bool:
-    """The tensor's bytes from its data file; False when that file is absent."""
+def _load(tensor: onnx.TensorProto, base_dir: Path) -> np.ndarray | None:
+    """The tensor's value from its data file; None when that file is absent."""
     ref = files.locate(tensor, base_dir)
     if ref is None:
-        return False
+        return None
     expected = tensor_bytes(tensor)
     if ref.length != expected:
         raise VerifyError(
             f"tensor {tensor.name!r}: its external data is {ref.length} bytes, its dims and type need {expected} (in {ref.location!r})"
         )
     data = files.read_span(ref)
-    del tensor.external_data[:]
-    tensor.data_location = onnx.TensorProto.DEFAULT
-    tensor.raw_data = data
-    return True
-
-
-def _fill(tensor: onnx.TensorProto, array: np.ndarray) -> None:
-    del tensor.external_data[:]
-    tensor.data_location = onnx.TensorProto.DEFAULT
-    tensor.raw_data = numpy_helper.from_array(array, tensor.name).raw_data
+    dtype = RAW_DTYPES.get(tensor.data_type)
+    if dtype is not None:  # the common case, without a copy
+        return np.frombuffer(data, dtype).reshape(tuple(tensor.dims))
+    return numpy_helper.to_array(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims, raw_data=data))
