@@ -8,7 +8,8 @@ few percent shows, and the ratio to the floor is the same on any x86 machine.
     python benchmarks/bench_instructions.py fixtures/resnet50_fp32.onnx
 
 Each figure is (instructions of 1 + N calls) − (instructions of 1 call), over N: imports and the
-first call's warm-up cancel. valgrind runs a program ~50× slower: the whole table takes a few
+first call's warm-up cancel; N grows for a small model until the calls counted outweigh the few
+million instructions by which one process's start-up differs from the next. valgrind runs a program ~50× slower: the whole table takes a few
 minutes (two processes at a time)."""
 
 from __future__ import annotations
@@ -61,9 +62,18 @@ def instructions(tree: Path, model: Path, measure: str, calls: int) -> int:
 
 
 def per_call(tree: Path, model: Path, measure: str, calls: int) -> float:
+    """Instructions per call; counted again with more calls where `calls` of them are few beside
+    the variation of a process's start-up (a few million instructions of its billion and more)."""
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         one, many = pool.map(lambda n: instructions(tree, model, measure, n), (1, 1 + calls))
-    return (many - one) / calls
+    count = (many - one) / calls
+    if count * calls < MIN_COUNTED and calls < MAX_CALLS:
+        return per_call(tree, model, measure, min(MAX_CALLS, int(MIN_COUNTED / max(count, 1e6)) + 1))
+    return count
+
+
+MIN_COUNTED = 500e6  # instructions counted per figure, at least
+MAX_CALLS = 60
 
 
 def main() -> None:
