@@ -159,14 +159,14 @@ def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: s
     dims."""
     overridable = {value.name for value in proto.graph.input} | given
     constant = {t.name for t in proto.graph.initializer if t.name not in overridable}
+    constant.add("")  # an absent optional input keeps nothing from folding
     foldable = set()
-    for index, node in enumerate(graph_nodes):
-        inputs = [name for name in node.inputs if name]
-        if node.domain != "" or node.op_type in NOT_FOLDED or not (inputs or node.op_type == "Constant"):
+    for index, node in enumerate(graph_nodes):  # set operations in C: this runs over every node of the graph
+        if node.domain or node.op_type in NOT_FOLDED or not constant.issuperset(node.inputs):
             continue
-        if all(name in constant for name in inputs):
+        if node.op_type == "Constant" or any(node.inputs):  # a node of absent inputs alone computes nothing known
             foldable.add(index)
-            constant.update(name for name in node.outputs if name)
+            constant.update(node.outputs)
     return foldable
 
 

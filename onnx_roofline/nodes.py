@@ -23,6 +23,6 @@ class Node(NamedTuple):
 def read_nodes(graph: onnx.GraphProto) -> list[Node]:
     """The graph's nodes in stored order (slicing a repeated field reads it faster than iterating)."""
     return [
-        Node(node, node.op_type, "" if node.domain == "ai.onnx" else node.domain, node.name, node.input[:], node.output[:])
+        Node(node, node.op_type, "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:], node.output[:])
         for node in graph.node
     ]

@@ -56,17 +56,17 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResul
     warnings: list[str] = []
     values = collect(_onnx_inference(_without_metadata(model, nodes), warnings).graph, nodes)
     needed = _needed_outputs(model, nodes)
-    pending = _pending(values, nodes, needed)
-    if not pending:
-        return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), _unread(values, nodes, needed))
+    unknown, unread = _unknown(values, nodes, needed)
+    if not unknown:
+        return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
     sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes))
+    pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
-    unresolved = _unresolved(values, nodes, needed)
+    unresolved = [name for node in unknown for name in node.outputs if name in needed and not _known(values.get(name))]
     root = sweep.root_cause(nodes, needed) if unresolved else None
-    return ShapeResult(
-        values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), _unread(values, nodes, needed)
-    )
+    unread = frozenset(name for name in unread if not _known(values.get(name)))
+    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread)
 
 
 class _Sweep:
@@ -435,28 +435,24 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     return needed
 
 
-def _pending(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> list[Node]:
-    """The nodes with a needed output not fully known, in graph order (a plain loop: this runs
-    over every node of the graph, and for most of them finds nothing)."""
-    pending = []
+def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> tuple[list[Node], list[str]]:
+    """The nodes with a needed output not fully known, in graph order, and the outputs nobody reads
+    that are not: one plain loop, as this runs over every node of the graph and for most of them
+    finds nothing. Only the sweep changes what is known, and only of the nodes it is given."""
+    unknown, unread = [], []
     get = values.get
     for node in nodes:
+        pending = False
         for name in node.outputs:
-            if name in needed:
-                info = get(name)
-                if info is None or not info.is_known:
-                    pending.append(node)
-                    break
-    return pending
-
-
-def _unresolved(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> list[str]:
-    """Needed node outputs whose shape or dtype is not fully known, in graph order."""
-    return [name for node in nodes for name in node.outputs if name in needed and not _known(values.get(name))]
-
-
-def _unread(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> frozenset[str]:
-    return frozenset(name for node in nodes for name in node.outputs if name and name not in needed and not _known(values.get(name)))
+            info = get(name)
+            if info is None or not info.is_known:
+                if name in needed:
+                    pending = True
+                elif name:
+                    unread.append(name)
+        if pending:
+            unknown.append(node)
+    return unknown, unread
 
 
 def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto:

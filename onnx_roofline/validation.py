@@ -102,7 +102,7 @@ class _Graphs:
             attrs = node.proto.attribute
             kinds = tuple([(a.name, a.type) for a in attrs]) if attrs else ()
             self._schema(node, kinds)
-            if any(kind in _GRAPH_ATTRIBUTES for _, kind in kinds):
+            if kinds and any(kind in _GRAPH_ATTRIBUTES for _, kind in kinds):
                 scope = scope if scope is not None else outer | seen | {o for n in nodes for o in n.outputs}
                 names = names + self._body_reads(attrs, scope)
             reads.append(names)
