@@ -70,18 +70,22 @@ def install_onnx_tool(where: Path) -> None:
     print(f"{ONNX_TOOL} installed in {where}")
 
 
+WITH_WEIGHTS = r"""
+import sys, onnx
+from onnx_roofline.verify.weights import materialize
+fixture, target, location = sys.argv[1:]
+full = materialize(onnx.load(fixture, load_external_data=False), None).model
+onnx.save_model(full, target, save_as_external_data=True, all_tensors_to_one_file=True, location=location, size_threshold=1024)
+"""
+
+
 def with_weights(fixture: Path, folder: Path) -> Path:
-    """A copy of the fixture with synthesized weights in `<name>.data` beside it."""
-    import onnx
-
-    from onnx_roofline.verify.weights import materialize
-
+    """A copy of the fixture with synthesized weights in `<name>.data` beside it, made in a process
+    of its own: a child's peak RSS (os.wait4) counts what its parent held when it forked, so the
+    benchmark itself must never hold the weights."""
     target = folder / fixture.name
-    if target.exists():
-        return target
-    model = onnx.load(fixture, load_external_data=False)
-    full = materialize(model, None).model
-    onnx.save_model(full, target, save_as_external_data=True, all_tensors_to_one_file=True, location=f"{fixture.stem}.data", size_threshold=1024)
+    if not target.exists():
+        subprocess.run([sys.executable, "-c", WITH_WEIGHTS, str(fixture), str(target), f"{fixture.stem}.data"], check=True)
     return target
 
 

@@ -225,13 +225,7 @@ OTHER_VIEW_NODES = 50_000
 
 def _run_analyze(options: argparse.Namespace) -> int:
     from onnx_roofline.output import write_text
-    from onnx_roofline.report.annotate import annotate
     from onnx_roofline.report.breakdown import MODULE, OP_TYPE
-    from onnx_roofline.report.html import render_html
-    from onnx_roofline.report.markdown import render_markdown
-    from onnx_roofline.report.plot import write_plot
-    from onnx_roofline.report.serialize import iter_json, render_csv
-    from onnx_roofline.report.table import render_table
 
     if len(options.model) > 1 or os.path.isdir(options.model[0]):
         return _run_summary(options)
@@ -239,20 +233,32 @@ def _run_analyze(options: argparse.Namespace) -> int:
     report = analyze_from_options(options, default_dims=True)
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
     def table(r):  # the default table shows both views' totals (the deployed one planned for graphs of a usual size)
+        from onnx_roofline.report.table import render_table
+
         other = r.written if r.view == "deployed" else deployed_from(r, options) if len(r.nodes) <= OTHER_VIEW_NODES else None
         return render_table(r, top=options.top, by=by, depth=options.depth, other=other, group=options.group)
 
-    renderers = {
-        "table": table, "json": iter_json, "csv": render_csv,  # JSON in pieces: a large report is never one string
-        "markdown": lambda r: render_markdown(r, top=options.top, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
-        "html": lambda r: render_html(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth),
+    def serialized(name):  # JSON in pieces (iter_json): a large report is never one string
+        return getattr(importlib.import_module("onnx_roofline.report.serialize"), name)
+
+    def document(name, **options_of):
+        module = importlib.import_module(f"onnx_roofline.report.{name}")
+        return lambda r: getattr(module, f"render_{name}")(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth, **options_of)
+
+    renderers = {  # each loads its module when its format is asked for
+        "table": lambda: table, "json": lambda: serialized("iter_json"), "csv": lambda: serialized("render_csv"),
+        "markdown": lambda: document("markdown", top=options.top), "html": lambda: document("html"),
     }
     protect = protected_files(options, report=report)
-    write_text(renderers[options.format](report), options.output, protect=protect)
+    write_text(renderers[options.format]()(report), options.output, protect=protect)
     warn_if_incomplete(report, options.quiet)
     if options.plot:
+        from onnx_roofline.report.plot import write_plot
+
         write_plot([report], options.plot, protect=protect)
     if options.annotate:
+        from onnx_roofline.report.annotate import annotate
+
         done = annotate(report.written if report.view == "deployed" else report, options.annotate)  # per graph node: as written
         if not options.quiet:
             print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
