@@ -161,9 +161,10 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
     hold a tensor or a body (schemas.may_hold_tensors): a million-node graph has few. `nodes`: the
     main graph's nodes where the caller has them read (anything with `proto`, `op_type` and a
     normalized `domain`: nodes.Node, NodeResult)."""
+    from onnx_roofline.loader import opsets as imported_opsets  # here: the loader imports this module
     from onnx_roofline.schemas import may_hold_tensors
 
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    opsets = imported_opsets(model)
     graphs: list[onnx.GraphProto] = [model.graph]
     pending: list[onnx.NodeProto] = [node for function in model.functions for node in function.node]
     if nodes is not None:  # the main graph's, read already

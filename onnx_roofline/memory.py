@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.tensors import TensorInfo, is_floating
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "BitCast"})
 
@@ -67,7 +67,7 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
         if node.op_type == "Concat" and node.domain == "" and node.outputs and node.outputs[0] is not None:
             present = node.outputs[0]
             pasts = [t for t in node.inputs if t is not None and t.name in graph_inputs and (t.rank or 0) >= 3]
-            if pasts and present.name in graph_outputs and _is_float(present):  # the first cache-like operand: Concat(past, new)
+            if pasts and present.name in graph_outputs and is_floating(present.dtype):  # the first cache-like operand: Concat(past, new)
                 new = tuple(t for t in dict.fromkeys(node.inputs) if t is not None and t.name != pasts[0].name)
                 found.append(KVCache(node.index, pasts[0], present, new, False))
             continue
@@ -83,9 +83,6 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
             found.append(KVCache(node.index, past, present, (), shared))
     return found
 
-
-def _is_float(tensor: TensorInfo) -> bool:
-    return (tensor.dtype or "").startswith(("float", "bfloat"))
 
 
 @dataclass(frozen=True)

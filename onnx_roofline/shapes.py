@@ -30,10 +30,11 @@ from onnx_roofline import shape_rules
 from onnx_roofline.completion import complete
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.folding import Folder
+from onnx_roofline.loader import opsets
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
 from onnx_roofline.schemas import may_have_bodies
-from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type
+from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, is_floating
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ class _Sweep:
         self.folder = Folder(nodes, self.tensor, constants)
         self.failures: dict[int, str] = {}  # why a node's outputs could not be typed, by id(proto)
         self.symbols: dict[str, int] = {}  # what ONNX's symbolic dims turned out to be
-        self.opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+        self.opsets = opsets(model)
         self.opset_imports = list(model.opset_import)
         self.ir_version = model.ir_version
         self.functions = {(f.domain, f.name) for f in model.functions}
@@ -362,12 +363,10 @@ def _may_be_shape(info: TensorInfo | None) -> bool:
     when the value input that needs it is."""
     if info is None:
         return True
-    if info.dtype is not None and info.dtype.startswith(_FLOATING):
+    if is_floating(info.dtype):
         return False
     return info.shape is None or math.prod(d for d in info.shape if isinstance(d, int)) <= MAX_FOLDED_ELEMENTS
 
-
-_FLOATING = ("float", "bfloat")
 
 
 def _all_int(shape: tuple) -> bool:
@@ -422,10 +421,10 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     needed: set[str] = set()
     add = needed.update
     bodies = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    imported = opsets(model)
     for node in nodes:  # one pass, set updates in C: this runs over every node of the graph
         add(node.inputs)
-        if may_have_bodies(node.domain, node.op_type, opsets.get(node.domain)):
+        if may_have_bodies(node.domain, node.op_type, imported.get(node.domain)):
             for attr in node.proto.attribute:
                 if attr.type in bodies:
                     add(_outer_references(node.proto))

@@ -139,6 +139,11 @@ def _all_ints(shape: tuple[Dim, ...]) -> bool:
 _FLOATING = {"float32", "float64", "float16", "bfloat16"}
 
 
+def is_floating(dtype: str | None) -> bool:
+    """Whether a dtype name is a floating-point type (fp8s included)."""
+    return dtype is not None and dtype.startswith(("float", "bfloat"))
+
+
 def with_precision(values: dict[str, TensorInfo], precision: str) -> dict[str, TensorInfo]:
     """The value table with every floating-point tensor in `precision` (a PRECISIONS key)."""
     if precision not in PRECISIONS:

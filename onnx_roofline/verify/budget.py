@@ -42,8 +42,8 @@ def check(report: Report, model: onnx.ModelProto, feeds: Mapping[str, tuple[tupl
     fed = sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL and t.data_type in FED_TYPES)
     inputs = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in feeds.values())
     cost = Cost(report.totals.flops, fed + 2 * (weights - fed) + inputs + 2 * chunk, node_runs(model.graph, constants), weights)
-    inline = weights - fed - sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
-    if model.ByteSize() + inline > PROTOBUF_LIMIT:
+    inlined = weights - fed - sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
+    if model.ByteSize() + inlined > PROTOBUF_LIMIT:  # the external weights that are not fed go into the model
         raise VerifyError(
             f"the model with its weights that are not floating-point inline ({si(weights - fed, 'B')}) exceeds protobuf's 2 GB: "
             "bind smaller dims or verify a smaller model"

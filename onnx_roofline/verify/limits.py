@@ -9,5 +9,5 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Budget:
     max_flops: int = 10**12  # a few seconds to a minute of one CPU core
-    max_memory: int = 4 * 2**30  # weights (twice: the proto and onnxruntime's copy), feeds, every node output
+    max_memory: int = 4 * 2**30  # weights, feeds and activations, as budget.check counts what a run holds
     max_node_runs: int = 10**7  # kernel launches, a Loop's body counted once per trip
