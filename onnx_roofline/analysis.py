@@ -270,11 +270,11 @@ class _Walk:
         found = self._rules.get((domain, op_type))
         rule, opset = found if found is not None else self.rule(domain, op_type)
         if rule is None:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", proto=node.proto, constant_foldable=foldable)
+            return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", graph_node=node, constant_foldable=foldable)
         tensors = inputs + outputs
         blocker = _blocker(tensors)
         if blocker is not None:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, proto=node.proto, constant_foldable=foldable)
+            return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, graph_node=node, constant_foldable=foldable)
         key = (domain, op_type, len(inputs), _signature(tensors))
         costed = self._costed.get(key)
         if costed is None:
@@ -282,15 +282,15 @@ class _Walk:
             try:
                 cost = rule.formula(op)
             except Uncostable as exc:
-                return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), proto=node.proto, constant_foldable=foldable)
+                return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), graph_node=node, constant_foldable=foldable)
             except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-                return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", proto=node.proto, constant_foldable=foldable)
+                return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", graph_node=node, constant_foldable=foldable)
             costed = self.placed(rule, op, cost)
             if op.tensors_only:  # the same for every node whose tensors look alike: repeated layers
                 self._costed[key] = costed
         cost, unit, dtype, peak, placement = costed
         return NodeResult(
-            index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs, cost.parameters), unit, dtype, peak, placement, node.proto, foldable
+            index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs, cost.parameters), unit, dtype, peak, placement, node, foldable
         )
 
     def placed(self, rule: Rule, op: OpNode, cost: Cost) -> tuple[Cost, str, str, float, Placement]:

@@ -55,7 +55,7 @@ def _reshape(elements: int, partial: tuple[Dim, ...]) -> tuple[int, ...] | None:
 
 def _concat(node: Node, inputs: tuple[TensorInfo | None, ...], partial: tuple[Dim, ...]) -> tuple[int, ...] | None:
     """The inputs' dims, summed along the axis."""
-    axis = next((attr.i for attr in node.proto.attribute if attr.name == "axis"), None)
+    axis = next((attr.i for attr in node.attributes if attr.name == "axis"), None)
     ranks = {len(t.shape) for t in inputs}
     if axis is None or ranks != {len(partial)} or not -len(partial) <= axis < len(partial):
         return None

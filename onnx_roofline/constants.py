@@ -5,6 +5,7 @@ only those a fold or a rule needs are converted."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import numpy as np
 import onnx
@@ -14,7 +15,7 @@ from onnx_roofline.nodes import Node, read_nodes
 
 MAX_FOLDED_ELEMENTS = 4096  # shape values are small; anything larger is data, not a shape
 
-ConstantSource = onnx.TensorProto | onnx.NodeProto | np.ndarray
+ConstantSource = onnx.TensorProto | Node | np.ndarray  # an initializer, a Constant node, a value folded
 
 
 # Element types whose inline raw_data numpy reads as is (little-endian, as ONNX stores it).
@@ -43,9 +44,9 @@ def tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
     return numpy_helper.to_array(tensor)
 
 
-def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
-    """The value a Constant node produces (None for sparse or unsupported forms)."""
-    for attr in node.attribute:
+def constant_value(attributes: Iterable[onnx.AttributeProto]) -> np.ndarray | None:
+    """The value a Constant node of these attributes produces (None for sparse or unsupported forms)."""
+    for attr in attributes:
         if attr.name == "value":
             return tensor_array(attr.t)
         if attr.name == "value_float":
@@ -59,22 +60,22 @@ def constant_value(node: onnx.NodeProto) -> np.ndarray | None:
     return None
 
 
-def constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, onnx.TensorProto | onnx.NodeProto]:
+def constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, onnx.TensorProto | Node]:
     """Where each constant value comes from: an initializer with inline data, or a Constant node.
     `nodes`: the graph's nodes, where the caller has read them already."""
-    table: dict[str, onnx.TensorProto | onnx.NodeProto] = {
+    table: dict[str, onnx.TensorProto | Node] = {
         t.name: t for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
     }
     nodes = read_nodes(graph) if nodes is None else nodes
-    table.update((n.outputs[0], n.proto) for n in nodes if n.op_type == "Constant" and n.outputs)
+    table.update((n.outputs[0], n) for n in nodes if n.op_type == "Constant" and n.outputs)
     return table
 
 
 def constant_array(source: ConstantSource) -> np.ndarray | None:
     if isinstance(source, np.ndarray):
         return source
-    if isinstance(source, onnx.NodeProto):
-        return constant_value(source)
+    if isinstance(source, Node):
+        return constant_value(source.attributes)
     return tensor_array(source)
 
 
@@ -83,5 +84,5 @@ def small_constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None
     return {
         name: source
         for name, source in constant_table(graph, nodes).items()
-        if isinstance(source, onnx.NodeProto) or math.prod(source.dims) <= MAX_FOLDED_ELEMENTS
+        if isinstance(source, Node) or math.prod(source.dims) <= MAX_FOLDED_ELEMENTS
     }

@@ -227,7 +227,7 @@ def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
         return None
     if node.op_type == "Size":
         return np.array(int(np.prod(source.shape)), dtype=np.int64)
-    attrs = {a.name: a.i for a in node.proto.attribute}
+    attrs = {a.name: a.i for a in node.attributes}
     return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
 
 
@@ -240,7 +240,7 @@ def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
         return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
     if node.op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:
         return None  # the same for a large result of small inputs (a causal mask from two ranges)
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.proto.attribute}
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attributes}
     try:
         return np.asarray(_EVALUATORS[node.op_type](inputs, attrs))
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):

@@ -12,7 +12,7 @@ import onnx
 import onnx.serialization
 from google.protobuf.message import DecodeError
 
-from onnx_roofline import files
+from onnx_roofline import files, heap
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.validation import check_model
@@ -58,6 +58,7 @@ def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
     if not nodes:
         raise ModelLoadError(f"not a valid ONNX model: {where} (the graph has no nodes)")
     check_model(model, nodes, where)
+    heap.release(len(nodes))  # validation's tables of every name
     return nodes
 
 

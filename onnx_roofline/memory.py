@@ -175,13 +175,14 @@ def _per_sequence(caches: list[KVCache], total: int) -> int | None:
 
 def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> tuple[int, str | None]:
     """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring.
-    Two passes over the nodes (this runs over every node of the graph): sizes, views and last
-    uses, then the running total."""
+    One pass over the nodes (this runs over every node of the graph) finds each step's bytes
+    written and freed (sizes, views, last uses); the running total is then a sum over steps."""
     alias: dict[str, str] = {}  # a view's output: the buffer it shares
     sizes: dict[str, int] = {}  # each buffer a node writes, by name
     inputs: dict[str, int] = {}  # the graph inputs read, live from the start
     last_use: dict[str, int] = {}
     order = [n for n in nodes if n.index not in skipped]
+    written = [0] * len(order)  # bytes each step's node writes (a name twice is one buffer)
 
     def root(name: str) -> str:
         while name in alias:
@@ -197,26 +198,24 @@ def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs
                     inputs[name] = tensor.nbytes
         outputs = node.outputs
         if node.op_type in VIEW_OPS and node.inputs and node.inputs[0] is not None and outputs and outputs[0] is not None:
-            alias[outputs[0].name] = root(node.inputs[0].name)
+            alias[outputs[0].name] = root(node.inputs[0].name)  # a view's output is in `alias`, never in `sizes`
             continue
         for tensor in outputs:
-            if tensor is not None and tensor.name not in excluded and tensor.is_known:
-                sizes[tensor.name] = tensor.nbytes
-                last_use.setdefault(tensor.name, step)
+            if tensor is not None and tensor.is_known and (name := tensor.name) not in excluded and name not in sizes:
+                sizes[name] = size = tensor.nbytes
+                written[step] += size
+                last_use.setdefault(name, step)
     for name in graph_outputs:
         if root(name) in sizes:
             last_use[root(name)] = len(order)
-    freed_at: dict[int, list[str]] = {}
+    freed = [0] * (len(order) + 1)  # bytes whose last use is each step (a graph output's: after the last)
     for name, step in last_use.items():
-        if name in sizes or name in inputs:
-            freed_at.setdefault(step, []).append(name)
+        freed[step] += sizes[name] if name in sizes else inputs.get(name, 0)
     live = sum(inputs.values())
     peak, at = live, None
-    for step, node in enumerate(order):
-        written = {t.name for t in node.outputs if t is not None and t.name in sizes}  # a name twice is one buffer
-        live += sum([sizes[name] for name in written])  # a view's output is in `alias`, never in `sizes`
+    for step, size in enumerate(written):
+        live += size
         if live > peak:
-            peak, at = live, node.name
-        for name in freed_at.get(step, ()):
-            live -= sizes.get(name, inputs.get(name, 0))
-    return peak, at
+            peak, at = live, step
+        live -= freed[step]
+    return peak, None if at is None else order[at].name

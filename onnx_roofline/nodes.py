@@ -2,27 +2,44 @@
 
 Each protobuf field read builds a new Python object (0.1–0.4 µs; a repeated field of value names
 costs the most), and validation, the shapes pass, folding and the walk all read the same names
-of every node: reading them once takes a large share off the analysis of a big graph."""
+of every node: reading them once takes a large share off the analysis of a big graph.
+
+A node's NodeProto is not held but fetched at each use (`Node.proto`), its attributes read once
+with the rest, and whether it has metadata: protobuf's Python object for a node costs ~170 bytes, and once a field it does
+not have is read through it (most nodes have no attributes, and every pass asks) another ~350,
+for as long as it lives — half a gigabyte for a million-node graph."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from sys import intern
+from typing import Any, NamedTuple
 
 import onnx
 
 
 class Node(NamedTuple):
-    proto: onnx.NodeProto
+    graph_nodes: Any  # the graph's repeated `node` field, which `proto` indexes
+    position: int  # in the graph's stored order
     op_type: str
     domain: str  # "" for the default domain, whether the file says "" or "ai.onnx"
     name: str  # as stored: may be empty
     inputs: list[str]  # "" marks an absent optional input
     outputs: list[str]
+    attributes: Sequence[onnx.AttributeProto]  # () where it has none
+    has_metadata: bool  # metadata_props (dynamo's name scopes), read through `proto` where there are
+
+    @property
+    def proto(self) -> onnx.NodeProto:
+        return self.graph_nodes[self.position]
 
 
 def read_nodes(graph: onnx.GraphProto) -> list[Node]:
-    """The graph's nodes in stored order (slicing a repeated field reads it faster than iterating)."""
+    """The graph's nodes in stored order (slicing a repeated field reads it faster than iterating;
+    a graph's op types, read as a new string each, are interned: a few dozen among its nodes)."""
+    stored = graph.node
     return [
-        Node(node, node.op_type, "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:], node.output[:])
-        for node in graph.node
+        Node(stored, position, intern(node.op_type), "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:], node.output[:],
+             node.attribute[:] or (), len(node.metadata_props) > 0)  # fmt: skip
+        for position, node in enumerate(stored)
     ]

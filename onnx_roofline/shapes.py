@@ -26,10 +26,11 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnx_roofline import shape_rules
+from onnx_roofline import heap, shape_rules
 from onnx_roofline.completion import complete
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.folding import Folder
+from onnx_roofline.inferred import inferred_types
 from onnx_roofline.loader import opsets
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
@@ -55,7 +56,8 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResul
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
-    values = collect(_onnx_inference(_without_metadata(model, nodes), warnings).graph, nodes)
+    values = collect(model.graph, nodes, _onnx_inference(_without_metadata(model, nodes), warnings))
+    heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
     needed = _needed_outputs(model, nodes)
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
@@ -77,7 +79,7 @@ class _Sweep:
     def __init__(self, model: onnx.ModelProto, nodes: list[Node], values: dict[str, TensorInfo], constants: Mapping[str, ConstantSource]):
         self.values = values
         self.folder = Folder(nodes, self.tensor, constants)
-        self.failures: dict[int, str] = {}  # why a node's outputs could not be typed, by id(proto)
+        self.failures: dict[int, str] = {}  # why a node's outputs could not be typed, by id(Node)
         self.symbols: dict[str, int] = {}  # what ONNX's symbolic dims turned out to be
         self.opsets = opsets(model)
         self.opset_imports = list(model.opset_import)
@@ -115,7 +117,7 @@ class _Sweep:
         for info in typed.values():
             progress |= self.learn(info)
         if failure and not all(_known(self.values.get(name)) for name in node.outputs if name):
-            self.failures[id(node.proto)] = failure
+            self.failures[id(node)] = failure
         return progress
 
     def tensor(self, name: str) -> TensorInfo | None:
@@ -218,7 +220,7 @@ class _Sweep:
         return {value.name: value.type for value in [*inferred.value_info, *inferred.output]}
 
     def body(self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]) -> tuple[onnx.GraphProto, ShapeResult]:
-        graph = next(attr.g for attr in node.proto.attribute if attr.name == attribute)
+        graph = next(attr.g for attr in node.attributes if attr.name == attribute)
         return graph, infer_body(graph, inputs, self.tensor, self.folder.value, self.model)
 
     def loop_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
@@ -246,7 +248,7 @@ class _Sweep:
         output stacks the body's per-iteration output along its scan_output_axes entry."""
         if self.opsets.get("", 0) < 9:
             return {}
-        attrs = {attr.name: attr for attr in node.proto.attribute}
+        attrs = {attr.name: attr for attr in node.attributes}
         scans = attrs["num_scan_inputs"].i
         states, sliced = inputs[: len(inputs) - scans], inputs[len(inputs) - scans :]
         if not sliced or any(t is None for t in sliced):
@@ -294,7 +296,7 @@ class _Sweep:
             if all(_known(values.get(name)) for name in node.outputs if name in needed):
                 continue
             if all(_known(values.get(name)) for name in node.inputs if name):
-                reason = self.failures.get(id(node.proto), "its outputs could not be typed")
+                reason = self.failures.get(id(node), "its outputs could not be typed")
                 return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)
         return None
 
@@ -425,7 +427,7 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     for node in nodes:  # one pass, set updates in C: this runs over every node of the graph
         add(node.inputs)
         if may_have_bodies(node.domain, node.op_type, imported.get(node.domain)):
-            for attr in node.proto.attribute:
+            for attr in node.attributes:
                 if attr.type in bodies:
                     add(_outer_references(node.proto))
                     break
@@ -458,7 +460,7 @@ def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelPr
     """The model as shape inference needs it. Dynamo exports carry metadata_props on every node
     (stack traces, most of the file), which inference would serialize, parse and return for
     nothing: a copy without them halves its time. The first node tells whether they are there."""
-    if not nodes or not nodes[0].proto.metadata_props:
+    if not nodes or not nodes[0].has_metadata:
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
@@ -467,30 +469,33 @@ def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelPr
     return copy
 
 
-def _onnx_inference(model: onnx.ModelProto, warnings: list[str]) -> onnx.ModelProto:
-    """ONNX's inference over the whole graph; where it fails, the sweep types node by node."""
+def _onnx_inference(model: onnx.ModelProto, warnings: list[str]):
+    """ONNX's inference over the whole graph: the value types it declares (inferred.py); where
+    it fails, the model's own, and the sweep types node by node."""
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        return inferred_types(model)
     except Exception as exc:  # onnx raises several types (InferenceError, RuntimeError); keep going without
         message = f"ONNX shape inference of the whole graph failed ({_first_line(exc)}); typed node by node instead"
         log.warning(message)
         warnings.append(message)
-        return model
+        return model.graph
 
 
 _TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
 _UNREAD = object()
 
 
-def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, TensorInfo]:
+def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared=None) -> dict[str, TensorInfo]:
     """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs).
-    `nodes`: the graph's nodes, where the caller has read them already."""
+    `nodes`: the graph's nodes, where the caller has read them already; `declared`: where the
+    inputs', value_info's and outputs' types are read (ONNX's inferred types), if not `graph`."""
     values: dict[str, TensorInfo] = {}
     # A graph's values share few distinct types (every [batch, sequence, 768] activation has the
     # same one): each is read field by field once, keyed by its serialized bytes, which cost a
     # fraction of the field reads (each builds a Python object).
     types: dict[bytes, _TensorType | None] = {}
-    for value in [*graph.input, *graph.value_info, *graph.output]:
+    declared = graph if declared is None else declared
+    for value in [*declared.input, *declared.value_info, *declared.output]:
         value_type = value.type
         key = value_type.SerializeToString()
         typed = types.get(key, _UNREAD)
@@ -507,7 +512,7 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str
         values[tensor.name] = TensorInfo(tensor.name, tuple(tensor.dims), dtype_name(tensor.data_type))
     for node in read_nodes(graph) if nodes is None else nodes:  # Constant outputs are known without inference
         if node.op_type == "Constant" and node.outputs and node.outputs[0] not in values:
-            value = constant_value(node.proto)
+            value = constant_value(node.attributes)
             if value is not None:
                 values[node.outputs[0]] = TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value))
     return values

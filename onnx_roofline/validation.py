@@ -99,7 +99,7 @@ class _Graphs:
         scope: set[str] | None = None  # what a body may read: built at the first body
         for index, node in enumerate(nodes):
             names = node.inputs
-            attrs = node.proto.attribute
+            attrs = node.attributes
             kinds = tuple([(a.name, a.type) for a in attrs]) if attrs else ()
             self._schema(node, kinds)
             if kinds and any(kind in _GRAPH_ATTRIBUTES for _, kind in kinds):
@@ -309,7 +309,7 @@ def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: i
         if info is None or info.shape is None:
             continue
         rank = len(info.shape)
-        for attr in node.proto.attribute:
+        for attr in node.attributes:
             if attr.name == "axis" and attr.type == onnx.AttributeProto.INT:
                 low, high = _AXIS_RANGE.get(node.op_type, (0, 0))
                 if not -(rank + low) <= attr.i <= rank - 1 + high:

@@ -9,6 +9,7 @@ from onnx import helper
 
 from onnx_roofline import analyze
 from onnx_roofline.cli import main
+from onnx_roofline.nodes import read_nodes
 from onnx_roofline.report.breakdown import (
     MODULE,
     OP_TYPE,
@@ -32,7 +33,7 @@ def node(name: str, name_scopes: str | None = None) -> NodeResult:
     proto = helper.make_node("MatMul", ["a", "b"], ["c"], name=name)
     if name_scopes is not None:
         helper.set_metadata_props(proto, {"pkg.torch.onnx.name_scopes": name_scopes})
-    return NodeResult(0, name, "MatMul", "", (), (), "ok", proto=proto)
+    return NodeResult(0, name, "MatMul", "", (), (), "ok", graph_node=read_nodes(helper.make_graph([proto], "g", [], []))[0])
 
 
 @pytest.mark.parametrize(("name", "expected"), [

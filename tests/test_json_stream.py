@@ -98,3 +98,52 @@ def test_the_encoder_refuses_what_json_refuses(bad):
         _Encoder().text({"x": object()}, 0)
     with pytest.raises(TypeError):
         _Encoder().text({(1, 2): 0}, 0)
+
+
+def test_nodes_alike_but_for_one_figure_are_written_each_with_its_own():
+    """A node's text comes from a template shared by the nodes of one op and one
+    NodeResult.figures_key: a node that differs from another in any one figure, or in what is
+    its own (name, tensors, module), must not be written with the other's."""
+    import dataclasses
+
+    from onnx_roofline.tensors import TensorInfo
+
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
+    conv = next(n for n in report.nodes if n.op_type == "Conv" and n.cost is not None)
+    cost, place = conv.cost, conv.placement
+    variants = {
+        "cost": dataclasses.replace(cost, flops=cost.flops + 1),
+        "placement": dataclasses.replace(place, time_s=place.time_s * 2),
+        "parameters": conv.parameters + 1,
+        "unit": "vector",
+        "dtype": "fp16",
+        "peak": conv.peak / 2,
+        "status": "rule-error",
+        "reason": "100% of a %s reason",  # a template is %-formatted: its own % must stay text
+        "constant_foldable": not conv.constant_foldable,
+        "name": "/other/module/Conv_9",
+        "outputs": (TensorInfo("y%d", (1, 2), "float16"),),
+        "inputs": (conv.inputs[0], None, *conv.inputs[1:]),  # an absent optional input is null
+    }
+    nodes = [conv] + [dataclasses.replace(conv, index=i + 1, **{field: value}) for i, (field, value) in enumerate(variants.items())]
+    alike = dataclasses.replace(report, nodes=tuple(nodes))
+    assert len({json.dumps(node) for node in alike.node_dicts()}) == len(nodes)  # each differs from the first
+    assert render_json(alike) == _expected(alike)
+
+
+def test_the_analysis_holds_no_node_protos():
+    """Protobuf's object for a node costs ~0.5 KB for as long as it is held (onnx_roofline/nodes.py):
+    neither the graph's nodes nor the report's hold one, they fetch it when asked."""
+    import dataclasses
+
+    import onnx
+
+    from onnx_roofline.loader import load_with_nodes
+
+    _, nodes = load_with_nodes(FIXTURES / "gpt2_decode_fp16.onnx")
+    assert not any(isinstance(value, onnx.NodeProto) for node in nodes for value in node)
+    assert nodes[3].proto.name == nodes[3].name
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7})
+    fields = [f.name for f in dataclasses.fields(report.nodes[0])]
+    assert not any(isinstance(getattr(node, f), onnx.NodeProto) for node in report.nodes for f in fields)
+    assert report.nodes[3].proto.op_type == report.nodes[3].op_type

@@ -47,8 +47,8 @@ class Group:
 
 def scopes(node: NodeResult) -> tuple[str, ...]:
     """The qualified module names the node sits in, outermost first; () for a top-level node."""
-    proto = node.proto
-    from_metadata = _metadata_scopes(node.metadata) if proto is not None and proto.metadata_props else None
+    graph_node = node.graph_node
+    from_metadata = _metadata_scopes(node.metadata) if graph_node is not None and graph_node.has_metadata else None
     return from_metadata if from_metadata is not None else _name_scopes(node.name)
 
 

@@ -12,6 +12,7 @@ import onnx
 
 from onnx_roofline.costs import CompositeCost, Cost
 from onnx_roofline.hardware import Hardware
+from onnx_roofline.nodes import Node
 from onnx_roofline.records import record
 from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
 from onnx_roofline.rules.registry import MATRIX
@@ -47,16 +48,22 @@ class NodeResult:
     dtype: str | None = None  # dtype class whose peak applies (fp16, int8, ...)
     peak: float | None = None
     placement: Placement | None = None
-    proto: onnx.NodeProto | None = field(default=None, repr=False, compare=False)
+    graph_node: Node | None = field(default=None, repr=False, compare=False)  # the graph's node (its proto, fetched on use)
     constant_foldable: bool = False
     """Every input is a weight, a constant or the output of another such node: a runtime computes
     it once at load (onnxruntime's constant folding), so it costs 0 in the deployed view."""
 
     @property
+    def proto(self) -> onnx.NodeProto | None:
+        return None if self.graph_node is None else self.graph_node.proto
+
+    @property
     def metadata(self) -> Mapping[str, str]:
         """The node's metadata_props as exported (dynamo's pkg.torch.onnx.name_scopes, ...); not in
         JSON. Read on demand: dynamo exports carry stack traces that the analysis itself never needs."""
-        return {entry.key: entry.value for entry in self.proto.metadata_props} if self.proto is not None else {}
+        if self.graph_node is None or not self.graph_node.has_metadata:
+            return {}
+        return {entry.key: entry.value for entry in self.graph_node.proto.metadata_props}
 
     @property
     def bound(self) -> str:
@@ -76,6 +83,30 @@ class NodeResult:
     def to_dict(self, tensor_dict: Callable[[TensorInfo], dict[str, Any]] | None = None) -> dict[str, Any]:
         """`tensor_dict`: what writes each input and output (TensorInfo.to_dict; the JSON renderer's
         gives a tensor that several nodes read one dict, whose text it writes once)."""
+        return {**self.head(tensor_dict), **self.figures()}
+
+    def head(self, tensor_dict: Callable[[TensorInfo], Any] | None = None) -> dict[str, Any]:
+        """to_dict's first keys: what the node is, and its tensors."""
+        write = TensorInfo.to_dict if tensor_dict is None else tensor_dict
+        return {
+            "index": self.index,
+            "name": self.name,
+            "op_type": self.op_type,
+            "domain": self.domain,
+            "inputs": [None if t is None else write(t) for t in self.inputs],
+            "outputs": [None if t is None else write(t) for t in self.outputs],
+        }
+
+    @property
+    def figures_key(self) -> tuple:
+        """What `figures` reads: nodes with equal keys have equal figures. The cost and placement
+        count by identity, as the walk gives the nodes it costed alike the same two records (the
+        JSON renderer writes the figures of each key once, keeping its records alive)."""
+        return (id(self.cost), id(self.placement), self.parameters, self.unit, self.dtype, self.peak, self.status, self.reason,
+                self.constant_foldable)  # fmt: skip
+
+    def figures(self) -> dict[str, Any]:
+        """to_dict's other keys: the cost, the roofline placement, the status."""
         # Each object tested once rather than per figure: this runs for every node of the report.
         cost, place = self.cost, self.placement
         flops = useful = transcendentals = dequantize = bytes_read = bytes_written = total_bytes = None
@@ -88,14 +119,6 @@ class NodeResult:
             intensity, ridge, bound = place.intensity, place.ridge, place.bound
             time_s, compute_time_s, memory_time_s = place.time_s, place.compute_time_s, place.memory_time_s
         return {
-            "index": self.index,
-            "name": self.name,
-            "op_type": self.op_type,
-            "domain": self.domain,
-            "inputs": [None if t is None else t.to_dict() for t in self.inputs] if tensor_dict is None else
-                      [None if t is None else tensor_dict(t) for t in self.inputs],
-            "outputs": [None if t is None else t.to_dict() for t in self.outputs] if tensor_dict is None else
-                       [None if t is None else tensor_dict(t) for t in self.outputs],
             "flops": flops,
             "useful_flops": useful,
             "transcendentals": transcendentals,
@@ -320,16 +343,22 @@ class Report:
         """Each node's JSON object in order (a deployed kernel's with its `members`): the "nodes"
         of to_dict, one at a time, so that the JSON renderer can stream a large report.
         `tensor_dict`: as NodeResult.to_dict takes it."""
-        from onnx_roofline.report.rows import node_extras
-
-        members = self.members
         model_time, bandwidth = self.totals.time_s, self.hardware.memory_bandwidth
         for index, node in enumerate(self.nodes):
-            data = node.to_dict(tensor_dict)
-            data.update(node_extras(node, model_time, bandwidth))  # module, time_share, attainable_flops
-            if index < len(members):
-                data["members"] = list(members[index])
-            yield data
+            yield self.node_dict(index, node, model_time, bandwidth, tensor_dict)
+
+    def node_dict(self, index: int, node: NodeResult, model_time: float, bandwidth: float, tensor_dict=None) -> dict[str, Any]:
+        """One of node_dicts: the node's own, then its module, time_share, attainable_flops and
+        (deployed) members. `model_time`, `bandwidth`: the report's, asked once by the caller."""
+        from onnx_roofline.report.breakdown import module_path
+        from onnx_roofline.report.rows import roofline_extras
+
+        data = node.to_dict(tensor_dict)
+        data["module"] = module_path(node)
+        data.update(roofline_extras(node, model_time, bandwidth))
+        if index < len(self.members):
+            data["members"] = list(self.members[index])
+        return data
 
     def to_dict_with(self, nodes: Any) -> dict[str, Any]:
         """The report's JSON object, with `nodes` as its "nodes" value (to_dict gives the list)."""

@@ -27,13 +27,11 @@ def attainable_flops(node: NodeResult, bandwidth: float) -> float | None:
     return node.peak if intensity is None else min(node.peak, intensity * bandwidth)
 
 
-def node_extras(node: NodeResult, model_time: float, bandwidth: float) -> dict[str, Any]:
-    """`module`, `time_share` and `attainable_flops`: what JSON and CSV add to a node's figures."""
-    from onnx_roofline.report.breakdown import module_path
-
+def roofline_extras(node: NodeResult, model_time: float, bandwidth: float) -> dict[str, Any]:
+    """`time_share` and `attainable_flops`: what JSON and CSV add to a node's figures, after its
+    module. They read only what NodeResult.figures_key holds."""
     time_s = node.time_s
     return {
-        "module": module_path(node),
         "time_share": time_s / model_time if time_s is not None and model_time else None,
         "attainable_flops": attainable_flops(node, bandwidth),
     }
@@ -42,6 +40,8 @@ def node_extras(node: NodeResult, model_time: float, bandwidth: float) -> dict[s
 def rows(report: Report) -> list[dict[str, Any]]:
     """One flat dict per node, ROW_KEYS in order: plain ints, floats, strings and None (unknown
     is None, never 0), ready for csv.DictWriter, a DataFrame or a list comprehension."""
+    from onnx_roofline.report.breakdown import module_path
+
     model_time, bandwidth = report.totals.time_s, report.hardware.memory_bandwidth
     table = []
     for node in report.nodes:
@@ -50,7 +50,7 @@ def rows(report: Report) -> list[dict[str, Any]]:
         shape = output.shape if output is not None else None
         row = {
             "index": node.index, "name": node.name, "op_type": node.op_type, "domain": node.domain,
-            **node_extras(node, model_time, bandwidth), "status": node.status,
+            "module": module_path(node), **roofline_extras(node, model_time, bandwidth), "status": node.status,
             "output_shape": "x".join(map(str, shape)) if shape is not None else None,
             "flops": cost.flops if cost else None, "transcendentals": cost.transcendentals if cost else None,
             "dequantize_flops": cost.dequantize_flops if cost else None,

@@ -10,7 +10,7 @@ import json.encoder
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from onnx_roofline.report.model import Report
+from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.tensors import TensorInfo
 
 CSV_COLUMNS = (
@@ -35,11 +35,57 @@ def iter_json(report: Report) -> Iterator[str]:
     enabled = gc.isenabled()
     gc.disable()  # the nodes' dicts are acyclic and freed at once: a cyclic collection would find nothing
     try:
-        yield from encoder.stream_list(report.node_dicts(encoder.tensor_text), NODES_LEVEL)
+        yield from encoder.stream_list(_node_texts(report, encoder), NODES_LEVEL)
     finally:
         if enabled:
             gc.enable()
     yield tail + "\n"
+
+
+def _node_texts(report: Report, encoder: _Encoder) -> Iterator[_Text]:
+    """The text of each of `Report.node_dicts`, from a %-template per kind of node — its op, its
+    number of inputs and outputs, and what its figures read (NodeResult.figures_key): a model's
+    repeated layers have a few hundred kinds, a chain of a million nodes four — filled with what
+    is each node's own (PER_NODE, and each of its tensors)."""
+    from onnx_roofline.report.breakdown import module_path
+
+    level = NODES_LEVEL + 1
+    tensor_text, list_text = encoder.tensor_text, encoder.list_text
+    model_time, bandwidth, members = report.totals.time_s, report.hardware.memory_bandwidth, report.members
+    templates: dict[tuple, tuple[str, NodeResult]] = {}
+    for index, node in enumerate(report.nodes):
+        has_members = index < len(members)
+        tensors = node.inputs + node.outputs
+        key = (node.op_type, node.domain, len(node.inputs), len(tensors), node.figures_key, has_members)
+        written = templates.get(key)
+        if written is None:
+            if len(templates) >= encoder.MAX_SHARED:
+                templates.clear()
+            # The entry keeps the node, and so the records whose ids are in its key, alive.
+            node_dict = report.node_dict(index, node, model_time, bandwidth)
+            written = templates[key] = (_template(encoder, node_dict, level, PER_NODE, PER_TENSOR), node)
+        own = [_int(index), _escape(node.name)]
+        own += ["null" if t is None else tensor_text(t) for t in tensors]
+        own.append(_escape(module_path(node)))
+        if has_members:
+            own.append(list_text(list(members[index]), level + 1))
+        yield _Text(written[0] % tuple(own))
+
+
+PER_NODE = ("index", "name", "module", "members")
+PER_TENSOR = ("inputs", "outputs")
+"""The keys of a node's object written per node (PER_TENSOR's lists item by item), in the order
+they stand; the others are written once per template."""
+_SLOT = "\0slot\0"  # never in json's text, which escapes control characters
+
+
+def _template(encoder: _Encoder, value: dict, level: int, slots: tuple[str, ...], item_slots: tuple[str, ...] = ()) -> str:
+    """A dict written at `level` as a %-template: a %s for the value of each key in `slots` and
+    for each item of the lists of `item_slots`."""
+    slot = _Text(_SLOT)
+    marked = {key: slot if key in slots else [slot] * len(item) if key in item_slots else item for key, item in value.items()}
+    text = encoder.dict_text(marked, level)
+    return "%s".join(part.replace("%", "%%") for part in text.split(_SLOT))
 
 
 _NODES_MARK = "\0nodes\0"  # never in json's text, which escapes control characters
@@ -56,7 +102,7 @@ TENSOR_LEVEL = NODES_LEVEL + 3  # a node's inputs and outputs: in a list in a di
 
 
 class _Text:
-    """Text written already, at the place it stands: a node's input or output."""
+    """Text written already, at the place it stands: a node's, or a template's slot."""
 
     __slots__ = ("text",)
 
@@ -77,39 +123,38 @@ class _Encoder:
 
     MAX_LAYOUTS = 512  # layouts compiled; beyond (an unusual document), dicts take the general path
     MAX_SHARED = 1 << 16  # tensors whose dict and text are kept (a node's inputs are mostly recent outputs)
-    MAX_FLOATS = MAX_STRINGS = 1 << 16  # float and string texts kept
+    MAX_FLOATS = 1 << 16  # float texts kept
 
     def __init__(self) -> None:
         self.newlines = ["\n" + "  " * level for level in range(32)]
         self.layouts: dict[tuple, Callable[[dict], str]] = {}
-        self.tensors: dict[int, tuple[TensorInfo, _Text]] = {}  # by id(TensorInfo)
+        self.tensors: dict[int, tuple[TensorInfo, str]] = {}  # by id(TensorInfo)
         self.floats: dict[float, str] = {}  # never a zero: 0.0 == -0.0, whose texts differ
-        self.strings: dict[str, str] = {}  # op types, units, dtypes, statuses, modules: a report repeats most strings
+        self.types: dict[tuple, str] = {}  # a tensor's %-template, by (shape, dtype, key dtype): a graph has few
 
     def newline(self, level: int) -> str:
         while level >= len(self.newlines):
             self.newlines.append("\n" + "  " * len(self.newlines))
         return self.newlines[level]
 
-    def tensor_text(self, tensor: TensorInfo) -> _Text:
+    def tensor_text(self, tensor: TensorInfo) -> str:
         """A node's input or output, written: its dict's text where the nodes' tensors stand
         (TENSOR_LEVEL), once for every node that reads or writes it while it is among the last
-        MAX_SHARED tensors (a chain's values appear twice, a shared weight thousands of times)."""
+        MAX_SHARED tensors (a chain's values appear twice, a shared weight thousands of times);
+        all but its name once per type."""
         entry = self.tensors.get(id(tensor))
         if entry is not None:
             return entry[1]
         if len(self.tensors) >= self.MAX_SHARED:
             self.tensors.clear()
-        text = _Text(self.text(tensor.to_dict(), TENSOR_LEVEL))
+        key = (tensor.shape, tensor.dtype, tensor.key_dtype)
+        template = self.types.get(key)
+        if template is None:
+            if len(self.types) >= self.MAX_SHARED:
+                self.types.clear()
+            template = self.types[key] = _template(self, tensor.to_dict(), TENSOR_LEVEL, ("name",))
+        text = template % _escape(tensor.name)
         self.tensors[id(tensor)] = (tensor, text)  # the entry keeps the tensor, and so its id, alive
-        return text
-
-    def string_text(self, value: str) -> str:
-        """A string's text (json's own C escaping), remembered."""
-        text = _escape(value)
-        if len(self.strings) >= self.MAX_STRINGS:
-            self.strings.clear()
-        self.strings[value] = text
         return text
 
     def float_text(self, value: float) -> str:
@@ -178,8 +223,6 @@ class _Encoder:
             return "[]"
         newline = self.newline(level + 1)
         first = type(value[0])
-        if first is _Text and set(map(type, value)) == _TEXTS:  # a node's inputs or outputs
-            return "[" + newline + ("," + newline).join([item.text for item in value]) + self.newlines[level] + "]"
         if first is int and set(map(type, value)) == _INTS:  # a shape: one join
             return "[" + newline + ("," + newline).join(map(_int, value)) + self.newlines[level] + "]"
         text = self.text
@@ -188,28 +231,32 @@ class _Encoder:
     def dict_text(self, value: dict, level: int) -> str:
         if not value:
             return "{}"
+        return "{" + self.newline(level + 1) + self.items_text(value, level) + self.newlines[level] + "}"
+
+    def items_text(self, value: dict, level: int) -> str:
+        """A non-empty dict's text between the first newline and the last (the items, and the
+        newlines between them): dict_text's core, and what a node's text is joined from."""
         layout = (level, tuple(value), tuple(map(type, value.values())))
         write = self.layouts.get(layout)
         if write is None:
             if len(self.layouts) >= self.MAX_LAYOUTS:
-                return self.general_dict_text(value, level)
+                return self.general_items_text(value, level)
             write = self.layouts[layout] = self.compile(*layout)
         return write(value)
 
-    def general_dict_text(self, value: dict, level: int) -> str:
-        newline = self.newline(level + 1)
+    def general_items_text(self, value: dict, level: int) -> str:
         items = [_key(key) + ": " + self.text(item, level + 1) for key, item in value.items()]
-        return "{" + newline + ("," + newline).join(items) + self.newlines[level] + "}"
+        return ("," + self.newline(level + 1)).join(items)
 
     def compile(self, level: int, keys: tuple, kinds: tuple[type, ...]) -> Callable[[dict], str]:
-        """A function that writes a dict of these keys and value types at this level: one
-        %-template, each value converted by its type (None written into the template)."""
+        """A function that writes the items of a dict of these keys and value types at this level:
+        one %-template, each value converted by its type (None written into the template)."""
         newline = self.newline(level + 1)
         template, arguments = [], []
         for index, (key, kind) in enumerate(zip(keys, kinds)):
             slot, value = "%s", f"v{index}"
             if kind is str:
-                value = f"(strings({value}) or string_text({value}))"
+                value = f"escape({value})"
             elif kind is int:
                 slot = "%d"
             elif kind is float:
@@ -227,14 +274,14 @@ class _Encoder:
             template.append(_key(key).replace("%", "%%") + ": " + slot)
             if value is not None:
                 arguments.append(value)
-        text = "{" + newline + ("," + newline).join(template) + self.newlines[level] + "}"
+        text = ("," + newline).join(template)
         names = ", ".join(f"v{index}" for index in range(len(keys)))
         if arguments:
             source = f"def write(value):\n    {names}, = value.values()\n    return {text!r} % ({', '.join(arguments)},)\n"
         else:
             source = f"def write(value):\n    return {text.replace('%%', '%')!r}\n"
         namespace = {
-            "strings": self.strings.get, "string_text": self.string_text, "floats": self.floats.get, "float_text": self.float_text,
+            "escape": _escape, "floats": self.floats.get, "float_text": self.float_text,
             "dict_text": self.dict_text, "list_text": self.list_text, "scalar": self.scalar,
         }
         exec(source, namespace)  # as dataclasses and records.py build an __init__: the layout is known only here
@@ -262,7 +309,6 @@ _int = int.__repr__
 _float = float.__repr__
 _INFINITY = float("inf")
 _INTS = {int}
-_TEXTS = {_Text}
 
 
 def render_csv(report: Report) -> str:

@@ -159,7 +159,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
         dtype=lead.dtype,
         peak=placement.ridge * report.hardware.memory_bandwidth if placement is not None else lead.peak,
         placement=placement,
-        proto=lead.proto,
+        graph_node=lead.graph_node,
         constant_foldable=folded,
         members=group.members,
         lead=group.lead,
