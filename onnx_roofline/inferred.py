@@ -1,10 +1,12 @@
-"""ONNX's shape inference of a whole model, read back for the value types alone.
+"""A graph's declared value types, read without building protobuf objects for what is not read.
 
 `onnx.shape_inference.infer_shapes` parses the whole inferred model back into a ModelProto —
 every node and inline tensor again — where the analysis reads only its graph's declared types
-(input, output, value_info). Its serialized result is parsed here as a message that declares
-those three fields alone, with GraphProto's field numbers and ONNX's own ValueInfoProto: the
-nodes stay bytes protobuf skips over, in half the time."""
+(input, output, value_info), and of each value its name and its type. The serialized result is
+parsed here as messages that declare just those, with GraphProto's and ValueInfoProto's field
+numbers: the nodes stay bytes protobuf skips over (half the parse), and each value's type stays
+its serialized TypeProto, which is what the reader keys its table of types by (a graph's values
+share few) and parses once per distinct type."""
 
 from __future__ import annotations
 
@@ -16,27 +18,34 @@ from onnx.onnx_cpp2py_export import shape_inference as _cpp
 
 DECLARED_FIELDS = {"input": 11, "output": 12, "value_info": 13}  # onnx.GraphProto's numbers
 GRAPH_FIELD = 7  # onnx.ModelProto's
+NAME_FIELD, TYPE_FIELD = 1, 2  # onnx.ValueInfoProto's
 
 
 def inferred_types(model: onnx.ModelProto):
     """The model's graph after ONNX's inference (strict_mode off, data propagation on), as a
-    message with only `input`, `output` and `value_info`. Raises what onnx raises."""
-    result = _declared_model()()
+    DeclaredGraph: `input`, `output` and `value_info`, each value's `name` and `type` (bytes).
+    Raises what onnx raises."""
+    result = _messages()[0]()
     result.ParseFromString(_cpp.infer_shapes(model.SerializeToString(), False, False, True))
-    result.DiscardUnknownFields()
     return result.graph
 
 
+def declared_types(graph: onnx.GraphProto):
+    """A graph's own declared types as a DeclaredGraph (a body's, or where ONNX's pass failed)."""
+    return _messages()[1].FromString(graph.SerializeToString())
+
+
 @functools.cache
-def _declared_model() -> type:
-    """The message class, built once: a file of two messages, registered beside onnx's."""
+def _messages() -> tuple[type, type]:
+    """(DeclaredModel, DeclaredGraph), built once: a file of three messages, registered beside onnx's."""
     field = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(
-        name="onnx_roofline/inferred.proto", package="onnx_roofline", syntax="proto2", dependency=[onnx.ModelProto.DESCRIPTOR.file.name]
-    )
+    file = descriptor_pb2.FileDescriptorProto(name="onnx_roofline/inferred.proto", package="onnx_roofline", syntax="proto2")
+    value = file.message_type.add(name="DeclaredValue")
+    value.field.add(name="name", number=NAME_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
+    value.field.add(name="type", number=TYPE_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_BYTES)
     graph = file.message_type.add(name="DeclaredGraph")
     for name, number in DECLARED_FIELDS.items():
-        graph.field.add(name=name, number=number, label=field.LABEL_REPEATED, type=field.TYPE_MESSAGE, type_name=".onnx.ValueInfoProto")
+        graph.field.add(name=name, number=number, label=field.LABEL_REPEATED, type=field.TYPE_MESSAGE, type_name=".onnx_roofline.DeclaredValue")
     model = file.message_type.add(name="DeclaredModel")
     model.field.add(name="graph", number=GRAPH_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_MESSAGE, type_name=".onnx_roofline.DeclaredGraph")
     pool = descriptor_pool.Default()
@@ -44,4 +53,4 @@ def _declared_model() -> type:
         pool.FindFileByName(file.name)
     except KeyError:
         pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("onnx_roofline.DeclaredModel"))
+    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}")) for name in ("DeclaredModel", "DeclaredGraph"))

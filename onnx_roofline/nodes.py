@@ -12,7 +12,6 @@ for as long as it lives — half a gigabyte for a million-node graph."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from sys import intern
 from typing import Any, NamedTuple
 
 import onnx
@@ -33,13 +32,18 @@ class Node(NamedTuple):
     def proto(self) -> onnx.NodeProto:
         return self.graph_nodes[self.position]
 
+    def __repr__(self) -> str:  # not the graph's nodes, which the default would print whole
+        return f"Node({self.position}, {self.op_type!r}, {self.name!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
+
 
 def read_nodes(graph: onnx.GraphProto) -> list[Node]:
     """The graph's nodes in stored order (slicing a repeated field reads it faster than iterating;
     a graph's op types, read as a new string each, are interned: a few dozen among its nodes)."""
     stored = graph.node
+    op_types: dict = {}  # the interning table: sys.intern refuses the bytes protobuf gives for text that is not UTF-8
+    intern = op_types.setdefault
     return [
-        Node(stored, position, intern(node.op_type), "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:], node.output[:],
+        Node(stored, position, intern(op := node.op_type, op), "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:], node.output[:],
              node.attribute[:] or (), len(node.metadata_props) > 0)  # fmt: skip
         for position, node in enumerate(stored)
     ]

@@ -30,7 +30,7 @@ from onnx_roofline import heap, shape_rules
 from onnx_roofline.completion import complete
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.folding import Folder
-from onnx_roofline.inferred import inferred_types
+from onnx_roofline.inferred import declared_types, inferred_types
 from onnx_roofline.loader import opsets
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
@@ -478,7 +478,7 @@ def _onnx_inference(model: onnx.ModelProto, warnings: list[str]):
         message = f"ONNX shape inference of the whole graph failed ({_first_line(exc)}); typed node by node instead"
         log.warning(message)
         warnings.append(message)
-        return model.graph
+        return declared_types(model.graph)
 
 
 _TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
@@ -487,20 +487,19 @@ _UNREAD = object()
 
 def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared=None) -> dict[str, TensorInfo]:
     """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs).
-    `nodes`: the graph's nodes, where the caller has read them already; `declared`: where the
-    inputs', value_info's and outputs' types are read (ONNX's inferred types), if not `graph`."""
+    `nodes`: the graph's nodes, where the caller has read them already; `declared`: the inputs',
+    value_info's and outputs' types as a DeclaredGraph (inferred.py: ONNX's inferred types), if
+    not `graph`'s own."""
     values: dict[str, TensorInfo] = {}
     # A graph's values share few distinct types (every [batch, sequence, 768] activation has the
-    # same one): each is read field by field once, keyed by its serialized bytes, which cost a
-    # fraction of the field reads (each builds a Python object).
+    # same one): each is parsed and read field by field once, keyed by its serialized bytes.
     types: dict[bytes, _TensorType | None] = {}
-    declared = graph if declared is None else declared
+    declared = declared_types(graph) if declared is None else declared
     for value in [*declared.input, *declared.value_info, *declared.output]:
-        value_type = value.type
-        key = value_type.SerializeToString()
+        key = value.type
         typed = types.get(key, _UNREAD)
         if typed is _UNREAD:
-            typed = types[key] = _read_type(value_type)
+            typed = types[key] = _read_type(onnx.TypeProto.FromString(key))
         if typed is None:
             continue
         name = value.name

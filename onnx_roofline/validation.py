@@ -97,6 +97,7 @@ class _Graphs:
         reads: list[list[str]] = []
         late: list[str] = []  # read before the node that writes it (or never written in this graph)
         scope: set[str] | None = None  # what a body may read: built at the first body
+        _check_text(((n.op_type for n in nodes), (n.domain for n in nodes), (n.name for n in nodes)), where)  # before a schema is looked up by them
         for index, node in enumerate(nodes):
             names = node.inputs
             attrs = node.attributes
@@ -121,7 +122,7 @@ class _Graphs:
                     raise ModelLoadError(f"not a valid ONNX model: {where} (node {_node(nodes, index)} reads its own output {name!r})")
                 writer[name] = index
                 seen.add(name)
-        _check_text(nodes, writer, late, where)
+        _check_text((writer, late), where)  # every name read is written here, a graph input, or in `late`
         free = {name for name in late if name not in seen}
         for name in free - outer:
             scope_text = "" if top_level else " in a subgraph"
@@ -167,10 +168,10 @@ class _Graphs:
             return False
 
 
-def _check_text(nodes: list[Node], written: Iterable, late: list, where: str) -> None:
-    """Names and op types must be text: protobuf gives bytes for a string that is not UTF-8 (and
-    every read name is written here, or is a graph input, or is in `late`). One join per field."""
-    for field in ((n.op_type for n in nodes), (n.domain for n in nodes), (n.name for n in nodes), written, late):
+def _check_text(fields: Iterable[Iterable], where: str) -> None:
+    """Names and op types must be text: protobuf gives bytes for a string that is not UTF-8. One
+    join per field."""
+    for field in fields:
         try:
             "".join(field)
         except TypeError:

@@ -87,6 +87,17 @@ def test_model_file_kinds(tmp_path, capsys, good):
     refused(capsys, "model file path contains a null byte", f"{good}\0.onnx")
 
 
+@pytest.mark.parametrize("text, broken", [(b"Relu", b"R\xfflu"), (b"relu", b"r\xfflu"), (b"\x0a\x01x", b"\x0a\x01\xff")])
+def test_an_op_type_or_name_that_is_not_utf8(tmp_path, capsys, text, broken):
+    """Protobuf gives bytes, not str, for such a string field (the op type, the node's name, a value
+    name): refused as not ONNX, never a TypeError from whatever reads it first."""
+    data = hostile.relu().SerializeToString()
+    assert data.count(text) >= 1
+    path = tmp_path / "broken.onnx"
+    path.write_bytes(data.replace(text, broken, 1))
+    refused(capsys, "not valid UTF-8", path)
+
+
 def test_a_newline_in_a_path_stays_on_one_line(tmp_path, capsys):
     err = refused(capsys, "model file not found", tmp_path / "two\nlines\x1b[31m.onnx")
     assert "two\\nlines\\x1b[31m.onnx" in err

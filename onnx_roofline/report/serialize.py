@@ -117,7 +117,8 @@ class _Encoder:
     the types of its values (a report's nodes have a handful of such layouts) that fills one
     %-template: ints converted in C, strings through json's own C escaping (ensure_ascii), floats
     as their repr (remembered: a float's shortest repr costs more than the rest of its node's
-    figures, and a report repeats few of them). A tensor that several nodes read is written once.
+    figures, and a report repeats few of them). A tensor that several nodes read is written once,
+    from a template of its type; a node, from a template of its kind (`_node_texts`).
     The same text: NaN and infinities refused with json's error, keys converted as json converts
     them; any other type (a subclass, an object json refuses) is written, or refused, by json."""
 
