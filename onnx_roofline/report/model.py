@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,21 +80,18 @@ class NodeResult:
             return self.cost.matrix_flops
         return self.cost.flops if self.cost is not None and self.unit == MATRIX else 0
 
-    def to_dict(self, tensor_dict: Callable[[TensorInfo], dict[str, Any]] | None = None) -> dict[str, Any]:
-        """`tensor_dict`: what writes each input and output (TensorInfo.to_dict; the JSON renderer's
-        gives a tensor that several nodes read one dict, whose text it writes once)."""
-        return {**self.head(tensor_dict), **self.figures()}
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.head(), **self.figures()}
 
-    def head(self, tensor_dict: Callable[[TensorInfo], Any] | None = None) -> dict[str, Any]:
+    def head(self) -> dict[str, Any]:
         """to_dict's first keys: what the node is, and its tensors."""
-        write = TensorInfo.to_dict if tensor_dict is None else tensor_dict
         return {
             "index": self.index,
             "name": self.name,
             "op_type": self.op_type,
             "domain": self.domain,
-            "inputs": [None if t is None else write(t) for t in self.inputs],
-            "outputs": [None if t is None else write(t) for t in self.outputs],
+            "inputs": [None if t is None else t.to_dict() for t in self.inputs],
+            "outputs": [None if t is None else t.to_dict() for t in self.outputs],
         }
 
     @property
@@ -339,21 +336,20 @@ class Report:
         """The report's JSON object (schema_version 1, docs/json-schema.md): what --format json prints."""
         return self.to_dict_with(list(self.node_dicts()))
 
-    def node_dicts(self, tensor_dict: Callable[[TensorInfo], dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+    def node_dicts(self) -> Iterator[dict[str, Any]]:
         """Each node's JSON object in order (a deployed kernel's with its `members`): the "nodes"
-        of to_dict, one at a time, so that the JSON renderer can stream a large report.
-        `tensor_dict`: as NodeResult.to_dict takes it."""
+        of to_dict, one at a time, so that a renderer can stream a large report."""
         model_time, bandwidth = self.totals.time_s, self.hardware.memory_bandwidth
         for index, node in enumerate(self.nodes):
-            yield self.node_dict(index, node, model_time, bandwidth, tensor_dict)
+            yield self.node_dict(index, node, model_time, bandwidth)
 
-    def node_dict(self, index: int, node: NodeResult, model_time: float, bandwidth: float, tensor_dict=None) -> dict[str, Any]:
+    def node_dict(self, index: int, node: NodeResult, model_time: float, bandwidth: float) -> dict[str, Any]:
         """One of node_dicts: the node's own, then its module, time_share, attainable_flops and
         (deployed) members. `model_time`, `bandwidth`: the report's, asked once by the caller."""
         from onnx_roofline.report.breakdown import module_path
         from onnx_roofline.report.rows import roofline_extras
 
-        data = node.to_dict(tensor_dict)
+        data = node.to_dict()
         data["module"] = module_path(node)
         data.update(roofline_extras(node, model_time, bandwidth))
         if index < len(self.members):
