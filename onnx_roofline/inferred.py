@@ -21,23 +21,28 @@ GRAPH_FIELD = 7  # onnx.ModelProto's
 NAME_FIELD, TYPE_FIELD = 1, 2  # onnx.ValueInfoProto's
 
 
-def inferred_types(model: onnx.ModelProto):
-    """The model's graph after ONNX's inference (strict_mode off, data propagation on), as a
-    DeclaredGraph: `input`, `output` and `value_info`, each value's `name` and `type` (bytes).
-    Raises what onnx raises."""
+DeclaredTypes = list  # of DeclaredValue: each input's, value_info's and output's `name` and `type` (bytes)
+
+
+def inferred_types(model: onnx.ModelProto) -> DeclaredTypes:
+    """The declared types of the model's graph after ONNX's inference (strict_mode off, data
+    propagation on). Raises what onnx raises."""
     result = _messages()[0]()
     result.ParseFromString(_cpp.infer_shapes(model.SerializeToString(), False, False, True))
-    return result.graph
+    graph = result.graph
+    return [*graph.input, *graph.value_info, *graph.output]
 
 
-def declared_types(graph: onnx.GraphProto):
-    """A graph's own declared types as a DeclaredGraph (a body's, or where ONNX's pass failed)."""
-    return _messages()[1].FromString(graph.SerializeToString())
+def declared_types(graph: onnx.GraphProto) -> DeclaredTypes:
+    """A graph's own declared types, in the same form (a body's, or where ONNX's pass failed):
+    each value re-read as a DeclaredValue, never the whole graph (its nodes, its weights)."""
+    read = _messages()[1].FromString
+    return [read(value.SerializeToString()) for value in [*graph.input, *graph.value_info, *graph.output]]
 
 
 @functools.cache
 def _messages() -> tuple[type, type]:
-    """(DeclaredModel, DeclaredGraph), built once: a file of three messages, registered beside onnx's."""
+    """(DeclaredModel, DeclaredValue), built once: a file of three messages, registered beside onnx's."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="onnx_roofline/inferred.proto", package="onnx_roofline", syntax="proto2")
     value = file.message_type.add(name="DeclaredValue")
@@ -53,4 +58,4 @@ def _messages() -> tuple[type, type]:
         pool.FindFileByName(file.name)
     except KeyError:
         pool.Add(file)
-    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}")) for name in ("DeclaredModel", "DeclaredGraph"))
+    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}")) for name in ("DeclaredModel", "DeclaredValue"))

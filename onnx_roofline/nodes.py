@@ -4,10 +4,10 @@ Each protobuf field read builds a new Python object (0.1–0.4 µs; a repeated f
 costs the most), and validation, the shapes pass, folding and the walk all read the same names
 of every node: reading them once takes a large share off the analysis of a big graph.
 
-A node's NodeProto is not held but fetched at each use (`Node.proto`), its attributes read once
-with the rest, and whether it has metadata: protobuf's Python object for a node costs ~170 bytes, and once a field it does
-not have is read through it (most nodes have no attributes, and every pass asks) another ~350,
-for as long as it lives — half a gigabyte for a million-node graph."""
+A node's NodeProto is not held but fetched at each use (`Node.proto`); its attributes, and
+whether it has metadata, are read once with the rest. protobuf's Python object for a node costs
+~170 bytes, and once a field it does not have is read through it (most nodes have no attributes,
+and every pass asks) another ~350, for as long as it lives: half a gigabyte for a million nodes."""
 
 from __future__ import annotations
 

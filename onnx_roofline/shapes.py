@@ -30,7 +30,7 @@ from onnx_roofline import heap, shape_rules
 from onnx_roofline.completion import complete
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.folding import Folder
-from onnx_roofline.inferred import declared_types, inferred_types
+from onnx_roofline.inferred import DeclaredTypes, declared_types, inferred_types
 from onnx_roofline.loader import opsets
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
@@ -469,7 +469,7 @@ def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelPr
     return copy
 
 
-def _onnx_inference(model: onnx.ModelProto, warnings: list[str]):
+def _onnx_inference(model: onnx.ModelProto, warnings: list[str]) -> DeclaredTypes:
     """ONNX's inference over the whole graph: the value types it declares (inferred.py); where
     it fails, the model's own, and the sweep types node by node."""
     try:
@@ -485,17 +485,16 @@ _TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
 _UNREAD = object()
 
 
-def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared=None) -> dict[str, TensorInfo]:
+def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: DeclaredTypes | None = None) -> dict[str, TensorInfo]:
     """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs).
     `nodes`: the graph's nodes, where the caller has read them already; `declared`: the inputs',
-    value_info's and outputs' types as a DeclaredGraph (inferred.py: ONNX's inferred types), if
-    not `graph`'s own."""
+    value_info's and outputs' types (inferred.py: ONNX's inferred ones), if not `graph`'s own."""
     values: dict[str, TensorInfo] = {}
     # A graph's values share few distinct types (every [batch, sequence, 768] activation has the
     # same one): each is parsed and read field by field once, keyed by its serialized bytes.
     types: dict[bytes, _TensorType | None] = {}
     declared = declared_types(graph) if declared is None else declared
-    for value in [*declared.input, *declared.value_info, *declared.output]:
+    for value in declared:
         key = value.type
         typed = types.get(key, _UNREAD)
         if typed is _UNREAD:

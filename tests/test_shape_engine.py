@@ -308,3 +308,23 @@ print(sorted(m for m in ("onnxruntime", "sympy", "torch") if m in sys.modules))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_when_onnx_whole_graph_pass_fails_the_graph_is_typed_node_by_node(monkeypatch):
+    """ONNX's pass raising (an op its C++ inference chokes on) loses nothing but time: the graph's
+    own declared types are read instead (inferred.declared_types), the sweep types the rest, the
+    report says so, and every value comes out as the whole-graph pass gives it."""
+    from onnx_roofline import shapes
+    from tests.conftest import FIXTURES
+
+    model, dims = FIXTURES / "resnet50_fp32.onnx", {"batch": 1}
+    expected = analyze(model, dims=dims)
+
+    def fails(_model):
+        raise RuntimeError("inference failed here")
+
+    monkeypatch.setattr(shapes, "inferred_types", fails)
+    report = analyze(model, dims=dims)
+    assert any("inference failed here" in warning for warning in report.model.shape_warnings)
+    assert report.uncosted.count == 0
+    assert [(n.inputs, n.outputs) for n in report.nodes] == [(n.inputs, n.outputs) for n in expected.nodes]
