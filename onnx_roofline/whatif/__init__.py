@@ -11,9 +11,9 @@ __all__ = ["Session", "compare", "context_study", "critical", "fuse", "plan_fusi
 
 
 def __getattr__(name: str):
-    """`fuse` and `plan_fusion` on first use: the fusion module imports networkx, which every
-    command would otherwise load while the command line builds its parser (whatif.command is a
-    submodule of this package)."""
+    """`fuse` and `plan_fusion` on first use: every command would otherwise load the fusion
+    planner (and the attention matcher) while the command line builds its parser (whatif.command
+    is a submodule of this package)."""
     if name in ("fuse", "plan_fusion"):
         from onnx_roofline.whatif import fusion
 

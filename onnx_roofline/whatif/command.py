@@ -15,7 +15,7 @@ from onnx_roofline.input_values import parse_value
 from onnx_roofline.output import write_text
 from onnx_roofline.whatif.session import UNFUSED, VIEWS, Session
 
-# The studies (and networkx, which the fusion and workload graphs use) are imported by the command
+# The studies (and the fusion planner the fused and deployed views use) are imported by the command
 # that runs them: building the parser, which every command does, imports none of them.
 
 DEFAULT_COMPARE = "h100,h200,a100,l4"

@@ -25,13 +25,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import networkx as nx
-
 from onnx_roofline.memory import kv_caches
 from onnx_roofline.records import record
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
+from onnx_roofline.whatif.digraph import DiGraph
 from onnx_roofline.whatif.fusion import ATTENTION, FOLDED, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
 from onnx_roofline.whatif.ops import VIEWS
 
@@ -120,8 +119,7 @@ def _execution_order(view: FusedView) -> list[FusedGroup]:
     data (a Reshape in an attention kernel may take its target from the Shape of the cache the
     kernel writes): they wait for nothing."""
     owner = {index: gid for gid, group in enumerate(view.nodes) for index in group.members}
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(len(view.nodes)))
+    graph = DiGraph(range(len(view.nodes)))
     for gid, group in enumerate(view.nodes):
         for index in group.members:
             node = view.report.nodes[index]
@@ -132,7 +130,7 @@ def _execution_order(view: FusedView) -> list[FusedGroup]:
                 if producer is not None and owner[producer] != gid:
                     graph.add_edge(owner[producer], gid)
     first = [group.members[0] for group in view.nodes]
-    return [view.nodes[gid] for gid in nx.lexicographical_topological_sort(graph, key=lambda gid: first[gid])]
+    return [view.nodes[gid] for gid in graph.lexicographical_order(key=first.__getitem__)]
 
 
 def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:

@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import networkx as nx
-
 from onnx_roofline.whatif.graph import Dataflow
 from onnx_roofline.whatif.ops import LAYOUT, SCALES, VIEWS, elementwise_ops
 
@@ -72,7 +70,7 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
     if len(scores) != 1 or len(values) != 1:
         return None
     (first,), (second,) = scores, values
-    members = {first, second} | (nx.descendants(flow.digraph, first) & nx.ancestors(flow.digraph, second))
+    members = {first, second} | (flow.digraph.descendants(first) & flow.digraph.ancestors(second))
     inner = [flow.node(i) for i in members - {first, second}]
     if any(n.op_type not in body for n in inner) or sum(n.op_type == SOFTMAX for n in inner) != 1:
         return None
@@ -135,12 +133,12 @@ def _is_causal(flow: Dataflow, members: frozenset[int], matmuls: set[int]) -> bo
                 sources.add(producer)
     seen = set()
     for source in sources:
-        upstream = nx.ancestors(flow.digraph, source) | {source}
+        upstream = flow.digraph.ancestors(source) | {source}
         for index in upstream - seen:
             node = flow.node(index)
             if node.op_type == "Trilu":
                 return True
-            if node.op_type in COMPARISONS and any(flow.node(a).op_type == "Range" for a in nx.ancestors(flow.digraph, index)):
+            if node.op_type in COMPARISONS and any(flow.node(a).op_type == "Range" for a in flow.digraph.ancestors(index)):
                 return True
         seen |= upstream
     return False

@@ -4,7 +4,7 @@ Plan (from the graph's structure only, so one plan serves every dims): decompose
 one FlashAttention-style kernel (see flash.py); then, in topological order, each elementwise op or
 view joins the group of a producer — a MatMul/Gemm/Conv (as its epilogue: bias, activation,
 residual add) or another elementwise chain — merging chains it joins, with at most one matrix op per
-group and never a merge that would make the groups' graph cyclic (networkx checks the paths).
+group and never a merge that would make the groups' graph cyclic (digraph.py checks the paths).
 
 Cost (per report): a group does the FLOPs of its members, reads each external input once and writes
 only what is consumed outside it or is a graph output; intermediates never touch memory. Views alias
@@ -17,12 +17,11 @@ import itertools
 from collections import Counter
 from dataclasses import dataclass
 
-import networkx as nx
-
 from onnx_roofline.costs import Cost
 from onnx_roofline.report.model import OK, Report, Totals
 from onnx_roofline.roofline import UNKNOWN, Placement, place
 from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.whatif.digraph import DiGraph
 from onnx_roofline.whatif.flash import AttentionMatch, find_attention
 from onnx_roofline.whatif.graph import Dataflow, tensor_table
 from onnx_roofline.whatif.ops import VIEWS, elementwise_ops, is_matrix
@@ -113,7 +112,7 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
     drafts = _Drafts(flow)
     for match in find_attention(flow, graph_outputs, caches):
         drafts.new(ATTENTION, match.members, attention=match)
-    for index in nx.topological_sort(flow.digraph):
+    for index in flow.digraph.topological_order():
         if index not in drafts.owner:
             if index in folded:
                 drafts.new(FOLDED, [index])
@@ -133,7 +132,7 @@ class _Drafts:
         self.kind: dict[int, str] = {}
         self.anchor: dict[int, int | None] = {}
         self.match: dict[int, AttentionMatch] = {}
-        self.quotient = nx.DiGraph()
+        self.quotient = DiGraph()
         self._ids = itertools.count()  # merged groups leave gaps: ids are never reused
 
     def new(self, kind: str, members, anchor: int | None = None, attention: AttentionMatch | None = None) -> int:
@@ -183,7 +182,7 @@ class _Drafts:
 
     def _can_join(self, gid: int, index: int) -> bool:
         others = {self.owner[p] for p in self.flow.digraph.predecessors(index)} - {gid}
-        return not any(nx.has_path(self.quotient, gid, other) for other in others)
+        return not any(self.quotient.has_path(gid, other) for other in others)
 
     def _can_merge(self, a: int, b: int) -> bool:
         if self.anchor[a] is not None and self.anchor[b] is not None:
@@ -192,7 +191,7 @@ class _Drafts:
 
     def _detour(self, a: int, b: int) -> bool:
         """A path a → x → … → b through some other group x: merging a and b would close a cycle."""
-        return any(x != b and nx.has_path(self.quotient, x, b) for x in self.quotient.successors(a))
+        return any(x != b and self.quotient.has_path(x, b) for x in self.quotient.successors(a))
 
     def _merge(self, into: int, other: int) -> None:
         for index in self.members.pop(other):
@@ -202,7 +201,7 @@ class _Drafts:
             self.anchor[into] = self.anchor[other]
         self.kind[into] = ELEMENTWISE if self.anchor[into] is None else EPILOGUE
         del self.kind[other], self.anchor[other]
-        nx.contracted_nodes(self.quotient, into, other, self_loops=False, copy=False)
+        self.quotient.contract(into, other)
 
     def finished(self) -> tuple[PlannedGroup, ...]:
         groups = []

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.tensors import TensorInfo
-
-if TYPE_CHECKING:
-    import networkx as nx  # imported by Dataflow.of: building the command line's parser imports this module
+from onnx_roofline.whatif.digraph import DiGraph
 
 
 def tensor_table(report: Report) -> dict[str, TensorInfo]:
@@ -28,16 +25,13 @@ class Dataflow:
     nodes: tuple[NodeResult, ...]
     producer: dict[str, int]  # tensor -> index of the node that writes it
     consumers: dict[str, tuple[int, ...]]  # tensor -> indices of the nodes that read it
-    digraph: nx.DiGraph  # node index -> node index, one edge per producer/consumer pair
+    digraph: DiGraph  # node index -> node index, one edge per producer/consumer pair
 
     @classmethod
     def of(cls, report: Report) -> Dataflow:
-        import networkx as nx
-
         producer = {t.name: n.index for n in report.nodes for t in n.outputs if t is not None}
         consumers: dict[str, list[int]] = defaultdict(list)
-        digraph = nx.DiGraph()
-        digraph.add_nodes_from(n.index for n in report.nodes)
+        digraph = DiGraph(n.index for n in report.nodes)
         for node in report.nodes:
             for name in dict.fromkeys(t.name for t in node.inputs if t is not None):
                 consumers[name].append(node.index)

@@ -71,7 +71,7 @@ class Session:
             if self._deployed_plan is None:
                 self._deployed_plan = deployed_plan(report)
             return deploy(report, self.kv_cache, self._deployed_plan)
-        from onnx_roofline.whatif.fusion import fuse  # fusion imports networkx: only when asked
+        from onnx_roofline.whatif.fusion import fuse  # only when asked
 
         return fuse(report, self.fusion_plan(report))
 
