@@ -17,7 +17,11 @@ Each run is a process of its own, measured by os.wait4 (wall, CPU, peak RSS of t
 the tools and models take turns for `--rounds` rounds and the minimum is kept: the ratio of
 minimums holds against a shared machine's drift. Start-up: `onnx-roofline --version`; the floor,
 a process that only imports onnx, loads the graph (no weights) and runs ONNX's shape inference;
-and the CLI on ResNet-50. `python -X importtime` shows what the CLI imports for a table."""
+and the CLI on ResNet-50. `python -X importtime` shows what the CLI imports for a table.
+
+The CLI measured is the one beside the python that runs this script: run it with the python of a
+venv where `pip install .` put the package to measure what a user gets (the editable install of
+a checkout adds its import finder and, where bytecode is not written, compiles every module)."""
 
 from __future__ import annotations
 
