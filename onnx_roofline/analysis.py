@@ -34,7 +34,7 @@ from onnx_roofline.report.model import (
     Totals,
 )
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
-from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.context import ATTRIBUTES, TENSORS, OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes import collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision
@@ -211,7 +211,8 @@ class _Walk:
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
         self._rules: dict[tuple[str, str], tuple[Rule | None, int | None]] = {}
         self._placements: dict[tuple[int, int, float], Placement] = {}
-        self._costed: dict[tuple, tuple[Cost, str, str, float, Placement]] = {}  # by op and tensor signature
+        self._costed: dict[tuple, tuple[Cost, str, str, float, Placement]] = {}  # by op and tensor signature (and attributes)
+        self._read_attributes: set[tuple] = set()  # the signatures whose rule read the attributes: they key the result too
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
         """The hardware's peak for (unit, dtype), memoized: every node asks, few pairs occur."""
@@ -275,7 +276,8 @@ class _Walk:
         blocker = _blocker(tensors)
         if blocker is not None:
             return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, graph_node=node, constant_foldable=foldable)
-        key = (domain, op_type, len(inputs), _signature(tensors))
+        signature = (domain, op_type, len(inputs), _signature(tensors))
+        key = (signature, _attribute_key(node.attributes)) if signature in self._read_attributes else signature
         costed = self._costed.get(key)
         if costed is None:
             op = OpNode(node.proto, opset, inputs, outputs, self.constant, self.subgraph)
@@ -286,7 +288,11 @@ class _Walk:
             except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
                 return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", graph_node=node, constant_foldable=foldable)
             costed = self.placed(rule, op, cost)
-            if op.tensors_only:  # the same for every node whose tensors look alike: repeated layers
+            # The same for every node whose tensors (and attributes, where the rule read them) look alike: repeated layers
+            if op.reads == ATTRIBUTES and key is signature:
+                self._read_attributes.add(signature)
+                key = (signature, _attribute_key(node.attributes))
+            if op.reads <= ATTRIBUTES:
                 self._costed[key] = costed
         cost, unit, dtype, peak, placement = costed
         return NodeResult(
@@ -415,6 +421,12 @@ def _signature(tensors: tuple[TensorInfo | None, ...]) -> tuple:
     slots are absent, and which hold the same tensor (as the slot where its name first appears)."""
     first: dict[str, int] = {}
     return tuple([None if t is None else (first.setdefault(t.name, slot), t.shape, t.dtype) for slot, t in enumerate(tensors)])
+
+
+def _attribute_key(attributes) -> tuple[bytes, ...]:
+    """A node's attributes as their serialized bytes: equal for nodes whose attributes are equal
+    (in the same order), which a rule that read them cannot tell apart."""
+    return tuple([attribute.SerializeToString() for attribute in attributes])
 
 
 def _blocker(tensors: tuple[TensorInfo | None, ...]) -> tuple[str, str] | None:

@@ -14,7 +14,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analysis, analyze
-from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.context import ANYTHING, ATTRIBUTES, TENSORS, OpNode
 from onnx_roofline.tensors import TensorInfo
 
 
@@ -74,7 +74,8 @@ def test_constants_keep_nodes_apart():
     assert three.cost.flops == 3 * 64 and five.cost.flops == 5 * 64  # one add per element per trip
 
 
-def test_alike_nodes_are_costed_once(monkeypatch):
+def _counting(monkeypatch) -> list[str]:
+    """The op types whose rule ran, in order."""
     calls = []
     lookup = analysis.rules.lookup
 
@@ -85,12 +86,30 @@ def test_alike_nodes_are_costed_once(monkeypatch):
         return dataclasses.replace(rule, formula=lambda node: calls.append(node.op_type) or rule.formula(node))
 
     monkeypatch.setattr(analysis.rules, "lookup", counting_lookup)
+    return calls
+
+
+def test_alike_nodes_are_costed_once(monkeypatch):
+    calls = _counting(monkeypatch)
     relus = [helper.make_node("Relu", [f"x{i}"], [f"x{i + 1}"]) for i in range(4)]
     model = _model(relus, [_float("x0", [2, 8])], [_float("x4", [2, 8])])
     report = analyze(model)
     assert calls == ["Relu"]  # four alike nodes: one costing
     assert [n.cost.flops for n in report.nodes] == [2 * 8] * 4  # one compare-and-select per element
     assert [n.name for n in report.nodes] == [f"Relu_{i}" for i in range(4)]  # each node its own result
+
+
+def test_alike_nodes_with_equal_attributes_are_costed_once(monkeypatch):
+    # Gemm's rule reads alpha, beta and the transposes: three Gemms alike in tensors and
+    # attributes share one costing; a fourth with another alpha gets its own.
+    calls = _counting(monkeypatch)
+    gemms = [helper.make_node("Gemm", ["a", "w"], [f"y{i}"], alpha=1.0, transB=1) for i in range(3)]
+    gemms.append(helper.make_node("Gemm", ["a", "w"], ["y3"], alpha=0.5, transB=1))
+    model = _model(gemms, [_float("a", [8, 16]), _float("w", [32, 16])], [_float(f"y{i}", [8, 32]) for i in range(4)])
+    report = analyze(model)
+    assert calls == ["Gemm", "Gemm"]  # the first (alpha 1) and the fourth (alpha 0.5)
+    # A·Bᵀ: 2·M·K·N = 2·8·16·32 = 8192; alpha ≠ 1 adds one multiply per output (8·32)
+    assert [n.cost.flops for n in report.nodes] == [8192, 8192, 8192, 8192 + 8 * 32]
 
 
 def test_opnode_tracks_what_a_rule_reads():
@@ -103,14 +122,16 @@ def test_opnode_tracks_what_a_rule_reads():
     op = view()
     _ = (op.inputs, op.outputs, op.input(0), op.output(0), op.op_type, op.domain, op.opset, op.present_inputs)
     _ = (op.distinct_input_bytes(), op.output_bytes())
-    assert op.tensors_only
+    assert op.reads == TENSORS
+    op.attrs
+    assert op.reads == ATTRIBUTES
     for read in (
-        lambda o: o.attrs,
         lambda o: o.proto,
         lambda o: o.input_value(0),
         lambda o: o.constant("a"),
         lambda o: o.subgraph,
+        lambda o: (o.proto, o.attrs),  # attributes read after the proto leave it at ANYTHING
     ):
         op = view()
         read(op)
-        assert not op.tensors_only
+        assert op.reads == ANYTHING

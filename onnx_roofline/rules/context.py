@@ -14,6 +14,10 @@ from onnx import helper
 from onnx_roofline.costs import CompositeCost
 from onnx_roofline.tensors import TensorInfo
 
+TENSORS, ATTRIBUTES, ANYTHING = 0, 1, 2
+"""What a rule read of its node beyond the op type and opset (`OpNode.reads`): the tensors'
+shapes, dtypes and names only; their attributes too; or more (the proto, a constant, a body)."""
+
 
 @functools.lru_cache(maxsize=None)
 def schema_defaults(op_type: str, domain: str, opset: int | None) -> Mapping[str, Any]:
@@ -36,15 +40,16 @@ class OpNode:
     `inputs`: the body's inputs as this call site types them (TensorInfo or None, in the body's
     input order), from which its shapes are inferred.
 
-    `tensors_only` stays True while the rule reads nothing but its tensors (shapes, dtypes, names)
-    and the op type and opset: reading the node's proto, attributes, constants or subgraphs
-    clears it. Such a rule's result is the same for every node whose tensors look alike, which
-    lets the walk cost a model's repeated layers once.
+    `reads` says what the rule read: TENSORS while it reads nothing but its tensors (shapes,
+    dtypes, names) and the op type and opset; ATTRIBUTES once it reads `attrs`; ANYTHING once it
+    reads the proto, a constant or a subgraph. A rule is a pure function of what it read, so a
+    TENSORS result holds for every node whose tensors look alike, and an ATTRIBUTES one for every
+    such node with the same attributes: the walk costs a model's repeated layers once.
 
     A view built for every node of the walk, not a result: a plain class with slots, which costs
     a fraction of a frozen dataclass to construct."""
 
-    __slots__ = ("_proto", "opset", "inputs", "outputs", "_constant", "_subgraph", "_attrs", "tensors_only")
+    __slots__ = ("_proto", "opset", "inputs", "outputs", "_constant", "_subgraph", "_attrs", "reads")
 
     def __init__(
         self,
@@ -62,7 +67,7 @@ class OpNode:
         self._constant = constant
         self._subgraph = subgraph
         self._attrs: Mapping[str, Any] | None = None
-        self.tensors_only = True
+        self.reads = TENSORS
 
     def __repr__(self) -> str:
         return f"OpNode(proto={self._proto!r}, opset={self.opset!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
@@ -77,23 +82,23 @@ class OpNode:
 
     @property
     def proto(self) -> onnx.NodeProto:
-        self.tensors_only = False
+        self.reads = ANYTHING
         return self._proto
 
     @property
     def constant(self) -> Callable[[str], np.ndarray | None]:
-        self.tensors_only = False
+        self.reads = ANYTHING
         return self._constant
 
     @property
     def subgraph(self) -> Callable[..., CompositeCost] | None:
-        self.tensors_only = False
+        self.reads = ANYTHING
         return self._subgraph
 
     @property
     def attrs(self) -> Mapping[str, Any]:
         """The node's attributes over the schema's defaults, read on first use."""
-        self.tensors_only = False
+        self.reads = max(self.reads, ATTRIBUTES)
         if self._attrs is None:
             values = dict(schema_defaults(self.op_type, self.domain, self.opset))
             values.update((attr.name, helper.get_attribute_value(attr)) for attr in self._proto.attribute)

@@ -4,7 +4,7 @@ Rules register with a decorator, as in torch's flop_counter; a lookup takes the 
 `since` is at most the model's opset for that domain, as ONNX's reference evaluator does.
 
 A formula reads its node only through the OpNode it is given and keeps no state: the walk reuses
-the result of one that read only tensors for every alike node (see OpNode.tensors_only)."""
+the result of one that read only tensors (and attributes) for every alike node (see OpNode.reads)."""
 
 from __future__ import annotations
 
