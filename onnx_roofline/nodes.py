@@ -42,8 +42,9 @@ def read_nodes(graph: onnx.GraphProto) -> list[Node]:
     stored = graph.node
     op_types: dict = {}  # the interning table: sys.intern refuses the bytes protobuf gives for text that is not UTF-8
     intern = op_types.setdefault
+    new = tuple.__new__  # a NamedTuple's own __new__ is a Python function: a frame per node
     return [
-        Node(stored, position, intern(op := node.op_type, op), "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:], node.output[:],
-             node.attribute[:] or (), len(node.metadata_props) > 0)  # fmt: skip
+        new(Node, (stored, position, intern(op := node.op_type, op), "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:],
+                   node.output[:], node.attribute[:] or (), len(node.metadata_props) > 0))  # fmt: skip
         for position, node in enumerate(stored)
     ]
