@@ -14,6 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_roofline.analysis import analyze
 from onnx_roofline.cli import main
 from onnx_roofline.costs import Cost
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE
@@ -21,9 +22,9 @@ from onnx_roofline.hardware import load_hardware
 from onnx_roofline.rules import registry
 from onnx_roofline.verify import VerifyError, verify
 from onnx_roofline.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, judge
-from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_COSTED
+from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED
 from onnx_roofline.verify.inputs import make_feeds
-from onnx_roofline.verify import run
+from onnx_roofline.verify import pipeline, run
 from onnx_roofline.verify.timing import Kernel, Profile, attribute, profile
 from onnx_roofline.verify.weights import materialize
 from tests.conftest import FIXTURES
@@ -301,6 +302,59 @@ def test_a_transformers_bert_we_did_not_write(tmp_path):
     assert result.comparison.disagreements == ()
     assert result.comparison.count(CHECKED) == len(result.report.nodes) > 100
     assert {"Gather", "MatMul", "Softmax"} <= {n.op_type for n in result.report.nodes}
+
+
+def with_local_function() -> onnx.ModelProto:
+    """Two calls of a model-local function `local.Proj` (MatMul → Add → Relu) on [batch, 16]."""
+    proj = helper.make_function("local", "Proj", ["x", "w", "b"], ["y"], [
+        helper.make_node("MatMul", ["x", "w"], ["xw"]),
+        helper.make_node("Add", ["xw", "b"], ["biased"]),
+        helper.make_node("Relu", ["biased"], ["y"]),
+    ], [helper.make_opsetid("", 17)])
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.standard_normal(HIDDEN).astype(np.float32), "b")]
+    nodes = [helper.make_node("Proj", ["x", "w", "b"], ["h"], domain="local", name="first"),
+             helper.make_node("Proj", ["h", "w", "b"], ["out"], domain="local", name="second")]
+    graph = helper.make_graph(nodes, "calls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", HIDDEN])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", HIDDEN])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)], functions=[proj])
+
+
+def test_a_model_with_local_functions_is_checked_node_by_node_inlined():
+    # The run exposes nothing inside a call: verify checks the inlined graph, 2 calls × 3 nodes.
+    result = verify(with_local_function(), dims={"batch": 4})
+    assert result.passed and result.comparison.disagreements == ()
+    assert [n.op_type for n in result.report.nodes] == ["MatMul", "Add", "Relu"] * 2
+    assert result.comparison.count(CHECKED) == 6 and result.comparison.values_checked == 6
+    # the inlined graph costs what the calls cost: 2 × (2·4·16·16 + 4·16 + 4·16) = 4,352 FLOPs (MatMul, Add, Relu)
+    assert result.report.totals.flops == analyze(with_local_function(), dims={"batch": 4}).totals.flops == 2 * (2 * 4 * 16 * 16 + 2 * 4 * 16)
+
+
+def test_calls_onnx_cannot_inline_are_checked_at_their_outputs(monkeypatch):
+    monkeypatch.setattr(pipeline, "_inlined", lambda model: None)
+    result = verify(with_local_function(), dims={"batch": 4})
+    assert result.passed
+    assert [n.outcome for n in result.comparison.nodes] == [NOT_CHECKED, NOT_CHECKED]  # no rule to re-run on a call
+    assert result.comparison.values_checked == 2  # each call's output against the run
+
+
+def test_a_torchscript_export_of_modules_as_functions(tmp_path):
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)).eval()
+    path = tmp_path / "functions.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (torch.randn(2, 16),), str(path), dynamo=False, opset_version=17, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, export_modules_as_functions=True)
+    assert onnx.load(str(path)).functions  # the exporter wrote model-local functions
+    result = verify(path, dims={"batch": 3})
+    assert result.passed and result.comparison.disagreements == ()
+    assert [n.op_type for n in result.report.nodes if n.op_type in ("Gemm", "Erf", "LayerNormalization")] == ["Gemm", "Erf", "LayerNormalization", "Gemm"]
+    assert result.comparison.count(CHECKED) == len(result.report.nodes)  # the one call's body, node by node
+    # both Linear layers at batch 3: 2·3·16·32 + 2·3·32·8 multiply-adds, + one add per output for each bias
+    assert result.report.totals.matrix_flops == 2 * 3 * 16 * 32 + 3 * 32 + 2 * 3 * 32 * 8 + 3 * 8
 
 
 # --- timing ------------------------------------------------------------------------------------------

@@ -1,14 +1,21 @@
 """verify(): analyze, check every external-data reference and the budget, materialize weights,
 feed, run, compare, and optionally time — in that order: nothing is read, synthesized or run
-before the checks that could refuse it."""
+before the checks that could refuse it.
+
+A model with model-local functions is checked with them inlined (onnx.inliner, as the analysis
+costs a call: its body inlined): a run exposes no value inside a call, so the call itself could
+only be checked at its outputs, and a model exported as one function call (torch's
+`export_modules_as_functions`) would check nothing but its outputs."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
+import onnx.inliner
 
 from onnx_roofline import files
 from onnx_roofline.analysis import analyze
@@ -52,6 +59,10 @@ def verify(
     dims = dict(dims or {})
     report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes)
     proto = load_model(model)
+    if proto.functions and (inlined := _inlined(proto)) is not None:
+        proto = inlined
+        report = analyze(proto, hw=hw, dims=dims, input_shapes=input_shapes)
+        report = dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
     base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
     files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
     bound = bind(load_model(proto), dims, input_shapes)
@@ -69,4 +80,13 @@ def verify(
 
         timed = check_timing(report, weights.model, feeds, threads=threads, **timing)
     return Verification(report, comparison, weights.loaded, weights.synthesized, timed)
+
+
+def _inlined(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model with its local functions' calls inlined, or None where onnx cannot inline them
+    (each call is then checked at its outputs only)."""
+    try:
+        return onnx.inliner.inline_local_functions(model)
+    except Exception:  # onnx's C++ raises several types; the calls stay as they are
+        return None
 

@@ -63,7 +63,7 @@ def render_text(result: Verification, limit: int = 50) -> str:
         f"{len(comparison.values_partly_inferred)} partly inferred; {len(comparison.values_unobserved)} not observed",
         f"bytes:   {comparison.count(CHECKED)} nodes checked ({bases or 'no fields'}); "
         f"{comparison.count(BOUNDS_ONLY)} bounds-only; {comparison.count(NOT_COSTED)} not costed; "
-        f"{comparison.count(NOT_OBSERVED) + comparison.count(NOT_CHECKED)} not observed or control flow",
+        f"{comparison.count(NOT_OBSERVED) + comparison.count(NOT_CHECKED)} not observed, control flow or function calls",
         f"disagreements: {len(comparison.disagreements)}",
     ]
     for d in comparison.disagreements[:limit]:
@@ -76,7 +76,7 @@ def render_text(result: Verification, limit: int = 50) -> str:
     uncosted = [n for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED, NOT_CHECKED)]
     if uncosted:
         by_op = Counter(n.op_type for n in uncosted)
-        lines.append("not byte-checked (not costed, not observed, control flow): " + ", ".join(f"{op} ×{c}" for op, c in sorted(by_op.items())))
+        lines.append("not byte-checked (not costed, not observed, control flow, function calls): " + ", ".join(f"{op} ×{c}" for op, c in sorted(by_op.items())))
         for n in uncosted[:limit]:
             lines.append(f"  #{n.index} {n.name} ({n.op_type}): {n.reason}")
     bounded = [n for n in comparison.nodes if n.outcome == BOUNDS_ONLY]
