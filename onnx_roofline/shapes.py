@@ -297,8 +297,33 @@ class _Sweep:
                 continue
             if all(_known(values.get(name)) for name in node.inputs if name):
                 reason = self.failures.get(id(node), "its outputs could not be typed")
+                sources = self.value_sources(node, nodes)
+                if sources:
+                    reason += f" (computed from the values of graph input{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))})"
                 return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)
         return None
+
+    def value_sources(self, node: Node, nodes: list[Node]) -> list[str]:
+        """The graph inputs whose values — not just their shapes: a Shape or Size reads no value —
+        the node's unfolded value inputs are computed from (a mask's sum sizing an Expand, a
+        NonZero of it): what makes them data, and what a user could give a value."""
+        slots = range(len(node.inputs)) if node.op_type in _DATA_DEPENDENT else VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
+        pending = [node.inputs[s] for s in slots if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None]
+        producers = {name: producer for producer in nodes for name in producer.outputs if name}
+        graph = self.model.graph
+        graph_inputs = {value.name for value in graph.input} - {tensor.name for tensor in graph.initializer}
+        seen, found = set(), set()
+        while pending:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            producer = producers.get(name)
+            if name in graph_inputs:
+                found.add(name)
+            elif producer is not None and producer.op_type not in ("Shape", "Size"):
+                pending.extend(i for i in producer.inputs if i)
+        return sorted(found)
 
 
 def infer_body(

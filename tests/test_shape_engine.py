@@ -185,6 +185,31 @@ def test_an_op_nobody_types_is_named_as_the_root_cause_everywhere(capsys):
     assert uncosted["message"] == "3 of 4 nodes uncosted, downstream of Mystery_1 (Mystery): no shape rule for acme::Mystery"
 
 
+def _masked(expand: bool) -> onnx.ModelProto:
+    """A mask's sum sizing an Expand of `x` (beside a dim from `x`'s Shape), and the mask's NonZero."""
+    nodes = [
+        helper.make_node("ReduceSum", ["mask"], ["count"], keepdims=1),  # [1]: how many positions are set
+        helper.make_node("Shape", ["x"], ["x_shape"]),
+        helper.make_node("Concat", ["x_shape", "count"], ["target"], axis=0),
+        *([helper.make_node("Expand", ["x", "target"], ["wide"])] if expand else []),  # [4, 1, count]: count is data
+        helper.make_node("NonZero", ["mask"], ["where"]),
+    ]
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT if name == "wide" else TensorProto.INT64, None)
+               for name in (["wide"] if expand else []) + ["where", "target"]]
+    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1]),
+                          helper.make_tensor_value_info("mask", TensorProto.INT64, [6])], outputs)
+
+
+def test_a_value_computed_from_a_graph_input_names_that_input():
+    """The root cause names the mask, whose values make the Expand's size data, and not `x`,
+    whose Shape reads no value. A NonZero of the mask, the same."""
+    cause = analyze(_masked(expand=True)).uncosted.root_cause
+    assert cause.op_type == "Expand"
+    assert cause.reason.endswith("not a constant the analysis could fold (computed from the values of graph input 'mask')")
+    cause = analyze(_masked(expand=False)).uncosted.root_cause
+    assert cause.reason == "NonZero's output size depends on the values of its input data (computed from the values of graph input 'mask')"
+
+
 def test_the_cli_says_so_on_stderr_and_in_the_table_and_check_fails(tmp_path, capsys):
     path = tmp_path / "m.onnx"
     nodes = [helper.make_node("Mystery", ["x"], ["b"], domain="acme"), helper.make_node("Relu", ["b"], ["y"])]
