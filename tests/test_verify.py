@@ -7,6 +7,8 @@ import dataclasses
 import hashlib
 import json
 import shutil
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -355,6 +357,20 @@ def test_a_torchscript_export_of_modules_as_functions(tmp_path):
     assert result.comparison.count(CHECKED) == len(result.report.nodes)  # the one call's body, node by node
     # both Linear layers at batch 3: 2·3·16·32 + 2·3·32·8 multiply-adds, + one add per output for each bias
     assert result.report.totals.matrix_flops == 2 * 3 * 16 * 32 + 3 * 32 + 2 * 3 * 32 * 8 + 3 * 8
+
+
+def test_a_model_onnxruntime_fails_to_run_is_one_line_and_exit_2(tmp_path):
+    # Gather of index 5 from 3 rows: typed statically, refused by onnxruntime when it runs. Its
+    # own error log would print before ours (from C++, to the process's stderr): a subprocess sees it.
+    nodes = [helper.make_node("Gather", ["data", "index"], ["row"], axis=0)]
+    graph = helper.make_graph(nodes, "oob", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 4])],
+                              [helper.make_tensor_value_info("row", TensorProto.FLOAT, [1, 4])],
+                              initializer=[numpy_helper.from_array(np.array([5], np.int64), "index")])
+    path = tmp_path / "oob.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    run_ = subprocess.run([sys.executable, "-m", "onnx_roofline", "verify", str(path)], capture_output=True, text=True, timeout=300)
+    assert run_.returncode == EXIT_USAGE
+    assert run_.stderr.count("\n") == 1 and run_.stderr.startswith("onnx-roofline: error: onnxruntime failed to run the model:")
 
 
 # --- timing ------------------------------------------------------------------------------------------

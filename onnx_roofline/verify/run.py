@@ -40,7 +40,7 @@ def session_options(optimize: bool = False, threads: int | None = None):
     options.graph_optimization_level = (
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize else ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     )
-    options.log_severity_level = 3  # errors only: warnings about unused initializers are noise here
+    options.log_severity_level = 4  # fatal only: an error comes back as an exception, which verify says in one line
     if threads:
         options.intra_op_num_threads = threads
     return options
