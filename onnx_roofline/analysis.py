@@ -15,7 +15,7 @@ import onnx.inliner
 
 from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Cost, Uncostable
-from onnx_roofline.dims import bind, symbolic_dims
+from onnx_roofline.dims import bind, map_shapes, symbolic_dims
 from onnx_roofline.errors import UnboundDimensionError
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
@@ -115,7 +115,7 @@ def _analyze(
     defaulted = _defaults(dim_uses, dims, input_shapes) if default_dims else {}
     dims = {**defaulted, **dims}
     bind(proto, dims, input_shapes)
-    shapes = infer(proto, graph_nodes)
+    shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
     check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer} - given

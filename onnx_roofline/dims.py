@@ -76,7 +76,11 @@ def bind(
         if name not in inputs:
             what = f"is not a model input (inputs: {', '.join(inputs)})"
             raise DimensionError(f"input_shapes key {name!r} {what}", cli=f"--input {name!r} {what}")
-        _set_shape(inputs[name], shape)
+        if map_rank(inputs[name].type) is None:
+            _set_shape(inputs[name], shape)
+        elif len(shape) != map_rank(inputs[name].type):
+            what = f"rank {len(shape)} given for a {_MAP_SHAPES[map_rank(inputs[name].type)]}"
+            raise DimensionError(f"input_shapes[{name!r}]: {what}", cli=f"--input {name}: {what}")
     for value in graph.input:
         if value.name in input_shapes or not value.type.HasField("tensor_type"):
             continue
@@ -93,6 +97,25 @@ def bind(
             if dim.HasField("dim_param"):
                 dim.Clear()
     return model
+
+
+_MAP_SHAPES = {1: "map, whose shape is its entries: [entries]", 2: "sequence of maps: [maps, entries]"}
+
+
+def map_rank(value_type: onnx.TypeProto) -> int | None:
+    """1 for a map type, 2 for a sequence of maps (the report sizes them as [entries] and [maps,
+    entries], as TensorInfo does), None for anything else."""
+    kind = value_type.WhichOneof("value")
+    if kind == "sequence_type":
+        return 2 if value_type.sequence_type.elem_type.WhichOneof("value") == "map_type" else None
+    return 1 if kind == "map_type" else None
+
+
+def map_shapes(graph: onnx.GraphProto, input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, tuple[int, ...]]:
+    """The shapes given to map-typed graph inputs: a map's entry count is data that no ONNX type
+    holds, so the shape engine puts these in itself (`bind` has checked their rank)."""
+    maps = {value.name for value in graph.input if map_rank(value.type) is not None}
+    return {name: tuple(shape) for name, shape in (input_shapes or {}).items() if name in maps}
 
 
 def _set_shape(value: onnx.ValueInfoProto, shape: Sequence[int]) -> None:

@@ -51,13 +51,16 @@ class ShapeResult:
     unread: frozenset[str] = frozenset()  # outputs nobody reads that stayed unknown: costed as absent
 
 
-def infer(model: onnx.ModelProto, nodes: list[Node] | None = None) -> ShapeResult:
+def infer(model: onnx.ModelProto, nodes: list[Node] | None = None, map_inputs: Mapping[str, tuple[int, ...]] | None = None) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
-    it left unknown. `nodes`: the graph's nodes, where the caller has read them already."""
+    it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
+    `map_inputs`: the shapes of map-typed graph inputs ([entries], [maps, entries]), which no ONNX
+    type can declare (dims.map_shapes)."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     values = collect(model.graph, nodes, _onnx_inference(_without_metadata(model, nodes), warnings))
     heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
+    _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
     needed = _needed_outputs(model, nodes)
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
@@ -461,6 +464,22 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     return needed
 
 
+def _shape_map_inputs(graph: onnx.GraphProto, values: dict[str, TensorInfo], shapes: Mapping[str, tuple[int, ...]], warnings: list[str]) -> None:
+    """Map-typed graph inputs (a DictVectorizer's) take the shapes given them; one given none is
+    said: how many entries a map holds is data, and nothing downstream can be sized without it."""
+    for value in graph.input:
+        info = values.get(value.name)
+        if info is None or info.key_dtype is None:
+            continue
+        if value.name in shapes:
+            values[value.name] = TensorInfo(value.name, shapes[value.name], info.dtype, info.key_dtype)
+        else:
+            form = "[maps, entries]" if len(info.shape) == 2 else "[entries]"
+            example = "8x3" if len(info.shape) == 2 else "16"
+            warnings.append(f"graph input {value.name!r} is a map, whose entry count is data: give its shape {form} "
+                            f"as an input shape (--input {value.name}={example})")
+
+
 def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> tuple[list[Node], list[str]]:
     """The nodes with a needed output not fully known, in graph order, and the outputs nobody reads
     that are not: one plain loop, as this runs over every node of the graph and for most of them
@@ -506,7 +525,7 @@ def _onnx_inference(model: onnx.ModelProto, warnings: list[str]) -> DeclaredType
         return declared_types(model.graph)
 
 
-_TensorType = tuple[tuple[Dim, ...] | None, str | None]  # (shape, dtype)
+_TensorType = tuple[tuple[Dim, ...] | None, str | None, str | None]  # (shape, dtype, key dtype: a map's)
 _UNREAD = object()
 
 
@@ -542,15 +561,30 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: D
 
 
 def _read_type(value_type: onnx.TypeProto) -> _TensorType | None:
-    """A tensor type's (shape, dtype); None for sequences, maps and optionals."""
-    if value_type.WhichOneof("value") != "tensor_type":
-        return None
+    """A tensor type's (shape, dtype, None); a map's or a sequence of maps' (_read_map_type);
+    None for other sequences and optionals."""
+    kind = value_type.WhichOneof("value")
+    if kind != "tensor_type":
+        return _read_map_type(value_type, kind)
     tensor_type = value_type.tensor_type
     shape: tuple[Dim, ...] | None = None
     if tensor_type.HasField("shape"):
         # A slice reads a repeated field faster than iterating it; a non-zero dim_value is set.
         shape = tuple([d.dim_value or _dim(d) for d in tensor_type.shape.dim[:]])
-    return shape, dtype_name(tensor_type.elem_type)
+    return shape, dtype_name(tensor_type.elem_type), None
+
+
+def _read_map_type(value_type: onnx.TypeProto, kind: str | None) -> _TensorType | None:
+    """A map of scalar values as TensorInfo describes one: shape [entries], the values' dtype and
+    the keys'; a sequence of maps [maps, entries]. Neither count is in the type: both unknown."""
+    shape: tuple[Dim, ...] = (None,)
+    if kind == "sequence_type":
+        value_type = value_type.sequence_type.elem_type
+        kind, shape = value_type.WhichOneof("value"), (None, None)
+    if kind != "map_type" or value_type.map_type.value_type.WhichOneof("value") != "tensor_type":
+        return None
+    entries = value_type.map_type
+    return shape, dtype_name(entries.value_type.tensor_type.elem_type), dtype_name(entries.key_type)
 
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:

@@ -281,6 +281,28 @@ def test_map_input_shape_rule_matches_onnxruntime(case):
     assert _rule(model, (entries,), 1) == {"y": (y.shape, dtype)}
 
 
+def test_a_pipeline_on_feature_dicts_is_costed_through_given_its_entries():
+    """skl2onnx's DictVectorizer → LogisticRegression over int-keyed feature dicts: the graph input
+    is a map, sized by the entries given (3); every node costed, the outputs as onnxruntime runs them."""
+    from sklearn.feature_extraction import DictVectorizer
+    from skl2onnx.common.data_types import DictionaryType, FloatTensorType, Int64TensorType
+
+    rng = np.random.default_rng(0)
+    rows = [{int(k): float(rng.random()) for k in rng.choice(6, 3, replace=False)} for _ in range(40)]
+    pipe = make_pipeline(DictVectorizer(sparse=False), LogisticRegression()).fit(rows, rng.integers(0, 2, 40))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = skl2onnx.to_onnx(pipe, initial_types=[("x", DictionaryType(Int64TensorType([]), FloatTensorType([])))],
+                                 options={id(pipe[-1]): {"zipmap": False}}, target_opset={"": 17, ML: 3})
+    report = analyze(model, input_shapes={"x": (3,)})
+    assert report.uncosted.count == 0
+    label, probabilities = _session(model).run(None, {"x": rows[0]})
+    outputs = {t.name: t.shape for n in report.nodes for t in n.outputs if t is not None}
+    assert (outputs["label"], outputs["probabilities"]) == (label.shape, probabilities.shape)
+    vectorizer = next(n for n in report.nodes if n.op_type == "DictVectorizer")
+    assert vectorizer.cost.flops == 6  # the 6 keys seen in fitting, one lookup each
+
+
 def test_zipmap_of_the_wrong_width_is_not_typed():
     model = _ml_model("ZipMap", X34, {"classlabels_int64s": [0, 1]}, 1)
     assert _rule(model, (TensorInfo("x", (3, 4), "float32"),), 1) == {}
@@ -313,8 +335,8 @@ def test_zipmap_cost_one_node():
 
 
 def _map_cost(rule, op_type, attrs, entries: TensorInfo, out: TensorInfo):
-    """The rule called on a map-input node directly: the walk cannot reach one (a map graph input
-    has no entry count)."""
+    """The rule called on a map-input node directly, on the entries given (test_map_inputs.py goes
+    through the walk)."""
     node = helper.make_node(op_type, [entries.name], [out.name], domain=ML, **attrs)
     return rule(OpNode(node, 1, (entries,), (out,), lambda name: None))
 

@@ -16,7 +16,8 @@ Conventions of this family:
   (`no_strings`) when called directly, rather than count their bytes as 0.
 - **Maps** (ZipMap's sequence of N maps of C entries, DictVectorizer's and CastMap's input map)
   are sized as their entries, each a key and a value: N·C·(key + value) bytes (TensorInfo). A map
-  whose entry count is not known (a graph input) is unknown-shape; string keys, data-dependent.
+  whose entry count is not given (a graph input: `input_shapes`, `--input x=16`) is unknown-shape;
+  string keys, data-dependent.
 - Linear models and SVMs are GEMMs ([N, F] against the weight vectors): matrix unit, computed in
   float32 (their scores are tensor(float) whatever the input). The rest: vector unit.
 """
