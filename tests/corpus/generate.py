@@ -78,7 +78,7 @@ def job(name: str):
 
 
 # e) transformers models (and the reduced ResNet) called with their masks, through both exporters
-EXPORTED = ("bert", "gpt2", "gpt2_past", "llama_past", "bart_decoder_past", "vit", "whisper_encoder", "resnet")
+EXPORTED = ("bert", "gpt2", "gpt2_past", "llama_past", "mistral_past", "bart_decoder_past", "t5_encoder", "vit", "whisper_encoder", "resnet")
 
 
 def _export_job(arch: str, exporter: str):

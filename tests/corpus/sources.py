@@ -94,6 +94,14 @@ def bart_config() -> transformers.BartConfig:
     ))  # fmt: skip
 
 
+def t5_config() -> transformers.T5Config:
+    """T5-like: relative position buckets (a learned bias added to every layer's scores), RMS norm, no biases."""
+    return _quiet_config(transformers.T5Config(
+        vocab_size=VOCAB, d_model=HIDDEN, d_kv=HEAD, d_ff=2 * HIDDEN, num_layers=LAYERS, num_heads=HEADS,
+        relative_attention_num_buckets=8, relative_attention_max_distance=16, dropout_rate=0.0,
+    ))  # fmt: skip
+
+
 def vit_config() -> transformers.ViTConfig:
     return transformers.ViTConfig(
         image_size=IMAGE, patch_size=4, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
@@ -157,6 +165,17 @@ class EncoderCall(nn.Module):
     def forward(self, input_ids, attention_mask):
         out = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
         return out.last_hidden_state, out.pooler_output
+
+
+class HiddenCall(nn.Module):
+    """An encoder without a pooler (T5's): input_ids, attention_mask -> last_hidden_state."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True).last_hidden_state
 
 
 class LogitsCall(nn.Module):
@@ -313,6 +332,18 @@ def recipes() -> dict[str, Recipe]:
             {"logits": ["batch", "sequence", VOCAB], **kv(KV_HEADS, out=True)}, past_dims,
             notes="grouped-query attention (4 query heads, 2 KV heads), RoPE, position ids from the cache length",
             decode=lambda: cached_args(KV_HEADS, sequence=1),
+        ),
+        "mistral_past": Recipe(
+            "mistral_past", lambda: CachedCall(hf_model(transformers.MistralForCausalLM, llama_config(transformers.MistralConfig))),
+            lambda: cached_args(KV_HEADS), {**cached, **kv(KV_HEADS)},
+            {"logits": ["batch", "sequence", VOCAB], **kv(KV_HEADS, out=True)}, past_dims,
+            notes="Mistral: grouped-query attention with a sliding-window mask",
+            decode=lambda: cached_args(KV_HEADS, sequence=1),
+        ),
+        "t5_encoder": Recipe(
+            "t5_encoder", lambda: HiddenCall(hf_model(transformers.T5EncoderModel, t5_config())),
+            lambda: (_ids(), mask(SEQUENCE)), text, {"last_hidden_state": ["batch", "sequence", HIDDEN]}, seq_dims,
+            notes="relative position bias computed from the positions (buckets by log distance)",
         ),
         "bart_decoder_past": Recipe(
             "bart_decoder_past", lambda: DecoderStepCall(hf_model(transformers.BartForConditionalGeneration, bart_config())),
