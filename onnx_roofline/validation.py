@@ -297,6 +297,18 @@ def _label(node: onnx.NodeProto) -> str:
 _AXIS_RANGE = {"Flatten": (0, 1), "OneHot": (1, 1)}  # (extra low, extra high) on [-r, r-1]
 
 
+_SCALED = ("QuantizeLinear", "DequantizeLinear")  # their axis names the scale's axis, when there is one
+
+
+def _per_tensor(node: Node, values: Mapping[str, TensorInfo]) -> bool:
+    """A QuantizeLinear or DequantizeLinear with one scale: its `axis` is ignored (by the spec and
+    onnxruntime, whose optimizer writes one on a per-tensor DequantizeLinear of a bias)."""
+    if node.op_type not in _SCALED or len(node.inputs) < 2:
+        return False
+    scale = values.get(node.inputs[1])
+    return scale is not None and scale.shape is not None and math.prod(d if isinstance(d, int) else 2 for d in scale.shape) == 1
+
+
 def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: int | None) -> None:
     """An `axis` attribute outside its input's rank (Softmax axis=99), or a Transpose `perm` that is
     not a permutation of the axes: the schemas do not say, inference would. Checked for the
@@ -307,7 +319,7 @@ def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: i
         if not (node.op_type == "Transpose" or may_have_attribute("", node.op_type, opset, "axis")):
             continue  # most ops: no attribute to read
         info = values.get(node.inputs[0])
-        if info is None or info.shape is None:
+        if info is None or info.shape is None or _per_tensor(node, values):
             continue
         rank = len(info.shape)
         for attr in node.attributes:

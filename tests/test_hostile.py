@@ -19,9 +19,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
+from onnx_roofline import analyze
 from onnx_roofline.cli import main
+from onnx_roofline.errors import ModelLoadError
 from tests import hostile
 from tests.conftest import FIXTURES
 
@@ -412,6 +414,28 @@ def test_an_invalid_graph_is_refused_naming_the_node(case, tmp_path, capsys):
     build, fragment = INVALID[case]
     path = hostile.save(build(), tmp_path / f"{case}.onnx")
     refused(capsys, fragment, path)
+
+
+def _dequantize(scale_shape: list[int], axis: int) -> onnx.ModelProto:
+    """DequantizeLinear of an int8 [4] with the given scale shape and axis."""
+    scale = numpy_helper.from_array(np.full(scale_shape, 0.5, np.float32), "scale")
+    node = helper.make_node("DequantizeLinear", ["q", "scale"], ["y"], axis=axis, name="dq")
+    graph = helper.make_graph([node], "dq", [helper.make_tensor_value_info("q", TensorProto.INT8, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[scale])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def test_a_per_tensor_dequantize_ignores_its_axis_as_onnxruntime_does():
+    # onnxruntime's ORT_ENABLE_ALL writes axis=1 on a per-tensor DequantizeLinear of a rank-1 bias
+    # (a QDQ Segformer): the spec and the runtime ignore it, so it is not refused.
+    import onnxruntime as ort
+
+    for scale_shape in ([], [1]):
+        model = _dequantize(scale_shape, axis=1)
+        (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"q": np.arange(4, dtype=np.int8)})
+        assert analyze(model).nodes[0].outputs[0].shape == y.shape == (4,)
+    with pytest.raises(ModelLoadError, match="axis 1 is out of range for its rank-1 input 'q'"):
+        analyze(_dequantize([4], axis=1))  # per-axis: the axis names the scale's dimension, and must exist
 
 
 def test_an_op_onnx_does_not_define_is_reported_and_fails_check(tmp_path, capsys):
