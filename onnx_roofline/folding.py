@@ -58,6 +58,21 @@ def _flatten(data: np.ndarray, axis: int) -> np.ndarray:
     return data.reshape(math.prod(data.shape[:axis]), -1)
 
 
+def _one_hot(inputs: list, attrs: Mapping) -> np.ndarray | None:
+    """OneHot(indices, depth, [off, on]): a new axis of `depth` (at `axis`, -1 last) holding `on`
+    where it equals the index (a negative index counts from `depth`; one out of range, none)."""
+    indices, depth, values = inputs
+    depth = int(np.asarray(depth).reshape(-1)[0])
+    if depth < 0 or np.size(indices) * depth > MAX_FOLDED_ELEMENTS:
+        return None
+    indices = np.asarray(indices).astype(np.int64)
+    indices = np.where(indices < 0, indices + depth, indices)
+    chosen = np.arange(depth) == indices[..., None]
+    result = np.where(chosen, values.reshape(-1)[1], values.reshape(-1)[0]).astype(values.dtype)
+    axis = attrs.get("axis", -1)
+    return np.moveaxis(result, -1, axis if axis >= 0 else result.ndim + axis)
+
+
 def _integer_div(a, b):
     return np.trunc(np.true_divide(a, b)).astype(np.result_type(a, b)) if np.result_type(a, b).kind in "iu" else a / b
 
@@ -111,6 +126,7 @@ _EVALUATORS: dict[str, Evaluator] = {
     "NonZero": lambda i, a: np.array(np.nonzero(i[0]), dtype=np.int64).reshape(np.ndim(i[0]), -1),
     "Transpose": lambda i, a: np.transpose(i[0], a.get("perm")),
     "Tile": lambda i, a: np.tile(i[0], [int(r) for r in i[1]]),
+    "OneHot": _one_hot,
     "Flatten": lambda i, a: _flatten(i[0], a.get("axis", 1)),
     "Sign": lambda i, a: np.sign(i[0]),
     "Clip": lambda i, a: np.clip(i[0], *[None if len(i) <= k or i[k] is None else i[k] for k in (1, 2)]),

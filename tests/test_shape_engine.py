@@ -166,6 +166,42 @@ def test_a_shape_rule_result_feeds_folding_and_inference_downstream():
     assert matmul.cost.flops == 2 * 3 * 24 * 2  # [3, 24] × [24, 2]: 2·M·K·N
 
 
+@pytest.mark.parametrize(("indices", "axis"), [([1, -1, 5], -1), ([[0, 2], [1, 1]], 0), ([[3], [-4]], 1)])
+def test_one_hot_folds_as_onnx_reference_evaluates_it(indices, axis):
+    """OneHot of depth 4 with off/on 2/7: a negative index counts from the depth, one out of range
+    sets nothing, `axis` places the new axis. Checked against onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator
+
+    from onnx_roofline.folding import _EVALUATORS
+
+    arrays = [np.array(indices, np.int64), np.array(4, np.int64), np.array([2, 7], np.int64)]
+    node = helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=axis)
+    graph = helper.make_graph([node], "one_hot", [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in "idv"],
+                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
+    (expected,) = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])).run(None, dict(zip("idv", arrays)))
+    folded = _EVALUATORS["OneHot"](arrays, {"axis": axis})
+    assert folded.dtype == expected.dtype and np.array_equal(folded, expected)
+
+
+def test_a_tile_by_a_one_hot_of_a_shape_is_typed():
+    # Tile's repeats [1, 3] = OneHot([1], depth 2, off 1, on 3) flattened, the depth x's rank: what
+    # Mixtral's batched experts export does with the shapes of its routing.
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Size", ["shape"], ["rank"]),
+        helper.make_node("OneHot", ["one", "rank", "off_on"], ["hot"], axis=-1),  # [[1, 3]]
+        helper.make_node("Reshape", ["hot", "flat"], ["repeats"]),
+        helper.make_node("Tile", ["x", "repeats"], ["y"]),
+    ]
+    constants = [numpy_helper.from_array(np.array([1], np.int64), "one"), numpy_helper.from_array(np.array([1, 3], np.int64), "off_on"),
+                 numpy_helper.from_array(np.array([-1], np.int64), "flat")]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], constants)
+    (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((3, 2), np.float32)})
+    report = analyze(model)
+    assert report.uncosted.count == 0 and report.nodes[-1].outputs[0].shape == y.shape == (3, 6)
+
+
 def test_an_op_nobody_types_is_named_as_the_root_cause_everywhere(capsys):
     """An op of an unknown domain, then a chain: the JSON, the table and stderr say how many nodes
     are uncosted and name the first node whose inputs are known but whose outputs are not."""
