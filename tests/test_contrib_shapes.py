@@ -410,3 +410,34 @@ def test_a_node_no_pass_can_type_is_the_root_cause_and_does_not_stop_the_others(
     assert result.unresolved == ("z",)
     assert (result.root_cause.index, result.root_cause.op_type) == (0, "Foo")
     assert result.root_cause.reason == "no shape rule for custom::Foo"
+
+
+def test_dynamic_quantize_lstm_as_quantize_dynamic_writes_it(tmp_path):
+    """An LSTM (T 5, B 2, I 6, H 8, forward, with bias) through onnxruntime's quantize_dynamic
+    becomes com.microsoft::DynamicQuantizeLSTM with W [1, I, 4H] and R [1, H, 4H] in int8: its
+    outputs as onnxruntime returns them, its FLOPs LSTM's count plus the dynamic quantization's."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, numpy_helper
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    steps, batch, inputs, hidden = 5, 2, 6, 8
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+               for name, shape in (("W", (1, 4 * hidden, inputs)), ("R", (1, 4 * hidden, hidden)), ("B", (1, 8 * hidden)))]
+    node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "y_h", "y_c"], hidden_size=hidden)
+    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, inputs])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "y_h", "y_c")], initializer=weights)
+    source, quantized = tmp_path / "lstm.onnx", tmp_path / "lstm.q.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), source)
+    quantize_dynamic(str(source), str(quantized), weight_type=QuantType.QInt8)
+    assert [n.op_type for n in onnx.load(str(quantized)).graph.node] == ["DynamicQuantizeLSTM"]
+    observed = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"]).run(
+        None, {"x": rng.standard_normal((steps, batch, inputs)).astype(np.float32)})
+    (result,) = analyze(str(quantized)).nodes
+    assert [t.shape for t in result.outputs] == [o.shape for o in observed] == [(5, 1, 2, 8), (1, 2, 8), (1, 2, 8)]
+    # per step and batch element: GEMMs 2·(I + H)·4H, biases 2·4H, cell 3H + H, quantizing Xt and
+    # Ht−1 7·(I + H), dequantizing the two GEMMs 2·4H; Sigmoid on 3H, Tanh on H and H: 5H transcendentals
+    per_step = 2 * (inputs + hidden) * 4 * hidden + 2 * 4 * hidden + 4 * hidden + 7 * (inputs + hidden) + 2 * 4 * hidden
+    assert result.status == "ok" and result.unit == "matrix"
+    assert (result.cost.flops, result.cost.transcendentals) == (steps * batch * per_step, steps * batch * 5 * hidden)

@@ -43,7 +43,8 @@ ACTIVATIONS: dict[str, tuple[int, int]] = {
     "softplus": (1, 2),  # exp, log; add
 }
 
-DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
+DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh"),
+                       "DynamicQuantizeLSTM": ("Sigmoid", "Tanh", "Tanh")}  # fmt: skip
 
 
 def _text(value: str | bytes) -> str:
@@ -79,11 +80,12 @@ def _batch_steps(node: OpNode) -> int:
     return sum(min(max(int(n), 0), steps) for n in lens.reshape(-1)[:batch])
 
 
-def _recurrent(node: OpNode, gates: int, cell_flops, activations) -> Cost:
+def _recurrent(node: OpNode, gates: int, cell_flops, activations, sizes: tuple[int, int] | None = None) -> Cost:
     """Shared frame: `cell_flops(H)` is the per-step elementwise arithmetic besides GEMMs, biases,
-    clipping and activations; `activations(names, H)` returns (FLOPs, transcendentals) per step."""
+    clipping and activations; `activations(names, H)` returns (FLOPs, transcendentals) per step.
+    `sizes`: (I, H) where W and R are not ONNX's [D, G·H, I] and [D, G·H, H]."""
     w, r = node.inputs[1], node.inputs[2]
-    hidden, inputs = r.shape[-1], w.shape[-1]
+    inputs, hidden = sizes or (w.shape[-1], r.shape[-1])
     bias = 2 * gates * hidden if node.input(3) is not None else 0
     clip = 2 * gates * hidden if node.attrs.get("clip") is not None else 0
     per_step = 2 * (inputs + hidden) * gates * hidden + bias + clip + cell_flops(hidden)
@@ -125,6 +127,21 @@ def gru(node: OpNode) -> Cost:
     )
 
 
+def _lstm(node: OpNode, sizes: tuple[int, int] | None = None, quantized: int = 0) -> Cost:
+    """LSTM's count; `quantized`: FLOPs a dynamically quantized kernel adds per step, batch
+    element and direction."""
+    peepholes = node.input(7) is not None
+    coupled = bool(node.attrs.get("input_forget", 0))
+
+    def cell(h: int) -> int:
+        return (6 * h if peepholes else 0) + 3 * h + h + (h if coupled else 0) + quantized
+
+    def activations(names, h: int) -> tuple[int, int]:
+        return _sum(_apply(names[0], (2 if coupled else 3) * h), _apply(names[1], h), _apply(names[2], h))
+
+    return _recurrent(node, 4, cell, activations, sizes)
+
+
 @register("LSTM", unit=MATRIX)
 def lstm(node: OpNode) -> Cost:
     """Per step, batch element and direction: 2·(I + H)·4H FLOPs for the GEMMs, 2·4H for Wb + Rb
@@ -132,13 +149,15 @@ def lstm(node: OpNode) -> Cost:
     P is given, 3·H for Ct = ft ⊙ Ct−1 + it ⊙ ct, H for Ht = ot ⊙ h(Ct). Activations: f on it, ft,
     ot (3H), g on ct (H), h on Ct (H); defaults Sigmoid, Tanh, Tanh: 5H transcendentals.
     input_forget=1 couples it = 1 − ft: one subtract instead of f on it. `clip`: 2·4H."""
-    peepholes = node.input(7) is not None
-    coupled = bool(node.attrs.get("input_forget", 0))
+    return _lstm(node)
 
-    def cell(h: int) -> int:
-        return (6 * h if peepholes else 0) + 3 * h + h + (h if coupled else 0)
 
-    def activations(names, h: int) -> tuple[int, int]:
-        return _sum(_apply(names[0], (2 if coupled else 3) * h), _apply(names[1], h), _apply(names[2], h))
-
-    return _recurrent(node, 4, cell, activations)
+@register("DynamicQuantizeLSTM", domain="com.microsoft", unit=MATRIX, compute_dtype=1)
+def dynamic_quantize_lstm(node: OpNode) -> Cost:
+    """onnxruntime's LSTM on 8-bit W [D, I, 4H] and R [D, H, 4H] (quantize_dynamic's): LSTM's count,
+    with I and H read from those layouts, plus per step, batch element and direction what the
+    dynamic quantization adds: Xt and Ht−1 quantized (DynamicQuantizeLinear, 7 per element:
+    7·(I + H)) and the two int32 GEMM results dequantized (one multiply per gate element: 2·4H).
+    Computes in W's 8-bit dtype."""
+    inputs, hidden = node.inputs[1].shape[1], node.inputs[2].shape[1]
+    return _lstm(node, (inputs, hidden), 7 * (inputs + hidden) + 2 * 4 * hidden)

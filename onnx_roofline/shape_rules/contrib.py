@@ -51,6 +51,17 @@ def dynamic_quantize_matmul(node: OpNode) -> list[Output]:
     return [(matmul(a.shape, b.shape), a.dtype)]
 
 
+@shape_function("DynamicQuantizeLSTM")
+def dynamic_quantize_lstm(node: OpNode) -> list[Output]:
+    """LSTM's shapes (onnxruntime runs ONNX's RNN inference): X [T, B, I], W [D, I, 4H] → Y
+    [T, D, B, H], Y_h and Y_c [D, B, H], in X's dtype; H the hidden_size attribute, else R's [D, H, 4H]."""
+    x, w, r = node.inputs[0], node.inputs[1], node.inputs[2]
+    hidden = node.attrs.get("hidden_size") or r.shape[1]
+    steps, batch, directions = x.shape[0], x.shape[1], w.shape[0]
+    state = ((directions, batch, hidden), x.dtype)
+    return [((steps, directions, batch, hidden), x.dtype), state, state]
+
+
 @shape_function("MatMulIntegerToFloat")
 def matmul_integer_to_float(node: OpNode) -> list[Output]:
     """8-bit A × 8-bit B with numpy matmul shapes; Y in a_scale's float dtype (input 2)."""
