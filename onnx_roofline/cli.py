@@ -328,8 +328,7 @@ def warn_if_incomplete(report, quiet: bool = False) -> None:
     if report.uncosted.count:
         print(f"onnx-roofline: warning: {one_line(report.uncosted.message)}; the totals leave them out", file=sys.stderr)
     if report.nodes and not report.totals.costed_nodes:
-        print("onnx-roofline: warning: no node could be costed, so there are no totals: bind the dims (--dim NAME=N) "
-              "or drop --partial to take the defaults", file=sys.stderr)  # fmt: skip
+        print(f"onnx-roofline: warning: no node could be costed, so there are no totals: {report.advice_when_nothing_costed()}", file=sys.stderr)
 
 
 def _run_hw_list(options: argparse.Namespace) -> int:

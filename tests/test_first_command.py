@@ -12,6 +12,7 @@ import shlex
 
 import onnx
 import pytest
+from onnx import TensorProto, helper
 
 import onnx_roofline
 from onnx_roofline.cli import main
@@ -145,6 +146,18 @@ def test_each_error_in_its_own_language(tmp_path, capsys, kwargs, python, flag_a
 # --- --partial with no dims ----------------------------------------------------------------------
 
 
+def test_nothing_costed_with_every_dim_bound_points_at_the_root_cause(tmp_path, capsys):
+    # No dim to bind: the one node has no shape rule. Binding dims or --partial would not help.
+    path = tmp_path / "mystery.onnx"
+    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="acme")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)]), path)
+    assert main([str(path)]) == 0
+    captured = capsys.readouterr()
+    assert "no node could be costed, so there are no totals: see why in the uncosted nodes' root cause" in captured.err
+    assert "--partial" not in captured.err + captured.out
+
+
 def test_partial_without_dims_does_not_read_as_a_result(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(symbolic_matmul(), path)
@@ -153,7 +166,8 @@ def test_partial_without_dims_does_not_read_as_a_result(tmp_path, capsys):
     assert "totals    unknown: none of the 1 nodes could be costed" in captured.out
     totals_lines = [line for line in captured.out.splitlines() if line.startswith(("totals", "latency"))]
     assert len(totals_lines) == 2 and not any("0 FLOP" in line or "0.0 ns" in line for line in totals_lines)
-    assert "no node could be costed" in captured.err
+    assert "latency   unknown: bind the dims (--dim batch=N, --dim sequence=N), or drop --partial to take the defaults" in captured.out
+    assert "no node could be costed, so there are no totals: bind the dims (--dim batch=N, --dim sequence=N)" in captured.err
     assert "note:" not in captured.err  # --partial takes no default: unbound stays unbound
     assert main([str(path), "--partial", "--format", "json"]) == 0
     report = json.loads(capsys.readouterr().out)

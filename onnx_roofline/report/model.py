@@ -277,6 +277,16 @@ class Report:
     def uncosted(self) -> Uncosted:
         return Uncosted.of(self)
 
+    def advice_when_nothing_costed(self) -> str:
+        """What to do when no node could be costed: bind the symbolic dims graph inputs still carry
+        (a partial analysis), or else see the root cause of what is uncosted."""
+        inputs = set(self.model.graph_inputs)
+        unbound = sorted({d for n in self.nodes for t in n.inputs if t is not None and t.name in inputs and t.shape
+                          for d in t.shape if isinstance(d, str)})  # fmt: skip
+        if unbound:
+            return f"bind the dims ({', '.join(f'--dim {d}=N' for d in unbound)}), or drop --partial to take the defaults"
+        return "see why in the uncosted nodes' root cause"
+
     @property
     def kernels(self) -> int:
         """Kernels launched per run: deployed, each kernel's `launches`; as written, every node but

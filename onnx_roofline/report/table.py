@@ -40,7 +40,7 @@ def _summary(report: Report, other: Report | None = None) -> str:
     ]
     if report.nodes and not totals.costed_nodes:  # not "0 FLOP ... 0.0 ns", which reads as a result
         lines[2:4] = [f"totals    unknown: none of the {len(report.nodes)} nodes could be costed (see UNCOSTED below)",
-                      "latency   unknown: bind the dims (--dim NAME=N), or drop --partial to take the defaults"]  # fmt: skip
+                      f"latency   unknown: {report.advice_when_nothing_costed()}"]  # fmt: skip
         other = None
     if other is not None:
         lines.append(_other_line(other))
