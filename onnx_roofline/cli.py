@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -40,6 +41,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not hasattr(options, "run"):
             parser.print_help()
             return EXIT_USAGE
+        if args[0] != "hw":  # every command but `hw` reads a model
+            _import_onnx()
         return options.run(options)
     except RooflineError as exc:
         print(f"onnx-roofline: error: {one_line(exc.for_command_line(typed))}", file=sys.stderr)
@@ -49,6 +52,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # `onnx-roofline ... | head`: the reader left, nothing more to say
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (keeps the interpreter's final flush quiet)
         return EXIT_OK
+
+
+def _import_onnx() -> None:
+    """onnx's C++ extension registers its enums by calling back into Python while it loads: a
+    Ctrl-C landing there cannot unwind through C++, and the process aborts (std::terminate, a
+    traceback on stderr). The import runs with the interrupt held; one that came is raised after."""
+    held: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
+    except ValueError:  # not the main thread: signals are not ours to handle
+        import onnx  # noqa: F401
+        return
+    try:
+        import onnx  # noqa: F401
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if held:
+        raise KeyboardInterrupt
 
 
 class _Parser(argparse.ArgumentParser):

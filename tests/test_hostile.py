@@ -489,6 +489,30 @@ def _cli_process(*args, memory: int | None = None, timeout: float = 60, interrup
     return process.returncode, out, err
 
 
+HELD_INTERRUPT = r"""
+import importlib.abc, os, signal, sys
+class Interrupting(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "onnx":
+            os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C arriving as onnx starts to load
+        return None
+sys.meta_path.insert(0, Interrupting())
+from onnx_roofline import cli
+try:
+    cli._import_onnx()
+except KeyboardInterrupt:
+    print("onnx" in sys.modules, "onnx.onnx_cpp2py_export" in sys.modules)
+"""
+
+
+def test_a_ctrl_c_while_onnx_loads_waits_for_its_cpp_extension():
+    # onnx's C++ extension calls back into Python as it loads; a KeyboardInterrupt raised there
+    # cannot unwind through C++ and aborts the process (std::terminate, a traceback on stderr):
+    # the interrupt is held until the import is done, then raised.
+    result = subprocess.run([sys.executable, "-c", HELD_INTERRUPT], capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout.split(), result.stderr) == (0, ["True", "True"], "")
+
+
 def test_sigint_during_start_up_is_a_quiet_130(good):
     """Ctrl-C at a fifth, a half and four fifths of a run (most of it is importing onnx, numpy and
     the analysis): exit 130, nothing on stderr. (Before Python's own start-up has installed its
