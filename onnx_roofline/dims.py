@@ -76,10 +76,11 @@ def bind(
         if name not in inputs:
             what = f"is not a model input (inputs: {', '.join(inputs)})"
             raise DimensionError(f"input_shapes key {name!r} {what}", cli=f"--input {name!r} {what}")
-        if map_rank(inputs[name].type) is None:
+        rank = map_rank(inputs[name].type)
+        if rank is None:
             _set_shape(inputs[name], shape)
-        elif len(shape) != map_rank(inputs[name].type):
-            what = f"rank {len(shape)} given for a {_MAP_SHAPES[map_rank(inputs[name].type)]}"
+        elif len(shape) != rank:
+            what = f"rank {len(shape)} given for a {_MAP_SHAPES[rank]}"
             raise DimensionError(f"input_shapes[{name!r}]: {what}", cli=f"--input {name}: {what}")
     for value in graph.input:
         if value.name in input_shapes or not value.type.HasField("tensor_type"):

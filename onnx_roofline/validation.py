@@ -306,7 +306,7 @@ def _per_tensor(node: Node, values: Mapping[str, TensorInfo]) -> bool:
     if node.op_type not in _SCALED or len(node.inputs) < 2:
         return False
     scale = values.get(node.inputs[1])
-    return scale is not None and scale.shape is not None and math.prod(d if isinstance(d, int) else 2 for d in scale.shape) == 1
+    return scale is not None and scale.shape is not None and all(d == 1 for d in scale.shape)  # a scalar, or one element
 
 
 def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: int | None) -> None:

@@ -57,9 +57,11 @@ def verify(
     """Run `model` in onnxruntime (CPU) and check the analysis against it. `timing`, when given, holds
     the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize)."""
     dims = dict(dims or {})
-    report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes)
     proto = load_model(model)
-    if proto.functions and (inlined := _inlined(proto)) is not None:
+    inlined = _inlined(proto) if proto.functions else None
+    if inlined is None:
+        report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes)
+    else:  # the inlined graph is what is analyzed, run and compared; the report still names the file
         proto = inlined
         report = analyze(proto, hw=hw, dims=dims, input_shapes=input_shapes)
         report = dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
