@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnx_roofline import heap, shape_rules
+from onnx_roofline import heap, pieces, shape_rules
 from onnx_roofline.completion import complete
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.folding import Folder
@@ -35,6 +35,7 @@ from onnx_roofline.loader import opsets
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
 from onnx_roofline.schemas import may_have_bodies
+from onnx_roofline.scopes import graph_outer_references, outer_references
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, is_floating
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None, map_inputs: M
     type can declare (dims.map_shapes)."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
-    values = collect(model.graph, nodes, _onnx_inference(_without_metadata(model, nodes), warnings))
+    values = collect(model.graph, nodes, _onnx_inference(model, nodes, warnings))
     heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
     _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
     needed = _needed_outputs(model, nodes)
@@ -185,7 +186,7 @@ class _Sweep:
         """ONNX's inference of one node (a one-node model where it calls a model-local function),
         its inputs typed and their values given where folded."""
         types = {t.name: _type_proto(t.shape, t.dtype) for t in inputs if t is not None}
-        for name in _outer_references(node.proto):  # a body's reads of this scope
+        for name in outer_references(node.proto):  # a body's reads of this scope
             if _known(self.values.get(name)):
                 types[name] = _type_proto(self.values[name].shape, self.values[name].dtype)
         value_slots = VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
@@ -426,25 +427,6 @@ def _schema(op_type: str, opset: int | None, domain: str):
         return None
 
 
-def _outer_references(node: onnx.NodeProto) -> list[str]:
-    """Names a node's bodies (nested bodies included) read from the enclosing scope."""
-    names: dict[str, None] = {}
-    for attr in node.attribute:
-        for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-            names.update((name, None) for name in graph_outer_references(graph))
-    return list(names)
-
-
-def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
-    """Names the graph's nodes (nested bodies included) read from an enclosing scope."""
-    local = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
-    names: dict[str, None] = {}
-    for node in graph.node:
-        names.update((name, None) for name in node.input if name and name not in local)
-        names.update((name, None) for name in _outer_references(node) if name not in local)
-    return list(names)
-
-
 def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     """Node outputs something reads: another node, a body, or the graph's outputs. An output
     nobody reads (an old Dropout's mask) must not hold its node back."""
@@ -457,7 +439,7 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
         if may_have_bodies(node.domain, node.op_type, imported.get(node.domain)):
             for attr in node.attributes:
                 if attr.type in bodies:
-                    add(_outer_references(node.proto))
+                    add(outer_references(node.proto))
                     break
     needed.discard("")  # an absent optional input
     needed.update(output.name for output in model.graph.output)
@@ -513,15 +495,22 @@ def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelPr
     return copy
 
 
-def _onnx_inference(model: onnx.ModelProto, warnings: list[str]) -> DeclaredTypes:
-    """ONNX's inference over the whole graph: the value types it declares (inferred.py); where
-    it fails, the model's own, and the sweep types node by node."""
-    try:
-        return inferred_types(model)
-    except Exception as exc:  # onnx raises several types (InferenceError, RuntimeError); keep going without
-        message = f"ONNX shape inference of the whole graph failed ({_first_line(exc)}); typed node by node instead"
+def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[str]) -> DeclaredTypes:
+    """ONNX's inference over the whole graph (in pieces where it is very large: pieces.py): the
+    value types it declares (inferred.py); where it fails, the model's own, and the sweep types
+    node by node."""
+
+    def failed(where: str, exc: Exception) -> None:
+        message = f"ONNX shape inference of {where} failed ({_first_line(exc)}); typed node by node instead"
         log.warning(message)
         warnings.append(message)
+
+    if len(nodes) > pieces.PIECE_NODES:
+        return pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, failed)
+    try:
+        return inferred_types(_without_metadata(model, nodes))
+    except Exception as exc:  # onnx raises several types (InferenceError, RuntimeError); keep going without
+        failed("the whole graph", exc)
         return declared_types(model.graph)
 
 

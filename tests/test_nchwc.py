@@ -188,9 +188,11 @@ def test_padded_channels_are_counted_as_the_work_the_kernels_do(cases):
     report = analyze(cases["padded"].optimized)
     block = nchwc.block_size()
     channels = -(-20 // block) * block
-    conv = next(n for n in report.nodes if n.domain == NCHWC and n.op_type == "Conv" and n.outputs[0].shape[1] == channels)
+    conv = [n for n in report.nodes if n.domain == NCHWC and n.op_type == "Conv"][-1]  # the net's last conv; with a block of 16 others write 32 channels too
+    assert conv.outputs[0].shape == (2, channels, 8, 8)
     assert conv.cost.flops == 2 * 2 * channels * 8 * 8 * 32 * 3 * 3 + 2 * channels * 8 * 8  # N·M·H·W·(C·k²) MACs, + bias
-    reorder = next(n for n in report.nodes if n.op_type == "ReorderInput" and n.outputs[0].shape[1] == channels)
+    reorder = next(n for n in report.nodes if n.op_type == "ReorderInput" and n.inputs[0].name == "u")  # the 20-channel NHWC input
+    assert reorder.outputs[0].shape[1] == channels
     assert reorder.cost.bytes == (2 * 20 + 2 * channels) * 16 * 16 * 4  # the NHWC input read, the padded layout written
 
 

@@ -319,10 +319,11 @@ def test_a_bad_value_is_one_line_and_exit_2(tmp_path, capsys, text, message):
     assert message in err and len(err.strip().splitlines()) == 1
 
 
-def test_external_weights_are_never_opened_by_the_analysis(tmp_path):
+@pytest.mark.parametrize("piece_nodes", [None, 1], ids=["whole", "in-pieces"])
+def test_external_weights_are_never_opened_by_the_analysis(tmp_path, piece_nodes):
     """onnxruntime-genai's Qwen2 build adds q/k/v biases that are external initializers, upstream
     of a Reshape chain. The data file exists, and an audit hook fails the run if anything opens it;
-    the analysis types and costs every node all the same."""
+    the analysis types and costs every node all the same, over the whole graph or in pieces."""
     bias = numpy_helper.from_array(np.ones(48, np.float32), "bias")
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["qkv"]),
@@ -346,7 +347,8 @@ def hook(event, args):
     if event == "open" and args and str(args[0]).endswith("m.data"):
         raise SystemExit("the analysis opened the weights file")
 sys.addaudithook(hook)
-from onnx_roofline import analyze
+from onnx_roofline import analyze, pieces
+pieces.PIECE_NODES = {piece_nodes or 10**9}
 report = analyze({str(path)!r}, dims={{"batch": 2}})
 assert report.uncosted.count == 0, report.uncosted.message
 print(report.nodes[-1].outputs[0].shape)

@@ -1,0 +1,141 @@
+"""ONNX's inference of a very large graph in pieces (onnx_roofline/pieces.py), which bounds the
+memory of its C++ pass: every graph comes out as the whole-graph pass gives it — itself checked
+against onnxruntime by the corpus and fixture tests — with the pieces made small enough here to
+cut every chain the exporters emit."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_roofline import analyze, pieces
+from tests.conftest import FIXTURES
+from tests.corpus import cases, check
+
+CORPUS = {case["id"]: case for case in cases()}
+GRAPHS = {
+    "gpt2_decode_fp32_torchscript": (FIXTURES / "gpt2_decode_fp32_torchscript.onnx", {"batch": 1, "past_sequence": 1023}),
+    "gpt2_decode_fp16": (FIXTURES / "gpt2_decode_fp16.onnx", {"batch": 1, "past_sequence": 1023}),
+    **{name: (CORPUS[name]["path"], CORPUS[name]["dims"])
+       for name in ("ts_bart_decoder_past@decode", "ortopt_gpt2_past", "genai_qwen2_int4", "opset11_loop_rnn", "qdq_bert", "vconv17_from9_gpt2")},
+}  # fmt: skip
+
+
+def _results(report):
+    """Each node's status, output types and cost."""
+    return [(n.name, n.status, [None if t is None else (t.shape, t.dtype) for t in n.outputs], n.cost) for n in report.nodes]
+
+
+def _in_pieces(monkeypatch, size: int) -> list[int]:
+    """Pieces of `size` nodes from here on; returns the node count of each piece ONNX is given."""
+    given: list[int] = []
+    infer = pieces.inferred_types
+
+    def counting(model):
+        given.append(len(model.graph.node))
+        return infer(model)
+
+    monkeypatch.setattr(pieces, "PIECE_NODES", size)
+    monkeypatch.setattr(pieces, "inferred_types", counting)
+    return given
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_pieces_give_the_whole_graphs_results(monkeypatch, name):
+    path, dims = GRAPHS[name]
+    whole = analyze(path, dims=dims, partial=True)
+    given = _in_pieces(monkeypatch, 13)  # odd and small: cuts fall inside every Shape → Reshape chain
+    pieced = analyze(path, dims=dims, partial=True)
+    nodes = len(whole.nodes)
+    assert given == [min(13, nodes - start) for start in range(0, nodes, 13)]  # ceil(nodes / 13) pieces, in order
+    assert len(given) == math.ceil(nodes / 13) > 1
+    assert _results(pieced) == _results(whole)
+
+
+def test_a_piece_sees_the_bodies_reads_and_the_small_initializers_before_it(monkeypatch):
+    """An If whose branches read a value two pieces back, and a Reshape whose target is a small
+    initializer: ONNX's pass types both by itself, as it does the whole graph (no sweep)."""
+    branch = {
+        name: helper.make_graph([helper.make_node(op, ["r", "r"], [f"{name}_out"])], name, [],
+                                [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)])
+        for name, op in (("then", "Add"), ("else", "Sub"))
+    }  # fmt: skip
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Neg", ["x"], ["n"]),
+        helper.make_node("If", ["cond"], ["chosen"], then_branch=branch["then"], else_branch=branch["else"]),
+        helper.make_node("Reshape", ["chosen", "target"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([3, 4], np.int64), "target")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    given = _in_pieces(monkeypatch, 1)
+    report = analyze(model)
+    assert given == [1, 1, 1, 1]
+    assert report.model.shape_inference == "onnx"  # nothing left for the sweep
+    assert [n.outputs[0].shape for n in report.nodes] == [(2, 6), (2, 6), (2, 6), (3, 4)]
+
+
+def test_symbols_made_up_in_pieces_stay_distinct(monkeypatch):
+    """Two NonZero nodes in two pieces, after an input whose dim is already named unk__0: ONNX
+    names each count a symbol of its own, and none the input's, as over the whole graph."""
+    nodes = [helper.make_node("NonZero", ["a"], ["ia"]), helper.make_node("NonZero", ["b"], ["ib"]), helper.make_node("Add", ["c", "c"], ["d"])]
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [5]),
+              helper.make_tensor_value_info("c", TensorProto.FLOAT, ["unk__0"])]  # fmt: skip
+    outputs = [*(helper.make_tensor_value_info(name, TensorProto.INT64, None) for name in ("ia", "ib")), helper.make_tensor_value_info("d", TensorProto.FLOAT, None)]
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)])
+    whole = analyze(model, partial=True)
+    _in_pieces(monkeypatch, 1)
+    pieced = analyze(model, partial=True)
+    counts = [n.outputs[0].shape[1] for n in pieced.nodes[:2]]
+    assert len({*counts, "unk__0"}) == 3 and all(isinstance(count, str) for count in counts)
+    assert [n.outputs[0].shape for n in pieced.nodes] == [n.outputs[0].shape for n in whole.nodes]
+
+
+def test_a_failing_piece_loses_only_its_own_nodes_to_the_sweep(monkeypatch):
+    """ONNX's pass raising on one piece: the others keep their types, the sweep types that one's
+    nodes, the report names which nodes, and every value comes out as the whole graph gives it."""
+    path, dims = GRAPHS["gpt2_decode_fp32_torchscript"]
+    whole = analyze(path, dims=dims)
+    given = _in_pieces(monkeypatch, 1000)
+    infer = pieces.inferred_types
+
+    def second_fails(model):
+        if len(given) == 1:
+            given.append(len(model.graph.node))
+            raise RuntimeError("inference failed here")
+        return infer(model)
+
+    monkeypatch.setattr(pieces, "inferred_types", second_fails)
+    report = analyze(path, dims=dims)
+    assert [w for w in report.model.shape_warnings if "inference failed here" in w] == [
+        "ONNX shape inference of nodes 1000–1999 failed (inference failed here); typed node by node instead"
+    ]
+    assert report.uncosted.count == 0
+    assert _results(report) == _results(whole)
+
+
+def test_every_cut_of_a_graph_onnx_types_alone_is_seamless(monkeypatch):
+    """A chain ONNX types by itself, cut after every node: what each piece reads comes typed from
+    the piece before (the weight, too large to be a shape, as a typed input), so ONNX still types
+    every value and the sweep never runs."""
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h0"])]
+    for i in range(6):
+        nodes.append(helper.make_node("Relu" if i % 2 else "Tanh", [f"h{i}"], [f"h{i + 1}"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                              [helper.make_tensor_value_info("h6", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(np.zeros((64, 128), np.float32), "w")])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    given = _in_pieces(monkeypatch, 1)
+    report = analyze(model, dims={"batch": 8})
+    assert given == [1] * 7 and report.model.shape_inference == "onnx"
+    assert all(n.outputs[0].shape == (8, 128) for n in report.nodes)
+    assert report.nodes[0].cost.flops == 2 * 8 * 64 * 128  # [8, 64] @ [64, 128]: a multiply-add per (row, column, k)
