@@ -14,7 +14,7 @@ it, which ONNX's symbol table then skips."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import onnx
 
@@ -44,13 +44,13 @@ def inferred_types_in_pieces(model: onnx.ModelProto, nodes: list[Node], size: in
         piece = nodes[start : start + size]
         produced = {name: None for node in piece for name in node.outputs if name}  # in graph order: the result's order
         try:
-            typed = inferred_types(tables.piece_model(piece, produced, known, symbols))
+            typed = inferred_types(tables.piece_model(start, piece, produced, known, symbols))
         except Exception as exc:  # what onnx raises (InferenceError, RuntimeError, ...): the sweep types these nodes
             failed(f"nodes {start}–{start + len(piece) - 1}", exc)
             continue
-        new = [value for value in typed if value.name in produced]
-        known.update((value.name, value) for value in new)
-        symbols.update(_symbols(new))
+        new = {name: value for value in typed if (name := value.name) in produced}
+        known.update(new)
+        symbols.update(_symbols(new.values()))
     return [*known.values(), *(value for value in declared[len(graph.input) :] if value.name not in known)]
 
 
@@ -67,14 +67,15 @@ class _Tables:
         self.value_info = {value.name: index for index, value in enumerate(graph.value_info)}
         self.outputs = {value.name: index for index, value in enumerate(graph.output)}
 
-    def piece_model(self, piece: list[Node], produced: dict[str, None], known: dict, symbols: set[str]) -> onnx.ModelProto:
-        """A model of the piece's nodes alone: what they read from before them as inputs (small
-        inline initializers as themselves, for data propagation to read), the graph's value_info
-        and outputs of what they produce, and a value_info naming the symbols in use."""
+    def piece_model(self, start: int, piece: list[Node], produced: dict[str, None], known: dict, symbols: set[str]) -> onnx.ModelProto:
+        """A model of the piece's nodes alone (the graph's nodes from `start` on): what they read
+        from before them as inputs (small inline initializers as themselves, for data propagation
+        to read), the graph's value_info and outputs of what they produce, and a value_info naming
+        the symbols in use."""
         graph, model = self.model.graph, self.model
         result = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import, functions=model.functions)
         result.graph.name = graph.name
-        result.graph.node.extend(node.proto for node in piece)
+        result.graph.node.extend(graph.node[start : start + len(piece)])  # a slice: copied in C, not node by node
         if piece[0].has_metadata:  # dynamo's stack traces: serialized and parsed for nothing
             for node in result.graph.node:
                 node.ClearField("metadata_props")
@@ -118,7 +119,7 @@ class _Tables:
             graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims))
 
 
-def _symbols(values: DeclaredTypes) -> set[str]:
+def _symbols(values: Iterable) -> set[str]:
     """The dim_params the values' types name (each distinct type parsed once)."""
     symbols: set[str] = set()
     for key in {value.type for value in values}:
