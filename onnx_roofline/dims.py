@@ -45,6 +45,37 @@ def _size(digits: str, where: str) -> int:
     return int(digits)
 
 
+def name_unnamed_dims(graph: onnx.GraphProto) -> None:
+    """Name each graph-input dim that has neither a size nor a name (skl2onnx's and tf2onnx's
+    batch: `X [?, 6]`) `<input>_dim<axis>` (`X_dim0`), in place on the loader's copy: it then binds
+    (`--dim X_dim0=8`), takes its default and is named where it blocks a cost like any symbolic
+    dim, where an unnamed one left every node downstream unknown with nothing to bind it by. A
+    name some declared type already uses gets a `_` more: a symbol means one size throughout."""
+    initializers = {t.name for t in graph.initializer}
+    unnamed = [
+        (value.name, axis, dim)
+        for value in graph.input
+        if value.name not in initializers and value.type.WhichOneof("value") == "tensor_type" and value.type.tensor_type.HasField("shape")
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim)
+        if dim.WhichOneof("value") is None
+    ]
+    if not unnamed:
+        return
+    taken = {
+        dim.dim_param
+        for value in (*graph.input, *graph.output, *graph.value_info)
+        if value.type.WhichOneof("value") == "tensor_type"
+        for dim in value.type.tensor_type.shape.dim
+        if dim.dim_param
+    }
+    for input_name, axis, dim in unnamed:
+        name = f"{input_name}_dim{axis}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        dim.dim_param = name
+
+
 def symbolic_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
     """Each symbolic dim name of the graph inputs, with the inputs that use it."""
     uses: dict[str, list[str]] = {}

@@ -13,6 +13,7 @@ import onnx.serialization
 from google.protobuf.message import DecodeError
 
 from onnx_roofline import files, heap
+from onnx_roofline.dims import name_unnamed_dims
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.validation import check_model
@@ -59,6 +60,7 @@ def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
         raise ModelLoadError(f"not a valid ONNX model: {where} (the graph has no nodes)")
     check_model(model, nodes, where)
     heap.release(len(nodes))  # validation's tables of every name
+    name_unnamed_dims(model.graph)
     return nodes
 
 

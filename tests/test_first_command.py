@@ -10,9 +10,10 @@ import pickle
 import re
 import shlex
 
+import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
 from onnx_roofline.cli import main
@@ -141,6 +142,48 @@ def test_each_error_in_its_own_language(tmp_path, capsys, kwargs, python, flag_a
     assert python in str(caught.value) and "--" not in str(caught.value)
     assert main([str(path), *flag_args]) == 2
     assert cli in capsys.readouterr().err
+
+
+# --- input dims with no name -------------------------------------------------------------------
+
+
+def _unnamed_batch_model(also_declared: str | None = None) -> onnx.ModelProto:
+    """skl2onnx's and tf2onnx's inputs: X [?, 6] (a dim with neither size nor name) → MatMul by a
+    [6, 3] weight → Relu. `also_declared`: a symbol an output's declared shape already uses."""
+    weight = numpy_helper.from_array(np.ones((6, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["X", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "g",
+        [helper.make_tensor_value_info("X", TensorProto.FLOAT, [None, 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [also_declared, 3] if also_declared else None)],
+        initializer=[weight],
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_unnamed_input_dim_is_named_and_binds_like_any_symbolic_dim(tmp_path, capsys):
+    path = tmp_path / "unnamed.onnx"
+    onnx.save(_unnamed_batch_model(), path)
+    before = path.read_bytes()
+    assert main([str(path), "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert "unbound dims set to defaults: X_dim0=1" in captured.err
+    report = json.loads(captured.out)
+    assert report["totals"]["costed_nodes"] == 2 and report["model"]["defaulted_dims"] == ["X_dim0"]
+    assert report["totals"]["flops"] == 2 * 1 * 6 * 3 + 1 * 3  # [1, 6] @ [6, 3]: a multiply-add per (row, column, k); Relu: 1 per output
+    assert main([str(path), "--dim", "X_dim0=4", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["totals"]["flops"] == 2 * 4 * 6 * 3 + 4 * 3
+    assert main(["inspect", str(path)]) == 0
+    assert "[X_dim0, 6]" in capsys.readouterr().out
+    with pytest.raises(UnboundDimensionError, match="X_dim0"):  # the API stays strict, and says which dim
+        onnx_roofline.analyze(path)
+    assert path.read_bytes() == before  # named in the analysis's copy, never in the file
+
+
+def test_an_unnamed_dim_takes_a_name_no_declared_type_uses():
+    model = _unnamed_batch_model(also_declared="X_dim0")  # the output's first dim: another symbol, which must stay apart
+    report = onnx_roofline.analyze(model, dims={"X_dim0_": 2})
+    assert report.model.dims == {"X_dim0_": 2}
+    assert report.nodes[0].outputs[0].shape == (2, 3)
 
 
 # --- --partial with no dims ----------------------------------------------------------------------

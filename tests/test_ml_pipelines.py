@@ -159,6 +159,17 @@ def test_pipeline_is_costed_with_the_shapes_onnxruntime_returns(converted, name)
     assert outputs == case.observed
 
 
+def test_a_pipelines_unnamed_batch_binds_by_its_given_name(converted):
+    """skl2onnx declares the batch with no name (X [?, 6]): it is bound as X_dim0, to the same
+    shapes onnxruntime returns as a whole input shape gives."""
+    case = converted["scaler_logistic"]
+    declared = case.model.graph.input[0]
+    assert declared.type.tensor_type.shape.dim[0].WhichOneof("value") is None
+    report = analyze(case.model, dims={f"{declared.name}_dim0": BATCH})
+    assert report.totals.uncosted_nodes == 0
+    assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == case.observed
+
+
 def test_zipmap_writes_its_entries(converted):
     """N maps of C entries, each an int64 key and a float32 value."""
     report = analyze(converted["scaler_logistic"].model, input_shapes={"X": [BATCH, FEATURES]})
