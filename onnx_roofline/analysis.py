@@ -39,6 +39,7 @@ from onnx_roofline.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes import collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision
 from onnx_roofline.validation import check_axes
+from onnx_roofline.windows import check_windows
 
 
 def analyze(
@@ -117,6 +118,7 @@ def _analyze(
     bind(proto, dims, input_shapes)
     shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
     check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
+    check_windows(graph_nodes, shapes.values, dims)  # a kernel larger than its input at these dims: a model that cannot run
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer} - given
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
