@@ -7,7 +7,7 @@ import gc
 import math
 import os
 from collections import ChainMap
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -15,8 +15,8 @@ import onnx.inliner
 
 from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Cost, Uncostable
-from onnx_roofline.dims import bind, map_shapes, symbolic_dims
-from onnx_roofline.errors import UnboundDimensionError
+from onnx_roofline.dims import bind, input_dim_names, map_shapes, symbolic_dims
+from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.input_values import bind_values
@@ -39,7 +39,7 @@ from onnx_roofline.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes import collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision
 from onnx_roofline.validation import check_axes
-from onnx_roofline.windows import check_windows
+from onnx_roofline.runnable import check_runnable, implied_sizes
 
 
 def analyze(
@@ -108,17 +108,28 @@ def _analyze(
     precision: str | None,
     input_values: Mapping[str, Sequence[float] | float],
     default_dims: bool = False,
+    solved: Mapping[str, tuple[int, str]] | None = None,
 ) -> Report:
-    """`analyze`, with the hardware resolved and the collector paused."""
+    """`analyze`, with the hardware resolved and the collector paused. `solved`: defaults replaced
+    by the size the graph fixes, and why (runnable.DimensionConflict)."""
     proto, graph_nodes = load_with_nodes(model)
     given = bind_values(proto, input_values)
     dim_uses = symbolic_dims(proto.graph)
-    defaulted = _defaults(dim_uses, dims, input_shapes) if default_dims else {}
-    dims = {**defaulted, **dims}
-    bind(proto, dims, input_shapes)
+    dim_names = input_dim_names(proto.graph)
+    solved = dict(solved or {})
+    defaulted = {**_defaults(dim_uses, dims, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
+    bound = {**defaulted, **dims}
+    bind(proto, bound, input_shapes)
     shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
     check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
-    check_windows(graph_nodes, shapes.values, dims)  # a kernel larger than its input at these dims: a model that cannot run
+    try:
+        check_runnable(graph_nodes, shapes.values, bound, dim_names)  # what cannot run at these dims (runnable.py)
+    except DimensionConflict as conflict:
+        if conflict.dim not in defaulted or conflict.dim in solved:
+            raise
+        solved[conflict.dim] = (conflict.size, conflict.why)  # a default that cannot run: the size the graph fixes
+        return _analyze(model, hardware, dims, input_shapes, partial, precision, input_values, default_dims, solved)
+    dims = bound
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer} - given
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
@@ -126,13 +137,14 @@ def _analyze(
     nodes = tuple([walk.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
-        _raise_if_blocked(nodes, unbound, dims)
+        _raise_if_blocked(nodes, unbound, dims, lambda: implied_sizes(graph_nodes, shapes.values))
     info = ModelInfo(
         path=None if isinstance(model, onnx.ModelProto) else str(model),
         node_count=len(graph_nodes),
         opsets=opsets(proto),
         dims=dims,
         defaulted_dims=tuple(defaulted),
+        solved_dims={dim: why for dim, (_, why) in solved.items()},
         precision=precision,
         parameters=_model_parameters(proto, given, nodes),
         shape_inference=shapes.method,
@@ -460,8 +472,9 @@ def _shape_text(tensor: TensorInfo) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]" + ("" if tensor.dtype else " dtype?")
 
 
-def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]], dims: Mapping[str, int]) -> None:
-    """An unbound dim that leaves a node uncostable is an error naming the dim and its inputs."""
+def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]], dims: Mapping[str, int], implied: Callable[[], dict[str, int]]) -> None:
+    """An unbound dim that leaves a node uncostable is an error naming the dim and its inputs,
+    suggesting each its default or, where the graph fixes it, that size (`implied`, asked only then)."""
     blocked = {
         dim
         for node in nodes
@@ -476,5 +489,5 @@ def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str
     if blocked:
         from onnx_roofline.defaults import default_dims
 
-        suggested = {name: size for name, (size, _) in default_dims(unbound, dims).items()}
+        suggested = {**{name: size for name, (size, _) in default_dims(unbound, dims).items()}, **implied()}
         raise UnboundDimensionError(sorted(blocked), unbound, suggested)

@@ -307,23 +307,29 @@ def _run_summary(options: argparse.Namespace) -> int:
 
 def _notice_defaults(report) -> None:
     """One line on stderr naming each default taken (unless --quiet)."""
-    from onnx_roofline.defaults import default_dims, notice
+    from onnx_roofline.defaults import notice
 
-    defaulted = report.model.defaulted_dims
-    chosen = default_dims(defaulted, {name: size for name, size in report.model.dims.items() if name not in defaulted})
-    notice_text = notice({name: (report.model.dims[name], chosen[name][1]) for name in report.model.defaulted_dims})
+    why = _default_reasons(report.model)
+    notice_text = notice({name: (report.model.dims[name], why[name]) for name in report.model.defaulted_dims})
     print(f"onnx-roofline: note: {one_line(notice_text)}", file=sys.stderr)
+
+
+def _default_reasons(model) -> dict[str, str]:
+    """Why each defaulted dim took its size: its name's rule (onnx_roofline.defaults), or what in
+    the graph fixes it (model.solved_dims)."""
+    from onnx_roofline.defaults import default_dims
+
+    defaulted = model.defaulted_dims
+    chosen = default_dims(defaulted, {name: size for name, size in model.dims.items() if name not in defaulted}) if defaulted else {}
+    return {name: model.solved_dims.get(name) or chosen[name][1] for name in defaulted}
 
 
 def _say_what_ran(report, seconds: float) -> None:
     """--verbose: the dims and where each came from, the shape passes and what they typed, the
     nodes by status, the hardware figures' source, the time taken."""
-    from onnx_roofline.defaults import default_dims
-
     model = report.model
-    defaulted = model.defaulted_dims
-    why = default_dims(defaulted, {k: v for k, v in model.dims.items() if k not in defaulted}) if defaulted else {}
-    dims = ", ".join(f"{k}={v}" + (f" (default: {why[k][1]})" if k in why else " (given)") for k, v in sorted(model.dims.items()))
+    why = _default_reasons(model)
+    dims = ", ".join(f"{k}={v}" + (f" (default: {why[k]})" if k in why else " (given)") for k, v in sorted(model.dims.items()))
     outputs = [t for node in report.nodes for t in node.outputs if t is not None]
     typed = sum(1 for t in outputs if t.is_known)
     statuses = ", ".join(f"{status} {count}" for status, count in report.status_counts.items())

@@ -130,8 +130,12 @@ def _evaluate(expression: str, values: Mapping[str, int]) -> int | None:
     return value(tree.body)
 
 
+_RULES = frozenset({"batch", "past", "encoder", "sequence", "decode step", "spatial", "past + sequence", "expression"})
+"""The reasons the table's rows give, which the notice leaves unsaid (the name says it)."""
+
+
 def notice(chosen: Mapping[str, tuple[int, str]]) -> str:
-    """The one line on stderr: `unbound dims set to defaults: batch=1, past_sequence=511 (...)`."""
-    listed = ", ".join(f"{name}={value}" + (f" ({NO_DEFAULT})" if why == NO_DEFAULT else "")
-                       for name, (value, why) in chosen.items())  # fmt: skip
+    """The one line on stderr: `unbound dims set to defaults: batch=1, past_sequence=511 (...)`;
+    a reason the name does not say is said: no default for it, or what in the graph fixed it."""
+    listed = ", ".join(f"{name}={value}" + ("" if why in _RULES else f" ({why})") for name, (value, why) in chosen.items())
     return f"unbound dims set to defaults: {listed} (bind them with --dim NAME=N; see docs/defaults.md)"

@@ -76,6 +76,18 @@ def name_unnamed_dims(graph: onnx.GraphProto) -> None:
         dim.dim_param = name
 
 
+def input_dim_names(graph: onnx.GraphProto) -> dict[tuple[str, int], str]:
+    """The symbolic dims of the graph inputs by (input, axis), read before binding replaces them."""
+    initializers = {t.name for t in graph.initializer}
+    return {
+        (value.name, axis): dim.dim_param
+        for value in graph.input
+        if value.name not in initializers and value.type.WhichOneof("value") == "tensor_type"
+        for axis, dim in enumerate(value.type.tensor_type.shape.dim)
+        if dim.dim_param
+    }
+
+
 def symbolic_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
     """Each symbolic dim name of the graph inputs, with the inputs that use it."""
     uses: dict[str, list[str]] = {}

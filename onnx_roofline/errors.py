@@ -71,6 +71,19 @@ class UnboundDimensionError(DimensionError):
         return f"{self._head()}: bind {'it' if len(self.dims) == 1 else 'them'}, e.g. `{command}`, or pass --partial to report the nodes blocked as unknown"
 
 
+class DimensionConflict(DimensionError):
+    """A symbolic dim bound to a size the graph itself rules out, where the graph fixes the one
+    that runs (a KV cache's head size, which the attention op's query packs): `dim`, `size` (the
+    size that runs) and `why` (what fixes it). A default the analysis took is replaced by it."""
+
+    def __init__(self, message: str, dim: str, size: int, why: str, cli: str | None = None) -> None:
+        super().__init__(message, cli=cli)
+        self.dim, self.size, self.why = dim, size, why
+
+    def __reduce__(self):
+        return (type(self), (str(self), self.dim, self.size, self.why, self.cli_message))
+
+
 class ExternalDataError(ModelLoadError):
     """An external-data reference that may not be followed: absolute, escaping the model's folder,
     not a regular file, or an offset/length that does not fit the file."""

@@ -209,7 +209,7 @@ class _Sweep:
             return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
         typed = {name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()}
         unknown = [name for name in node.outputs if name and not _known(typed.get(name))]
-        return typed, _unknown_output_reason(node, unknown) if unknown else None
+        return typed, _unknown_output_reason(node, unknown, outputs) if unknown else None
 
     def function_inference(self, node: Node, types, data) -> dict[str, onnx.TypeProto]:
         graph = onnx.helper.make_graph(
@@ -363,10 +363,14 @@ def infer_body(
     return infer(scratch)
 
 
-def _unknown_output_reason(node: Node, unknown: list[str]) -> str:
-    """Why ONNX typed the node but not these outputs: a value it needs is data, not a constant."""
+def _unknown_output_reason(node: Node, unknown: list[str], types: Mapping[str, onnx.TypeProto]) -> str:
+    """Why ONNX typed the node but not these outputs: they are sequences of tensors (SequenceEmpty's,
+    a SplitToSequence's), which no TensorInfo describes; or a value it needs is data, not a constant."""
     if node.op_type in _DATA_DEPENDENT:
         return f"{node.op_type}'s output size depends on the values of its input data"
+    sequences = [name for name in unknown if name in types and types[name].WhichOneof("value") in ("sequence_type", "optional_type")]
+    if sequences:
+        return f"{', '.join(repr(n) for n in sequences[:3])}: a sequence of tensors, whose length and elements the analysis does not track"
     return f"ONNX cannot type {', '.join(repr(n) for n in unknown[:3])}: an input value it needs is not a constant the analysis could fold"
 
 

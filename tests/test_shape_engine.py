@@ -391,3 +391,17 @@ def test_when_onnx_whole_graph_pass_fails_the_graph_is_typed_node_by_node(monkey
     assert any("inference failed here" in warning for warning in report.model.shape_warnings)
     assert report.uncosted.count == 0
     assert [(n.inputs, n.outputs) for n in report.nodes] == [(n.inputs, n.outputs) for n in expected.nodes]
+
+
+def test_a_sequence_of_tensors_is_said_to_be_one_in_the_root_cause():
+    """SequenceEmpty has no input whose value could be missing: its output is a sequence, which
+    the analysis does not type (dynamo's EmbeddingBag loop builds one), and the root cause says so."""
+    nodes = [
+        helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
+        helper.make_node("SequenceInsert", ["empty", "x"], ["one"]),
+        helper.make_node("ConcatFromSequence", ["one"], ["y"], axis=0),
+    ]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    report = analyze(model)
+    cause = report.model.shape_root_cause
+    assert (cause.op_type, cause.reason) == ("SequenceEmpty", "'empty': a sequence of tensors, whose length and elements the analysis does not track")

@@ -157,6 +157,7 @@ class ModelInfo:
     graph_outputs: tuple[str, ...] = field(default=(), repr=False, compare=False)
     weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
     defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.defaults), not by the caller
+    solved_dims: Mapping[str, str] = field(default_factory=dict)  # defaulted dims the graph fixes (runnable.py), and what fixes each
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
     """The model as loaded (no weight bytes; its nodes' protos keep it alive anyway): what a command
     reads of it later, as Report.data_files."""
@@ -168,6 +169,7 @@ class ModelInfo:
             "opsets": dict(sorted(self.opsets.items())),
             "dims": dict(sorted(self.dims.items())),
             "defaulted_dims": sorted(self.defaulted_dims),
+            "solved_dims": dict(sorted(self.solved_dims.items())),
             "precision": self.precision,
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,

@@ -1,0 +1,155 @@
+"""Can the model run at these dims? What ONNX's inference lets through and onnxruntime refuses,
+checked once the shapes are known: a result there would cost a model that cannot run, so each is
+an error naming the node, the sizes and the dims (docs/hostile-inputs.md).
+
+- A convolution whose window does not fit its input: the kernel, dilated, larger than the input
+  padded. ONNX's inference divides the negative remainder toward zero and gives one output where
+  there is none (a 2×2 kernel, stride 2, on a 1×1 input: [N, C, 1, 1]), or an empty one;
+  onnxruntime refuses either ("Invalid input shape"). A ConvNeXt at 7×7 pixels (its stem divides
+  by 4, its stages by 2). Pools in that case run, with the output ONNX gives them.
+- A Reshape whose target does not hold its input's elements: ONNX's inference takes a target with
+  no -1 as it is. A TorchScript export traces sizes into targets (MultiheadAttention with kdim:
+  the key length it was traced at); bound to other sizes, the graph cannot run.
+- A GroupQueryAttention whose past holds heads of another size than its query packs: the
+  onnxruntime-genai builder names the head dim of its KV-cache inputs (`kv_cache_dim`), which
+  the query's width and the op's head counts fix. That one is a DimensionConflict: a default
+  taken for the dim is replaced by the size that runs (analysis.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import onnx
+
+from onnx_roofline.errors import DimensionConflict, DimensionError
+from onnx_roofline.nodes import Node
+from onnx_roofline.tensors import TensorInfo
+
+WINDOW_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
+"""The default-domain convolutions over NCHW… spatial dims: the input slot of the weight whose dims
+past the second give the kernel where no kernel_shape says it."""
+
+
+def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str]) -> None:
+    """Raises DimensionError (DimensionConflict where a dim the graph fixes was bound otherwise) at
+    the first node that cannot run. `dim_names`: the graph inputs' symbolic dims by (input, axis)."""
+    for node in nodes:
+        if not node.domain and node.op_type in WINDOW_OPS:
+            problem = _window_problem(node, values)
+        elif not node.domain and node.op_type == "Reshape":
+            problem = _reshape_problem(node, values)
+        elif node.domain == "com.microsoft" and node.op_type == "GroupQueryAttention":
+            problem = _grouped_heads_problem(node, values, dims, dim_names)
+        else:
+            continue
+        if problem is not None:
+            raise DimensionError(f"node {_label(node)} cannot run at {_at(dims)}: {problem}")
+
+
+def _window_problem(node: Node, values: Mapping[str, TensorInfo]) -> str | None:
+    """Explicit pads (auto_pad SAME pads as needed; VALID none)."""
+    data = values.get(node.inputs[0]) if node.inputs else None
+    if data is None or not data.is_known or len(data.shape) < 3:
+        return None
+    attrs = {a.name: a for a in node.attributes}
+    auto_pad = _attribute(attrs, "auto_pad", b"NOTSET")
+    spatial = data.shape[2:]
+    kernel = _kernel(node, attrs, values, len(spatial))
+    if auto_pad in (b"SAME_UPPER", b"SAME_LOWER") or kernel is None:
+        return None
+    pads = [0] * 2 * len(spatial) if auto_pad == b"VALID" else list(_attribute(attrs, "pads", [0] * 2 * len(spatial)))
+    dilations = list(_attribute(attrs, "dilations", [1] * len(spatial)))
+    if len(pads) != 2 * len(spatial) or len(dilations) != len(spatial):
+        return None  # ONNX's inference refuses these: not this check's to word
+    padded = [size + pads[axis] + pads[axis + len(spatial)] for axis, size in enumerate(spatial)]
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    if all(p >= e for p, e in zip(padded, extent)):
+        return None
+    return (f"its input {data.name!r} is {_by(spatial)} (padded {_by(padded)}), smaller than its {_by(extent)} window "
+            f"(kernel {_by(kernel)}, dilations {dilations}); larger dims give it an output")  # fmt: skip
+
+
+def _reshape_problem(node: Node, values: Mapping[str, TensorInfo]) -> str | None:
+    data, result = values.get(node.inputs[0]) if node.inputs else None, values.get(node.outputs[0]) if node.outputs else None
+    if data is None or result is None or not data.is_known or not result.is_known or data.numel == result.numel:
+        return None
+    return (f"its input {data.name!r} {list(data.shape)} has {data.numel:,} elements, its target {list(result.shape)} "
+            f"{result.numel:,}: a size the graph fixed when it was exported (traced) disagrees with these dims")  # fmt: skip
+
+
+def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str]) -> str | None:
+    heads = _kv_head(node, values)
+    if heads is None or heads[1].shape[3] == heads[2]:
+        return None
+    query, past, head = heads
+    problem = f"its past {past.name!r} {list(past.shape)} holds heads of {past.shape[3]} where its query {query.name!r} packs heads of {head}"
+    dim = dim_names.get((past.name, 3))
+    if dim is None:
+        return problem
+    raise DimensionConflict(
+        f"node {_label(node)} cannot run at {_at(dims)}: {problem}: pass dims={{{dim!r}: {head}}}", dim, head,
+        f"the head size of {_label(node)}", cli=f"node {_label(node)} cannot run at {_at(dims)}: {problem}: bind --dim {dim}={head}",
+    )
+
+
+def implied_sizes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> dict[str, int]:
+    """Symbolic dims still unbound whose size the graph fixes: a GroupQueryAttention past's head
+    dim, from its query. What an error asking for them suggests."""
+    implied = {}
+    for node in nodes:
+        if node.domain == "com.microsoft" and node.op_type == "GroupQueryAttention" and (heads := _kv_head(node, values, symbolic=True)):
+            if isinstance(heads[1].shape[3], str):
+                implied[heads[1].shape[3]] = heads[2]
+    return implied
+
+
+def _kv_head(node: Node, values: Mapping[str, TensorInfo], symbolic: bool = False) -> tuple[TensorInfo, TensorInfo, int] | None:
+    """(query, past key, the head size the query packs) of a GroupQueryAttention: query [B, S, H·dh],
+    or packed QKV [B, S, (H + 2·Hkv)·dh] when key and value are absent. None where the query's
+    width is not known, the past is absent or not of rank 4 (`symbolic`: its dims may be symbols)."""
+    names = node.inputs
+    query = values.get(names[0]) if names else None
+    past = values.get(names[3]) if len(names) > 3 and names[3] else None
+    if query is None or past is None or not query.shape or not isinstance(query.shape[-1], int) or past.shape is None or len(past.shape) != 4:
+        return None
+    if not symbolic and not past.is_known:
+        return None
+    attrs = {a.name: a.i for a in node.attributes if a.type == onnx.AttributeProto.INT}
+    packed = not any(names[1:3])
+    heads = attrs.get("num_heads", 0) + (2 * attrs.get("kv_num_heads", 0) if packed else 0)
+    if not heads or query.shape[-1] % heads:
+        return None
+    return query, past, query.shape[-1] // heads
+
+
+def _kernel(node: Node, attrs: Mapping[str, onnx.AttributeProto], values: Mapping[str, TensorInfo], rank: int) -> list[int] | None:
+    """kernel_shape, else the weight's spatial dims; None where neither is known."""
+    kernel = list(_attribute(attrs, "kernel_shape", []))
+    if not kernel:
+        slot = WINDOW_OPS[node.op_type]
+        weight = values.get(node.inputs[slot]) if slot < len(node.inputs) else None
+        if weight is None or not weight.is_known:
+            return None
+        kernel = list(weight.shape[2:])
+    return kernel if len(kernel) == rank else None
+
+
+def _attribute(attrs: Mapping[str, onnx.AttributeProto], name: str, default):
+    attr = attrs.get(name)
+    if attr is None:
+        return default
+    return {onnx.AttributeProto.INT: attr.i, onnx.AttributeProto.INTS: attr.ints, onnx.AttributeProto.STRING: attr.s}.get(attr.type, default)
+
+
+def _label(node: Node) -> str:
+    op = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+    return f"{node.name!r} ({op})" if node.name else f"of type {op}"
+
+
+def _at(dims: Mapping[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(dims.items())) or "its declared shapes"
+
+
+def _by(sizes: Iterable[int]) -> str:
+    return "×".join(map(str, sizes))
+
