@@ -168,6 +168,9 @@ def test_a_pipelines_unnamed_batch_binds_by_its_given_name(converted):
     report = analyze(case.model, dims={f"{declared.name}_dim0": BATCH})
     assert report.totals.uncosted_nodes == 0
     assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == case.observed
+    from onnx_roofline.verify import verify
+
+    assert verify(case.model, dims={f"{declared.name}_dim0": BATCH}).passed  # verify feeds the batch it is given by that name
 
 
 def test_zipmap_writes_its_entries(converted):
