@@ -114,8 +114,8 @@ def _analyze(
     by the size the graph fixes, and why (runnable.DimensionConflict)."""
     proto, graph_nodes = load_with_nodes(model)
     given = bind_values(proto, input_values)
-    dim_uses = symbolic_dims(proto.graph)
     dim_names = input_dim_names(proto.graph)
+    dim_uses = symbolic_dims(proto.graph, dim_names)
     solved = dict(solved or {})
     defaulted = {**_defaults(dim_uses, dims, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
     bound = {**defaulted, **dims}

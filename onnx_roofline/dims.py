@@ -88,16 +88,13 @@ def input_dim_names(graph: onnx.GraphProto) -> dict[tuple[str, int], str]:
     }
 
 
-def symbolic_dims(graph: onnx.GraphProto) -> dict[str, list[str]]:
-    """Each symbolic dim name of the graph inputs, with the inputs that use it."""
+def symbolic_dims(graph: onnx.GraphProto, names: Mapping[tuple[str, int], str] | None = None) -> dict[str, list[str]]:
+    """Each symbolic dim name of the graph inputs, with the inputs that use it (from `names`, the
+    graph's input_dim_names, where the caller has read them)."""
     uses: dict[str, list[str]] = {}
-    initializers = {t.name for t in graph.initializer}
-    for value in graph.input:
-        if value.name in initializers or not value.type.HasField("tensor_type"):
-            continue
-        for dim in value.type.tensor_type.shape.dim:
-            if dim.HasField("dim_param") and value.name not in uses.setdefault(dim.dim_param, []):
-                uses[dim.dim_param].append(value.name)
+    for (input_name, _), dim in (input_dim_names(graph) if names is None else names).items():
+        if input_name not in uses.setdefault(dim, []):
+            uses[dim].append(input_name)
     return uses
 
 
