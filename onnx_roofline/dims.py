@@ -47,7 +47,7 @@ def _size(digits: str, where: str) -> int:
 
 def name_unnamed_dims(graph: onnx.GraphProto) -> None:
     """Name each graph-input dim that has neither a size nor a name (skl2onnx's and tf2onnx's
-    batch: `X [?, 6]`) `<input>_dim<axis>` (`X_dim0`), in place on the loader's copy: it then binds
+    batch: `X [?, 6]`; an empty dim_param) `<input>_dim<axis>` (`X_dim0`), in place on the loader's copy: it then binds
     (`--dim X_dim0=8`), takes its default and is named where it blocks a cost like any symbolic
     dim, where an unnamed one left every node downstream unknown with nothing to bind it by. A
     name some declared type already uses gets a `_` more: a symbol means one size throughout."""
@@ -57,7 +57,7 @@ def name_unnamed_dims(graph: onnx.GraphProto) -> None:
         for value in graph.input
         if value.name not in initializers and value.type.WhichOneof("value") == "tensor_type" and value.type.tensor_type.HasField("shape")
         for axis, dim in enumerate(value.type.tensor_type.shape.dim)
-        if dim.WhichOneof("value") is None
+        if not dim.dim_param and dim.WhichOneof("value") != "dim_value"  # unset, or a dim_param of "" (skl2onnx's text inputs)
     ]
     if not unnamed:
         return

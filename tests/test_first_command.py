@@ -179,6 +179,15 @@ def test_an_unnamed_input_dim_is_named_and_binds_like_any_symbolic_dim(tmp_path,
     assert path.read_bytes() == before  # named in the analysis's copy, never in the file
 
 
+def test_an_empty_dim_name_is_no_name():
+    """skl2onnx declares a text input's batch as dim_param "": named like an unset one."""
+    model = _unnamed_batch_model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = ""
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].WhichOneof("value") == "dim_param"
+    report = onnx_roofline.analyze(model, dims={"X_dim0": 3})
+    assert report.nodes[0].outputs[0].shape == (3, 3)
+
+
 def test_an_unnamed_dim_takes_a_name_no_declared_type_uses():
     model = _unnamed_batch_model(also_declared="X_dim0")  # the output's first dim: another symbol, which must stay apart
     report = onnx_roofline.analyze(model, dims={"X_dim0_": 2})
