@@ -33,32 +33,45 @@ past the second give the kernel where no kernel_shape says it."""
 def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str]) -> None:
     """Raises DimensionError (DimensionConflict where a dim the graph fixes was bound otherwise) at
     the first node that cannot run. `dim_names`: the graph inputs' symbolic dims by (input, axis)."""
-    for node in nodes:
-        if not node.domain and node.op_type in WINDOW_OPS:
-            problem = _window_problem(node, values)
-        elif not node.domain and node.op_type == "Reshape":
-            problem = _reshape_problem(node, values)
-        elif node.domain == "com.microsoft" and node.op_type == "GroupQueryAttention":
-            problem = _grouped_heads_problem(node, values, dims, dim_names)
-        else:
+    checks = _CHECKS
+    for node in nodes:  # one dict lookup for most nodes: this runs over every node of the graph
+        check = checks.get(node.op_type)
+        if check is None or check[0] != node.domain:
             continue
+        problem = check[1](node, values, dims, dim_names)
         if problem is not None:
             raise DimensionError(f"node {_label(node)} cannot run at {_at(dims)}: {problem}")
 
 
-def _window_problem(node: Node, values: Mapping[str, TensorInfo]) -> str | None:
-    """Explicit pads (auto_pad SAME pads as needed; VALID none)."""
+def _window_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | None:
+    """Explicit pads (auto_pad SAME pads as needed; VALID none). ONNX's output of
+    ⌊(padded − window) / stride⌋ + 1, with the division toward zero, is 2 or more only where the
+    window fits: such a conv (most) is passed without reading an attribute. The attributes are
+    read in one pass, their types as validation held them to the op's schema."""
     data = values.get(node.inputs[0]) if node.inputs else None
     if data is None or not data.is_known or len(data.shape) < 3:
         return None
-    attrs = {a.name: a for a in node.attributes}
-    auto_pad = _attribute(attrs, "auto_pad", b"NOTSET")
-    spatial = data.shape[2:]
-    kernel = _kernel(node, attrs, values, len(spatial))
-    if auto_pad in (b"SAME_UPPER", b"SAME_LOWER") or kernel is None:
+    result = values.get(node.outputs[0]) if node.outputs else None
+    if result is not None and result.is_known and len(result.shape) == len(data.shape) and all(size >= 2 for size in result.shape[2:]):
         return None
-    pads = [0] * 2 * len(spatial) if auto_pad == b"VALID" else list(_attribute(attrs, "pads", [0] * 2 * len(spatial)))
-    dilations = list(_attribute(attrs, "dilations", [1] * len(spatial)))
+    spatial = data.shape[2:]
+    kernel = pads = dilations = None
+    auto_pad = b"NOTSET"
+    for attr in node.attributes:
+        name = attr.name
+        if name == "pads":
+            pads = list(attr.ints)
+        elif name == "dilations":
+            dilations = list(attr.ints)
+        elif name == "kernel_shape":
+            kernel = list(attr.ints)
+        elif name == "auto_pad":
+            auto_pad = attr.s
+    kernel = kernel or _weight_kernel(node, values)
+    if auto_pad in (b"SAME_UPPER", b"SAME_LOWER") or kernel is None or len(kernel) != len(spatial):
+        return None
+    pads = [0] * 2 * len(spatial) if auto_pad == b"VALID" or pads is None else pads
+    dilations = dilations or [1] * len(spatial)
     if len(pads) != 2 * len(spatial) or len(dilations) != len(spatial):
         return None  # ONNX's inference refuses these: not this check's to word
     padded = [size + pads[axis] + pads[axis + len(spatial)] for axis, size in enumerate(spatial)]
@@ -69,7 +82,7 @@ def _window_problem(node: Node, values: Mapping[str, TensorInfo]) -> str | None:
             f"(kernel {_by(kernel)}, dilations {dilations}); larger dims give it an output")  # fmt: skip
 
 
-def _reshape_problem(node: Node, values: Mapping[str, TensorInfo]) -> str | None:
+def _reshape_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | None:
     data, result = values.get(node.inputs[0]) if node.inputs else None, values.get(node.outputs[0]) if node.outputs else None
     if data is None or result is None or not data.is_known or not result.is_known or data.numel == result.numel:
         return None
@@ -90,6 +103,13 @@ def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dims: M
         f"node {_label(node)} cannot run at {_at(dims)}: {problem}: pass dims={{{dim!r}: {head}}}", dim, head,
         f"the head size of {_label(node)}", cli=f"node {_label(node)} cannot run at {_at(dims)}: {problem}: bind --dim {dim}={head}",
     )
+
+
+_CHECKS = {
+    **{op: ("", _window_problem) for op in WINDOW_OPS},
+    "Reshape": ("", _reshape_problem),
+    "GroupQueryAttention": ("com.microsoft", _grouped_heads_problem),
+}  # op type: (domain, the check: (node, values, dims, dim_names) → the problem, or None)
 
 
 def implied_sizes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> dict[str, int]:
@@ -122,23 +142,11 @@ def _kv_head(node: Node, values: Mapping[str, TensorInfo], symbolic: bool = Fals
     return query, past, query.shape[-1] // heads
 
 
-def _kernel(node: Node, attrs: Mapping[str, onnx.AttributeProto], values: Mapping[str, TensorInfo], rank: int) -> list[int] | None:
-    """kernel_shape, else the weight's spatial dims; None where neither is known."""
-    kernel = list(_attribute(attrs, "kernel_shape", []))
-    if not kernel:
-        slot = WINDOW_OPS[node.op_type]
-        weight = values.get(node.inputs[slot]) if slot < len(node.inputs) else None
-        if weight is None or not weight.is_known:
-            return None
-        kernel = list(weight.shape[2:])
-    return kernel if len(kernel) == rank else None
-
-
-def _attribute(attrs: Mapping[str, onnx.AttributeProto], name: str, default):
-    attr = attrs.get(name)
-    if attr is None:
-        return default
-    return {onnx.AttributeProto.INT: attr.i, onnx.AttributeProto.INTS: attr.ints, onnx.AttributeProto.STRING: attr.s}.get(attr.type, default)
+def _weight_kernel(node: Node, values: Mapping[str, TensorInfo]) -> list[int] | None:
+    """The kernel where no kernel_shape gives it: the weight's dims past the second."""
+    slot = WINDOW_OPS[node.op_type]
+    weight = values.get(node.inputs[slot]) if slot < len(node.inputs) else None
+    return list(weight.shape[2:]) if weight is not None and weight.is_known else None
 
 
 def _label(node: Node) -> str:
