@@ -53,6 +53,23 @@ def test_if_takes_the_costlier_branch():
     assert result.cost.bytes == 4 * 32 * 32 * 2  # the body MatMul reads x once (same tensor twice) and writes y
 
 
+def test_an_if_whose_condition_is_given_costs_the_branch_it_takes():
+    """optimum's merged decoder: an If on a graph input (use_cache_branch) between the cached and
+    the uncached path. Given the input a value, the branch it chooses is the cost — not the
+    costlier one — and the other need not even be typeable (here it is not: Reshape to a target
+    that does not exist, the uncached path at the dims of the cached one)."""
+    broken = helper.make_graph([helper.make_node("Reshape", ["x", "nowhere"], ["else_out"])], "else", [], [_vi("else_out", None)])
+    node = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "Add", [32, 32]), else_branch=broken)
+    model = _model([node], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32]), _vi("nowhere", None, TensorProto.INT64)], [_vi("y", None)])
+    (taken,) = analyze(model, values={"use_cache": 1}).nodes
+    assert taken.status == "ok" and taken.cost.flops == 32 * 32  # the Add: one FLOP per element
+    costlier = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "MatMul", [32, 32]), else_branch=_branch("else", "Add", [32, 32]))
+    model = _model([costlier], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32])], [_vi("y", [32, 32])])
+    assert analyze(model, values={"use_cache": 0}).nodes[0].cost.flops == 32 * 32  # else: the Add, though the MatMul costs more
+    assert analyze(model, values={"use_cache": 1}).nodes[0].cost.flops == 2 * 32 * 32 * 32
+    assert analyze(model).nodes[0].cost.flops == 2 * 32 * 32 * 32  # not given: the worse case
+
+
 def _loop_body():
     """Loop body: (iteration, cond, acc) → (cond, acc + x)."""
     nodes = [

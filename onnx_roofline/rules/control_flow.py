@@ -20,8 +20,13 @@ UNKNOWN_TRIPS = "unknown-trip-count"
 
 @register("If")
 def if_(node: OpNode) -> CompositeCost:
-    """Both branches are costed; the node takes the costlier branch by time. That is the stated
-    policy: which branch runs is not knowable statically, so the report shows the worse case."""
+    """The branch its condition chooses, where the condition is a constant (a value given a graph
+    input: optimum's merged decoder with --value use_cache_branch=1); the other is not costed, nor
+    need it be typed. Else both are costed and the node takes the costlier by time: which branch
+    runs is not knowable statically, so the report shows the worse case."""
+    condition = node.input_value(0)
+    if condition is not None and condition.size == 1:
+        return node.subgraph(node.attrs["then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"], ())
     then_cost = node.subgraph(node.attrs["then_branch"], ())
     else_cost = node.subgraph(node.attrs["else_branch"], ())
     return max(then_cost, else_cost, key=lambda cost: cost.time_s)
