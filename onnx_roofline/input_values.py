@@ -34,18 +34,28 @@ def bind_values(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | f
     initializer of the input's declared element type, which every pass reads as a constant.
     Returns the names bound, which are not weights."""
     inputs = {value.name: value for value in model.graph.input}
+    for name, array in value_arrays(model, values).items():
+        model.graph.initializer.append(numpy_helper.from_array(array, name))
+        declared = inputs[name].type.tensor_type
+        declared.shape.Clear()
+        for size in array.shape:
+            declared.shape.dim.add().dim_value = size
+    return set(values)
+
+
+def value_arrays(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | float]) -> dict[str, np.ndarray]:
+    """Each value as an array of its graph input's element type and rank: what bind_values makes
+    a constant of, and what verify feeds the run."""
+    inputs = {value.name: value for value in model.graph.input}
     initialized = {t.name for t in model.graph.initializer}
+    arrays = {}
     for name, value in values.items():
         declared = inputs.get(name)
         if declared is None or name in initialized:
             listed = ", ".join(n for n in inputs if n not in initialized)
             raise DimensionError(f"values key {name!r} is not a model input (inputs: {listed})", cli=f"--value {name!r} is not a model input (inputs: {listed})")
-        array = _typed(name, declared, value)
-        model.graph.initializer.append(numpy_helper.from_array(array, name))
-        declared.type.tensor_type.shape.Clear()
-        for size in array.shape:
-            declared.type.tensor_type.shape.dim.add().dim_value = size
-    return set(values)
+        arrays[name] = _typed(name, declared, value)
+    return arrays
 
 
 def _typed(name: str, declared: onnx.ValueInfoProto, value: Sequence[float] | float) -> np.ndarray:

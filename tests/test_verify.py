@@ -586,3 +586,34 @@ def test_node_suite_bytes_agree_with_the_real_outputs():
                           for d in comparison.disagreements]
     assert disagreements == []
     assert checked > 900
+
+
+def _merged_decoder(tmp_path):
+    """optimum's merged decoder in small: an If on a bool graph input (use_cache_branch) whose
+    branches write different shapes — then: x [4, 8] · w [8, 16] → [4, 16]; else: x + x → [4, 8]."""
+    w = numpy_helper.from_array(np.ones((8, 16), np.float32), "w")
+    then = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["then_out"])], "then", [],
+                             [helper.make_tensor_value_info("then_out", TensorProto.FLOAT, None)])  # fmt: skip
+    orelse = helper.make_graph([helper.make_node("Add", ["x", "x"], ["else_out"])], "else", [],
+                               [helper.make_tensor_value_info("else_out", TensorProto.FLOAT, None)])  # fmt: skip
+    graph = helper.make_graph([helper.make_node("If", ["use_cache_branch"], ["y"], then_branch=then, else_branch=orelse, name="branch")], "g",
+                              [helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1]), helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[w])  # fmt: skip
+    path = tmp_path / "merged.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.mark.parametrize(("value", "shape", "flops"), [(1, (4, 16), 2 * 4 * 8 * 16), (0, (4, 8), 4 * 8)])
+def test_a_value_given_is_fed_to_the_run_too(tmp_path, value, shape, flops):
+    """The branch costed is the branch run: the If's output shape, which differs by branch, agrees
+    with onnxruntime's; its cost is that branch's (MatMul 2·4·8·16, or the Add's 4·8)."""
+    result = verify(_merged_decoder(tmp_path), values={"use_cache_branch": value})
+    (node,) = result.report.nodes
+    assert result.passed and node.outputs[0].shape == shape and node.cost.flops == flops
+
+
+def test_verify_refuses_partial_in_one_line(tmp_path, capsys):
+    assert main(["verify", str(_merged_decoder(tmp_path)), "--partial"]) == EXIT_USAGE
+    assert capsys.readouterr().err.strip() == "onnx-roofline: error: --partial leaves dims unbound, and verify runs the model: bind every dim (--dim NAME=N)"
+    assert main(["verify", str(_merged_decoder(tmp_path)), "--value", "use_cache_branch=0"]) == EXIT_OK

@@ -60,12 +60,15 @@ def _add_calibrate_arguments(parser: argparse.ArgumentParser) -> None:
 def run_verify(options: argparse.Namespace) -> int:
     from onnx_roofline.cli import protected_files
     from onnx_roofline.dims import parse_dim, parse_input_shape
+    from onnx_roofline.input_values import parse_value
     from onnx_roofline.verify.errors import VerifyError
     from onnx_roofline.verify.pipeline import verify
     from onnx_roofline.verify.render import render_json, render_text
 
     if getattr(options, "dtype", None):
         raise VerifyError("--dtype is a what-if precision; verify checks the model as stored, without it")
+    if getattr(options, "partial", False):
+        raise VerifyError("--partial leaves dims unbound, and verify runs the model: bind every dim (--dim NAME=N)")
     dims = dict(parse_dim(text) for text in options.dim)
     if len(dims) != len(options.dim):
         raise DimensionError("the same --dim is given twice")
@@ -73,9 +76,10 @@ def run_verify(options: argparse.Namespace) -> int:
     timing = None
     if options.timing:
         timing = {"runs": options.runs, "warmup": options.warmup, "margin": options.margin, "optimize": options.optimized}
+    values = dict(parse_value(text) for text in options.value)
     budget = Budget(options.max_flops, options.max_memory, options.max_node_runs)
     result = verify(options.model, hw=options.hw, dims=dims, input_shapes=shapes, seed=options.seed,
-                    threads=options.threads, timing=timing, budget=budget)
+                    threads=options.threads, timing=timing, budget=budget, values=values)
     text = render_json(result) if options.format == "json" else render_text(result)
     write_text(text, options.output, protect=protected_files(options))
     return EXIT_OK if result.passed else EXIT_FAIL

@@ -21,6 +21,7 @@ from onnx_roofline import files
 from onnx_roofline.analysis import analyze
 from onnx_roofline.dims import bind
 from onnx_roofline.hardware import Hardware
+from onnx_roofline.input_values import bind_values, value_arrays
 from onnx_roofline.loader import load_model
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes import infer
@@ -53,26 +54,31 @@ def verify(
     threads: int | None = None,
     timing: Mapping[str, object] | None = None,
     budget: budgets.Budget = budgets.Budget(),
+    values: Mapping[str, Sequence[float] | float] | None = None,
 ) -> Verification:
     """Run `model` in onnxruntime (CPU) and check the analysis against it. `timing`, when given, holds
-    the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize)."""
+    the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize). `values`:
+    small graph inputs given a value (analyze's), which the run is fed too (an If's condition:
+    the branch costed is the branch run)."""
     dims = dict(dims or {})
+    values = dict(values or {})
     proto = load_model(model)
     inlined = _inlined(proto) if proto.functions else None
     if inlined is None:
-        report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes)
+        report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
     else:  # the inlined graph is what is analyzed, run and compared; the report still names the file
         proto = inlined
-        report = analyze(proto, hw=hw, dims=dims, input_shapes=input_shapes)
+        report = analyze(proto, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
         report = dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
     base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
     files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
-    bound = bind(load_model(proto), dims, input_shapes)
-    folded = infer(bound).folded
+    bound = load_model(proto)
+    bind_values(bound, values)
+    folded = infer(bind(bound, dims, input_shapes)).folded
     chunk = chunk_bytes(report.memory.peak_activation_bytes)
     budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget, chunk)
     weights = materialize(proto, base_dir, seed)
-    feeds = make_feeds(proto, dims, input_shapes, seed)
+    feeds = {**make_feeds(proto, dims, input_shapes, seed), **value_arrays(proto, values)}
     sizes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
     observed = {**observed_infos(proto, feeds), **observe(proto, feeds, weights.arrays, sizes, chunk, threads=threads)}
     comparison = compare(report, proto, observed, folded)
