@@ -116,6 +116,7 @@ def _analyze(
     given = bind_values(proto, input_values)
     dim_names = input_dim_names(proto.graph)
     dim_uses = symbolic_dims(proto.graph, dim_names)
+    dims = {**_derived(dim_uses, dims), **dims}  # `past + sequence` from the two given
     solved = dict(solved or {})
     defaulted = {**_defaults(dim_uses, dims, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
     bound = {**defaulted, **dims}
@@ -194,6 +195,12 @@ def _model_parameters(proto: onnx.ModelProto, given: set[str], nodes: tuple[Node
             if tensor is not None and tensor.name in elements:
                 elements[tensor.name] = count
     return sum(elements.values())
+
+
+def _derived(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int]) -> dict[str, int]:
+    from onnx_roofline.defaults import derived_dims
+
+    return derived_dims(dim_uses, dims)
 
 
 def _defaults(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, int]:

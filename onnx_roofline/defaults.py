@@ -99,7 +99,7 @@ def default_dims(names: Iterable[str], given: Mapping[str, int] | None = None) -
     sizes.update((n, v) for n, (v, _) in chosen.items())
     for name in names:
         if name not in chosen:
-            value = _evaluate(name, sizes)
+            value = evaluate(name, sizes)
             chosen[name] = (value, "expression") if value is not None and value > 0 else (OTHER, NO_DEFAULT)
     return {name: chosen[name] for name in names}
 
@@ -107,7 +107,20 @@ def default_dims(names: Iterable[str], given: Mapping[str, int] | None = None) -
 NO_DEFAULT = "no default for this name"
 
 
-def _evaluate(expression: str, values: Mapping[str, int]) -> int | None:
+def derived_dims(names: Iterable[str], given: Mapping[str, int]) -> dict[str, int]:
+    """The dims named by an expression of dims given (optimum's attention mask,
+    `past_sequence_length + sequence_length`): their value, where it is positive. Not defaults:
+    the sizes given determine them, and strict commands (check, verify) take them too."""
+    derived = {}
+    for name in names:
+        if name not in given and _EXPRESSION.match(name):
+            value = evaluate(name, given)
+            if value is not None and value > 0:
+                derived[name] = value
+    return derived
+
+
+def evaluate(expression: str, values: Mapping[str, int]) -> int | None:
     """`past_sequence + 1` from the other dims' values; None where a name is unknown."""
     try:
         tree = ast.parse(expression.replace(".", "_"), mode="eval")

@@ -246,3 +246,25 @@ def test_quiet_says_nothing_and_verbose_says_what_ran(capsys):
 def test_hw_did_you_mean(typed, meant, capsys):
     assert main([str(FIXTURES / "resnet50_fp16.onnx"), "--hw", typed]) == 2
     assert f"did you mean `{meant}`?" in capsys.readouterr().err
+
+
+def test_a_dim_named_by_an_expression_of_dims_given_is_bound_by_them(tmp_path, capsys):
+    """optimum names the attention mask's length `past_sequence_length + sequence_length`: given
+    the two, the strict commands (check, verify) take it too, and the default table calls it no
+    default: the sizes given determine it (5 + 3 = 8)."""
+    total = "past_sequence_length + sequence_length"
+    nodes = [helper.make_node("Relu", ["mask"], ["a"]), helper.make_node("Relu", ["ids"], ["b"]), helper.make_node("Relu", ["past"], ["c"])]
+    inputs = [helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", total]),
+              helper.make_tensor_value_info("ids", TensorProto.FLOAT, ["batch", "sequence_length"]),
+              helper.make_tensor_value_info("past", TensorProto.FLOAT, ["batch", "past_sequence_length"])]  # fmt: skip
+    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in "abc"]
+    path = tmp_path / "mask.onnx"
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)]), path)
+    given = ["--dim", "batch=2", "--dim", "sequence_length=3", "--dim", "past_sequence_length=5"]
+    report = onnx_roofline.analyze(path, dims={"batch": 2, "sequence_length": 3, "past_sequence_length": 5})
+    assert report.nodes[0].outputs[0].shape == (2, 8) and report.model.defaulted_dims == ()
+    assert main(["check", str(path), *given, "--max-latency", "1s"]) == 0
+    assert main(["verify", str(path), *given]) == 0
+    capsys.readouterr()
+    assert main([str(path), *given]) == 0
+    assert "note:" not in capsys.readouterr().err  # nothing defaulted

@@ -19,7 +19,8 @@ import onnx.inliner
 
 from onnx_roofline import files
 from onnx_roofline.analysis import analyze
-from onnx_roofline.dims import bind
+from onnx_roofline.defaults import derived_dims
+from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.input_values import bind_values, value_arrays
 from onnx_roofline.loader import load_model
@@ -60,9 +61,9 @@ def verify(
     the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize). `values`:
     small graph inputs given a value (analyze's), which the run is fed too (an If's condition:
     the branch costed is the branch run)."""
-    dims = dict(dims or {})
     values = dict(values or {})
     proto = load_model(model)
+    dims = {**derived_dims(symbolic_dims(proto.graph), dims or {}), **(dims or {})}  # `past + sequence` from the two given, fed so
     inlined = _inlined(proto) if proto.functions else None
     if inlined is None:
         report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
