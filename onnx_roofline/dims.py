@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import onnx
 
@@ -51,14 +51,8 @@ def name_unnamed_dims(graph: onnx.GraphProto) -> None:
     (`--dim X_dim0=8`), takes its default and is named where it blocks a cost like any symbolic
     dim, where an unnamed one left every node downstream unknown with nothing to bind it by. A
     name some declared type already uses gets a `_` more: a symbol means one size throughout."""
-    initializers = {t.name for t in graph.initializer}
-    unnamed = [
-        (value.name, axis, dim)
-        for value in graph.input
-        if value.name not in initializers and value.type.WhichOneof("value") == "tensor_type" and value.type.tensor_type.HasField("shape")
-        for axis, dim in enumerate(value.type.tensor_type.shape.dim)
-        if not dim.dim_param and dim.WhichOneof("value") != "dim_value"  # unset, or a dim_param of "" (skl2onnx's text inputs)
-    ]
+    unnamed = [(input_name, axis, dim) for input_name, axis, dim in _input_dims(graph)
+               if not dim.dim_param and dim.WhichOneof("value") != "dim_value"]  # unset, or a dim_param of "" (skl2onnx's text inputs)
     if not unnamed:
         return
     taken = {
@@ -78,14 +72,16 @@ def name_unnamed_dims(graph: onnx.GraphProto) -> None:
 
 def input_dim_names(graph: onnx.GraphProto) -> dict[tuple[str, int], str]:
     """The symbolic dims of the graph inputs by (input, axis), read before binding replaces them."""
+    return {(input_name, axis): dim.dim_param for input_name, axis, dim in _input_dims(graph) if dim.dim_param}
+
+
+def _input_dims(graph: onnx.GraphProto) -> Iterator[tuple[str, int, onnx.TensorShapeProto.Dimension]]:
+    """(input, axis, dim) of each dim the graph's tensor inputs declare, initializers aside."""
     initializers = {t.name for t in graph.initializer}
-    return {
-        (value.name, axis): dim.dim_param
-        for value in graph.input
-        if value.name not in initializers and value.type.WhichOneof("value") == "tensor_type"
-        for axis, dim in enumerate(value.type.tensor_type.shape.dim)
-        if dim.dim_param
-    }
+    for value in graph.input:
+        if value.name not in initializers and value.type.WhichOneof("value") == "tensor_type":
+            for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+                yield value.name, axis, dim
 
 
 def symbolic_dims(graph: onnx.GraphProto, names: Mapping[tuple[str, int], str] | None = None) -> dict[str, list[str]]:

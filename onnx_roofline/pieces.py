@@ -14,6 +14,7 @@ it, which ONNX's symbol table then skips."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 
 import onnx
@@ -110,9 +111,7 @@ class _Tables:
     def _add_initializer(graph: onnx.GraphProto, tensor: onnx.TensorProto, typed: bool) -> None:
         """An initializer small enough to be a shape, inline, as itself; any other as a typed
         input (its data never copied, an external one's never opened), unless already one."""
-        elements = 1
-        for dim in tensor.dims:
-            elements *= dim
+        elements = math.prod(tensor.dims)
         if tensor.data_location != onnx.TensorProto.EXTERNAL and elements <= MAX_FOLDED_ELEMENTS:
             graph.initializer.add().CopyFrom(tensor)
         elif not typed:

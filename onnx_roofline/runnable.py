@@ -38,9 +38,23 @@ def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims
         check = checks.get(node.op_type)
         if check is None or check[0] != node.domain:
             continue
-        problem = check[1](node, values, dims, dim_names)
-        if problem is not None:
-            raise DimensionError(f"node {_label(node)} cannot run at {_at(dims)}: {problem}")
+        problem = check[1](node, values, dim_names)
+        if problem is None:
+            continue
+        message = f"node {_label(node)} cannot run at {_at(dims)}: {problem}"
+        if isinstance(problem, _Solvable):
+            raise DimensionConflict(f"{message}: pass dims={{{problem.dim!r}: {problem.size}}}", problem.dim, problem.size,
+                                    f"the head size of {_label(node)}", cli=f"{message}: bind --dim {problem.dim}={problem.size}")  # fmt: skip
+        raise DimensionError(message)
+
+
+class _Solvable(str):
+    """A problem whose cure the graph fixes: input dim `dim` at `size`."""
+
+    def __new__(cls, problem: str, dim: str, size: int):
+        solvable = super().__new__(cls, problem)
+        solvable.dim, solvable.size = dim, size
+        return solvable
 
 
 def _window_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | None:
@@ -90,26 +104,21 @@ def _reshape_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | 
             f"{result.numel:,}: a size the graph fixed when it was exported (traced) disagrees with these dims")  # fmt: skip
 
 
-def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str]) -> str | None:
+def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str]) -> str | None:
     heads = _kv_head(node, values)
     if heads is None or heads[1].shape[3] == heads[2]:
         return None
     query, past, head = heads
     problem = f"its past {past.name!r} {list(past.shape)} holds heads of {past.shape[3]} where its query {query.name!r} packs heads of {head}"
     dim = dim_names.get((past.name, 3))
-    if dim is None:
-        return problem
-    raise DimensionConflict(
-        f"node {_label(node)} cannot run at {_at(dims)}: {problem}: pass dims={{{dim!r}: {head}}}", dim, head,
-        f"the head size of {_label(node)}", cli=f"node {_label(node)} cannot run at {_at(dims)}: {problem}: bind --dim {dim}={head}",
-    )
+    return problem if dim is None else _Solvable(problem, dim, head)
 
 
 _CHECKS = {
     **{op: ("", _window_problem) for op in WINDOW_OPS},
     "Reshape": ("", _reshape_problem),
     "GroupQueryAttention": ("com.microsoft", _grouped_heads_problem),
-}  # op type: (domain, the check: (node, values, dims, dim_names) → the problem, or None)
+}  # op type: (domain, the check: (node, values, dim_names) → the problem, or None)
 
 
 def implied_sizes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> dict[str, int]:
