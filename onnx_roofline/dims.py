@@ -16,10 +16,11 @@ _DIGITS = re.compile(r"[0-9]+", re.ASCII)  # not str.isdigit: it takes "²" and 
 
 
 def parse_dim(text: str) -> tuple[str, int]:
-    """`batch=8` → ("batch", 8)."""
+    """`batch=8` → ("batch", 8). A size of 0 is an empty axis, as onnxruntime runs one: the
+    first step of a KV-cache decoder, whose cache is still empty (`past_sequence=0`)."""
     match = _NAME_VALUE.match(text)
-    if not match or not _DIGITS.fullmatch(match.group(2)) or not match.group(2).strip("0"):
-        raise DimensionError(f"malformed --dim {_short(text)!r}: expected NAME=POSITIVE_INT, e.g. batch=8")
+    if not match or not _DIGITS.fullmatch(match.group(2)):
+        raise DimensionError(f"malformed --dim {_short(text)!r}: expected NAME=SIZE, a whole number (0: an empty axis), e.g. batch=8")
     return match.group(1), _size(match.group(2), f"--dim {_short(text)!r}")
 
 

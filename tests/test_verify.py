@@ -277,6 +277,22 @@ def test_fixture_has_no_disagreement(name, tmp_path):
     assert result.comparison.values_unobserved == ()
 
 
+@pytest.mark.parametrize("name", ["gpt2_decode_fp32", "gpt2_decode_fp32_torchscript"])
+def test_a_decoders_first_step_with_an_empty_cache_runs_as_onnxruntime_runs_it(name, tmp_path, capsys):
+    """`--dim past_sequence=0`: the KV cache still empty, as a generation loop's first step feeds
+    it. onnxruntime runs the zero-length past; every shape and byte agrees with its run."""
+    source = FIXTURES / f"{name}.onnx"
+    stripped = tmp_path / source.name
+    shutil.copy(source, stripped)
+    result = verify(stripped, dims={"batch": 1, "past_sequence": 0})
+    assert result.comparison.disagreements == () and result.comparison.count(CHECKED) == len(result.report.nodes)
+    # Each layer's present key holds the one new token: [batch 1, 12 heads, 0 past + 1 new, 64] in fp32.
+    presents = [n for n in result.report.nodes if n.op_type == "Concat" and n.outputs[0].shape == (1, 12, 1, 64)]
+    assert len(presents) >= 24 and all(n.cost.bytes_written == 12 * 64 * 4 for n in presents)  # keys and values of 12 layers
+    assert main([str(stripped), "--dim", "batch=1", "--dim", "past_sequence=0", "-q"]) == EXIT_OK
+    assert "past_sequence=0" in capsys.readouterr().out
+
+
 def test_a_transformers_bert_we_did_not_write(tmp_path):
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
