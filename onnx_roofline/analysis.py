@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import onnx
-import onnx.inliner
 
 from onnx_roofline import rules
 from onnx_roofline.costs import CompositeCost, Cost, Uncostable
@@ -19,6 +18,7 @@ from onnx_roofline.dims import bind, input_dim_names, map_shapes, symbolic_dims
 from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
 from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
+from onnx_roofline.inlining import inline_functions
 from onnx_roofline.input_values import bind_values
 from onnx_roofline.loader import load_with_nodes, opsets
 from onnx_roofline.nodes import Node, read_nodes
@@ -124,7 +124,7 @@ def _analyze(
     shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
     check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
     try:
-        check_runnable(graph_nodes, shapes.values, bound, dim_names)  # what cannot run at these dims (runnable.py)
+        check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted)  # what cannot run at these dims (runnable.py)
     except DimensionConflict as conflict:
         if conflict.dim not in defaulted or conflict.dim in solved:
             raise
@@ -385,7 +385,7 @@ class _Walk:
         call = onnx.helper.make_model(
             graph, opset_imports=self.model.opset_import, functions=self.model.functions, ir_version=self.model.ir_version
         )
-        body = onnx.inliner.inline_local_functions(call)
+        body = inline_functions(call)
         nodes = read_nodes(body.graph)
         shapes = infer(body, nodes)
         child = _Walk(

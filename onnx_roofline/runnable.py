@@ -13,7 +13,10 @@ an error naming the node, the sizes and the dims (docs/hostile-inputs.md).
 - A GroupQueryAttention whose past holds heads of another size than its query packs: the
   onnxruntime-genai builder names the head dim of its KV-cache inputs (`kv_cache_dim`), which
   the query's width and the op's head counts fix. That one is a DimensionConflict: a default
-  taken for the dim is replaced by the size that runs (analysis.py)."""
+  taken for the dim is replaced by the size that runs (analysis.py).
+- A broadcasting op (Add, Mul, Where, …) whose inputs do not broadcast: a size the exporter
+  fixed against a bound dim (onnx-simplifier folding a position table for the shapes it was
+  given, leaving the inputs symbolic). A DimensionConflict too where the dim is a graph input's."""
 
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from collections.abc import Iterable, Mapping
 
 import onnx
 
+from onnx_roofline.completion import BROADCASTING
 from onnx_roofline.errors import DimensionConflict, DimensionError
 from onnx_roofline.nodes import Node
 from onnx_roofline.tensors import TensorInfo
@@ -30,9 +34,11 @@ WINDOW_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
 past the second give the kernel where no kernel_shape says it."""
 
 
-def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str]) -> None:
+def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str],
+                   defaulted: Iterable[str] = ()) -> None:
     """Raises DimensionError (DimensionConflict where a dim the graph fixes was bound otherwise) at
-    the first node that cannot run. `dim_names`: the graph inputs' symbolic dims by (input, axis)."""
+    the first node that cannot run. `dim_names`: the graph inputs' symbolic dims by (input, axis);
+    `defaulted`: the dims that took a default, which the message marks (`seq=512 (default)`)."""
     checks = _CHECKS
     for node in nodes:  # one dict lookup for most nodes: this runs over every node of the graph
         check = checks.get(node.op_type)
@@ -41,19 +47,19 @@ def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims
         problem = check[1](node, values, dim_names)
         if problem is None:
             continue
-        message = f"node {_label(node)} cannot run at {_at(dims)}: {problem}"
+        message = f"node {_label(node)} cannot run at {_at(dims, defaulted)}: {problem}"
         if isinstance(problem, _Solvable):
             raise DimensionConflict(f"{message}: pass dims={{{problem.dim!r}: {problem.size}}}", problem.dim, problem.size,
-                                    f"the head size of {_label(node)}", cli=f"{message}: bind --dim {problem.dim}={problem.size}")  # fmt: skip
+                                    problem.why, cli=f"{message}: bind --dim {problem.dim}={problem.size}")  # fmt: skip
         raise DimensionError(message)
 
 
 class _Solvable(str):
-    """A problem whose cure the graph fixes: input dim `dim` at `size`."""
+    """A problem whose cure the graph fixes: input dim `dim` at `size`, `why` (what in the graph fixes it)."""
 
-    def __new__(cls, problem: str, dim: str, size: int):
+    def __new__(cls, problem: str, dim: str, size: int, why: str):
         solvable = super().__new__(cls, problem)
-        solvable.dim, solvable.size = dim, size
+        solvable.dim, solvable.size, solvable.why = dim, size, why
         return solvable
 
 
@@ -111,13 +117,40 @@ def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_nam
     query, past, head = heads
     problem = f"its past {past.name!r} {list(past.shape)} holds heads of {past.shape[3]} where its query {query.name!r} packs heads of {head}"
     dim = dim_names.get((past.name, 3))
-    return problem if dim is None else _Solvable(problem, dim, head)
+    return problem if dim is None else _Solvable(problem, dim, head, f"the head size of {_label(node)}")
+
+
+def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str]) -> str | None:
+    """Inputs that do not broadcast (ONNX's inference fails: "Incompatible dimensions"): a size the
+    exporter fixed (onnxsim's folded position table [1, 8, 32]) against a bound dim. Where that
+    dim is a graph input's own, the size it must take is the graph's (a DimensionConflict)."""
+    result = values.get(node.outputs[0]) if node.outputs else None
+    if result is not None and result.is_known:
+        return None
+    inputs = [values.get(name) for name in node.inputs if name]
+    if len(inputs) < 2 or any(t is None or not t.is_known for t in inputs):
+        return None
+    rank = max(len(t.shape) for t in inputs)
+    for axis in range(-rank, 0):  # aligned from the last axis, as broadcasting aligns them
+        sizes = {t.shape[axis] for t in inputs if len(t.shape) >= -axis} - {1}
+        if len(sizes) < 2:
+            continue
+        shown = ", ".join(f"{t.name!r} {list(t.shape)}" for t in inputs)
+        problem = (f"its inputs {shown} do not broadcast ({' against '.join(map(str, sorted(sizes)))} on axis {axis}): "
+                   f"a size the graph fixed when it was exported (traced) disagrees with these dims")
+        named = [dim_names[(t.name, len(t.shape) + axis)] for t in inputs if (t.name, len(t.shape) + axis) in dim_names]
+        fixed = [t for t in inputs if len(t.shape) >= -axis and t.shape[axis] != 1 and (t.name, len(t.shape) + axis) not in dim_names]
+        if len(set(named)) != 1 or len({t.shape[axis] for t in fixed}) != 1:
+            return problem
+        return _Solvable(problem, named[0], fixed[0].shape[axis], f"the size {fixed[0].name!r} {list(fixed[0].shape)} fixes, broadcast against it")
+    return None
 
 
 _CHECKS = {
     **{op: ("", _window_problem) for op in WINDOW_OPS},
     "Reshape": ("", _reshape_problem),
     "GroupQueryAttention": ("com.microsoft", _grouped_heads_problem),
+    **{op: ("", _broadcast_problem) for op in BROADCASTING},
 }  # op type: (domain, the check: (node, values, dim_names) → the problem, or None)
 
 
@@ -163,8 +196,9 @@ def _label(node: Node) -> str:
     return f"{node.name!r} ({op})" if node.name else f"of type {op}"
 
 
-def _at(dims: Mapping[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(dims.items())) or "its declared shapes"
+def _at(dims: Mapping[str, int], defaulted: Iterable[str] = ()) -> str:
+    defaulted = set(defaulted)
+    return ", ".join(f"{k}={v}" + (" (default)" if k in defaulted else "") for k, v in sorted(dims.items())) or "its declared shapes"
 
 
 def _by(sizes: Iterable[int]) -> str:

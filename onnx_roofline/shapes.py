@@ -139,8 +139,8 @@ class _Sweep:
         shape = self.substitute(info.shape)
         if not _all_int(shape):
             return False
-        self.values[name] = TensorInfo(name, shape, info.dtype, info.key_dtype)
-        return True
+        info = self.values[name] = TensorInfo(name, shape, info.dtype, info.key_dtype, info.sequence, info.elements)
+        return info.is_known  # a sequence needs its elements too
 
     def substitute(self, shape: tuple[Dim, ...]) -> tuple[Dim, ...]:
         return tuple(self.symbols.get(d, d) if isinstance(d, str) else d for d in shape)
@@ -151,7 +151,7 @@ class _Sweep:
         info = self.values.get(name)
         if info is None or info.shape is None:
             return info
-        return TensorInfo(name, self.substitute(info.shape), info.dtype, info.key_dtype)
+        return TensorInfo(name, self.substitute(info.shape), info.dtype, info.key_dtype, info.sequence, info.elements)
 
     def learn(self, info: TensorInfo) -> bool:
         """Record a newly typed value; where ONNX's pass gave it symbolic dims of its own making
@@ -161,7 +161,7 @@ class _Sweep:
         if _known(old) or not (info.is_known or old is None):
             return False
         self.values[info.name] = info
-        if old is not None and old.shape is not None and info.is_known and len(old.shape) == len(info.shape):
+        if old is not None and old.shape is not None and info.is_known and not info.sequence and len(old.shape) == len(info.shape):
             for before, after in zip(old.shape, info.shape):
                 if isinstance(before, str):
                     self.symbols.setdefault(before, after)
@@ -179,16 +179,16 @@ class _Sweep:
                 return typed, None
         schema = _schema(node.op_type, self.opsets.get(node.domain), node.domain)
         if schema is None and (node.proto.domain, node.op_type) not in self.functions:
-            return {}, f"no shape rule for {_qualified(node)}"
+            return {}, f"no shape rule for {_qualified(node)}" + _not_onnx(node, self.opsets.get(""))
         return self.onnx_node_inference(node, inputs, schema)
 
     def onnx_node_inference(self, node: Node, inputs, schema) -> tuple[dict[str, TensorInfo], str | None]:
         """ONNX's inference of one node (a one-node model where it calls a model-local function),
         its inputs typed and their values given where folded."""
-        types = {t.name: _type_proto(t.shape, t.dtype) for t in inputs if t is not None}
+        types = {t.name: _type_proto(t.shape, t.dtype, t.sequence) for t in inputs if t is not None}
         for name in outer_references(node.proto):  # a body's reads of this scope
-            if _known(self.values.get(name)):
-                types[name] = _type_proto(self.values[name].shape, self.values[name].dtype)
+            if _known(info := self.values.get(name)):
+                types[name] = _type_proto(info.shape, info.dtype, info.sequence)
         value_slots = VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
         data = {
             name: numpy_helper.from_array(value, name)
@@ -346,7 +346,7 @@ def infer_body(
         typed = inputs[index] if index < len(inputs) else None
         info = typed if typed is not None and typed.shape is not None and typed.dtype else tensor(declaration.name)
         known = info is not None and info.shape is not None and info.dtype is not None
-        declared.append(TensorInfo(declaration.name, info.shape, info.dtype).value_info() if known else declaration)
+        declared.append(TensorInfo(declaration.name, info.shape, info.dtype, info.key_dtype, info.sequence, info.elements).value_info() if known else declaration)
     initializers = list(graph.initializer)
     for name in graph_outer_references(graph):
         info = tensor(name)
@@ -370,7 +370,7 @@ def _unknown_output_reason(node: Node, unknown: list[str], types: Mapping[str, o
         return f"{node.op_type}'s output size depends on the values of its input data"
     sequences = [name for name in unknown if name in types and types[name].WhichOneof("value") in ("sequence_type", "optional_type")]
     if sequences:
-        return f"{', '.join(repr(n) for n in sequences[:3])}: a sequence of tensors, whose length and elements the analysis does not track"
+        return f"{', '.join(repr(n) for n in sequences[:3])}: a sequence of tensors, whose elements the analysis does not follow through {node.op_type}"
     return f"ONNX cannot type {', '.join(repr(n) for n in unknown[:3])}: an input value it needs is not a constant the analysis could fold"
 
 
@@ -412,15 +412,25 @@ def _qualified(node: Node) -> str:
     return f"{node.domain}::{node.op_type}" if node.domain else node.op_type
 
 
+def _not_onnx(node: Node, opset: int | None) -> str:
+    """Where a default-domain op is no ai.onnx operator at all (tf2onnx's `Erfc`), say so: the
+    graph is not valid ONNX, and onnxruntime refuses it too."""
+    if node.domain or onnx.defs.has(node.op_type):
+        return ""
+    return f" (not an ai.onnx operator at any opset: the graph is not valid ONNX at opset {opset})"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:300]
 
 
 @functools.lru_cache(maxsize=4096)
-def _type_proto(shape: tuple, dtype: str) -> onnx.TypeProto:
-    """A tensor type, built once per (shape, dtype): a graph's values share few (read-only here)."""
-    return onnx.helper.make_tensor_type_proto(elem_type(dtype), list(shape))
+def _type_proto(shape: tuple | None, dtype: str, sequence: bool = False) -> onnx.TypeProto:
+    """A tensor type (a sequence of such tensors), built once per (shape, dtype): a graph's values
+    share few (read-only here)."""
+    tensor = onnx.helper.make_tensor_type_proto(elem_type(dtype), None if shape is None else list(shape))
+    return onnx.helper.make_sequence_type_proto(tensor) if sequence else tensor
 
 
 @functools.lru_cache(maxsize=None)
@@ -518,7 +528,7 @@ def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[st
         return declared_types(model.graph)
 
 
-_TensorType = tuple[tuple[Dim, ...] | None, str | None, str | None]  # (shape, dtype, key dtype: a map's)
+_TensorType = tuple[tuple[Dim, ...] | None, str | None, str | None, bool]  # (shape, dtype, key dtype: a map's, a sequence)
 _UNREAD = object()
 
 
@@ -554,9 +564,13 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: D
 
 
 def _read_type(value_type: onnx.TypeProto) -> _TensorType | None:
-    """A tensor type's (shape, dtype, None); a map's or a sequence of maps' (_read_map_type);
-    None for other sequences and optionals."""
+    """A tensor type's (shape, dtype, None, False); a sequence of tensors' (its elements' shape and
+    dtype, None, True); a map's or a sequence of maps' (_read_map_type); None for optionals and
+    other nestings."""
     kind = value_type.WhichOneof("value")
+    if kind == "sequence_type" and value_type.sequence_type.elem_type.WhichOneof("value") == "tensor_type":
+        shape, dtype, _, _ = _read_type(value_type.sequence_type.elem_type)
+        return shape, dtype, None, True
     if kind != "tensor_type":
         return _read_map_type(value_type, kind)
     tensor_type = value_type.tensor_type
@@ -564,7 +578,7 @@ def _read_type(value_type: onnx.TypeProto) -> _TensorType | None:
     if tensor_type.HasField("shape"):
         # A slice reads a repeated field faster than iterating it; a non-zero dim_value is set.
         shape = tuple([d.dim_value or _dim(d) for d in tensor_type.shape.dim[:]])
-    return shape, dtype_name(tensor_type.elem_type), None
+    return shape, dtype_name(tensor_type.elem_type), None, False
 
 
 def _read_map_type(value_type: onnx.TypeProto, kind: str | None) -> _TensorType | None:
@@ -577,7 +591,7 @@ def _read_map_type(value_type: onnx.TypeProto, kind: str | None) -> _TensorType 
     if kind != "map_type" or value_type.map_type.value_type.WhichOneof("value") != "tensor_type":
         return None
     entries = value_type.map_type
-    return shape, dtype_name(entries.value_type.tensor_type.elem_type), dtype_name(entries.key_type)
+    return shape, dtype_name(entries.value_type.tensor_type.elem_type), dtype_name(entries.key_type), False
 
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:

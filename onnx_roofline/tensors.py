@@ -65,18 +65,32 @@ class TensorInfo:
     sequence of maps, as ZipMap writes N maps of C entries from an [N, C] input — with `dtype` its
     (scalar) values' type and `key_dtype` its keys'. An entry is a key and a value, so `bits` is
     their sum and `nbytes` = entries × (key + value) bytes. String keys, like string tensors,
-    have no static size. A plain tensor has key_dtype None."""
+    have no static size. A plain tensor has key_dtype None.
+
+    A sequence of tensors (SplitToSequence's, SequenceConstruct's) has `sequence` True, `dtype`
+    its elements', `elements` each element's shape where its length is known (the shape rules of
+    shape_rules/sequences.py track it; ONNX's inference does not) and `shape` what the elements
+    agree on (a dim they differ in unknown). It is known when every element is, and its bytes are
+    the elements' together: what it holds."""
 
     name: str
     shape: tuple[Dim, ...] | None  # None: not even the rank is known
     dtype: str | None
     key_dtype: str | None = None  # set for a map or a sequence of maps: the keys' dtype
+    sequence: bool = False  # a sequence of tensors: shape and dtype are its elements'
+    elements: tuple[tuple[Dim, ...], ...] | None = None  # a sequence's element shapes, where its length is known
     is_known: bool = field(init=False, repr=False, compare=False)
     """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
     _numel: int | None = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Computed once, eagerly: the walk asks these of every value several times per node.
+        if self.sequence:
+            elements = self.elements
+            known = elements is not None and (self.dtype is not None or not elements) and all(_all_ints(shape) for shape in elements)
+            object.__setattr__(self, "is_known", known)
+            object.__setattr__(self, "_numel", sum(math.prod(shape) for shape in elements) if known else None)
+            return
         known = self.shape is not None and self.dtype is not None and _all_ints(self.shape)
         object.__setattr__(self, "is_known", known)
         object.__setattr__(self, "_numel", math.prod(self.shape) if known else None)
@@ -103,8 +117,8 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
-        if self._numel is None or self.key_dtype is not None:  # the walk asks this of every tensor of every node:
-            return (self.numel * self.bits + 7) // 8  # raises, naming what is unknown
+        if self._numel is None or self.key_dtype is not None or self.dtype is None:  # the walk asks this of every tensor of every node:
+            return 0 if self._numel == 0 else (self.numel * self.bits + 7) // 8  # raises, naming what is unknown (an empty sequence has no dtype to tell)
         return (self._numel * DTYPE_BITS[self.dtype] + 7) // 8  # numel and bits inline
 
     def unknown_dims(self) -> list[Dim]:
@@ -114,10 +128,15 @@ class TensorInfo:
 
     def to_dict(self) -> dict:
         shown = {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
+        if self.sequence:
+            return {**shown, "sequence": True, "elements": None if self.elements is None else [list(shape) for shape in self.elements]}
         return shown if self.key_dtype is None else {**shown, "key_dtype": self.key_dtype}
 
     def value_info(self) -> onnx.ValueInfoProto:
         """This tensor (map, sequence of maps) declared as a graph input/output of a scratch model."""
+        if self.sequence:
+            element = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), None if self.shape is None else list(self.shape))
+            return onnx.helper.make_value_info(self.name, onnx.helper.make_sequence_type_proto(element))
         if self.key_dtype is None:
             return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), list(self.shape))
         value = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), [])
@@ -125,6 +144,13 @@ class TensorInfo:
         if self.shape is not None and len(self.shape) == 2:
             kind = onnx.helper.make_sequence_type_proto(kind)
         return onnx.helper.make_value_info(self.name, kind)
+
+
+def sequence_of(name: str, elements: list[tuple[Dim, ...]], dtype: str | None) -> TensorInfo:
+    """A sequence of tensors of these shapes: its `shape` the dims they all agree on."""
+    ranks = {len(shape) for shape in elements}
+    common = tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*elements)) if len(ranks) == 1 else None
+    return TensorInfo(name, common, dtype, None, True, tuple(tuple(shape) for shape in elements))
 
 
 def _all_ints(shape: tuple[Dim, ...]) -> bool:
@@ -150,6 +176,6 @@ def with_precision(values: dict[str, TensorInfo], precision: str) -> dict[str, T
         raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     target = PRECISIONS[precision]
     return {
-        name: TensorInfo(info.name, info.shape, target, info.key_dtype) if info.dtype in _FLOATING else info
+        name: TensorInfo(info.name, info.shape, target, info.key_dtype, info.sequence, info.elements) if info.dtype in _FLOATING else info
         for name, info in values.items()
     }

@@ -412,6 +412,15 @@ def test_a_node_no_pass_can_type_is_the_root_cause_and_does_not_stop_the_others(
     assert result.root_cause.reason == "no shape rule for custom::Foo"
 
 
+def test_a_default_domain_op_onnx_never_defined_is_called_invalid():
+    """tf2onnx writes an `Erfc` for Keras' exact GELU: no ai.onnx operator, which onnxruntime
+    refuses too ("No Op registered for Erfc"); the root cause says the graph is not valid ONNX."""
+    graph = helper.make_graph([helper.make_node("Erfc", ["x"], ["e"]), helper.make_node("Relu", ["e"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", 1, [2, 3])], [helper.make_empty_tensor_value_info("y")])
+    result = infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
+    assert result.root_cause.reason == "no shape rule for Erfc (not an ai.onnx operator at any opset: the graph is not valid ONNX at opset 13)"
+
+
 def test_dynamic_quantize_lstm_as_quantize_dynamic_writes_it(tmp_path):
     """An LSTM (T 5, B 2, I 6, H 8, forward, with bias) through onnxruntime's quantize_dynamic
     becomes com.microsoft::DynamicQuantizeLSTM with W [1, I, 4H] and R [1, H, 4H] in int8: its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
@@ -35,6 +36,30 @@ def test_local_function_is_inlined_and_costed():
     assert node.cost.flops == 2 * 4 * 8 * 16 + 4 * 16 + 4 * 16  # MatMul, bias add, Relu (one compare each)
     assert node.cost.bytes_read == 4 * (4 * 8 + 8 * 16) + 4 * (4 * 16 + 16) + 4 * (4 * 16)  # each body node reads
     assert node.cost.bytes_written == 3 * 4 * (4 * 16)  # t, u, y each written once
+
+
+def _with_a_default_eps(tmp_path):
+    """onnxscript's `def add_eps(x, eps: float = 1e-5)` called as `add_eps(x)`: the default lives in
+    the function's attribute_proto (IR 10), and a body Constant reads it (`value_float = @eps`)."""
+    constant = helper.make_node("Constant", [], ["e"])
+    constant.attribute.append(onnx.AttributeProto(name="value_float", type=onnx.AttributeProto.FLOAT, ref_attr_name="eps"))
+    body = [constant, helper.make_node("Add", ["x", "e"], ["y"])]
+    add_eps = helper.make_function("this", "AddEps", ["x"], ["y"], body, [helper.make_opsetid("", 18)])
+    add_eps.attribute_proto.append(helper.make_attribute("eps", 1e-5))
+    model = _model([helper.make_node("AddEps", ["x"], ["y"], domain="this")], [_vi("x", [2, 4])], [_vi("y", [2, 4])], functions=[add_eps])
+    model.ir_version = 10
+    path = tmp_path / "defaults.onnx"
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+def test_a_function_attribute_left_at_its_default_is_costed_and_runs(tmp_path):
+    from onnx_roofline.verify import verify
+
+    path = _with_a_default_eps(tmp_path)
+    (node,) = analyze(path).nodes
+    assert node.status == "ok" and node.cost.flops == 2 * 4  # the Add: one per element; the Constant is free
+    assert verify(path).comparison.disagreements == ()  # onnxruntime runs the inlined copy (the default given to the call)
 
 
 def _branch(name, op, shape):

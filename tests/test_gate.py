@@ -444,6 +444,17 @@ def test_a_bound_change_is_listed(tmp_path):
 # --- the command line: exit codes ---------------------------------------------------------------
 
 
+def test_check_without_limits_asks_whether_every_node_is_costed(tmp_path, block_path):
+    complete = run_check(str(block_path), "--dim", "batch=1")
+    assert complete.returncode == 0, complete.stderr
+    partial = tmp_path / "mystery.onnx"
+    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="acme")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)]), partial)
+    result = run_check(str(partial))
+    assert result.returncode == 1 and "Mystery" in result.stdout + result.stderr
+
+
 def test_exit_0_when_every_check_passes(block_path):
     result = run_check(str(block_path), "--dim", "batch=1", "--max-latency", "1s", "--no-unsupported")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -491,7 +502,6 @@ def test_policy_hw_applies_unless_hw_is_given(tmp_path, block_path):
     (lambda d, m: [m, "--dim", "batch=1", "--max-regression", "5"], "ambiguous fraction '5': write 5%"),
     (lambda d, m: [m, "--dim", "batch=1", "--max-memory-bound-share", "120%"], "above 100%"),
     (lambda d, m: [m, "--dim", "batch=1", "--max-bytes", "much"], "malformed amount"),
-    (lambda d, m: [m, "--dim", "batch=1"], "nothing to check"),
     (lambda d, m: [m, "--dim", "batch=1", "--max-regression", "5%"], "a regression limit needs a baseline"),
     (lambda d, m: [m, "--max-latency", "1ms"], "dimension 'batch' is unbound"),
     (lambda d, m: [m, "--dim", "batch=1", "--max-latency", "1ms", "-o", m], "refusing to overwrite the input"),

@@ -211,3 +211,32 @@ def test_the_genai_builders_kv_cache_dim_is_taken_from_its_attention(entry):
     assert defaulted.model.dims["kv_cache_dim"] == entry["dims"]["kv_cache_dim"]
     assert "GroupQueryAttention" in defaulted.model.solved_dims["kv_cache_dim"]
     assert [(n.outputs, n.cost) for n in defaulted.nodes] == [(n.outputs, n.cost) for n in bound.nodes]
+
+
+# --- broadcasting against a size the exporter fixed --------------------------------------------
+
+
+def _position_table(tmp_path):
+    """onnx-simplifier with --overwrite-input-shape on a dynamo export: the inputs stay [batch, seq, 32],
+    the position table is folded for seq 8 ([1, 8, 32])."""
+    graph = helper.make_graph([helper.make_node("Add", ["x", "pos"], ["a"]), helper.make_node("Relu", ["a"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 32])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 32])],
+                              [numpy_helper.from_array(np.zeros((1, 8, 32), np.float32), "pos")])
+    path = tmp_path / "fixed.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_a_broadcast_against_a_fixed_size_is_refused_naming_both(tmp_path):
+    path = _position_table(tmp_path)
+    with pytest.raises(Exception, match="broadcast"):  # noqa: B017 - onnxruntime refuses seq 16 too
+        ort.InferenceSession(str(path)).run(None, {"x": np.zeros((1, 16, 32), np.float32)})
+    with pytest.raises(DimensionConflict, match=r"'x' \[1, 16, 32\], 'pos' \[1, 8, 32\] do not broadcast \(8 against 16 on axis -2\)"):
+        analyze(path, dims={"batch": 1, "seq": 16})
+
+
+def test_a_default_that_cannot_broadcast_takes_the_size_the_graph_fixes(tmp_path, capsys):
+    report = analyze(_position_table(tmp_path), default_dims=True)
+    assert report.model.dims["seq"] == 8 and "pos" in report.model.solved_dims["seq"]
+    assert report.uncosted.count == 0 and report.nodes[0].outputs[0].shape == (1, 8, 32)

@@ -393,15 +393,24 @@ def test_when_onnx_whole_graph_pass_fails_the_graph_is_typed_node_by_node(monkey
     assert [(n.inputs, n.outputs) for n in report.nodes] == [(n.inputs, n.outputs) for n in expected.nodes]
 
 
-def test_a_sequence_of_tensors_is_said_to_be_one_in_the_root_cause():
-    """SequenceEmpty has no input whose value could be missing: its output is a sequence, which
-    the analysis does not type (dynamo's EmbeddingBag loop builds one), and the root cause says so."""
+def test_a_sequence_an_op_without_a_sequence_rule_writes_is_said_to_be_one_in_the_root_cause():
+    """A Loop that returns a sequence (dynamo's EmbeddingBag builds one): its elements are not
+    followed through the body, and the root cause says the value is a sequence."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("SequenceInsert", ["carried", "x"], ["grown"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_sequence_value_info("carried", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_sequence_value_info("grown", TensorProto.FLOAT, [2, 3])],
+    )
     nodes = [
         helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
-        helper.make_node("SequenceInsert", ["empty", "x"], ["one"]),
-        helper.make_node("ConcatFromSequence", ["one"], ["y"], axis=0),
+        helper.make_node("Loop", ["trips", "", "empty"], ["filled"], body=body),
+        helper.make_node("ConcatFromSequence", ["filled"], ["y"], axis=0),
     ]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("trips", TensorProto.INT64, [])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
     report = analyze(model)
     cause = report.model.shape_root_cause
-    assert (cause.op_type, cause.reason) == ("SequenceEmpty", "'empty': a sequence of tensors, whose length and elements the analysis does not track")
+    assert cause.op_type == "Loop" and "'filled': a sequence of tensors" in cause.reason, cause
+

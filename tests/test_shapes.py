@@ -60,8 +60,10 @@ def test_collect_reads_each_value_with_its_own_name():
         ("b", (1, "s", 768), "float16"),
         ("c", (1, "s", 768), "float16"),
         ("e", None, "float32"),
+        ("f", (2,), "float32"),
         ("d", (3,), "int64"),
-    ]  # the sequence has no tensor type: not a TensorInfo
+    ]
+    assert values["f"].sequence and values["f"].elements is None and not values["f"].is_known  # its length is not in its type
 
 
 def test_analyze_restores_the_collector():

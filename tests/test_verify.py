@@ -633,3 +633,16 @@ def test_verify_refuses_partial_in_one_line(tmp_path, capsys):
     assert main(["verify", str(_merged_decoder(tmp_path)), "--partial"]) == EXIT_USAGE
     assert capsys.readouterr().err.strip() == "onnx-roofline: error: --partial leaves dims unbound, and verify runs the model: bind every dim (--dim NAME=N)"
     assert main(["verify", str(_merged_decoder(tmp_path)), "--value", "use_cache_branch=0"]) == EXIT_OK
+
+
+def test_onnxruntimes_refusal_is_said_without_its_cpp_signature():
+    """onnxruntime's load errors start with a source location and a C++ signature hundreds of
+    characters long; what went wrong comes after them, and is what the one line keeps."""
+    from onnx_roofline.verify.run import _first_line
+
+    message = ("[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/graph.cc:1357 onnxruntime::Graph::Graph("
+               "const onnxruntime::Model&, onnx::GraphProto*, const std::unordered_map<std::__cxx11::basic_string<char>, int>&, "
+               "onnxruntime::Version, onnxruntime::IOnnxRuntimeOpSchemaCollectionPtr, const onnxruntime::logging::Logger&, bool) "
+               "[ONNXRuntimeError] : 1 : FAIL : tensorprotoutils.cc:2678 ConstantNodeProtoToTensorProto Constant node: n6 has no data attributes")
+    line = _first_line(RuntimeError(message))
+    assert line.endswith("Constant node: n6 has no data attributes") and "Graph::Graph" not in line and len(line) <= 300

@@ -76,15 +76,14 @@ def run(options: argparse.Namespace) -> int:
 
 
 def _policy(options: argparse.Namespace) -> Policy:
-    """The policy file's limits with the flags on top; refuses a run that would check nothing."""
+    """The policy file's limits with the flags on top. With none, `check MODEL` asks whether the
+    analysis can vouch for the model at all: the one check that every node is costed."""
     policy = load_policy(options.policy) if options.policy else Policy()
     policy = policy.overridden(baseline=options.baseline, **{key: getattr(options, key) for key, *_ in LIMITS})
     if options.no_unsupported:
         policy = policy.overridden(max_unsupported=0, max_unknown_shape=0)
     if policy.max_regression and policy.baseline is None:
         raise PolicyError("a regression limit needs a baseline: --baseline REPORT (or `baseline` in the policy)")
-    if not policy.has_checks():
-        raise PolicyError("nothing to check: give --policy FILE or a limit such as --max-latency 2ms")
     return _strict_about_uncosted(policy)
 
 

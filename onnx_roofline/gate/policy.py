@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +56,6 @@ class Policy:
 
     def latency_budget(self, hardware_key: str) -> float | None:
         return self.max_latency.get(hardware_key, self.max_latency.get(DEFAULT_HW))
-
-    def has_checks(self) -> bool:
-        return any(getattr(self, f.name) not in (None, {}) for f in fields(self) if f.name not in ("hw", "dims"))
 
     def overridden(self, **limits: Any) -> Policy:
         """This policy with command-line limits on top (already parsed; None means not given)."""

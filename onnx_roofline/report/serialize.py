@@ -148,7 +148,7 @@ class _Encoder:
             return entry[1]
         if len(self.tensors) >= self.MAX_SHARED:
             self.tensors.clear()
-        key = (tensor.shape, tensor.dtype, tensor.key_dtype)
+        key = (tensor.shape, tensor.dtype, tensor.key_dtype, tensor.sequence, tensor.elements)
         template = self.types.get(key)
         if template is None:
             if len(self.types) >= self.MAX_SHARED:

@@ -161,9 +161,13 @@ def _breakdown(report: Report, family: str, depth: int) -> str:
 
 
 def shape_text(node: NodeResult) -> str:
-    """The first output's shape, `1x12x1024x1024`, or `?`."""
+    """The first output's shape, `1x12x1024x1024`, or `?`; a sequence's, `3×(1x8x768)`: its length
+    (`?` unknown) and what its elements agree on."""
     out = node.outputs[0] if node.outputs else None
-    return "x".join(str(d) for d in out.shape) if out is not None and out.shape is not None else "?"
+    text = "x".join("?" if d is None else str(d) for d in out.shape) if out is not None and out.shape is not None else "?"
+    if out is not None and out.sequence:
+        return f"{'?' if out.elements is None else len(out.elements)}×({text})"
+    return text
 
 
 def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -401,8 +401,8 @@ def det(node: OpNode) -> Cost:
 
 
 # --- containers ----------------------------------------------------------------------------------
-# Sequence and optional values are not tensors: the walk has no shape for them. These rules touch
-# only the slots the schema types as tensors, and count a sequence handle as a reference (0 bytes).
+# A sequence's bytes are its elements' (shape_rules/sequences.py tracks them): these rules count the
+# copies an op makes into or out of it, never the elements it leaves where they are.
 
 
 @register("SequenceEmpty")

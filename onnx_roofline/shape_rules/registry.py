@@ -16,13 +16,14 @@ import onnx
 
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import normalize_domain
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.tensors import TensorInfo, sequence_of
 
 log = logging.getLogger(__name__)
 
 Shape = tuple[int, ...]
-Output = tuple[Shape, str] | tuple[Shape, str, str] | None
-"""(shape, dtype), or (shape, value dtype, key dtype) for a map or a sequence of maps (tensors.py)."""
+Output = tuple[Shape, str] | tuple[Shape, str, str] | TensorInfo | None
+"""(shape, dtype), or (shape, value dtype, key dtype) for a map or a sequence of maps, or a sequence
+of tensors' TensorInfo (tensors.py)."""
 ShapeFunction = Callable[[OpNode], Sequence[Output]]
 
 MS = "com.microsoft"
@@ -71,6 +72,9 @@ def infer_node(
     typed: dict[str, TensorInfo] = {}
     for name, result in zip(node.output, results):
         if not name or result is None:
+            continue
+        if isinstance(result, TensorInfo):  # a sequence of tensors (sequences.py)
+            typed[name] = sequence_of(name, list(result.elements), result.dtype)
             continue
         shape = tuple(int(d) for d in result[0])
         if any(d < 0 for d in shape):

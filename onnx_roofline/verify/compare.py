@@ -29,7 +29,7 @@ from onnx_roofline.loader import opsets
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.constants import constant_array, constant_table
-from onnx_roofline.tensors import TensorInfo, dtype_name
+from onnx_roofline.tensors import TensorInfo, dtype_name, sequence_of
 from onnx_roofline.verify.conventions import DEFAULT_OPS, OBSERVERS, attribute_bytes, distinct_bytes
 
 DEFAULT, RULE_SPECIFIC = "default", "rule-specific"
@@ -87,7 +87,11 @@ def observed_infos(model: onnx.ModelProto, arrays: Mapping[str, Any]) -> dict[st
 
 
 def observed_info(name: str, array: Any) -> TensorInfo:
-    """A runtime value's shape and dtype."""
+    """A runtime value's shape and dtype; a sequence's (a list of arrays), its elements' as the
+    analysis describes one: a dim they differ in unknown."""
+    if isinstance(array, list):
+        dtypes = {_dtype(element) for element in array}
+        return sequence_of(name, [tuple(int(d) for d in element.shape) for element in array], dtypes.pop() if len(dtypes) == 1 else None)
     return TensorInfo(name, tuple(int(d) for d in array.shape), _dtype(array))
 
 
@@ -125,13 +129,25 @@ def _compare_tensor(node: NodeResult, inferred: TensorInfo, seen: TensorInfo) ->
     issues = []
     where = dict(index=node.index, node=node.name, op_type=node.op_type, value=inferred.name)
     complete = inferred.is_known
-    if inferred.shape is not None:
+    if inferred.sequence != seen.sequence:
+        issues.append(Disagreement(**where, what="dtype", inferred=_kind(inferred), observed=_kind(seen)))
+    elif inferred.is_known and inferred.elements != seen.elements:
+        issues.append(Disagreement(**where, what="shape", inferred=_elements(inferred), observed=_elements(seen)))
+    elif inferred.shape is not None and seen.shape is not None:
         wrong_rank = len(inferred.shape) != len(seen.shape)
         if wrong_rank or any(isinstance(d, int) and d != o for d, o in zip(inferred.shape, seen.shape)):
             issues.append(Disagreement(**where, what="shape", inferred=list(inferred.shape), observed=list(seen.shape)))
-    if inferred.dtype is not None and inferred.dtype != seen.dtype:
+    if inferred.dtype is not None and inferred.dtype != seen.dtype and not (seen.sequence and not seen.elements):  # an empty sequence shows none
         issues.append(Disagreement(**where, what="dtype", inferred=inferred.dtype, observed=seen.dtype))
     return issues, complete
+
+
+def _kind(tensor: TensorInfo) -> str:
+    return f"sequence of {tensor.dtype}" if tensor.sequence else str(tensor.dtype)
+
+
+def _elements(tensor: TensorInfo) -> list:
+    return [list(shape) for shape in tensor.elements or ()]
 
 
 class _ByteCheck:

@@ -2,7 +2,7 @@
 feed, run, compare, and optionally time — in that order: nothing is read, synthesized or run
 before the checks that could refuse it.
 
-A model with model-local functions is checked with them inlined (onnx.inliner, as the analysis
+A model with model-local functions is checked with them inlined (inlining.py, as the analysis
 costs a call: its body inlined): a run exposes no value inside a call, so the call itself could
 only be checked at its outputs, and a model exported as one function call (torch's
 `export_modules_as_functions`) would check nothing but its outputs."""
@@ -15,11 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import onnx
-import onnx.inliner
 
 from onnx_roofline import files
 from onnx_roofline.analysis import analyze
 from onnx_roofline.defaults import derived_dims
+from onnx_roofline.inlining import inline_functions
 from onnx_roofline.dims import bind, symbolic_dims
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.input_values import bind_values, value_arrays
@@ -95,7 +95,7 @@ def _inlined(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """The model with its local functions' calls inlined, or None where onnx cannot inline them
     (each call is then checked at its outputs only)."""
     try:
-        return onnx.inliner.inline_local_functions(model)
+        return inline_functions(model)
     except Exception:  # onnx's C++ raises several types; the calls stay as they are
         return None
 

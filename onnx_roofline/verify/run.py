@@ -10,7 +10,9 @@ the arrays dropped) while onnxruntime frees the rest as it goes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -58,7 +60,7 @@ def open_session(model: onnx.ModelProto, options):
 
 def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
             sizes: Mapping[str, int | None], chunk_bytes: int, threads: int | None = None) -> dict[str, TensorInfo]:
-    """Every node output's runtime shape and dtype (tensors only: sequences and maps are left out).
+    """Every node output's runtime shape and dtype (tensors and sequences of tensors: maps are left out).
     `model` as loaded (external initializers without data), `weights` their values, `sizes` each
     node output's expected bytes (None where unknown) to cut the chunks by."""
     from onnx_roofline.verify.compare import observed_info
@@ -74,9 +76,13 @@ def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Ma
             results = session.run(chunk, {**feeds, **fed})
         except Exception as exc:
             raise VerifyError(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
-        observed.update((name, observed_info(name, value)) for name, value in zip(chunk, results) if isinstance(value, np.ndarray))
+        observed.update((name, observed_info(name, value)) for name, value in zip(chunk, results) if _tensor_or_sequence(value))
         del session, results
     return observed
+
+
+def _tensor_or_sequence(value: Any) -> bool:
+    return isinstance(value, np.ndarray) or (isinstance(value, list) and all(isinstance(element, np.ndarray) for element in value))
 
 
 def _weights_as_inputs(model: onnx.ModelProto, weights: Mapping[str, np.ndarray], fed: Mapping[str, np.ndarray]) -> onnx.ModelProto:
@@ -123,6 +129,13 @@ def _chunks(names: Sequence[str], sizes: Mapping[str, int | None], chunk_bytes: 
         yield chunk
 
 
+_SOURCE_LOCATION = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[\w:~<>]+\(.*?\) )?")  # where in onnxruntime, and the C++ signature
+
+
 def _first_line(exc: BaseException) -> str:
+    """onnxruntime's message on one line: without the source location and C++ signature it starts
+    with (`graph.cc:1357 onnxruntime::Graph::Graph(const onnxruntime::Model&, …)`, hundreds of
+    characters before what went wrong), at most 300 characters of it."""
     text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
+    line = _SOURCE_LOCATION.sub("", text.splitlines()[0])
+    return line if len(line) <= 300 else line[:297] + "..."
