@@ -138,11 +138,12 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
         shown = ", ".join(f"{t.name!r} {list(t.shape)}" for t in inputs)
         problem = (f"its inputs {shown} do not broadcast ({' against '.join(map(str, sorted(sizes)))} on axis {axis}): "
                    f"a size the graph fixed when it was exported (traced) disagrees with these dims")
-        named = [dim_names[(t.name, len(t.shape) + axis)] for t in inputs if (t.name, len(t.shape) + axis) in dim_names]
-        fixed = [t for t in inputs if len(t.shape) >= -axis and t.shape[axis] != 1 and (t.name, len(t.shape) + axis) not in dim_names]
-        if len(set(named)) != 1 or len({t.shape[axis] for t in fixed}) != 1:
+        spanning = [(t, dim_names.get((t.name, len(t.shape) + axis))) for t in inputs if len(t.shape) >= -axis]
+        named = {dim for _, dim in spanning if dim is not None}
+        fixed = [t for t, dim in spanning if dim is None and t.shape[axis] != 1]
+        if len(named) != 1 or len({t.shape[axis] for t in fixed}) != 1:
             return problem
-        return _Solvable(problem, named[0], fixed[0].shape[axis], f"the size {fixed[0].name!r} {list(fixed[0].shape)} fixes, broadcast against it")
+        return _Solvable(problem, named.pop(), fixed[0].shape[axis], f"the size {fixed[0].name!r} {list(fixed[0].shape)} fixes, broadcast against it")
     return None
 
 

@@ -8,6 +8,7 @@ engine (`onnx_roofline.shapes`) calls `infer_node` for a node whose inputs are a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 
@@ -16,7 +17,7 @@ import onnx
 
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import normalize_domain
-from onnx_roofline.tensors import TensorInfo, sequence_of
+from onnx_roofline.tensors import TensorInfo
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,8 @@ def infer_node(
     for name, result in zip(node.output, results):
         if not name or result is None:
             continue
-        if isinstance(result, TensorInfo):  # a sequence of tensors (sequences.py)
-            typed[name] = sequence_of(name, list(result.elements), result.dtype)
+        if isinstance(result, TensorInfo):  # a sequence of tensors (sequences.py), named for its output
+            typed[name] = dataclasses.replace(result, name=name)
             continue
         shape = tuple(int(d) for d in result[0])
         if any(d < 0 for d in shape):

@@ -147,7 +147,7 @@ def _kind(tensor: TensorInfo) -> str:
 
 
 def _elements(tensor: TensorInfo) -> list:
-    return [list(shape) for shape in tensor.elements or ()]
+    return tensor.to_dict()["elements"] or []
 
 
 class _ByteCheck:
