@@ -99,8 +99,11 @@ def bind(
     model: onnx.ModelProto, dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None = None
 ) -> onnx.ModelProto:
     """Bind dims in the graph inputs (in place, on the loader's copy). Declared shapes of outputs
-    and intermediate values are cleared of symbols so inference recomputes them from the inputs."""
+    and intermediate values are cleared of symbols so inference recomputes them from the inputs;
+    where inputs were bound, of every dim: an exporter fixes an output's dims at the sizes it traced
+    (onnxmltools' `label [1]` whatever the batch), which onnxruntime does not hold a run to."""
     input_shapes = dict(input_shapes or {})
+    rebound = bool(dims or input_shapes)
     graph = model.graph
     known = symbolic_dims(graph)
     unknown_dims = sorted(set(dims) - set(known))
@@ -127,12 +130,12 @@ def bind(
                 dim.dim_value = dims[dim.dim_param]
     for value in graph.input:
         if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
-            dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
-            check_tensor_size(value.name, dims, value.type.tensor_type.elem_type, "", DimensionError)
+            shape = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+            check_tensor_size(value.name, shape, value.type.tensor_type.elem_type, "", DimensionError)
     del graph.value_info[:]
     for value in graph.output:
         for dim in value.type.tensor_type.shape.dim:
-            if dim.HasField("dim_param"):
+            if rebound or dim.HasField("dim_param"):
                 dim.Clear()
     return model
 

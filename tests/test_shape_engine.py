@@ -273,6 +273,23 @@ def test_an_output_nobody_reads_does_not_block_its_node():
     assert dropout.cost.bytes == 2 * 3 * 4 * 2  # reads x, writes d: 6 float32 each
 
 
+def test_an_output_dim_the_exporter_traced_gives_way_to_the_bound_inputs():
+    """onnxmltools declares a classifier's `label [1]` whatever the batch, as a trace declares its
+    batch: at batch 4 onnxruntime writes 4 labels, and so must the analysis (4 int64 = 32 B)."""
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["label"], to=TensorProto.INT64)]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch"])],
+                   [helper.make_tensor_value_info("label", TensorProto.INT64, [1])])
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (observed,) = session.run(None, {"x": np.ones(4, np.float32)})
+    assert observed.shape == (4,)
+    cast = analyze(model, dims={"batch": 4}).nodes[1]
+    assert cast.outputs[0].shape == observed.shape
+    assert cast.cost.bytes == 4 * 4 + 4 * 8  # reads 4 float32, writes 4 int64
+    static = analyze(_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                            [helper.make_tensor_value_info("label", TensorProto.INT64, [1])]))
+    assert static.nodes[1].outputs[0].shape == (1,)  # nothing re-bound: the declaration stands
+
+
 def _loop_model():
     """A Loop whose trip count is a graph input; its body adds x to the carried [4, 8] value."""
     body = helper.make_graph(

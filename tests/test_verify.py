@@ -26,6 +26,7 @@ from onnx_roofline.verify import VerifyError, verify
 from onnx_roofline.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, judge
 from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED
 from onnx_roofline.verify.inputs import make_feeds
+from onnx_roofline.verify.render import render_text
 from onnx_roofline.verify import pipeline, run
 from onnx_roofline.verify.timing import Kernel, Profile, attribute, profile
 from onnx_roofline.verify.weights import materialize
@@ -155,6 +156,8 @@ def test_small_model_passes_with_every_node_byte_checked():
     assert bases["bias"] == ("default", "default")
     assert bases["flatten"] == ("convention: view", "convention: view")
     assert bases["shape"] == ("convention: metadata", "convention: metadata")
+    bytes_line = next(line for line in render_text(result).splitlines() if line.startswith("bytes:"))
+    assert bytes_line.startswith("bytes:   9 nodes checked, 0 bounds-only (18 read/written counts: ")  # 9 nodes × (read, written)
 
 
 def test_a_rule_that_forgets_an_input_is_caught(monkeypatch):

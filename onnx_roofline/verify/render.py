@@ -55,14 +55,15 @@ def render_json(result: Verification) -> str:
 def render_text(result: Verification, limit: int = 50) -> str:
     report, comparison = result.report, result.comparison
     dims = " ".join(f"{k}={v}" for k, v in sorted(report.model.dims.items())) or "none"
-    bases = ", ".join(f"{count} {basis}" for basis, count in sorted(_bases(result).items(), key=lambda kv: -kv[1]))
+    counts = _bases(result)  # each checked node's bytes read and bytes written, by what they follow
+    bases = ", ".join(f"{count} {basis}" for basis, count in sorted(counts.items(), key=lambda kv: -kv[1]))
     lines = [
         f"verify {report.model.path or '<in-memory model>'}  dims: {dims}  ({_runtime()}, values from a run with optimizations off)",
         f"weights: {result.weights_loaded} loaded, {result.weights_synthesized} synthesized (external data absent)",
         f"values:  {comparison.values_checked} node outputs checked (shape + dtype); "
         f"{len(comparison.values_partly_inferred)} partly inferred; {len(comparison.values_unobserved)} not observed",
-        f"bytes:   {comparison.count(CHECKED)} nodes checked ({bases or 'no fields'}); "
-        f"{comparison.count(BOUNDS_ONLY)} bounds-only; {comparison.count(NOT_COSTED)} not costed; "
+        f"bytes:   {comparison.count(CHECKED)} nodes checked, {comparison.count(BOUNDS_ONLY)} bounds-only "
+        f"({counts.total()} read/written counts: {bases or 'none'}); {comparison.count(NOT_COSTED)} not costed; "
         f"{comparison.count(NOT_OBSERVED) + comparison.count(NOT_CHECKED)} not observed, control flow or function calls",
         f"disagreements: {len(comparison.disagreements)}",
     ]
