@@ -366,3 +366,28 @@ def test_cast_map_cost():
     entries, out = TensorInfo("m", (3,), "float32", "int64"), TensorInfo("y", (1, 6), "float32")
     cost = _map_cost(ml_rules.cast_map, "CastMap", {"map_form": "SPARSE", "max_map": 6}, entries, out)
     assert cost.flops == 0 and cost.bytes_read is None  # a cast: the default bytes, 3·12 read, 6·4 written
+
+
+# --- onnxmltools -------------------------------------------------------------------------------------------
+
+
+def test_onnxmltools_lightgbm_declared_label_gives_way_to_the_batch():
+    """onnxmltools writes a LightGBM classifier's `label` as [1] and `probabilities` as [?, 2]
+    whatever the batch; onnxruntime returns BATCH labels, and the analysis must write them (the
+    Cast that makes the label: BATCH int64s, not one)."""
+    lightgbm = pytest.importorskip("lightgbm")
+    onnxmltools = pytest.importorskip("onnxmltools")
+    from onnxmltools.convert.common.data_types import FloatTensorType
+
+    x, targets = _data()
+    classifier = lightgbm.LGBMClassifier(n_estimators=5, num_leaves=4, verbose=-1).fit(x, targets["classes2"])
+    model = onnxmltools.convert_lightgbm(classifier, initial_types=[("input", FloatTensorType([None, FEATURES]))], zipmap=False, target_opset=15)
+    assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [1]  # the declaration this test is about
+    observed = _run_every_output(model, {"input": x[:BATCH]})
+    (batch,) = [name for name in analyze(model, default_dims=True).model.dims]
+    report = analyze(model, dims={batch: BATCH})
+    assert report.totals.uncosted_nodes == 0
+    assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == observed
+    from onnx_roofline.verify import verify
+
+    assert verify(model, dims={batch: BATCH}).passed
