@@ -649,3 +649,33 @@ def test_onnxruntimes_refusal_is_said_without_its_cpp_signature():
                "[ONNXRuntimeError] : 1 : FAIL : tensorprotoutils.cc:2678 ConstantNodeProtoToTensorProto Constant node: n6 has no data attributes")
     line = _first_line(RuntimeError(message))
     assert line.endswith("Constant node: n6 has no data attributes") and "Graph::Graph" not in line and len(line) <= 300
+
+
+@pytest.mark.parametrize(("dtype", "bits"), [("FLOAT8E4M3FN", 8), ("FLOAT8E5M2", 8), ("INT4", 4), ("UINT4", 4)])
+def test_values_onnxruntime_returns_no_array_of_are_observed_through_a_cast(dtype, bits):
+    """A QDQ pair through float8 or int4 (an fp8 or int4 QDQ export): onnxruntime's Python API
+    returns no array of such a value (int4, float8e5m2) or a uint8 one (float8e4m3fn); its shape
+    is observed through a Cast to float32 and its dtype is the session's, so the pair is checked
+    like any other."""
+    elem = getattr(TensorProto, dtype)
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"]), helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"])]
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 7])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              initializer=[helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("zp", elem, [], [0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    result = verify(model, dims={"n": 3})
+    assert result.passed and result.comparison.count(CHECKED) == 2, result.comparison.disagreements
+    assert result.comparison.values_checked == 2  # q observed too, not skipped
+    quantize = result.report.nodes[0]
+    assert quantize.outputs[0].dtype == dtype.lower() and quantize.cost.bytes_written == -(-3 * 7 * bits // 8)  # 21 elements, packed
+
+
+def test_a_bfloat16_value_inside_a_float32_graph_is_observed():
+    nodes = [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16), helper.make_node("Cast", ["b"], ["y"], to=TensorProto.FLOAT)]
+    graph = helper.make_graph(nodes, "bf16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    result = verify(model)
+    assert result.passed and result.comparison.values_checked == 2 and result.report.nodes[0].cost.bytes_written == 3 * 2

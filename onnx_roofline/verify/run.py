@@ -24,6 +24,11 @@ PROVIDERS = ["CPUExecutionProvider"]
 FED_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE})
 """The external weights fed as arrays; the others (indices, quantized and packed weights, which
 some onnxruntime kernels need constant) go inline into the model the session loads."""
+CAST_OBSERVED = frozenset({"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0",
+                           "int4", "uint4", "float4e2m1", "int2", "uint2"})
+"""Element types onnxruntime's Python API returns no array of (or a uint8 one, for some float8s):
+a value of one is observed through a Cast of it to float32, which keeps its shape, and its dtype
+is the session's own type for it."""
 CHUNK_FLOOR = 16 * 2**20
 """The least output bytes one run returns: a graph of small activations is observed in a few
 runs, not one per node."""
@@ -72,13 +77,39 @@ def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Ma
     observed: dict[str, TensorInfo] = {}
     for chunk in _chunks(names, sizes, chunk_bytes):
         session = open_session(_with_outputs(lean, chunk), options)
+        types = {output.name: output.type.removeprefix("tensor(").removesuffix(")") for output in session.get_outputs()}
+        cast = {name: _fresh(f"{name}/as_float32", types) for name in chunk if types.get(name) in CAST_OBSERVED}
+        if cast:
+            try:
+                session = open_session(_with_outputs(_with_casts(lean, cast), [*chunk, *cast.values()]), options)
+            except VerifyError:  # a type onnxruntime cannot even Cast (float4 on CPU): those values go unobserved
+                chunk = [name for name in chunk if name not in cast]
+                cast = {}
         try:
-            results = session.run(chunk, {**feeds, **fed})
+            results = session.run([cast.get(name, name) for name in chunk], {**feeds, **fed})
         except Exception as exc:
             raise VerifyError(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
-        observed.update((name, observed_info(name, value)) for name, value in zip(chunk, results) if _tensor_or_sequence(value))
+        for name, value in zip(chunk, results):
+            if name in cast:
+                observed[name] = TensorInfo(name, tuple(int(d) for d in value.shape), types[name])
+            elif _tensor_or_sequence(value):
+                observed[name] = observed_info(name, value)
         del session, results
     return observed
+
+
+def _fresh(name: str, taken: Mapping[str, Any]) -> str:
+    while name in taken:
+        name += "_"
+    return name
+
+
+def _with_casts(model: onnx.ModelProto, cast: Mapping[str, str]) -> onnx.ModelProto:
+    """A copy with a Cast to float32 of each value `cast` names, to the output name it gives."""
+    copy = onnx.ModelProto()
+    copy.CopyFrom(model)
+    copy.graph.node.extend(onnx.helper.make_node("Cast", [name], [output], to=onnx.TensorProto.FLOAT) for name, output in cast.items())
+    return copy
 
 
 def _tensor_or_sequence(value: Any) -> bool:
