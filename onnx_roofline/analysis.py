@@ -8,6 +8,7 @@ import math
 import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -36,7 +37,7 @@ from onnx_roofline.report.model import (
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import ATTRIBUTES, TENSORS, OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
-from onnx_roofline.shapes import collect, infer, infer_body
+from onnx_roofline.shapes import ShapeResult, collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision
 from onnx_roofline.validation import check_axes
 from onnx_roofline.runnable import check_runnable, implied_sizes
@@ -108,35 +109,16 @@ def _analyze(
     precision: str | None,
     input_values: Mapping[str, Sequence[float] | float],
     default_dims: bool = False,
-    solved: Mapping[str, tuple[int, str]] | None = None,
 ) -> Report:
-    """`analyze`, with the hardware resolved and the collector paused. `solved`: defaults replaced
-    by the size the graph fixes, and why (runnable.DimensionConflict)."""
-    proto, graph_nodes = load_with_nodes(model)
-    given = bind_values(proto, input_values)
-    dim_names = input_dim_names(proto.graph)
-    dim_uses = symbolic_dims(proto.graph, dim_names)
-    dims = {**_derived(dim_uses, dims), **dims}  # `past + sequence` from the two given
-    solved = dict(solved or {})
-    defaulted = {**_defaults(dim_uses, dims, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
-    bound = {**defaulted, **dims}
-    bind(proto, bound, input_shapes)
-    shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
-    check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
-    try:
-        check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted)  # what cannot run at these dims (runnable.py)
-    except DimensionConflict as conflict:
-        if conflict.dim not in defaulted or conflict.dim in solved:
-            raise
-        solved[conflict.dim] = (conflict.size, conflict.why)  # a default that cannot run: the size the graph fixes
-        return _analyze(model, hardware, dims, input_shapes, partial, precision, input_values, default_dims, solved)
-    dims = bound
+    """`analyze`, with the hardware resolved and the collector paused."""
+    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims)
+    proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
-    initializers = {t.name for t in proto.graph.initializer} - given
+    initializers = {t.name for t in proto.graph.initializer} - typed.given
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
-    foldable = _constant_foldable(graph_nodes, proto, given)
+    foldable = _constant_foldable(graph_nodes, proto, typed.given)
     nodes = tuple([walk.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
-    unbound = {name: uses for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
+    unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
         _raise_if_blocked(nodes, unbound, dims, lambda: implied_sizes(graph_nodes, shapes.values))
     info = ModelInfo(
@@ -144,10 +126,10 @@ def _analyze(
         node_count=len(graph_nodes),
         opsets=opsets(proto),
         dims=dims,
-        defaulted_dims=tuple(defaulted),
-        solved_dims={dim: why for dim, (_, why) in solved.items()},
+        defaulted_dims=tuple(typed.defaulted),
+        solved_dims={dim: why for dim, (_, why) in typed.solved.items()},
         precision=precision,
-        parameters=_model_parameters(proto, given, nodes),
+        parameters=_model_parameters(proto, typed.given, nodes),
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
@@ -157,6 +139,52 @@ def _analyze(
         source=proto,
     )
     return Report(info, hardware, nodes)
+
+
+@dataclass(frozen=True)
+class Typed:
+    """A model loaded, its dims bound and its shapes inferred: what the walk costs."""
+
+    proto: onnx.ModelProto
+    nodes: list[Node]
+    shapes: ShapeResult
+    given: set[str]  # graph inputs given a value (bind_values): constants, not weights
+    dim_uses: dict[str, list[str]]  # each symbolic dim's inputs
+    dims: dict[str, int]  # every dim bound: given, derived, defaulted
+    defaulted: dict[str, int]  # those a default bound (solved ones included)
+    solved: dict[str, tuple[int, str]]  # defaults replaced by the size the graph fixes, and why
+
+
+def bind_and_infer(
+    model: str | os.PathLike | onnx.ModelProto,
+    dims: Mapping[str, int],
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, Sequence[float] | float] | None = None,
+    default_dims: bool = False,
+) -> Typed:
+    """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
+    (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
+    graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load."""
+    solved: dict[str, tuple[int, str]] = {}
+    while True:
+        proto, graph_nodes = load_with_nodes(model)
+        given = bind_values(proto, input_values or {})
+        dim_names = input_dim_names(proto.graph)
+        dim_uses = symbolic_dims(proto.graph, dim_names)
+        explicit = {**_derived(dim_uses, dims), **dims}  # `past + sequence` from the two given
+        defaulted = {**_defaults(dim_uses, explicit, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
+        bound = {**defaulted, **explicit}
+        bind(proto, bound, input_shapes)
+        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
+        check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
+        try:
+            check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted)  # what cannot run at these dims (runnable.py)
+        except DimensionConflict as conflict:
+            if conflict.dim not in defaulted or conflict.dim in solved:
+                raise
+            solved[conflict.dim] = (conflict.size, conflict.why)
+            continue
+        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",

@@ -69,7 +69,7 @@ class Inspection:
     inputs: tuple[ValueSummary, ...]
     outputs: tuple[ValueSummary, ...]
     dims: dict[str, tuple[str, ...]]  # symbolic dim → the inputs that use it
-    default_dims: dict[str, int]  # what `onnx-roofline MODEL` binds them to (onnx_roofline.defaults)
+    default_dims: dict[str, int]  # what `onnx-roofline MODEL` binds them to (onnx_roofline.defaults, solved_dims)
     node_count: int
     ops: dict[str, int]  # op histogram, "domain::Op" for a domain other than ai.onnx, most frequent first
     functions: int
@@ -80,6 +80,7 @@ class Inspection:
     weight_bytes_by_dtype: dict[str, int]
     external_data: tuple[DataFile, ...]
     metadata: dict[str, str] = field(default_factory=dict)  # the model's metadata_props
+    solved_dims: dict[str, str] = field(default_factory=dict)  # defaults the graph fixes instead of the name's, and why
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -90,7 +91,8 @@ class Inspection:
             "opsets": self.opsets,
             "inputs": [v.to_dict() for v in self.inputs],
             "outputs": [v.to_dict() for v in self.outputs],
-            "dims": {name: {"inputs": list(uses), "default": self.default_dims.get(name)} for name, uses in self.dims.items()},
+            "dims": {name: {"inputs": list(uses), "default": self.default_dims.get(name), "solved": self.solved_dims.get(name)}
+                     for name, uses in self.dims.items()},
             "node_count": self.node_count,
             "subgraph_nodes": self.subgraph_nodes,
             "functions": self.functions,
@@ -109,7 +111,6 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     import onnx
 
     from onnx_roofline import files
-    from onnx_roofline.defaults import default_dims
     from onnx_roofline.dims import symbolic_dims
     from onnx_roofline.errors import ExternalDataError
     from onnx_roofline.loader import load_model, opsets
@@ -122,7 +123,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     inputs = tuple(_value(v) for v in graph.input if v.name not in initialized)
     outputs = tuple(_value(v) for v in graph.output)
     dims = {name: tuple(uses) for name, uses in symbolic_dims(graph).items()}
-    defaults = {name: size for name, (size, _) in default_dims(dims).items()}
+    defaults, solved = _defaults(model, dims)
 
     ops = Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in graph.node)
     weights = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
@@ -167,6 +168,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
         outputs=outputs,
         dims=dims,
         default_dims=defaults,
+        solved_dims=solved,
         node_count=len(graph.node),
         ops=dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
         functions=len(proto.functions),
@@ -191,6 +193,25 @@ def _value(value) -> ValueSummary:
         shape = tuple(d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else None
                       for d in tensor_type.shape.dim)  # fmt: skip
     return ValueSummary(value.name, dtype_name(tensor_type.elem_type), shape)
+
+
+def _defaults(model, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], dict[str, str]]:
+    """The dims `onnx-roofline MODEL` binds, and those of them the graph fixes, with why: the
+    name's default, unless a node cannot run at it (a head size named like a batch: genai's
+    `kv_cache_dim`), which the analysis finds by binding and inferring as it does. A graph it
+    refuses at its defaults keeps the names' defaults: inspect describes any model."""
+    from onnx_roofline.analysis import bind_and_infer
+    from onnx_roofline.defaults import default_dims
+    from onnx_roofline.errors import RooflineError
+
+    named = {name: size for name, (size, _) in default_dims(dims).items()}
+    if not dims:
+        return named, {}
+    try:
+        typed = bind_and_infer(model, {}, default_dims=True)
+    except RooflineError:
+        return named, {}
+    return {name: typed.dims.get(name, size) for name, size in named.items()}, {dim: why for dim, (_, why) in typed.solved.items()}
 
 
 def _subgraph_nodes(graph) -> int:
@@ -226,8 +247,8 @@ def render_text(info: Inspection) -> str:
         if not rows:
             lines.append(f"{title:<11} none")
     if info.dims:
-        listed = ", ".join(f"{name} ({len(uses)} input{'s' if len(uses) > 1 else ''}; default {info.default_dims[name]})"
-                           for name, uses in info.dims.items())  # fmt: skip
+        listed = ", ".join(f"{name} ({len(uses)} input{'s' if len(uses) > 1 else ''}; default {info.default_dims[name]}"
+                           f"{': ' + info.solved_dims[name] if name in info.solved_dims else ''})" for name, uses in info.dims.items())  # fmt: skip
         lines.append(f"dims        {listed}")
     else:
         lines.append("dims        none symbolic: every input shape is fixed")

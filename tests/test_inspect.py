@@ -1,5 +1,6 @@
-"""`onnx-roofline inspect MODEL`: what a model is, read without shape inference and without a
-weight byte. Expected values are computed here from the protobuf directly."""
+"""`onnx-roofline inspect MODEL`: what a model is, read without a weight byte (shape inference runs
+only to find the defaults a graph fixes). Expected values are computed here from the protobuf
+directly."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from onnx_roofline.cli import main
 from onnx_roofline.inspection import inspect_model
 from tests import hostile
 from tests.conftest import FIXTURES
+from tests.corpus import MODELS as CORPUS
 from tests.test_audit import audited, inside
 
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx"))
@@ -61,6 +63,21 @@ def test_decode_text_groups_the_cache_and_names_defaults(capsys):
     assert "absent (the analysis does not need it)" in out
     assert "--dim batch=1 --dim past_sequence=511" in out  # a command that analyzes it
     assert "parameters  124.44 M" in out
+
+
+def test_a_default_the_graph_fixes_is_the_one_inspect_names(capsys):
+    """onnxruntime-genai names the KV cache's head size `kv_cache_dim`: its name's default (1)
+    cannot run at GroupQueryAttention, whose packed query fixes it at hidden / heads. inspect names
+    the size analyze binds, and the command it prints runs."""
+    path = CORPUS / "genai_llama_int4.onnx"
+    head = 128 // 4  # the corpus config (tests/corpus/sources.py): hidden 128, 4 query heads
+    info = inspect_model(path)
+    assert info.default_dims["kv_cache_dim"] == head and "GroupQueryAttention" in info.solved_dims["kv_cache_dim"]
+    assert info.to_dict()["dims"]["kv_cache_dim"]["default"] == head
+    assert main(["inspect", str(path)]) == 0
+    command = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("analyze"))
+    assert f"--dim kv_cache_dim={head}" in command
+    assert main(command.split()[2:]) == 0  # the suggested command, as the user pastes it
 
 
 def test_external_data_present_absent_refused_and_never_opened(tmp_path):
