@@ -109,14 +109,23 @@ NO_DEFAULT = "no default for this name"
 
 def derived_dims(names: Iterable[str], given: Mapping[str, int]) -> dict[str, int]:
     """The dims named by an expression of dims given (optimum's attention mask,
-    `past_sequence_length + sequence_length`): their value, where it is positive. Not defaults:
-    the sizes given determine them, and strict commands (check, verify) take them too."""
+    `past_sequence_length + sequence_length`), and a total length where one past and one sequence
+    length are given (onnxruntime-genai's `total_sequence_length`, its mask's: the cache after
+    this step): their value, where it is positive. Not defaults: the sizes given determine them,
+    and strict commands (check, verify, a context sweep over the past) take them too."""
+    kinds = {name: _kind(name) for name in given if not _EXPRESSION.match(name)}
+    pasts = [given[name] for name, kind in kinds.items() if kind == "past"]
+    steps = [given[name] for name, kind in kinds.items() if kind == "sequence"]
     derived = {}
     for name in names:
-        if name not in given and _EXPRESSION.match(name):
+        if name in given:
+            continue
+        if _EXPRESSION.match(name):
             value = evaluate(name, given)
-            if value is not None and value > 0:
-                derived[name] = value
+        else:
+            value = pasts[0] + steps[0] if _kind(name) == "total" and len(pasts) == len(steps) == 1 else None
+        if value is not None and value > 0:
+            derived[name] = value
     return derived
 
 

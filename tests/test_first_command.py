@@ -17,9 +17,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
 from onnx_roofline.cli import main
-from onnx_roofline.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, words
+from onnx_roofline.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, derived_dims, words
 from onnx_roofline.errors import DimensionError, UnboundDimensionError
 from tests.conftest import FIXTURES, symbolic_matmul
+from tests.corpus import MODELS as CORPUS
 
 # The fixtures' symbolic dims, read from the files by hand (inspect lists the same), and the
 # defaults docs/defaults.md's table gives them.
@@ -268,3 +269,20 @@ def test_a_dim_named_by_an_expression_of_dims_given_is_bound_by_them(tmp_path, c
     capsys.readouterr()
     assert main([str(path), *given]) == 0
     assert "note:" not in capsys.readouterr().err  # nothing defaulted
+
+
+def test_a_total_length_is_the_past_and_the_step_given(capsys):
+    """onnxruntime-genai names its mask's length `total_sequence_length`: the cache after this step,
+    past + new tokens. Given the two, the strict commands bind it (12 + 1 = 13): a context sweep
+    over the past moves it at each point, and GroupQueryAttention's present holds 13 positions, as
+    onnxruntime's does. Two past lengths leave it unbound: which one would it follow?"""
+    path = CORPUS / "genai_llama_int4.onnx"
+    dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 12, "kv_cache_dim": 128 // 4}  # corpus: hidden 128, 4 heads
+    report = onnx_roofline.analyze(path, dims=dims)
+    assert report.model.dims["total_sequence_length"] == 12 + 1 and report.totals.uncosted_nodes == 0
+    (attention, *_) = [n for n in report.nodes if n.op_type == "GroupQueryAttention"]
+    assert attention.outputs[1].shape == (1, 2, 13, 32)  # present key: batch, 2 KV heads, past + 1, head size
+    assert derived_dims(["total_sequence_length"], {"past_a": 3, "past_b": 4, "sequence": 1}) == {}
+    given = [f"--dim={name}={size}" for name, size in dims.items() if name != "past_sequence_length"]
+    assert main(["context", str(path), *given, "--context", "16,32"]) == 0  # the cache's dim found, not kv_cache_dim (also on past, and present)
+    assert capsys.readouterr().out.splitlines()[1].startswith("past_sequence_length")

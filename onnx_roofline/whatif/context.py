@@ -39,16 +39,28 @@ class ContextResult:
 
 
 def context_dim(session: Session) -> str:
-    """The symbol that sizes the cache: the non-leading symbolic dim of the rank-4 inputs."""
-    found = []
-    for value in session.model.graph.input:
-        dims = value.type.tensor_type.shape.dim
-        if len(dims) == 4:
-            found += [d.dim_param for d in list(dims)[1:] if d.dim_param and d.dim_param not in found]
+    """The symbol that sizes the cache: the non-leading symbolic dim of the rank-4 inputs — the
+    one the present outputs do not carry, where there are several (the cache grows, past to
+    present; a head size named as a dim, onnxruntime-genai's `kv_cache_dim`, is in both)."""
+    graph = session.model.graph
+    found = _rank4_symbols(graph.input)
+    growing = [name for name in found if name not in _rank4_symbols(graph.output)]
+    if len(growing) == 1:
+        return growing[0]
     if len(found) != 1:
         seen = ", ".join(found) or "none"
         raise DimensionError(f"cannot tell the KV-cache length dim (candidates: {seen}); name it with --context NAME=L1,L2,...")
     return found[0]
+
+
+def _rank4_symbols(values) -> list[str]:
+    """The symbolic dims after the first of the rank-4 values, in order, once each."""
+    found: list[str] = []
+    for value in values:
+        dims = value.type.tensor_type.shape.dim
+        if len(dims) == 4:
+            found += [d.dim_param for d in list(dims)[1:] if d.dim_param and d.dim_param not in found]
+    return found
 
 
 def context_study(session: Session, lengths: Sequence[int], dim: str | None = None, view: str = UNFUSED) -> ContextResult:
