@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
 from onnx_roofline.cli import main
+from onnx_roofline.errors import DimensionError
 from onnx_roofline.hardware import load_hardware
 from onnx_roofline.whatif import compare, context_study, critical, sweep
 from onnx_roofline.whatif.affine import Line, ridge_crossing
@@ -131,6 +132,19 @@ def two_node_model() -> onnx.ModelProto:
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Add", ["c1", "c2"], ["z"], name="add")]
     graph = helper.make_graph(nodes, "g", [x], outputs, initializer=weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_critical_solves_for_the_dim_named_as_a_batch():
+    """onnxruntime-genai names its batch `batch_size`: critical finds it (the same crossing
+    R·K/(K − 2R) as `batch`), and with two batch-like dims asks which one."""
+    K = 1024
+    model = two_node_model()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch_size"
+    result = critical(Session(model, hw=H100))
+    assert result.dim == "batch_size" and kind(result, f"[batch_size,{K}] [{K},{K}]").crossing == R * K / (K - 2 * R)
+    model.graph.input.append(helper.make_tensor_value_info("u", TensorProto.FLOAT16, ["N", K]))
+    with pytest.raises(DimensionError, match=r"cannot tell the batch dim \(candidates: batch_size, N\); name the dim to solve for with --over DIM"):
+        critical(Session(model, hw=H100))
 
 
 def test_model_level_figures_are_solved_and_hold():

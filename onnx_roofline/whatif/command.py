@@ -27,8 +27,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
             "--dim NAME=V1,V2,... sweeps NAME (several lists: every combination); --dim NAME=V binds it.")
     _parser(subparsers, "critical", _run_critical,
             "solve the smallest batch (or other dim) at which each matmul kind turns compute-bound",
-            "--over DIM (default batch) is solved for; bind the other dims with --dim.").add_argument(
-        "--over", default="batch", metavar="DIM", help="the dim to solve for (default: batch)")
+            "--over DIM (default: the dim named as a batch) is solved for; bind the other dims with --dim.").add_argument(
+        "--over", metavar="DIM", help="the dim to solve for (default: the graph's batch dim: batch, batch_size, N, ...)")
     _parser(subparsers, "compare", _run_compare, "one model on several accelerators side by side",
             f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).", hw=DEFAULT_COMPARE)
     _parser(subparsers, "fuse", _run_fuse, "the unfused and fused views of bytes side by side, attention included",

@@ -114,7 +114,9 @@ class _Fitted:
     lines: KernelLines
 
 
-def critical(session: Session, dim: str, view: str = UNFUSED) -> CriticalResult:
+def critical(session: Session, dim: str | None = None, view: str = UNFUSED) -> CriticalResult:
+    """Where each matmul kind turns compute-bound as `dim` grows (by default the graph's batch dim)."""
+    dim = dim or batch_dim(session)
     if dim in session.dims:
         raise DimensionError(f"--over {dim}: it is solved for, so do not also bind it with --dim")
     reports = [session.report({dim: x}) for x in PROBES]
@@ -248,3 +250,14 @@ def _line(line: Line) -> dict:
 
 def _figure(x: Fraction | None) -> dict:
     return {"crossing": None if x is None else float(x), "critical": ceil(x)}
+
+
+def batch_dim(session: Session) -> str:
+    """The graph's one symbolic dim named as a batch (`batch`, `batch_size`, `N`: defaults.py)."""
+    from onnx_roofline.defaults import default_dims
+    from onnx_roofline.dims import symbolic_dims
+
+    found = [name for name, (_, rule) in default_dims(symbolic_dims(session.model.graph)).items() if rule == "batch"]
+    if len(found) != 1:
+        raise DimensionError(f"cannot tell the batch dim (candidates: {', '.join(found) or 'none'}); name the dim to solve for with --over DIM")
+    return found[0]
