@@ -679,3 +679,33 @@ def test_a_bfloat16_value_inside_a_float32_graph_is_observed():
     model.ir_version = 10
     result = verify(model)
     assert result.passed and result.comparison.values_checked == 2 and result.report.nodes[0].cost.bytes_written == 3 * 2
+
+
+def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
+    """quantize_static with float8 e4m3 activations and weights (QDQ) — onnxruntime returns its
+    float8 values as uint8 arrays, which read as a dtype disagreement before they were observed
+    through a Cast: every node is checked and the pair's dtype is the session's."""
+    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in (("w1", (16, 8)), ("w2", (8, 4)))]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
+    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], initializer=weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    onnx.save(model, tmp_path / "mlp.onnx")
+
+    class Feeds(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter([{"x": rng.standard_normal((2, 16)).astype(np.float32)} for _ in range(4)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_static(str(tmp_path / "mlp.onnx"), str(tmp_path / "fp8.onnx"), Feeds(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN, calibrate_method=CalibrationMethod.Distribution)
+    result = verify(str(tmp_path / "fp8.onnx"), dims={"batch": 2})
+    quantized = [n for n in result.report.nodes if n.op_type == "QuantizeLinear"]
+    assert quantized and all(n.outputs[0].dtype == "float8e4m3fn" for n in quantized)
+    assert result.passed and result.comparison.values_checked == len(result.report.nodes), result.comparison.disagreements
