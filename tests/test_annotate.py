@@ -168,6 +168,27 @@ def test_a_precision_override_keeps_the_real_types(tmp_path):
     run(result.model, {"x": np.ones((2, 4), dtype=np.float32)})
 
 
+def test_a_sequence_is_annotated_as_a_sequence_of_its_elements_shape(tmp_path):
+    """SplitToSequence → SequenceAt (dynamo's unoptimized torch.split): the sequence's value_info
+    is a sequence of [2, 1, 4] tensors (x [2, 3, 4] split in 3 along axis 1), not a tensor — which
+    would make the annotated model invalid — and onnxruntime runs it to the same output."""
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1), helper.make_node("SequenceAt", ["s", "i"], ["a"]),
+             helper.make_node("Relu", ["a"], ["y"])]
+    graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[helper.make_tensor("i", TensorProto.INT64, [], [1])])
+    source = tmp_path / "split.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
+    result = annotate(analyze(source, dims={"b": 2}), tmp_path / "a.onnx")
+    model = onnx.load(result.model)
+    onnx.checker.check_model(model, full_check=True)
+    (sequence,) = [v for v in model.graph.value_info if v.name == "s"]
+    element = sequence.type.sequence_type.elem_type.tensor_type
+    assert [d.dim_value for d in element.shape.dim] == [2, 1, 4] and element.elem_type == TensorProto.FLOAT
+    x = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    (y,) = run(result.model, {"x": x})
+    assert np.array_equal(y, np.maximum(x[:, 1:2], 0))
+
+
 def test_cli_annotate_flag(tmp_path, capsys):
     source = small_model(tmp_path)
     out = tmp_path / "cli.onnx"

@@ -17,6 +17,7 @@ anything else (absolute, `..`, a symlink leading out, a FIFO, /dev/zero) refuses
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -251,16 +252,24 @@ def _write_shapes(graph: onnx.GraphProto, report: Report, types: dict[str, int])
     own = report.model.precision is None  # then the report's dtypes are the model's own
 
     def typed(name: str) -> onnx.ValueInfoProto | None:
+        """The value's type as the analysis has it: a tensor's, a sequence's (its elements' shape),
+        a map's, of the model's own element type."""
         info = infos.get(name)
         elem = types.get(name) or (_ELEM_TYPES.get(info.dtype) if own and info is not None else None)
         if info is None or not elem:
             return None
-        return onnx.helper.make_tensor_value_info(name, elem, list(info.shape))
+        return dataclasses.replace(info, dtype=dtype_name(elem)).value_info()
+
+    def write(value: onnx.ValueInfoProto, replacement: onnx.ValueInfoProto) -> None:
+        """A declaration of another kind (a tensor declared where a sequence flows) is left as it is."""
+        declared = value.type.WhichOneof("value")
+        if declared is None or declared == replacement.type.WhichOneof("value"):
+            value.type.CopyFrom(replacement.type)
 
     for value in (*graph.input, *graph.output):
         replacement = typed(value.name)
-        if replacement is not None and value.type.HasField("tensor_type"):
-            value.type.CopyFrom(replacement.type)
+        if replacement is not None:
+            write(value, replacement)
     skip = {v.name for v in (*graph.input, *graph.output)} | {t.name for t in graph.initializer}
     declared = {v.name: v for v in graph.value_info}
     for name in infos:
@@ -268,7 +277,7 @@ def _write_shapes(graph: onnx.GraphProto, report: Report, types: dict[str, int])
         if replacement is None:
             continue
         if name in declared:
-            declared[name].type.CopyFrom(replacement.type)
+            write(declared[name], replacement)
         else:
             graph.value_info.append(replacement)
 
