@@ -35,7 +35,7 @@ from onnx_roofline.report.model import (
     Totals,
 )
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
-from onnx_roofline.rules.context import ATTRIBUTES, TENSORS, OpNode
+from onnx_roofline.rules.context import ATTRIBUTES, OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes import ShapeResult, collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision

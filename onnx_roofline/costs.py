@@ -65,6 +65,15 @@ class CompositeCost(Cost):
     matrix_flops: int = 0  # the body's FLOPs on the matrix unit (a Loop of Gemms is matrix work)
 
 
+# A node's status in the report (report/model.py re-exports them): here, beside Uncostable, which
+# rules raise with one, so that a rule module needs no import of the report (which imports the rules).
+OK = "ok"
+UNSUPPORTED = "unsupported"  # no cost rule for the op
+UNKNOWN_SHAPE = "unknown-shape"  # an input or output shape is not fully known
+RULE_ERROR = "rule-error"  # the rule could not cost this instance (reason says why)
+DATA_DEPENDENT = "data-dependent"  # the cost depends on values: string sizes, decoded images
+
+
 class Uncostable(Exception):
     """Raised by a rule whose cost is genuinely unknown for this instance (e.g. a Loop whose trip
     count is not a constant); the node is reported with `status` and the message as its reason."""

@@ -171,8 +171,11 @@ class _Sweep:
         """(outputs typed, why not where they were not): a shape rule first, else ONNX's
         inference of this one node with the values folded so far."""
         if shape_rules.lookup(node.domain, node.op_type) is not None:
-            typed = shape_rules.infer_node(node.proto, inputs, self.folder.value, self.opsets.get(node.domain))
-            return typed, None if typed else f"the shape rule for {_qualified(node)} failed on these inputs"
+            reasons: dict[str, str] = {}
+            typed = shape_rules.infer_node(node.proto, inputs, self.folder.value, self.opsets.get(node.domain), reasons)
+            if reasons:
+                return typed, next(iter(reasons.values()))
+            return typed, None if typed else self.shape_rule_failure(node)
         if not node.domain and node.op_type in self.BODIES:
             typed = self.BODIES[node.op_type](self, node, inputs)
             if all(name in typed for name in node.outputs if name):
@@ -181,6 +184,14 @@ class _Sweep:
         if schema is None and (node.proto.domain, node.op_type) not in self.functions:
             return {}, f"no shape rule for {_qualified(node)}" + _not_onnx(node, self.opsets.get(""))
         return self.onnx_node_inference(node, inputs, schema)
+
+    def shape_rule_failure(self, node: Node) -> str:
+        """Why a shape rule typed nothing: a value it reads is not a constant, or the inputs."""
+        slots = shape_rules.value_inputs(node.domain, node.op_type)
+        unfolded = [node.inputs[s] for s in slots if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None]
+        if unfolded:
+            return f"the shape rule for {_qualified(node)} needs the value of {', '.join(repr(n) for n in unfolded)}, not a constant the analysis could fold"
+        return f"the shape rule for {_qualified(node)} failed on these inputs"
 
     def onnx_node_inference(self, node: Node, inputs, schema) -> tuple[dict[str, TensorInfo], str | None]:
         """ONNX's inference of one node (a one-node model where it calls a model-local function),
@@ -311,7 +322,10 @@ class _Sweep:
         """The graph inputs whose values — not just their shapes: a Shape or Size reads no value —
         the node's unfolded value inputs are computed from (a mask's sum sizing an Expand, a
         NonZero of it): what makes them data, and what a user could give a value."""
-        slots = range(len(node.inputs)) if node.op_type in _DATA_DEPENDENT else VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
+        if node.op_type in _DATA_DEPENDENT:
+            slots: Sequence[int] = range(len(node.inputs))
+        else:
+            slots = shape_rules.value_inputs(node.domain, node.op_type) or (VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ())
         pending = [node.inputs[s] for s in slots if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None]
         producers = {name: producer for producer in nodes for name in producer.outputs if name}
         graph = self.model.graph

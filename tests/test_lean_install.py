@@ -107,3 +107,26 @@ def test_exporters_runs_from_a_checkout():
     if "No module named 'torch'" in result.stderr:
         pytest.skip("the export extra is not installed")
     assert result.returncode == 0, result.stderr
+
+
+def test_every_module_imports_on_its_own():
+    """Each module of the package imports first, in a fresh interpreter state (the CLI imports the
+    report before the rules, pytest the other way round): an import cycle — a rule module taking a
+    status from the report, which imports the rules — shows here, not only as a broken command."""
+    script = r"""
+import importlib, pkgutil, sys
+import onnx_roofline
+names = sorted(m.name for m in pkgutil.walk_packages(onnx_roofline.__path__, "onnx_roofline.") if not m.name.endswith("__main__"))
+failed = []
+for name in names:
+    for loaded in [m for m in sys.modules if m.startswith("onnx_roofline")]:
+        del sys.modules[loaded]
+    try:
+        importlib.import_module(name)
+    except Exception as exc:
+        failed.append(f"{name}: {type(exc).__name__}: {exc}")
+print(len(names)); print("\n".join(failed))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)
+    count, *failed = done.stdout.strip().splitlines()
+    assert int(count) > 50 and failed == []

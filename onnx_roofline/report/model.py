@@ -10,7 +10,7 @@ from typing import Any
 
 import onnx
 
-from onnx_roofline.costs import CompositeCost, Cost
+from onnx_roofline.costs import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, CompositeCost, Cost  # noqa: F401 (the statuses, re-exported)
 from onnx_roofline.hardware import Hardware
 from onnx_roofline.nodes import Node
 from onnx_roofline.records import record
@@ -21,11 +21,6 @@ from onnx_roofline.tensors import TensorInfo
 
 SCHEMA_VERSION = 1
 
-OK = "ok"
-UNSUPPORTED = "unsupported"  # no cost rule for the op
-UNKNOWN_SHAPE = "unknown-shape"  # an input or output shape is not fully known
-RULE_ERROR = "rule-error"  # the rule could not cost this instance (reason says why)
-DATA_DEPENDENT = "data-dependent"  # the cost depends on values: string sizes, decoded images
 
 
 @record

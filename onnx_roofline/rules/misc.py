@@ -1,5 +1,6 @@
 """Operators of no other family: DeformConv, TfIdfVectorizer, and the newer sequence-model ops
-CausalConvWithState, LinearAttention, TensorScatter and ai.onnx.preview's FlexAttention."""
+TensorScatter and ai.onnx.preview's FlexAttention (CausalConvWithState and LinearAttention are
+costed with their com.microsoft versions, in contrib_llm.py)."""
 
 from __future__ import annotations
 
@@ -62,46 +63,6 @@ def tfidf_vectorizer(node: OpNode) -> Cost:
     mode = _text(attrs.get("mode", "TF"))
     weighting = y.numel if mode == "IDF" or (mode == "TFIDF" and attrs.get("weights")) else 0
     return Cost(flops=rows * candidates + weighting, bytes_read=node.distinct_input_bytes() + attribute_bytes(node))
-
-
-@register("CausalConvWithState", since=1)
-def causal_conv_with_state(node: OpNode) -> Cost:
-    """A depthwise causal 1-D conv with K taps (W is [C, 1, K]) over [past_state ‖ input]: 2·K
-    FLOPs per output element (the Conv convention), + 1 for the bias, + SiLU (x·sigmoid(x): 1 FLOP
-    and 1 transcendental) with activation 'silu'/'swish'. present_state is a copy of the last K − 1
-    positions: no arithmetic. Vector unit: depthwise, no channel contraction for a tensor core (the
-    causal-conv1d kernels run on CUDA cores). Bytes: the default (input, weight, bias, past_state
-    read once; output and present_state written)."""
-    y = node.outputs[0]
-    taps = node.inputs[1].shape[-1]
-    bias = y.numel if node.input(2) is not None else 0
-    silu = _text(node.attrs.get("activation", "none")).lower() in ("silu", "swish")
-    return Cost(flops=2 * taps * y.numel + bias + (y.numel if silu else 0), transcendentals=y.numel if silu else 0)
-
-
-@register("LinearAttention", since=1, unit=MATRIX)
-def linear_attention(node: OpNode) -> Cost:
-    """The recurrence as the spec defines it (run token by token), per batch element and token:
-    per KV head with state S [dk, dv], S + k ⊗ v: 2·dk·dv; 'gated'/'gated_delta' first decay the
-    state, exp(g)·S: dk·dv, and one exp per decay element (decay.numel transcendentals in all);
-    'delta'/'gated_delta' correct v: Sᵀk (2·dk·dv), v − Sᵀk and β·(…) (2·dv). Per query head:
-    scale·qᵀS, 2·dk·dv + dv. A chunk-parallel kernel (chunk_size) does more arithmetic (the
-    intra-chunk blocks) for tensor-core speed; this is the recurrence's minimum. Matrix unit, as
-    attention. Bytes: the default (q, k, v, states, decay, beta read; output, present_state written)."""
-    q, v = node.inputs[0], node.inputs[2]
-    q_heads, kv_heads = node.attrs["q_num_heads"], node.attrs["kv_num_heads"]
-    batch, steps = q.shape[0], q.shape[1]
-    dk, dv = q.shape[-1] // q_heads, v.shape[-1] // kv_heads
-    rule = _text(node.attrs.get("update_rule", "gated_delta"))
-    update = 2 * dk * dv
-    if rule in ("gated", "gated_delta"):
-        update += dk * dv
-    if rule in ("delta", "gated_delta"):
-        update += 2 * dk * dv + 2 * dv
-    read = 2 * dk * dv + dv
-    decay = node.input(4)
-    transcendentals = decay.numel if decay is not None and rule in ("gated", "gated_delta") else 0
-    return Cost(flops=batch * steps * (kv_heads * update + q_heads * read), transcendentals=transcendentals)
 
 
 @register("TensorScatter", since=24)

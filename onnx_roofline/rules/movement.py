@@ -34,12 +34,11 @@ from __future__ import annotations
 
 import math
 
-from onnx_roofline.costs import VIEW, Cost, Uncostable
+from onnx_roofline.costs import DATA_DEPENDENT, VIEW, Cost, Uncostable
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import register
 from onnx_roofline.tensors import TensorInfo
 
-DATA_DEPENDENT = "data-dependent"  # report.model.DATA_DEPENDENT: imported from there, `import onnx_roofline.report.model` first would be a cycle
 
 """Status of a node whose cost depends on tensor values the analysis does not have (string ops,
 ImageDecoder): reported with the reason, never counted as zero."""

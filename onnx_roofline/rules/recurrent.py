@@ -44,7 +44,7 @@ ACTIVATIONS: dict[str, tuple[int, int]] = {
 }
 
 DEFAULT_ACTIVATIONS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh"),
-                       "DynamicQuantizeLSTM": ("Sigmoid", "Tanh", "Tanh")}  # fmt: skip
+                       "DynamicQuantizeLSTM": ("Sigmoid", "Tanh", "Tanh"), "AttnLSTM": ("Sigmoid", "Tanh", "Tanh")}  # fmt: skip
 
 
 def _text(value: str | bytes) -> str:

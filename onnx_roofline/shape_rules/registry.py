@@ -22,18 +22,29 @@ from onnx_roofline.tensors import TensorInfo
 log = logging.getLogger(__name__)
 
 Shape = tuple[int, ...]
-Output = tuple[Shape, str] | tuple[Shape, str, str] | TensorInfo | None
+
+
+class DataDependent(Exception):
+    """An output whose size is in its inputs' values, not their shapes (Unique's uniques, a
+    tokenizer's tokens, a loop's max_length given at run time): a shape rule returns one in that
+    output's place, or raises one for every output, and its message is the root cause's reason."""
+
+
+Output = tuple[Shape, str] | tuple[Shape, str, str] | TensorInfo | DataDependent | None
 """(shape, dtype), or (shape, value dtype, key dtype) for a map or a sequence of maps, or a sequence
-of tensors' TensorInfo (tensors.py)."""
+of tensors' TensorInfo (tensors.py); DataDependent (why) or None for an output it does not type."""
 ShapeFunction = Callable[[OpNode], Sequence[Output]]
 
 MS = "com.microsoft"
 
 _SHAPES: dict[tuple[str, str], ShapeFunction] = {}
+_VALUE_INPUTS: dict[tuple[str, str], tuple[int, ...]] = {}
 
 
-def shape_function(*op_types: str, domain: str = MS) -> Callable[[ShapeFunction], ShapeFunction]:
-    """Register `function` as the output-shape function of each op type; a duplicate is a bug."""
+def shape_function(*op_types: str, domain: str = MS, value_inputs: tuple[int, ...] = ()) -> Callable[[ShapeFunction], ShapeFunction]:
+    """Register `function` as the output-shape function of each op type; a duplicate is a bug.
+    `value_inputs`: the slots whose values (not only shapes) size the outputs (Pad's pads), which
+    the engine names when they are not constants."""
 
     def decorate(function: ShapeFunction) -> ShapeFunction:
         for op_type in op_types:
@@ -41,6 +52,8 @@ def shape_function(*op_types: str, domain: str = MS) -> Callable[[ShapeFunction]
             if key in _SHAPES:
                 raise ValueError(f"duplicate shape function for {key}")
             _SHAPES[key] = function
+            if value_inputs:
+                _VALUE_INPUTS[key] = value_inputs
         return function
 
     return decorate
@@ -48,6 +61,11 @@ def shape_function(*op_types: str, domain: str = MS) -> Callable[[ShapeFunction]
 
 def lookup(domain: str, op_type: str) -> ShapeFunction | None:
     return _SHAPES.get((normalize_domain(domain), op_type))
+
+
+def value_inputs(domain: str, op_type: str) -> tuple[int, ...]:
+    """The input slots whose values the op's shape function reads (shape_function's value_inputs)."""
+    return _VALUE_INPUTS.get((normalize_domain(domain), op_type), ())
 
 
 def registered() -> list[tuple[str, str]]:
@@ -59,20 +77,26 @@ def infer_node(
     inputs: tuple[TensorInfo | None, ...],
     constant: Callable[[str], np.ndarray | None],
     opset: int | None = None,
+    reasons: dict[str, str] | None = None,
 ) -> dict[str, TensorInfo]:
     """The outputs the node's shape function types, given its (fully known) inputs; empty where it
-    has none or fails on a malformed node (the engine then reports the node as the root cause)."""
+    has none or fails on a malformed node (the engine then reports the node as the root cause).
+    `reasons` receives why a data-dependent output is not typed (DataDependent), by name."""
     function = lookup(node.domain, node.op_type)
     if function is None:
         return {}
     try:
         results = function(OpNode(node, opset, inputs, (), constant))
+    except DataDependent as exc:
+        results = [exc] * len(node.output)
     except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
         log.info("no output shape for %s %s: %s", node.op_type, node.name, exc)
         return {}
     typed: dict[str, TensorInfo] = {}
     for name, result in zip(node.output, results):
-        if not name or result is None:
+        if isinstance(result, DataDependent) and name and reasons is not None:
+            reasons[name] = str(result)
+        if not name or result is None or isinstance(result, DataDependent):
             continue
         if isinstance(result, TensorInfo):  # a sequence of tensors (sequences.py), named for its output
             typed[name] = dataclasses.replace(result, name=name)

@@ -32,9 +32,19 @@ DIMS = {
 # one new token per sequence after the past: a batch of 2 is allowed
 DECODE_DIMS = {**DIMS, "batch_size": 2, "sequence_length": 1, "total_sequence_length": sources.PAST + 1}
 
-ARCHITECTURES = {
-    "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-    "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),  # q/k/v projections with biases
+def lfm2_config() -> transformers.Lfm2Config:
+    """LFM2-like: a short-convolution layer (CausalConvWithState, a 3-tap carry) then an attention one."""
+    return transformers.Lfm2Config(
+        vocab_size=sources.VOCAB, hidden_size=sources.HIDDEN, intermediate_size=2 * sources.HIDDEN, num_hidden_layers=sources.LAYERS,
+        num_attention_heads=sources.HEADS, num_key_value_heads=sources.KV_HEADS, max_position_embeddings=sources.POSITIONS,
+        layer_types=["conv", "full_attention"], block_auto_adjust_ff_dim=False, tie_word_embeddings=False,
+    )  # fmt: skip
+
+
+ARCHITECTURES = {  # config, model class
+    "llama": (lambda: sources.llama_config(transformers.LlamaConfig), transformers.LlamaForCausalLM),
+    "qwen2": (lambda: sources.llama_config(transformers.Qwen2Config), transformers.Qwen2ForCausalLM),  # q/k/v biases
+    "lfm2": (lfm2_config, transformers.Lfm2ForCausalLM),
 }
 
 
@@ -42,8 +52,8 @@ def checkpoint(arch: str, folder: Path) -> torch.nn.Module:
     """Save a seeded random ``arch`` model and a tokenizer to ``folder``; return the model."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    config_cls, model_cls = ARCHITECTURES[arch]
-    model = sources.hf_model(model_cls, sources.llama_config(config_cls))
+    config, model_cls = ARCHITECTURES[arch]
+    model = sources.hf_model(model_cls, config())
     model.save_pretrained(folder)
     vocab = {f"t{i}": i for i in range(sources.VOCAB)}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
