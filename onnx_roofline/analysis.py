@@ -334,8 +334,12 @@ class _Walk:
                 cost = rule.formula(op)
             except Uncostable as exc:
                 return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), graph_node=node, constant_foldable=foldable)
-            except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
-                return NodeResult(index, name, op_type, domain, inputs, outputs, RULE_ERROR, f"{op_type}: {exc}", graph_node=node, constant_foldable=foldable)
+            except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
+                status, reason = RULE_ERROR, f"{op_type}: {exc}"
+                absent = [o for o, n in zip(node.outputs, names) if o and not n]
+                if absent and isinstance(exc, AttributeError):  # the rule needed an output nothing reads and no pass typed
+                    status, reason = UNKNOWN_SHAPE, f"{op_type}: output {absent[0]!r}, which nothing reads, has no shape the analysis could infer"
+                return NodeResult(index, name, op_type, domain, inputs, outputs, status, reason, graph_node=node, constant_foldable=foldable)
             costed = self.placed(rule, op, cost)
             # The same for every node whose tensors (and attributes, where the rule read them) look alike: repeated layers
             if op.reads == ATTRIBUTES and key is signature:

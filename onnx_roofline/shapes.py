@@ -491,22 +491,26 @@ def _shape_map_inputs(graph: onnx.GraphProto, values: dict[str, TensorInfo], sha
 
 
 def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> tuple[list[Node], list[str]]:
-    """The nodes with a needed output not fully known, in graph order, and the outputs nobody reads
-    that are not: one plain loop, as this runs over every node of the graph and for most of them
-    finds nothing. Only the sweep changes what is known, and only of the nodes it is given."""
+    """The nodes with an output not fully known that something reads — or that nothing reads at
+    all (a dead node, costed as any other) — in graph order, and the unknown outputs nobody reads of
+    the other nodes (an old Dropout's mask): one plain loop, as this runs over every node of the
+    graph and for most of them finds nothing. Only the sweep changes what is known, and only of the
+    nodes it is given."""
     unknown, unread = [], []
     get = values.get
     for node in nodes:
-        pending = False
+        pending, missing = False, []
         for name in node.outputs:
             info = get(name)
             if info is None or not info.is_known:
                 if name in needed:
                     pending = True
                 elif name:
-                    unread.append(name)
-        if pending:
+                    missing.append(name)
+        if pending or (missing and not any(name in needed for name in node.outputs)):
             unknown.append(node)
+        if pending or len(missing) < len([name for name in node.outputs if name]):
+            unread.extend(missing)
     return unknown, unread
 
 

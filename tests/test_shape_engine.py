@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
+from onnx_roofline.costs import Cost
 from onnx_roofline.cli import main
 from onnx_roofline.shapes import collect, infer
 from tests.conftest import FIXTURES
@@ -271,6 +272,39 @@ def test_an_output_nobody_reads_does_not_block_its_node():
     assert dropout.status == "ok", dropout.reason
     assert dropout.outputs[1] is None
     assert dropout.cost.bytes == 2 * 3 * 4 * 2  # reads x, writes d: 6 float32 each
+
+
+def test_a_node_nothing_reads_is_typed_and_costed_as_any_other():
+    """A dead Cast (an onnxruntime-optimized BERT, dynamically quantized, leaves one): its Slice's
+    end is Shape-derived, so only the sweep types it; the Cast must be swept too, not left an
+    absent slot its rule cannot cost (that was a traceback). onnxruntime writes [1, 8] int32."""
+    ints = lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name)  # noqa: E731
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+             helper.make_node("Unsqueeze", ["seq", "zero"], ["end"]), helper.make_node("Slice", ["table", "zero", "end", "one_1d"], ["pos"]),
+             helper.make_node("Cast", ["pos"], ["pos_int32"], to=TensorProto.INT32), helper.make_node("Identity", ["x"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT64, [1, "seq"])],
+                   [helper.make_tensor_value_info("y", TensorProto.INT64, [1, "seq"])],
+                   [ints("one", 1), ints("zero", [0]), ints("one_1d", [1]), ints("table", np.arange(512).reshape(1, 512))])
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    exposed.graph.output.append(onnx.ValueInfoProto(name="pos_int32"))
+    session = ort.InferenceSession(exposed.SerializeToString(), providers=["CPUExecutionProvider"])
+    observed = session.run(["pos_int32"], {"x": np.zeros((1, 8), np.int64)})[0]
+    cast = analyze(model, dims={"seq": 8}).nodes[4]
+    assert cast.status == "ok" and cast.outputs[0].shape == observed.shape == (1, 8)
+    assert cast.cost.bytes == 8 * 8 + 8 * 4  # reads 8 int64, writes 8 int32
+
+
+def test_a_rule_that_needs_an_output_nobody_reads_is_unknown_shape_not_a_traceback(monkeypatch):
+    """A rule reading an absent slot (an unread output no pass typed) reports the node unknown-shape."""
+    from tests.test_verify import replace_rule
+
+    replace_rule(monkeypatch, "Dropout", lambda node: Cost(flops=node.outputs[1].numel))
+    nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], ratio=0.1), helper.make_node("Relu", ["d"], ["y"])]
+    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=9)
+    dropout = analyze(model).nodes[0]
+    assert dropout.status == "unknown-shape" and "'mask', which nothing reads" in dropout.reason
 
 
 def test_an_output_dim_the_exporter_traced_gives_way_to_the_bound_inputs():

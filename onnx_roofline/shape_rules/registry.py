@@ -89,7 +89,7 @@ def infer_node(
         results = function(OpNode(node, opset, inputs, (), constant))
     except DataDependent as exc:
         results = [exc] * len(node.output)
-    except (ValueError, KeyError, IndexError, TypeError, ZeroDivisionError) as exc:
+    except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
         log.info("no output shape for %s %s: %s", node.op_type, node.name, exc)
         return {}
     typed: dict[str, TensorInfo] = {}
