@@ -507,10 +507,14 @@ def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str])
                     pending = True
                 elif name:
                     missing.append(name)
-        if pending or (missing and not any(name in needed for name in node.outputs)):
+        if pending:
             unknown.append(node)
-        if pending or len(missing) < len([name for name in node.outputs if name]):
             unread.extend(missing)
+        elif missing:
+            if any(name in needed for name in node.outputs):
+                unread.extend(missing)
+            else:
+                unknown.append(node)  # a dead node: typed and costed as any other
     return unknown, unread
 
 
