@@ -115,13 +115,13 @@ for _arch in ("resnet", "bert", "gpt2"):
 # b) onnxruntime.transformers.optimizer. BERT exported with eager attention is the graph its fusions
 # match (EmbedLayerNormalization, Attention); from the default SDPA export they leave attention unfused,
 # and so they do for transformers 5's GPT-2 either way (SkipLayerNormalization and FastGelu only).
-def _transformers_job(name: str, arch: str, model_type: str, fp16: bool, eager: bool):
+def _transformers_job(name: str, arch: str, model_type: str, fp16: bool, eager: bool, gpu: bool = False):
     def run(ctx: Context) -> Built:
         from tests.corpus import tools
 
         src = ctx.source(arch, eager=eager)
-        model = tools.transformers_optimized(src.path, model_type, ctx.path(f"{name}.onnx"), fp16=fp16, num_heads=S.HEADS, hidden_size=S.HIDDEN)
-        tool = f"onnxruntime.transformers.optimizer.optimize_model(model_type={model_type!r}, num_heads={S.HEADS}, hidden_size={S.HIDDEN})"
+        model = tools.transformers_optimized(src.path, model_type, ctx.path(f"{name}.onnx"), fp16=fp16, num_heads=S.HEADS, hidden_size=S.HIDDEN, use_gpu=gpu)
+        tool = f"onnxruntime.transformers.optimizer.optimize_model(model_type={model_type!r}, num_heads={S.HEADS}, hidden_size={S.HIDDEN}, use_gpu={gpu})"
         if fp16:
             tool += " + convert_float_to_float16(keep_io_types=True)"
         return Built(model, src.dims, src.flops, src.flop_method, "ort-transformers-optimizer", tool, src.name, src.notes, src.variants)
@@ -129,14 +129,18 @@ def _transformers_job(name: str, arch: str, model_type: str, fp16: bool, eager: 
     return run
 
 
-for _name, _arch, _type, _fp16, _eager in (
-    ("ortopt_bert", "bert", "bert", False, True),
-    ("ortopt_bert_fp16", "bert", "bert", True, True),
-    ("ortopt_bert_sdpa", "bert", "bert", False, False),
-    ("ortopt_gpt2_past", "gpt2_past", "gpt2", False, False),
-    ("ortopt_gpt2_past_fp16", "gpt2_past", "gpt2", True, False),
+for _name, _arch, _type, _fp16, _eager, _gpu in (
+    ("ortopt_bert", "bert", "bert", False, True, False),
+    ("ortopt_bert_fp16", "bert", "bert", True, True, False),
+    ("ortopt_bert_sdpa", "bert", "bert", False, False, False),
+    ("ortopt_bert_gpu_fp16", "bert", "bert", True, True, True),  # the GPU fusions (use_gpu=True)
+    ("ortopt_gpt2_past", "gpt2_past", "gpt2", False, False, False),
+    ("ortopt_gpt2_past_fp16", "gpt2_past", "gpt2", True, False, False),
+    ("ortopt_vit_gpu", "vit", "vit", False, True, True),
+    ("ortopt_t5_encoder", "t5_encoder", "t5", False, False, False),
+    ("ortopt_bart_decoder_past_gpu", "bart_decoder_past", "bart", False, False, True),
 ):
-    job(_name)(_transformers_job(_name, _arch, _type, _fp16, _eager))
+    job(_name)(_transformers_job(_name, _arch, _type, _fp16, _eager, _gpu))
 
 
 # c) the onnxruntime-genai model builder
