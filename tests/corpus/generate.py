@@ -198,6 +198,23 @@ def _quant_job(arch: str, kind: str):
     return run
 
 
+def _weight_only_job(arch: str, kind: str):
+    def run(ctx: Context) -> Built:
+        from tests.corpus import tools
+
+        src = ctx.source(arch)
+        model = tools.quantized_weight_only(src.path, ctx.path(f"{kind}_{arch}.onnx"), kind)
+        config, options = tools.WEIGHT_ONLY[kind]
+        tool = f"onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer({config}({', '.join(f'{k}={v}' for k, v in options.items())}))"
+        return Built(model, src.dims, src.flops, src.flop_method, "ort-quantization", tool, src.name, variants=src.variants)
+
+    return run
+
+
+for _arch, _kind in (("llama_past", "nb4"), ("gpt2_past", "nb8"), ("llama_past", "hqq")):
+    job(f"{_kind}_{_arch}")(_weight_only_job(_arch, _kind))
+
+
 for _arch in ("bert", "resnet"):
     for _kind in ("dyn", "dq"):
         job(f"q{_kind}_{_arch}")(_quant_job(_arch, _kind))

@@ -55,6 +55,26 @@ def quantized_dynamic(path: Path, out: Path) -> onnx.ModelProto:
     return onnx.load(out)
 
 
+WEIGHT_ONLY = {  # the matmul_nbits_quantizer configurations of the corpus: (config class, options)
+    "nb4": ("DefaultWeightOnlyQuantConfig", {"block_size": 32, "is_symmetric": True, "accuracy_level": 4}),
+    "nb8": ("DefaultWeightOnlyQuantConfig", {"block_size": 32, "is_symmetric": True, "bits": 8}),
+    "hqq": ("HQQWeightOnlyQuantConfig", {"block_size": 64, "bits": 4}),
+}
+
+
+def quantized_weight_only(path: Path, out: Path, kind: str) -> onnx.ModelProto:
+    """onnxruntime's MatMulNBits quantizer (``matmul_nbits_quantizer``) with a WEIGHT_ONLY config:
+    every MatMul on a constant weight becomes a com.microsoft MatMulNBits."""
+    from onnxruntime.quantization import matmul_nbits_quantizer as nbits
+
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)  # an INFO line per MatMul
+    config, options = WEIGHT_ONLY[kind]
+    quantizer = nbits.MatMulNBitsQuantizer(onnx.load(path), algo_config=getattr(nbits, config)(**options))
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(out), False)
+    return onnx.load(out)
+
+
 class RandomReader:
     """A calibration data reader: ``count`` random feeds at the given shapes (token ids below ``vocab``,
     masks all ones, floats standard normal), seeded."""
