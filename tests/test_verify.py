@@ -709,3 +709,11 @@ def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
     quantized = [n for n in result.report.nodes if n.op_type == "QuantizeLinear"]
     assert quantized and all(n.outputs[0].dtype == "float8e4m3fn" for n in quantized)
     assert result.passed and result.comparison.values_checked == len(result.report.nodes), result.comparison.disagreements
+
+
+def test_a_string_input_is_refused_by_its_onnx_name():
+    """numpy holds strings as objects: the refusal says string, as the model does."""
+    graph = helper.make_graph([helper.make_node("Identity", ["t"], ["u"])], "s", [helper.make_tensor_value_info("t", TensorProto.STRING, [2])],
+                              [helper.make_tensor_value_info("u", TensorProto.STRING, [2])])
+    with pytest.raises(VerifyError, match="^input 't' has dtype string, which verify cannot synthesize$"):
+        make_feeds(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {})

@@ -87,5 +87,6 @@ def make_feeds(
         elif np.issubdtype(dtype, np.floating):
             feeds[name] = rng.standard_normal(size=shape).astype(dtype)
         else:
-            raise VerifyError(f"input {name!r} has dtype {dtype}, which verify cannot synthesize")
+            kind = "string" if dtype == np.object_ else dtype  # numpy holds ONNX strings as objects
+            raise VerifyError(f"input {name!r} has dtype {kind}, which verify cannot synthesize")
     return feeds
