@@ -113,7 +113,7 @@ def _constant_int(node: OpNode, index: int) -> int | None:
     return int(value.reshape(-1)[0])
 
 
-def _rows_bytes(tensor: TensorInfo, axis: int, rows: int) -> int:
+def rows_bytes(tensor: TensorInfo, axis: int, rows: int) -> int:
     """Bytes of `rows` entries along `axis` of `tensor` (sub-byte types by bits, rounded up)."""
     length = tensor.shape[axis]
     if length == 0:
@@ -122,7 +122,7 @@ def _rows_bytes(tensor: TensorInfo, axis: int, rows: int) -> int:
     return (tensor.numel // length * rows * tensor.bits + 7) // 8
 
 
-def _partial_bytes(node: OpNode, reads: dict[str, int], writes: dict[str, int]) -> Cost:
+def partial_bytes(node: OpNode, reads: dict[str, int], writes: dict[str, int]) -> Cost:
     """Default bytes except for the tensors named in `reads`/`writes`, which move the given bytes."""
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     written = sum(writes.get(t.name, t.nbytes) for t in node.present_outputs)
@@ -134,18 +134,18 @@ def _in_place_cache(
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Reads and writes of a KV cache updated in place (past and present one buffer): each past read
     for its `read_rows` valid rows, each present written for its `new_rows` appended rows."""
-    reads = {t.name: _rows_bytes(t, axis, read_rows) for t in pasts if t is not None}
-    writes = {t.name: _rows_bytes(t, axis, new_rows) for t in presents if t is not None}
+    reads = {t.name: rows_bytes(t, axis, read_rows) for t in pasts if t is not None}
+    writes = {t.name: rows_bytes(t, axis, new_rows) for t in presents if t is not None}
     return reads, writes
 
 
-def _rotary_caches(caches: list[TensorInfo | None], selected_rows: int) -> dict[str, int]:
+def rotary_caches(caches: list[TensorInfo | None], selected_rows: int) -> dict[str, int]:
     """Reads of cos/sin caches [max_position, rot/2] when `selected_rows` positions are looked up
     (at most the whole cache)."""
-    return {t.name: _rows_bytes(t, 0, selected_rows) for t in caches if t is not None}
+    return {t.name: rows_bytes(t, 0, selected_rows) for t in caches if t is not None}
 
 
-def _total(cost: Cost, flops: int = 0, transcendentals: int = 0, io: Cost | None = None) -> Cost:
+def plus_work(cost: Cost, flops: int = 0, transcendentals: int = 0, io: Cost | None = None) -> Cost:
     """`cost` plus extra FLOPs/transcendentals (all useful), with the bytes of `io` (None: the default)."""
     return Cost(
         flops=cost.flops + flops,
@@ -179,11 +179,11 @@ def _separate_qkv_total(
     if shared:
         pasts = [node.input(past_index), node.input(past_index + 1)]
         reads, writes = _in_place_cache(pasts, [node.output(1), node.output(2)], 2, total - kv_len, kv_len)
-        io = _partial_bytes(node, reads, writes)
-    return _total(cost, bias, io=io)
+        io = partial_bytes(node, reads, writes)
+    return plus_work(cost, bias, io=io)
 
 
-def _qk_norm(rows: int, head: int) -> tuple[int, int]:
+def qk_norm(rows: int, head: int) -> tuple[int, int]:
     """A per-head RMS norm with weight of `rows` rows of `head` elements: 4n + 2·rows, rows sqrts."""
     return 4 * rows * head + 2 * rows, rows
 
@@ -239,7 +239,7 @@ def rotary_embedding(node: OpNode) -> Cost:
     positions = node.input(3)
     if positions is None:
         return cost
-    return _total(cost, io=_partial_bytes(node, _rotary_caches([node.inputs[1], node.inputs[2]], positions.numel), {}))
+    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.inputs[1], node.inputs[2]], positions.numel), {}))
 
 
 # --- com.microsoft --------------------------------------------------------------------------------
@@ -289,8 +289,8 @@ def _projected_attention(
         flops += ROTARY_FLOPS * 2 * batch * q_len * heads * rot  # Q and K
     io = None
     if shared and present is not None:
-        io = _partial_bytes(node, *_in_place_cache([past], [present], axis=3, read_rows=total - q_len, new_rows=q_len))
-    return _total(cost, flops, io=io), projected
+        io = partial_bytes(node, *_in_place_cache([past], [present], axis=3, read_rows=total - q_len, new_rows=q_len))
+    return plus_work(cost, flops, io=io), projected
 
 
 @register("Attention", domain="com.microsoft", unit=MATRIX)
@@ -330,7 +330,7 @@ def q_attention(node: OpNode) -> Cost:
         extra += node.inputs[0].numel
     if nonzero_zero_point(node, 7):
         extra += node.inputs[1].numel
-    return _total(cost, extra, io=cost)
+    return plus_work(cost, extra, io=cost)
 
 
 def _kv_from_key(key: TensorInfo | None, q_len: int) -> tuple[int, bool]:
@@ -406,10 +406,10 @@ def group_query_attention(node: OpNode) -> Cost:
     if node.attrs.get("do_rotary", 0) and node.input(7) is not None:
         flops += ROTARY_FLOPS * (q_rows + k_rows) * 2 * node.inputs[7].shape[-1]
         positions = node.input(9)
-        reads |= _rotary_caches([node.input(7), node.input(8)], positions.numel if positions is not None else batch * q_len)
+        reads |= rotary_caches([node.input(7), node.input(8)], positions.numel if positions is not None else batch * q_len)
     if node.input(14) is not None and node.input(15) is not None:
         for rows in (q_rows, k_rows):
-            norm, sqrts = _qk_norm(rows, head)
+            norm, sqrts = qk_norm(rows, head)
             flops, transcendentals = flops + norm, transcendentals + sqrts
     if past_key is not None and not (past_key.dtype or "float").startswith(("float", "bfloat")):
         flops += 2 * batch * kv_heads * total * head  # dequantize the K and V rows attended
@@ -420,8 +420,8 @@ def group_query_attention(node: OpNode) -> Cost:
         )
         reads |= cache_reads
         writes |= cache_writes
-    io = _partial_bytes(node, reads, writes) if reads or writes else None
-    return _total(cost, flops, transcendentals, io=io)
+    io = partial_bytes(node, reads, writes) if reads or writes else None
+    return plus_work(cost, flops, transcendentals, io=io)
 
 
 @register("PackedAttention", domain="com.microsoft", unit=MATRIX)
@@ -439,7 +439,7 @@ def packed_attention(node: OpNode) -> Cost:
     v_dim = _divide(dv, heads, "PackedAttention: V hidden size / num_heads")
     cost = score_cost(batch, heads, seq, seq, qk_dim, v_dim, masks=_present(node, 5))
     projected = tokens * (dq + dk + dv)
-    return _total(cost, 2 * projected * d_in + projected)
+    return plus_work(cost, 2 * projected * d_in + projected)
 
 
 @register("PackedMultiHeadAttention", domain="com.microsoft", unit=MATRIX)
@@ -459,7 +459,7 @@ def packed_multi_head_attention(node: OpNode) -> Cost:
     batch, seq = node.inputs[4].shape
     cost = score_cost(batch, heads, seq, seq, qk_dim, v_dim, masks=_present(node, 6))
     bias = tokens * heads * (2 * qk_dim + v_dim) if node.input(3) is not None else 0
-    return _total(cost, bias)
+    return plus_work(cost, bias)
 
 
 @register("DecoderMaskedMultiHeadAttention", domain="com.microsoft", unit=MATRIX)
@@ -506,7 +506,7 @@ def contrib_rotary_embedding(node: OpNode) -> Cost:
     positions = node.inputs[1]
     rows = positions.numel if positions.numel > 1 else seq
     cost = Cost(flops=ROTARY_FLOPS * x.numel * rotated // head)
-    return _total(cost, io=_partial_bytes(node, _rotary_caches([node.inputs[2], node.inputs[3]], rows), {}))
+    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.inputs[2], node.inputs[3]], rows), {}))
 
 
 @register("SparseAttention", domain="com.microsoft", unit=MATRIX)
@@ -529,9 +529,9 @@ def sparse_attention(node: OpNode) -> Cost:
     flops, reads = 0, {}
     if node.attrs.get("do_rotary", 0) and node.input(9) is not None:
         flops += ROTARY_FLOPS * batch * q_len * (heads + kv_heads) * 2 * node.inputs[9].shape[-1]
-        reads |= _rotary_caches([node.input(9), node.input(10)], batch * q_len)
+        reads |= rotary_caches([node.input(9), node.input(10)], batch * q_len)
     cache_reads, writes = _in_place_cache([past_key, node.inputs[4]], [node.output(1), node.output(2)], 2, total - q_len, q_len)
-    return _total(cost, flops, io=_partial_bytes(node, reads | cache_reads, writes))
+    return plus_work(cost, flops, io=partial_bytes(node, reads | cache_reads, writes))
 
 
 @register("PagedAttention", domain="com.microsoft", unit=MATRIX)
@@ -560,16 +560,16 @@ def paged_attention(node: OpNode) -> Cost:
     flops, transcendentals, reads = 0, 0, {}
     if node.attrs.get("do_rotary", 0) and node.input(8) is not None:
         flops += ROTARY_FLOPS * tokens * (heads + kv_heads) * 2 * node.inputs[8].shape[-1]
-        reads |= _rotary_caches([node.input(8), node.input(9)], tokens)
+        reads |= rotary_caches([node.input(8), node.input(9)], tokens)
     if node.input(12) is not None and node.input(13) is not None:
         for rows in (tokens * heads, tokens * kv_heads):
-            norm, sqrts = _qk_norm(rows, head)
+            norm, sqrts = qk_norm(rows, head)
             flops, transcendentals = flops + norm, transcendentals + sqrts
     caches = [node.input(3), node.input(4)]
     referenced = min(table.numel, blocks)
-    reads |= {c.name: _rows_bytes(c, 0, referenced) for c in caches if c is not None}
+    reads |= {c.name: rows_bytes(c, 0, referenced) for c in caches if c is not None}
     writes = {c.name: min(c.nbytes, c.nbytes * tokens // (blocks * block_size)) for c in (node.output(1), node.output(2)) if c is not None}
-    return _total(cost, flops, transcendentals, io=_partial_bytes(node, reads, writes))
+    return plus_work(cost, flops, transcendentals, io=partial_bytes(node, reads, writes))
 
 
 @register("LongformerAttention", domain="com.microsoft", unit=MATRIX)
@@ -585,7 +585,7 @@ def longformer_attention(node: OpNode) -> Cost:
     head = _divide(hidden, heads, "LongformerAttention: hidden size / num_heads")
     band = min(2 * node.attrs["window"] + 1, q_len)
     projected = batch * q_len * 3 * hidden
-    return _total(score_cost(batch, heads, q_len, band, head, head, masks=1), 2 * (2 * projected * hidden + projected))
+    return plus_work(score_cost(batch, heads, q_len, band, head, head, masks=1), 2 * (2 * projected * hidden + projected))
 
 
 @register("GemmaRotaryEmbedding", domain="com.microsoft")

@@ -66,18 +66,18 @@ def activation_cost(node: OpNode, outputs: int) -> tuple[int, int]:
     return flops * outputs, transcendentals * outputs
 
 
-def _rows(shape, axis: int) -> tuple[int, int]:
+def norm_rows(shape, axis: int) -> tuple[int, int]:
     """(rows, n): rows of the dims from `axis` on, and total elements."""
     axis %= len(shape)
     return math.prod(shape[:axis]), math.prod(shape)
 
 
-def _layer_norm(n: int, rows: int, affine: int) -> Cost:
+def layer_norm(n: int, rows: int, affine: int) -> Cost:
     """Mean and variance per row, normalize, then `affine` per-element ops (gamma, beta)."""
     return Cost(flops=5 * n + 2 * rows + affine * n, transcendentals=rows)
 
 
-def _rms_norm(n: int, rows: int) -> Cost:
+def rms_norm(n: int, rows: int) -> Cost:
     """Mean of squares per row (2n), + ε and reciprocal (2L), one sqrt per row, x·(1/rms)·gamma (2n)."""
     return Cost(flops=4 * n + 2 * rows, transcendentals=rows)
 
@@ -96,9 +96,9 @@ def skip_layer_normalization(node: OpNode) -> Cost:
     beta when given — 7n + 2L with neither, 9n + 2L with both (BERT's form); L sqrts. The optional
     mean / inv_std_var / input_skip_bias_sum outputs are written (default bytes)."""
     x = node.inputs[0]
-    rows, n = _rows(x.shape, -1)
+    rows, n = norm_rows(x.shape, -1)
     adds = n * (1 + (node.input(4) is not None))
-    return _plus(_layer_norm(n, rows, affine=1 + (node.input(3) is not None)), adds)
+    return _plus(layer_norm(n, rows, affine=1 + (node.input(3) is not None)), adds)
 
 
 @register("SkipSimplifiedLayerNormalization", domain=MS)
@@ -107,9 +107,9 @@ def skip_simplified_layer_normalization(node: OpNode) -> Cost:
     given, then 4n + 2L (mean of squares, + ε, reciprocal, scale by 1/rms and gamma): 5n + 2L FLOPs
     without bias, 6n + 2L with; L sqrts."""
     x = node.inputs[0]
-    rows, n = _rows(x.shape, -1)
+    rows, n = norm_rows(x.shape, -1)
     adds = n * (1 + (node.input(3) is not None))
-    return _plus(_rms_norm(n, rows), adds)
+    return _plus(rms_norm(n, rows), adds)
 
 
 @register("SimplifiedLayerNormalization")
@@ -118,8 +118,8 @@ def simplified_layer_normalization(node: OpNode) -> Cost:
     `axis` (default −1) on: 4n + 2L FLOPs, L sqrts (ai.onnx RMSNormalization's count). The optional
     inv_std_var output is written."""
     x = node.inputs[0]
-    rows, n = _rows(x.shape, node.attrs.get("axis", -1))
-    return _rms_norm(n, rows)
+    rows, n = norm_rows(x.shape, node.attrs.get("axis", -1))
+    return rms_norm(n, rows)
 
 
 def _lookup_rows(table, lookups: int) -> int:
@@ -134,9 +134,9 @@ def _embed_layer_norm(node: OpNode, tables: dict[int, int], dequantize: bool) ->
     """EmbedLayerNormalization and its quantized form. `tables` maps each embedding input index to
     the number of rows it looks up."""
     out = node.outputs[0]
-    rows, n = _rows(out.shape, -1)
+    rows, n = norm_rows(out.shape, -1)
     adds = n * (len([i for i in tables if node.input(i) is not None]) - 1)
-    cost = _plus(_layer_norm(n, rows, affine=2), adds)
+    cost = _plus(layer_norm(n, rows, affine=2), adds)
     mask = node.input(7)
     if mask is not None:
         batch = mask.shape[0]
@@ -224,7 +224,7 @@ def bias_split_gelu(node: OpNode) -> Cost:
 def bias_softmax(node: OpNode) -> Cost:
     """softmax(data + bias) over the dims from `axis` (default 1) on, n elements in L rows: n adds
     plus the softmax's 4n − 2L FLOPs; n exps."""
-    rows, n = _rows(node.inputs[0].shape, node.attrs.get("axis", 1))
+    rows, n = norm_rows(node.inputs[0].shape, node.attrs.get("axis", 1))
     return Cost(flops=n + max(4 * n - 2 * rows, 0), transcendentals=n)
 
 
@@ -331,7 +331,7 @@ def _group_norm(node: OpNode, adds: int) -> Cost:
     """GroupNorm's count over X (n elements, L = N·groups) after `adds` elementwise adds per element."""
     x = node.inputs[0]
     n = x.numel
-    cost = _plus(_layer_norm(n, x.shape[0] * node.attrs["groups"], affine=2), adds * n)
+    cost = _plus(layer_norm(n, x.shape[0] * node.attrs["groups"], affine=2), adds * n)
     if node.attrs.get("activation", 0):  # SiLU: x·sigmoid(x)
         return Cost(flops=cost.flops + n, transcendentals=cost.transcendentals + n)
     return cost
@@ -362,7 +362,7 @@ def branchwise_rms_norm(node: OpNode) -> Cost:
     branches = node.attrs.get("num_branches", 0)
     width = x.shape[-1] // branches if branches else x.shape[-1]
     rows = x.numel // width
-    cost = _rms_norm(x.numel, rows)
+    cost = rms_norm(x.numel, rows)
     return cost if node.input(1) is not None else _plus(cost, -x.numel)
 
 
@@ -375,7 +375,7 @@ def gated_rms_norm(node: OpNode) -> Cost:
     x, scale = node.inputs[0], node.inputs[1]
     n = x.numel
     flops, transcendentals = named_activation(node, node.attrs.get("activation", "silu"), n)
-    cost = _rms_norm(n, n // scale.numel)
+    cost = rms_norm(n, n // scale.numel)
     return Cost(flops=cost.flops + n + flops, transcendentals=cost.transcendentals + transcendentals)
 
 
@@ -435,7 +435,7 @@ def gemm_float8(node: OpNode) -> Cost:
     return Cost(flops=flops + extra * outputs, transcendentals=transcendentals * outputs)
 
 
-def _expert_reads(node: OpNode, experts: int, used: int, indices: tuple[int, ...]) -> dict[str, int]:
+def expert_reads(node: OpNode, experts: int, used: int, indices: tuple[int, ...]) -> dict[str, int]:
     """Bytes of the per-expert tensors at `indices` ([E, ...] weights, scales, biases, zero points)
     when `used` of the `experts` are routed to: each used expert's slice is read once."""
     reads = {}
@@ -482,7 +482,7 @@ def moe(node: OpNode) -> Cost:
     when any token is routed to it (min(E, T·k) experts), the rest default."""
     fc3 = node.input(6) is not None
     flops, transcendentals, used = _moe(node, {"fused": node.inputs[2].shape[1], "inter": node.inputs[4].shape[2]}, (3, 5, 7), fc3)
-    reads = _expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7))
+    reads = expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read)
 
@@ -503,7 +503,7 @@ def qmoe(node: OpNode) -> Cost:
     weight_elements = used * (fused * hidden + hidden * inter + (inter * hidden if fc3 else 0))
     zero_points = any(node.input(i) is not None for i in (11, 12, 13))
     dequantize = weight_elements * (2 if zero_points else 1)
-    reads = _expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
+    reads = expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     experts = node.inputs[1].shape[-1]
     logical = {2: experts * fused * hidden, 5: experts * hidden * inter, 8: experts * inter * hidden}  # all experts' weights

@@ -166,7 +166,7 @@ def crop_and_resize(node: OpNode) -> Cost:
     channels: not counted. Reads the taps touched (capped at X) plus rois, batch_indices and
     crop_size; writes Y."""
     taps = 1 if contrib.text_attr(node, "mode", "bilinear") == "nearest" else 4
-    return movement._interpolation(node, taps)
+    return movement.interpolation_cost(node, taps)
 
 
 @register("WordConvEmbedding", domain=MS)
@@ -180,7 +180,7 @@ def word_conv_embedding(node: OpNode) -> Cost:
     sequence, w, bias, table = node.inputs
     words, filters = sequence.shape[0], w.shape[0]
     taps = math.prod(w.shape[1:])
-    looked_up = movement._kept_bytes(table, words * w.shape[2] * table.shape[1])
+    looked_up = movement.kept_bytes(table, words * w.shape[2] * table.shape[1])
     return Cost(
         flops=words * filters * (2 * taps + 2),
         transcendentals=words * filters,
@@ -190,11 +190,11 @@ def word_conv_embedding(node: OpNode) -> Cost:
 
 # --- onnxruntime's default-domain ops ONNX retired ---------------------------------------------------
 
-elementwise._per_element("Affine", 2, 0, "alpha·x + beta")
-elementwise._per_element("Scale", 1, 0, "scale·x")
-elementwise._per_element("ScaledTanh", 2, 1, "alpha·tanh(beta·x) (tanh; two multiplies)")
-elementwise._per_element("ParametricSoftplus", 3, 2, "alpha·ln(exp(beta·x) + 1) (exp, log; two multiplies, an add)")
-elementwise._per_element("ImageScaler", 2, 0, "scale·x + bias[c] (a multiply, an add; the per-channel bias read from the attribute)")
+elementwise.per_element("Affine", 2, 0, "alpha·x + beta")
+elementwise.per_element("Scale", 1, 0, "scale·x")
+elementwise.per_element("ScaledTanh", 2, 1, "alpha·tanh(beta·x) (tanh; two multiplies)")
+elementwise.per_element("ParametricSoftplus", 3, 2, "alpha·ln(exp(beta·x) + 1) (exp, log; two multiplies, an add)")
+elementwise.per_element("ImageScaler", 2, 0, "scale·x + bias[c] (a multiply, an add; the per-channel bias read from the attribute)")
 
 
 @register("GRUUnit")

@@ -27,9 +27,9 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs import DATA_DEPENDENT, Cost, Uncostable
-from onnx_roofline.rules.attention import ROTARY_FLOPS, _partial_bytes, _qk_norm, _rotary_caches, _rows_bytes, _total, score_cost
+from onnx_roofline.rules.attention import ROTARY_FLOPS, partial_bytes, qk_norm, rotary_caches, rows_bytes, plus_work, score_cost
 from onnx_roofline.rules.context import OpNode
-from onnx_roofline.rules.contrib import ACTIVATIONS, SWIGLU, _expert_reads, _rms_norm, text_attr
+from onnx_roofline.rules.contrib import ACTIVATIONS, SWIGLU, expert_reads, rms_norm, text_attr
 from onnx_roofline.rules.registry import MATRIX, register
 from onnx_roofline.shape_rules.contrib_llm import delta_net_heads, ngram_heads, rms_rotary_width
 
@@ -74,7 +74,7 @@ def causal_conv_with_state(node: OpNode) -> Cost:
     on CUDA cores). Bytes: the default, except a windowed past_state (com.microsoft's state_window
     = W), read for its last slot only."""
     cost = _causal_conv(node, 2)
-    return _total(cost, io=_partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
+    return plus_work(cost, io=partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
 
 
 @register("VarlenCausalConvWithState", domain=MS)
@@ -151,7 +151,7 @@ def linear_attention(node: OpNode) -> Cost:
     tokens = query.shape[0] * query.shape[1]
     flops = tokens * recurrence_flops(rule, dk, dv, heads_kv, max(heads_q, heads_kv), _scaled(node))
     cost = Cost(flops=flops, transcendentals=decay.numel if decay is not None and "gated" in rule else 0)
-    return _total(cost, io=_partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
+    return plus_work(cost, io=partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
 
 
 @register("LinearAttentionGate", domain=MS)
@@ -207,7 +207,7 @@ def mamba2_verify(node: OpNode) -> Cost:
     heads, groups = node.attrs["heads"], node.attrs["n_groups"]
     state, head_dim = node.attrs.get("d_state", 128), node.attrs.get("head_dim", 64)
     inner = heads * head_dim
-    norm = _rms_norm(inner, groups)
+    norm = rms_norm(inner, groups)
     per_head = 3 + 1 + head_dim + 3 * state * head_dim + 2 * state * head_dim + 2 * head_dim
     flops = channels * (2 * 4 + 1 + 1) + heads * per_head + 2 * inner + norm.flops
     return Cost(flops=rows * flops, transcendentals=rows * (channels + 3 * heads + inner + norm.transcendentals))
@@ -266,7 +266,7 @@ def moe_packed(node: OpNode) -> Cost:
     routed = tokens * k
     used = min(routed, experts)
     transcendentals += routed * inter * (activation == "swiglu")
-    reads = _expert_reads(node, experts, used, (2, 3, 4))
+    reads = expert_reads(node, experts, used, (2, 3, 4))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     logical = experts * hidden * inter
     parameters = ((2, logical), (4, logical)) + (((3, logical),) if up is not None else ())
@@ -357,7 +357,7 @@ def gather_packed(node: OpNode) -> Cost:
     (block scale and offset). Bytes: the rows gathered (numel(indices), at most V: a repeated row is
     read once — the Gather convention) and the indices; the output written. Parameters: V·K."""
     data, indices = node.inputs[0], node.inputs[1]
-    read = _rows_bytes(data, 0, indices.numel) + indices.nbytes
+    read = rows_bytes(data, 0, indices.numel) + indices.nbytes
     return Cost(flops=2 * node.outputs[0].numel, bytes_read=read, parameters=((0, data.shape[0] * node.attrs["K"]),))
 
 
@@ -372,9 +372,9 @@ def rms_norm_rotary(node: OpNode) -> Cost:
     positions looked up (at most the whole cache); the rest default."""
     batch, seq, heads, _ = node.inputs[0].shape
     rows = batch * seq * heads
-    norm = _rms_norm(rows * rms_rotary_width(node), rows)
+    norm = rms_norm(rows * rms_rotary_width(node), rows)
     cost = Cost(flops=norm.flops + ROTARY_FLOPS * rows * node.attrs["rotary_embedding_dim"], transcendentals=norm.transcendentals)
-    return _total(cost, io=_partial_bytes(node, _rotary_caches([node.inputs[3], node.inputs[4]], batch * seq), {}))
+    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.inputs[3], node.inputs[4]], batch * seq), {}))
 
 
 @register("EngramGate", domain=MS)
@@ -385,7 +385,7 @@ def engram_gate(node: OpNode) -> Cost:
     key = node.inputs[0]
     n, rows = key.numel, key.numel // key.shape[-1]
     norms = 2 + (node.output(1) is not None)
-    norm = _rms_norm(n, rows)
+    norm = rms_norm(n, rows)
     return Cost(flops=norms * norm.flops + 2 * n + 4 * rows + n, transcendentals=norms * norm.transcendentals + 2 * rows)
 
 
@@ -438,7 +438,7 @@ def _rotary_and_norm(node: OpNode, rows_q: int, rows_k: int, head: int, cos: int
         flops += ROTARY_FLOPS * (rows_q + rows_k) * 2 * node.inputs[cos].shape[-1]
     if node.input(norms[0]) is not None and node.input(norms[1]) is not None:
         for rows in (rows_q, rows_k):
-            norm, sqrts = _qk_norm(rows, head)
+            norm, sqrts = qk_norm(rows, head)
             flops, transcendentals = flops + norm, transcendentals + sqrts
     return flops, transcendentals
 
@@ -461,11 +461,11 @@ def dynamic_sparse_attention(node: OpNode) -> Cost:
     cost = score_cost(batch, heads, seq, keys, head, head, sink=sink)
     flops, transcendentals = _rotary_and_norm(node, batch * seq * heads, batch * seq * kv_heads, head, 11, (14, 15))
     if past_key is None:
-        return _total(cost, flops, transcendentals)
+        return plus_work(cost, flops, transcendentals)
     caches, presents = [past_key, node.input(4)], [node.output(1), node.output(2)]
-    reads = {c.name: _rows_bytes(c, 2, seq * keys) for c in caches if c is not None}
-    writes = {c.name: _rows_bytes(c, 2, seq) for c in presents if c is not None}
-    return _total(cost, flops, transcendentals, io=_partial_bytes(node, reads, writes))
+    reads = {c.name: rows_bytes(c, 2, seq * keys) for c in caches if c is not None}
+    writes = {c.name: rows_bytes(c, 2, seq) for c in presents if c is not None}
+    return plus_work(cost, flops, transcendentals, io=partial_bytes(node, reads, writes))
 
 
 @register("SparsePagedAttention", domain=MS, unit=MATRIX)
@@ -489,7 +489,7 @@ def sparse_paged_attention(node: OpNode) -> Cost:
     slots = blocks * block_size
     reads = {c.name: c.nbytes * min(tokens * keys, slots) // slots for c in caches}
     writes = {c.name: c.nbytes * min(tokens, slots) // slots for c in (node.output(1), node.output(2)) if c is not None}
-    return _total(cost, flops, transcendentals, io=_partial_bytes(node, reads, writes))
+    return plus_work(cost, flops, transcendentals, io=partial_bytes(node, reads, writes))
 
 
 @register("SpeculativePrefixCommit", domain=MS)

@@ -25,10 +25,10 @@ from onnx import TensorProto, helper
 
 from onnx_roofline.costs import DATA_DEPENDENT, UNSUPPORTED, CompositeCost, Cost, Uncostable
 from onnx_roofline.rules.attention import longformer_attention, score_cost
-from onnx_roofline.rules.contrib import GELU_ERF, _layer_norm, _rows
+from onnx_roofline.rules.contrib import GELU_ERF, layer_norm, norm_rows
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.quantization import dequantize, quantize
-from onnx_roofline.rules.recurrent import _batch_steps, _lstm
+from onnx_roofline.rules.recurrent import sequence_steps, lstm_cost
 from onnx_roofline.rules.registry import MATRIX, register
 from onnx_roofline.tensors import TensorInfo, dtype_name
 
@@ -69,8 +69,8 @@ def q_ordered_layer_normalization(node: OpNode) -> Cost:
     """int8 Y = quantize(LayerNorm(dequantize(X))) over the dims from `axis` (default −1), n
     elements in L rows: 1 per element to dequantize, LayerNorm's 5n + 2L + n (gamma) + n (beta, when
     B is given), 4 per element to quantize; L sqrts."""
-    rows, n = _rows(node.inputs[0].shape, node.attrs.get("axis", -1))
-    norm = _layer_norm(n, rows, affine=1 + (node.input(3) is not None))
+    rows, n = norm_rows(node.inputs[0].shape, node.attrs.get("axis", -1))
+    norm = layer_norm(n, rows, affine=1 + (node.input(3) is not None))
     per = dequantize(node, SYMMETRIC) + quantize(node, SYMMETRIC)
     return Cost(flops=norm.flops + per * n, transcendentals=norm.transcendentals)
 
@@ -184,8 +184,8 @@ def attn_lstm(node: OpNode) -> Cost:
     aw = node.input(13)
     per_step = 2 * hidden * attn + 3 * memory_steps * attn + 4 * memory_steps - 2 + 2 * memory_steps * depth
     per_step += 2 * (hidden + depth) * aw.shape[2] if aw is not None else 0
-    batch_steps = _batch_steps(node)
-    cell = _lstm(node)
+    batch_steps = sequence_steps(node)
+    cell = lstm_cost(node)
     flops = cell.flops + directions * (2 * batch * memory_steps * depth * attn + batch_steps * per_step)
     transcendentals = cell.transcendentals + directions * batch_steps * memory_steps * (attn + 1)
     return Cost(flops=flops, transcendentals=transcendentals)

@@ -20,7 +20,7 @@ from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import register
 
 
-def _per_element(op_type: str, flops: int, transcendentals: int, formula: str, **options) -> None:
+def per_element(op_type: str, flops: int, transcendentals: int, formula: str, **options) -> None:
     """Register `op_type` at a fixed count per output element; `formula` becomes the rule's doc."""
 
     def rule(node: OpNode) -> Cost:
@@ -106,8 +106,8 @@ _TABLE: tuple[tuple[str, int, int, str], ...] = (
 )
 
 for _op_type, _flops, _transcendentals, _formula in _TABLE:
-    _per_element(_op_type, _flops, _transcendentals, _formula)
-_per_element(
+    per_element(_op_type, _flops, _transcendentals, _formula)
+per_element(
     "Where", 1, 0, "condition ? x : y (a select; the peak follows x's dtype, not the bool condition's)", compute_dtype=1
 )
 

@@ -52,7 +52,7 @@ def _side_inputs_bytes(node: OpNode) -> int:
     return sum(side.values())
 
 
-def _kept_bytes(data: TensorInfo, elements: int) -> int:
+def kept_bytes(data: TensorInfo, elements: int) -> int:
     """Bytes of `elements` elements of `data`, at most the whole tensor (each element read once)."""
     return min(data.nbytes, (elements * data.bits + 7) // 8)
 
@@ -156,7 +156,7 @@ def gather(node: OpNode) -> Cost:
     tokens from a 50257×768 table reads 8×768 elements. Selected = output elements, capped at the
     table's size (a repeated row is read once). 0 FLOPs."""
     data = node.inputs[0]
-    return Cost(bytes_read=_kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
 
 
 @register("Slice")
@@ -164,7 +164,7 @@ def slice_(node: OpNode) -> Cost:
     """Reads what it keeps: the output's elements, plus the `starts`/`ends`/`axes`/`steps` inputs
     (attributes before opset 10: nothing to read). Writes the output. 0 FLOPs."""
     data = node.inputs[0]
-    return Cost(bytes_read=_kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
 
 
 @register("Compress")
@@ -173,7 +173,7 @@ def compress(node: OpNode) -> Cost:
     output. 0 FLOPs. The output shape depends on the condition's values: the node is costed where
     the graph declares that shape."""
     data = node.inputs[0]
-    return Cost(bytes_read=_kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
 
 
 @register("CenterCropPad")
@@ -182,7 +182,7 @@ def center_crop_pad(node: OpNode) -> Cost:
     (per axis the smaller of input and output size) plus the `shape` input; writes the output."""
     data, out = node.inputs[0], node.outputs[0]
     kept = math.prod(min(i, o) for i, o in zip(data.shape, out.shape))
-    return Cost(bytes_read=_kept_bytes(data, kept) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(data, kept) + _side_inputs_bytes(node))
 
 
 # --- scatters ------------------------------------------------------------------------------------
@@ -283,12 +283,12 @@ def _cropped_axes(node: OpNode) -> set[int]:
     return {axis for axis, start, end in zip(axes, starts, ends) if (start, end) != (0, 1)}
 
 
-def _interpolation(node: OpNode, taps: int) -> Cost:
+def interpolation_cost(node: OpNode, taps: int) -> Cost:
     """2 FLOPs per tap per output (0 for a 1-tap copy); reads the taps touched, capped at the input."""
     outputs = node.outputs[0].numel
     return Cost(
         flops=0 if taps == 1 else 2 * taps * outputs,
-        bytes_read=_kept_bytes(node.inputs[0], taps * outputs) + _side_inputs_bytes(node),
+        bytes_read=kept_bytes(node.inputs[0], taps * outputs) + _side_inputs_bytes(node),
     )
 
 
@@ -302,7 +302,7 @@ def resize(node: OpNode) -> Cost:
     once: upscaling reads the whole input, nearest downscaling only the picked elements) plus
     `roi`/`scales`/`sizes`; writes the output."""
     mode = _attr_str(node, "mode", "nearest")
-    return _interpolation(node, _resampled_taps(node, mode, bool(node.attrs.get("antialias", 0))))
+    return interpolation_cost(node, _resampled_taps(node, mode, bool(node.attrs.get("antialias", 0))))
 
 
 @register("GridSample")
@@ -313,7 +313,7 @@ def grid_sample(node: OpNode) -> Cost:
     taps touched (capped at the whole input) plus the grid; writes the output."""
     mode = _attr_str(node, "mode", "linear")
     spatial = node.inputs[0].rank - 2
-    return _interpolation(node, _TAPS[mode] ** spatial)
+    return interpolation_cost(node, _TAPS[mode] ** spatial)
 
 
 @register("AffineGrid")
@@ -338,7 +338,7 @@ def roi_align(node: OpNode) -> Cost:
     average = _attr_str(node, "mode", "avg") == "avg"
     return Cost(
         flops=outputs * (8 * samples + (1 if average else 0)),
-        bytes_read=_kept_bytes(node.inputs[0], 4 * samples * outputs) + _side_inputs_bytes(node),
+        bytes_read=kept_bytes(node.inputs[0], 4 * samples * outputs) + _side_inputs_bytes(node),
     )
 
 
@@ -347,7 +347,7 @@ def max_roi_pool(node: OpNode) -> Cost:
     """Y [R, C, ph, pw]: each output is the max over its bin, whose size depends on the rois'
     values. The lower bound is used, like the roofline time it feeds: one element per bin, so 0
     compares, and a read of the output's elements (capped at the feature map) plus the rois."""
-    return Cost(bytes_read=_kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
 
 
 # --- data-dependent selection --------------------------------------------------------------------
@@ -483,7 +483,7 @@ def remove_padding(node: OpNode) -> Cost:
     """Packs the real tokens of input [B, S, D] into [tokens, D]: 0 FLOPs (the offsets are a prefix
     sum of B counts, not counted). A partial read: the kept rows (output 0's size) and
     sequence_token_count; the outputs written."""
-    return Cost(bytes_read=_kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
 
 
 @register("RestorePadding", domain="com.microsoft")

@@ -70,7 +70,7 @@ def _directions(node: OpNode) -> list[Sequence[str | bytes]]:
     return [DEFAULT_ACTIVATIONS[node.op_type]] * count
 
 
-def _batch_steps(node: OpNode) -> int:
+def sequence_steps(node: OpNode) -> int:
     """Σ over batch elements of the time steps each runs (T·batch when sequence_lens is unknown)."""
     x = node.inputs[0].shape
     steps, batch = (x[1], x[0]) if node.attrs.get("layout", 0) else (x[0], x[1])
@@ -89,7 +89,7 @@ def _recurrent(node: OpNode, gates: int, cell_flops, activations, sizes: tuple[i
     bias = 2 * gates * hidden if node.input(3) is not None else 0
     clip = 2 * gates * hidden if node.attrs.get("clip") is not None else 0
     per_step = 2 * (inputs + hidden) * gates * hidden + bias + clip + cell_flops(hidden)
-    batch_steps = _batch_steps(node)
+    batch_steps = sequence_steps(node)
     flops = transcendentals = 0
     for names in _directions(node):
         act_flops, act_transcendentals = activations(names, hidden)
@@ -127,7 +127,7 @@ def gru(node: OpNode) -> Cost:
     )
 
 
-def _lstm(node: OpNode, sizes: tuple[int, int] | None = None, quantized: int = 0) -> Cost:
+def lstm_cost(node: OpNode, sizes: tuple[int, int] | None = None, quantized: int = 0) -> Cost:
     """LSTM's count; `quantized`: FLOPs a dynamically quantized kernel adds per step, batch
     element and direction."""
     peepholes = node.input(7) is not None
@@ -149,7 +149,7 @@ def lstm(node: OpNode) -> Cost:
     P is given, 3·H for Ct = ft ⊙ Ct−1 + it ⊙ ct, H for Ht = ot ⊙ h(Ct). Activations: f on it, ft,
     ot (3H), g on ct (H), h on Ct (H); defaults Sigmoid, Tanh, Tanh: 5H transcendentals.
     input_forget=1 couples it = 1 − ft: one subtract instead of f on it. `clip`: 2·4H."""
-    return _lstm(node)
+    return lstm_cost(node)
 
 
 @register("DynamicQuantizeLSTM", domain="com.microsoft", unit=MATRIX, compute_dtype=1)
@@ -160,4 +160,4 @@ def dynamic_quantize_lstm(node: OpNode) -> Cost:
     7·(I + H)) and the two int32 GEMM results dequantized (one multiply per gate element: 2·4H).
     Computes in W's 8-bit dtype."""
     inputs, hidden = node.inputs[1].shape[1], node.inputs[2].shape[1]
-    return _lstm(node, (inputs, hidden), 7 * (inputs + hidden) + 2 * 4 * hidden)
+    return lstm_cost(node, (inputs, hidden), 7 * (inputs + hidden) + 2 * 4 * hidden)

@@ -15,7 +15,7 @@ import math
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.shape_rules.arithmetic import same, text
 from onnx_roofline.shape_rules.registry import Output, Shape, shape_function
-from onnx_roofline.shape_rules.transformer import _divide, _last
+from onnx_roofline.shape_rules.transformer import divide_exactly, with_last_dim
 from onnx_roofline.tensors import dtype_name
 
 FLOAT, FLOAT16, BFLOAT16 = "float32", "float16", "bfloat16"
@@ -43,14 +43,14 @@ def causal_conv_with_state(node: OpNode) -> list[Output]:
     > 1: the input's with its causal dim replaced by the state length), with a leading W under
     state_window = W. state_update: [B, state_update_capacity, C]."""
     x, weight, past = node.inputs[0], node.inputs[1], node.input(3)
-    output = x.shape if not node.attrs.get("input_channels", 0) else _last(x.shape, node.attrs["input_channels"])
+    output = x.shape if not node.attrs.get("input_channels", 0) else with_last_dim(x.shape, node.attrs["input_channels"])
     length = conv_state_length(node, weight.shape)
     if past is not None:
         state = past.shape
     elif node.attrs.get("channels_last", 0):
         state = _windowed(node, (x.shape[0], length, *x.shape[2:]))
     else:
-        state = _windowed(node, _last(x.shape, length))
+        state = _windowed(node, with_last_dim(x.shape, length))
     capacity = node.attrs.get("state_update_capacity", 0)
     update = ((x.shape[0], capacity, weight.shape[0]), x.dtype) if capacity else None
     return [(output, x.dtype), (state, x.dtype), update]
@@ -78,7 +78,7 @@ def delta_net_heads(node: OpNode) -> tuple[int, int, int, int]:
     if state is None:
         raise ValueError("GatedDeltaNet: packed QKV needs initial_state for the head counts")
     _, heads_v, dv, dk = state.shape
-    return _divide(query.shape[-1] - heads_v * dv, 2 * dk, "GatedDeltaNet: packed QK width / 2·dk"), heads_v, dk, dv
+    return divide_exactly(query.shape[-1] - heads_v * dv, 2 * dk, "GatedDeltaNet: packed QK width / 2·dk"), heads_v, dk, dv
 
 
 @shape_function("GatedDeltaNet")
@@ -107,8 +107,8 @@ def linear_attention(node: OpNode) -> list[Output]:
     under state_window = W) in the query's dtype."""
     query, value, past = node.inputs[0], node.inputs[2], node.input(3)
     heads_q, heads_kv = node.attrs["q_num_heads"], node.attrs["kv_num_heads"]
-    dk = _divide(query.shape[-1], heads_q, "LinearAttention: query width / q_num_heads")
-    dv = _divide(value.shape[-1], heads_kv, "LinearAttention: value width / kv_num_heads")
+    dk = divide_exactly(query.shape[-1], heads_q, "LinearAttention: query width / q_num_heads")
+    dv = divide_exactly(value.shape[-1], heads_kv, "LinearAttention: value width / kv_num_heads")
     output = ((*query.shape[:2], max(heads_q, heads_kv) * dv), query.dtype)
     if past is not None:
         return [output, (past.shape, past.dtype)]
@@ -163,8 +163,8 @@ def router_gate_up_proj(node: OpNode) -> list[Output]:
     """X [.., K], W [K, R + 2·I] → router [.., R] (R = router_size) and activated [.., I]."""
     x, weight = node.inputs[0], node.inputs[1]
     router = node.attrs["router_size"]
-    inter = _divide(weight.shape[1] - router, 2, "RouterGateUpProj: W width − router_size")
-    return [(_last(x.shape, router), x.dtype), (_last(x.shape, inter), x.dtype)]
+    inter = divide_exactly(weight.shape[1] - router, 2, "RouterGateUpProj: W width − router_size")
+    return [(with_last_dim(x.shape, router), x.dtype), (with_last_dim(x.shape, inter), x.dtype)]
 
 
 # --- block-quantized and packed weights ----------------------------------------------------------
@@ -176,7 +176,7 @@ def matmul_fp8_weight(node: OpNode) -> list[Output]:
     a, b = node.inputs[0], node.inputs[1]
     if a.shape[-1] != b.shape[1]:
         raise ValueError(f"{node.op_type}: A's K {a.shape[-1]} is not B's {b.shape[1]}")
-    return [(_last(a.shape, b.shape[0]), a.dtype)]
+    return [(with_last_dim(a.shape, b.shape[0]), a.dtype)]
 
 
 @shape_function("MatMulBlockQuantizedFp4Weight")
@@ -185,7 +185,7 @@ def matmul_fp4_weight(node: OpNode) -> list[Output]:
     a, b = node.inputs[0], node.inputs[1]
     if a.shape[-1] != 2 * b.shape[1]:
         raise ValueError(f"{node.op_type}: A's K {a.shape[-1]} is not 2·{b.shape[1]}")
-    return [(_last(a.shape, b.shape[0]), a.dtype)]
+    return [(with_last_dim(a.shape, b.shape[0]), a.dtype)]
 
 
 @shape_function("MatMulNBitsQLoRA", "MatMulPacked")
@@ -194,7 +194,7 @@ def matmul_n_attribute(node: OpNode) -> list[Output]:
     a = node.inputs[0]
     if a.shape[-1] != node.attrs["K"]:
         raise ValueError(f"{node.op_type}: A's last dim {a.shape[-1]} is not K = {node.attrs['K']}")
-    return [(_last(a.shape, node.attrs["N"]), a.dtype)]
+    return [(with_last_dim(a.shape, node.attrs["N"]), a.dtype)]
 
 
 @shape_function("GatherPacked")
@@ -272,7 +272,7 @@ def sparse_head_size(node: OpNode) -> int:
     query = node.inputs[0]
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     packed = node.input(1) is None and node.input(2) is None
-    return _divide(query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads")
+    return divide_exactly(query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads")
 
 
 @shape_function("SparsePagedAttention")

@@ -23,7 +23,7 @@ from onnx_roofline.tensors import dtype_name
 FLOAT = 1  # TensorProto.FLOAT: the default stash_type
 
 
-def _divide(total: int, parts: int, what: str) -> int:
+def divide_exactly(total: int, parts: int, what: str) -> int:
     if parts <= 0 or total % parts:
         raise ValueError(f"{what}: {total} is not a multiple of {parts}")
     return total // parts
@@ -43,7 +43,7 @@ def _statistics(shape: Shape, axis: int) -> Shape:
     return (*shape[:axis], *(1,) * (len(shape) - axis))
 
 
-def _last(shape: Shape, width: int) -> Shape:
+def with_last_dim(shape: Shape, width: int) -> Shape:
     """`shape` with its last dim replaced by `width`."""
     return (*shape[:-1], width)
 
@@ -68,7 +68,7 @@ def skip_layer_normalization(node: OpNode) -> list[Output]:
     """input [..., D] (3-D, or 2-D token-major): output and input_skip_bias_sum (output 3) have its
     shape and dtype; mean and inv_std_var are [..., 1] float32."""
     x = node.inputs[0]
-    statistics = (_last(x.shape, 1), "float32")
+    statistics = (with_last_dim(x.shape, 1), "float32")
     return [(x.shape, x.dtype), statistics, statistics, (x.shape, x.dtype)]
 
 
@@ -101,7 +101,7 @@ shape_function("Gelu", "BiasGelu", "FastGelu", "QuickGelu", "ScaledSiLU", "BiasA
 def bias_split_gelu(node: OpNode) -> list[Output]:
     """X [N, S, D] + bias [D], split in halves along D, left·Gelu(right): [N, S, D/2]."""
     x = node.inputs[0]
-    return [(_last(x.shape, _divide(x.shape[-1], 2, "BiasSplitGelu: hidden size")), x.dtype)]
+    return [(with_last_dim(x.shape, divide_exactly(x.shape[-1], 2, "BiasSplitGelu: hidden size")), x.dtype)]
 
 
 @shape_function("SwiGLU")
@@ -111,7 +111,7 @@ def swiglu(node: OpNode) -> list[Output]:
     gate = node.inputs[0]
     if node.input(1) is not None:
         return [(gate.shape, gate.dtype)]
-    return [(_last(gate.shape, _divide(gate.shape[-1], 2, "SwiGLU: packed gate width")), gate.dtype)]
+    return [(with_last_dim(gate.shape, divide_exactly(gate.shape[-1], 2, "SwiGLU: packed gate width")), gate.dtype)]
 
 
 @shape_function("BiasDropout")
@@ -158,7 +158,7 @@ def _projection(node: OpNode, width: int) -> Shape:
     a = node.inputs[0]
     if a.shape[-1] != node.attrs["K"]:
         raise ValueError(f"{node.op_type}: A's last dim {a.shape[-1]} is not K = {node.attrs['K']}")
-    return _last(a.shape, width)
+    return with_last_dim(a.shape, width)
 
 
 @shape_function("MatMulNBitsQkv")
@@ -218,9 +218,9 @@ def multi_head_attention(node: OpNode) -> list[Output]:
         qk_head = query.shape[4]
         width = query.shape[2] * qk_head
     else:
-        qk_head = _divide(query.shape[2], heads, "MultiHeadAttention: query hidden size / num_heads")
+        qk_head = divide_exactly(query.shape[2], heads, "MultiHeadAttention: query hidden size / num_heads")
         width = query.shape[2] if value is None else value.shape[2] if value.rank == 3 else value.shape[1] * value.shape[3]
-    v_head = _divide(width, heads, "MultiHeadAttention: output hidden size / num_heads")
+    v_head = divide_exactly(width, heads, "MultiHeadAttention: output hidden size / num_heads")
     kv_len, past_key, past_value = _kv_length(key, q_len), node.input(6), node.input(7)
     if past_key is not None and node.input(8) is not None:
         past_length = _scalar(node, 8)
@@ -243,7 +243,7 @@ def decoder_masked_multi_head_attention(node: OpNode) -> list[Output]:
     heads = node.attrs["num_heads"]
     batch, q_len, q_width = query.shape
     if value is None:
-        width = _divide(q_width, 3, "DecoderMaskedMultiHeadAttention: packed QKV width")
+        width = divide_exactly(q_width, 3, "DecoderMaskedMultiHeadAttention: packed QKV width")
     else:
         width = value.shape[2] if value.rank == 3 else value.shape[1] * value.shape[3]
     output = ((batch, q_len, width), query.dtype)
@@ -267,7 +267,7 @@ def _grouped_width(node: OpNode) -> tuple[int, int]:
     query = node.inputs[0]
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     packed = node.input(1) is None and node.input(2) is None
-    head = _divide(query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads")
+    head = divide_exactly(query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads")
     return heads * head, head
 
 
@@ -401,7 +401,7 @@ def _branch_width(node: OpNode, streams: Shape) -> Shape:
     num_branches = C is set."""
     branches = node.attrs.get("num_branches", 0)
     if branches:
-        return _last(streams, _divide(streams[-1], branches, f"{node.op_type}: stream width / num_branches"))
+        return with_last_dim(streams, divide_exactly(streams[-1], branches, f"{node.op_type}: stream width / num_branches"))
     if len(streams) < 2:
         raise ValueError(f"{node.op_type}: grouped streams need rank ≥ 2")
     return (*streams[:-2], streams[-1])
@@ -423,7 +423,7 @@ def hyper_connection_low_rank_mix(node: OpNode) -> list[Output]:
     streams_out the streams' shape; all in their dtype."""
     x = node.inputs[0]
     branches = node.attrs["num_branches"]
-    return [(_branch_width(node, x.shape), x.dtype), (_last(x.shape, branches), x.dtype), (x.shape, x.dtype)]
+    return [(_branch_width(node, x.shape), x.dtype), (with_last_dim(x.shape, branches), x.dtype), (x.shape, x.dtype)]
 
 
 # --- onnxruntime's own QuantizeLinear / DequantizeLinear ------------------------------------------
