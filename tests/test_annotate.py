@@ -246,16 +246,16 @@ def select_node(browser: Browser, name: str) -> dict[str, str]:
     node = f'[id="node-name-{name}"]'
     browser.wait_until(f"(e => e && e.getAttribute('transform'))(document.querySelector({json.dumps(node)}))", timeout=60)
     deadline = time.monotonic() + 30
-    while True:  # Netron may be between views (its spinner) when the click lands: click again
-        browser.click(f"{node} .node-item-type")
+    while True:  # Netron may be between views (its spinner) when the click lands, or close the sidebar
+        browser.click(f"{node} .node-item-type")  # as it re-renders for an attachment it read meanwhile: click again
         try:
             browser.wait_until("document.querySelectorAll('#sidebar-content .sidebar-item').length", timeout=2)
+            browser.wait_until("(s => getComputedStyle(s).opacity === '1' && Math.abs(s.getBoundingClientRect().right - innerWidth) < 1)"
+                               "(document.getElementById('sidebar'))", timeout=3)  # slid in: the screenshot shows it whole
             break
         except TimeoutError:
             if time.monotonic() > deadline:
                 raise
-    browser.wait_until("(s => getComputedStyle(s).opacity === '1' && Math.abs(s.getBoundingClientRect().right - innerWidth) < 1)"
-                       "(document.getElementById('sidebar'))")  # slid in: the screenshot shows it whole
     rows = browser.evaluate(
         "[...document.querySelectorAll('#sidebar-content .sidebar-item')].map(item => ["
         "item.querySelector('.sidebar-item-name input').value, item.querySelector('.sidebar-item-value-list').innerText])"
