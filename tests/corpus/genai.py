@@ -74,13 +74,27 @@ def build(folder: Path, out: Path, precision: str, cache: Path) -> onnx.ModelPro
     return onnx.load(out / "model.onnx")
 
 
+class _Step(torch.nn.Module):
+    """One step of the model after a cache it built itself (a KV cache, and LFM2's conv states)."""
+
+    def __init__(self, model: torch.nn.Module, cache):
+        super().__init__()
+        self.model, self.cache = model, cache
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask, cache=self.cache, use_cache=True).logits
+
+
 def flops(model: torch.nn.Module, decode: bool = False) -> int:
     """FlopCounterMode on the checkpoint's eager model, one step at DIMS (SEQUENCE new tokens after
-    PAST cached) or, with ``decode``, at DECODE_DIMS."""
+    PAST cached) or, with ``decode``, at DECODE_DIMS; the cache is the model's own after a PAST-token
+    prefill (not counted), so a hybrid model's conv states are there too."""
     dims = DECODE_DIMS if decode else DIMS
     batch, sequence = dims["batch_size"], dims["sequence_length"]
-    call = sources.CachedCall(model)
-    ids = torch.randint(0, sources.VOCAB, (batch, sequence))
+    generator = torch.Generator().manual_seed(sources.SEED)
+    with torch.no_grad():
+        prefill = torch.randint(0, sources.VOCAB, (batch, sources.PAST), generator=generator)
+        cache = model(input_ids=prefill, use_cache=True).past_key_values  # the output's name for the cache
+    ids = torch.randint(0, sources.VOCAB, (batch, sequence), generator=generator)
     mask = torch.ones(batch, dims["total_sequence_length"], dtype=torch.long)
-    past = sources._past(2 * sources.LAYERS, sources.KV_HEADS, sources.PAST, batch=batch)
-    return sources.count_flops(call, (ids, mask, *past))
+    return sources.count_flops(_Step(model, cache), (ids, mask))

@@ -161,7 +161,7 @@ def _genai_job(arch: str, precision: str):
     return run
 
 
-for _arch in ("llama", "qwen2"):
+for _arch in ("llama", "qwen2", "lfm2"):  # lfm2: a short-conv layer (CausalConvWithState), then attention
     for _precision in ("int4", "fp32"):
         job(f"genai_{_arch}_{_precision}")(_genai_job(_arch, _precision))
 
