@@ -274,3 +274,6 @@ def test_ep_context_is_an_opaque_blob():
         node = _node(_model(op_type, [("x", "float32", [1, 8])], [("y", "float32", [1, 4])], attrs))
         assert node.status == "unsupported"
         assert "precompiled EP blob" in node.reason and "not in the graph" in node.reason
+    symbolic = _model("EPContext", [("x", "float32", ["batch", 8])], [("y", "float32", ["batch", 4])], {"embed_mode": 0})
+    cause = analyze(symbolic, dims={"batch": 2}).model.shape_root_cause  # re-bound: the declaration is cleared
+    assert cause.op_type == "EPContext" and "output shapes are in the blob" in cause.reason

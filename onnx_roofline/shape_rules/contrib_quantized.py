@@ -3,8 +3,9 @@ MatMulFpQ4, DecoderAttention, AttnLSTM, the generation helpers and the generatio
 follows the op's schema in onnxruntime (ContribOperators.md); the ops with a CPU kernel are checked
 against what it returns (tests/test_contrib_quantized.py). A dim sized by a value (max_length, a
 DecoderAttention flag, a DTW path's length) comes from that value when it is a constant, and is
-otherwise left untyped, never guessed. EPContext and Snpe have no rule: a blob's outputs are what
-the graph declares for them, which no rule can compute."""
+otherwise left untyped, never guessed. EPContext and Snpe outputs are what the graph declares for
+them, which no rule can compute: where it declares none (or its inputs were re-bound), the rule
+says so."""
 
 from __future__ import annotations
 
@@ -126,3 +127,10 @@ def generation(node: OpNode) -> list[Output]:
     scores = ((length - prompt, batch, beams, vocab), logits) if None not in (beams, length) else None
     sequence_scores = ((batch, returned), logits) if returned is not None else None
     return [sequences, sequence_scores, scores, None, ((batch,), logits)]
+
+
+@shape_function("EPContext", "Snpe")
+def ep_blob(node: OpNode) -> list[Output]:
+    """Never typed: the blob's shapes are in the blob (what the graph declares for the outputs is kept
+    where it has all its inputs fixed)."""
+    raise DataDependent(f"{node.op_type}: a precompiled EP blob, whose output shapes are in the blob, not the graph: fix the graph's input shapes to keep its declared outputs")

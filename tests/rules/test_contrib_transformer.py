@@ -28,7 +28,6 @@ NOT_RULED = {  # com.microsoft ops left without a rule, and why (docs/cost-model
     "DequantizeBFP": "the same",
     "SparseToDenseMatMul": "a sparse input, whose non-zeros no type declares",
 }
-NO_SHAPE_RULE = {"EPContext", "Snpe"}  # opaque blobs: their outputs are what the graph declares
 
 
 def test_every_contrib_op_onnxruntime_defines_has_its_rules():
@@ -38,7 +37,7 @@ def test_every_contrib_op_onnxruntime_defines_has_its_rules():
 
     defined = {s.name for s in C.get_all_operator_schema() if s.domain == MS and not s.deprecated}
     assert sorted(op for op in defined if rules.lookup(MS, op, None) is None) == sorted(NOT_RULED)
-    assert sorted(op for op in defined if shape_rules.lookup(MS, op) is None) == sorted({*NOT_RULED, *NO_SHAPE_RULE})
+    assert sorted(op for op in defined if shape_rules.lookup(MS, op) is None) == sorted(NOT_RULED)
 
 
 # --- norms ------------------------------------------------------------------------------------------
