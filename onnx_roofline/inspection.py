@@ -123,7 +123,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     inputs = tuple(_value(v) for v in graph.input if v.name not in initialized)
     outputs = tuple(_value(v) for v in graph.output)
     dims = {name: tuple(uses) for name, uses in symbolic_dims(graph).items()}
-    defaults, solved = _defaults(model, dims)
+    defaults, solved = _defaults(proto, dims)
 
     ops = Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in graph.node)
     weights = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
@@ -195,7 +195,7 @@ def _value(value) -> ValueSummary:
     return ValueSummary(value.name, dtype_name(tensor_type.elem_type), shape)
 
 
-def _defaults(model, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], dict[str, str]]:
+def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], dict[str, str]]:
     """The dims `onnx-roofline MODEL` binds, and those of them the graph fixes, with why: the
     name's default, unless a node cannot run at it (a head size named like a batch: genai's
     `kv_cache_dim`), which the analysis finds by binding and inferring as it does. A graph it
@@ -208,7 +208,7 @@ def _defaults(model, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
     if not dims:
         return named, {}
     try:
-        typed = bind_and_infer(model, {}, default_dims=True)
+        typed = bind_and_infer(proto, {}, default_dims=True)  # the loaded model, not the file read again
     except RooflineError:
         return named, {}
     return {name: typed.dims.get(name, size) for name, size in named.items()}, {dim: why for dim, (_, why) in typed.solved.items()}

@@ -16,6 +16,7 @@ external initializer; none needs a package beyond onnx and numpy."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -360,7 +361,7 @@ def infer_body(
         typed = inputs[index] if index < len(inputs) else None
         info = typed if typed is not None and typed.shape is not None and typed.dtype else tensor(declaration.name)
         known = info is not None and info.shape is not None and info.dtype is not None
-        declared.append(TensorInfo(declaration.name, info.shape, info.dtype, info.key_dtype, info.sequence, info.elements).value_info() if known else declaration)
+        declared.append(dataclasses.replace(info, name=declaration.name).value_info() if known else declaration)
     initializers = list(graph.initializer)
     for name in graph_outer_references(graph):
         info = tensor(name)

@@ -22,7 +22,6 @@ from onnx_roofline.tensors import TensorInfo
 SCHEMA_VERSION = 1
 
 
-
 @record
 class NodeResult:
     """One node's result: its tensors, status (and reason where not "ok"), cost (FLOPs,

@@ -18,8 +18,6 @@ otherwise the work is runtime data (DATA_DEPENDENT). An EP blob's work is not in
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import onnx
 from onnx import TensorProto, helper
 
@@ -27,6 +25,7 @@ from onnx_roofline.costs import DATA_DEPENDENT, UNSUPPORTED, CompositeCost, Cost
 from onnx_roofline.rules.attention import longformer_attention, score_cost
 from onnx_roofline.rules.contrib import GELU_ERF, layer_norm, norm_rows
 from onnx_roofline.rules.context import OpNode
+from onnx_roofline.rules.control_flow import repeated
 from onnx_roofline.rules.quantization import dequantize, quantize
 from onnx_roofline.rules.recurrent import sequence_steps, lstm_cost
 from onnx_roofline.rules.registry import MATRIX, register
@@ -239,14 +238,6 @@ def constant_scalar(node: OpNode, index: int, what: str) -> int:
     return int(value.reshape(-1)[0])
 
 
-def _summed(parts: Iterable[tuple[CompositeCost, int]]) -> CompositeCost:
-    """Σ count·cost over (cost, count) pairs, times included: the loop's steps one after another."""
-    parts = list(parts)
-    names = ("flops", "transcendentals", "bytes_read", "bytes_written", "dequantize_flops", "time_s", "memory_bound_time_s", "matrix_flops")
-    totals = {name: sum(getattr(cost, name) * count for cost, count in parts) for name in names}
-    return CompositeCost(**totals, useful_flops=sum(cost.useful * count for cost, count in parts))
-
-
 def _decoder_inputs(node: OpNode, graph: onnx.GraphProto, rows: int, new: int, past: int) -> list[TensorInfo]:
     """The GPT-style decoder's inputs at one step (onnxruntime's subgraph_gpt layout): input_ids and
     position_ids [rows, new], attention_mask [rows, past + new], each past state [2, rows, N, past, H]
@@ -335,7 +326,7 @@ def generation(node: OpNode) -> CompositeCost:
     top_p = node.attrs.get("top_p", 0.0)
     search, inputs = _search_graph(node.op_type, rows, vocabulary(node, decoder), beams, decoder.output[0].type.tensor_type.elem_type, 0.0 < top_p < 1.0)
     parts.append((node.subgraph(search, inputs), steps))
-    return _summed(parts)
+    return repeated(parts)
 
 
 # --- precompiled EP blobs --------------------------------------------------------------------------

@@ -10,6 +10,8 @@ the call site, so such a node is reported unknown-shape before its body is coste
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from onnx_roofline.costs import CompositeCost, Uncostable
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import register
@@ -71,14 +73,14 @@ def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:
 
 
 def _repeat(body: CompositeCost, trips: int) -> CompositeCost:
-    return CompositeCost(
-        flops=body.flops * trips,
-        useful_flops=body.useful * trips,
-        transcendentals=body.transcendentals * trips,
-        bytes_read=body.bytes_read * trips,
-        bytes_written=body.bytes_written * trips,
-        dequantize_flops=body.dequantize_flops * trips,
-        time_s=body.time_s * trips,
-        memory_bound_time_s=body.memory_bound_time_s * trips,
-        matrix_flops=body.matrix_flops * trips,
-    )
+    return repeated([(body, trips)])
+
+
+_SUMMED = ("flops", "transcendentals", "bytes_read", "bytes_written", "dequantize_flops", "time_s", "memory_bound_time_s", "matrix_flops")
+
+
+def repeated(parts: Iterable[tuple[CompositeCost, int]]) -> CompositeCost:
+    """Σ count·cost over (body cost, runs) pairs, times included: the runs one after another."""
+    parts = list(parts)
+    totals = {name: sum(getattr(cost, name) * count for cost, count in parts) for name in _SUMMED}
+    return CompositeCost(**totals, useful_flops=sum(cost.useful * count for cost, count in parts))

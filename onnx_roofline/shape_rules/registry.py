@@ -25,9 +25,10 @@ Shape = tuple[int, ...]
 
 
 class DataDependent(Exception):
-    """An output whose size is in its inputs' values, not their shapes (Unique's uniques, a
-    tokenizer's tokens, a loop's max_length given at run time): a shape rule returns one in that
-    output's place, or raises one for every output, and its message is the root cause's reason."""
+    """An output whose size no shape of the inputs tells: it is in their values (Unique's uniques, a
+    tokenizer's tokens, a loop's max_length given at run time) or in an EP's compiled blob. A shape
+    rule returns one in that output's place, or raises one for every output, and its message is the
+    root cause's reason."""
 
 
 Output = tuple[Shape, str] | tuple[Shape, str, str] | TensorInfo | DataDependent | None

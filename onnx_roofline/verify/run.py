@@ -73,12 +73,13 @@ def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Ma
     fed = {t.name: weights[t.name] for t in model.graph.initializer if t.name in weights and t.data_type in FED_TYPES}
     lean = _weights_as_inputs(model, weights, fed)
     names = list(dict.fromkeys(name for node in model.graph.node for name in node.output if name))
+    taken = {*names, *(value.name for value in model.graph.input)}  # a Cast's output needs a name no value has
     options = session_options(optimize=False, threads=threads)
     observed: dict[str, TensorInfo] = {}
     for chunk in _chunks(names, sizes, chunk_bytes):
         session = open_session(_with_outputs(lean, chunk), options)
         types = {output.name: output.type.removeprefix("tensor(").removesuffix(")") for output in session.get_outputs()}
-        cast = {name: _fresh(f"{name}/as_float32", types) for name in chunk if types.get(name) in CAST_OBSERVED}
+        cast = {name: _fresh(f"{name}/as_float32", taken) for name in chunk if types.get(name) in CAST_OBSERVED}
         if cast:
             try:
                 session = open_session(_with_outputs(_with_casts(lean, cast), [*chunk, *cast.values()]), options)
@@ -98,7 +99,7 @@ def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Ma
     return observed
 
 
-def _fresh(name: str, taken: Mapping[str, Any]) -> str:
+def _fresh(name: str, taken: set[str]) -> str:
     while name in taken:
         name += "_"
     return name
