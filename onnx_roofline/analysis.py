@@ -29,6 +29,7 @@ from onnx_roofline.report.model import (
     RULE_ERROR,
     UNKNOWN_SHAPE,
     UNSUPPORTED,
+    Assumed,
     ModelInfo,
     NodeResult,
     Report,
@@ -37,6 +38,7 @@ from onnx_roofline.report.model import (
 from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.rules.context import ATTRIBUTES, OpNode
 from onnx_roofline.rules.registry import VECTOR, Rule
+from onnx_roofline.selection import check_fraction
 from onnx_roofline.shapes import ShapeResult, collect, infer, infer_body
 from onnx_roofline.tensors import TensorInfo, with_precision
 from onnx_roofline.validation import check_axes
@@ -53,6 +55,7 @@ def analyze(
     values: Mapping[str, Sequence[float] | float] | None = None,
     default_dims: bool = False,
     fp32_matmul: str = "ieee",
+    nonzero_fraction: float | None = None,
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
 
@@ -67,13 +70,20 @@ def analyze(
     `values` gives small graph inputs a value (a Loop's trip count, a scalar that sizes a Range):
     they are then folded and costed as constants.
 
+    `nonzero_fraction` sizes the output of every NonZero and Compress whose input is data as if
+    that share of its candidates were selected (selection.py: an MoE's routing, 1/num_experts for
+    uniform); the report names it and the nodes it sized (`model.assumed`). None, the default,
+    leaves them unknown, and what depends on them uncosted.
+
     `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises UnboundDimensionError (a DimensionError) when a symbolic dim left unbound blocks a
     cost, unless `partial`."""
     hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
+    if nonzero_fraction is not None:
+        check_fraction(nonzero_fraction)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision, values or {}, default_dims)
+        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction)
 
 
 @contextlib.contextmanager
@@ -109,13 +119,14 @@ def _analyze(
     precision: str | None,
     input_values: Mapping[str, Sequence[float] | float],
     default_dims: bool = False,
+    nonzero_fraction: float | None = None,
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
-    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims)
+    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     initializers = {t.name for t in proto.graph.initializer} - typed.given
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread, nonzero_fraction)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
     nodes = tuple([walk.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
@@ -133,6 +144,7 @@ def _analyze(
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
+        assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
         graph_outputs=tuple(v.name for v in proto.graph.output),
         weights=frozenset(initializers),
@@ -161,6 +173,7 @@ def bind_and_infer(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, Sequence[float] | float] | None = None,
     default_dims: bool = False,
+    nonzero_fraction: float | None = None,
 ) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
@@ -175,7 +188,7 @@ def bind_and_infer(
         defaulted = {**_defaults(dim_uses, explicit, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
         bound = {**defaulted, **explicit}
         bind(proto, bound, input_shapes)
-        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes))
+        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction)
         check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
         try:
             check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted)  # what cannot run at these dims (runnable.py)
@@ -247,9 +260,10 @@ def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None
 class _Walk:
     """Costs nodes against one graph's value table; holds the lookups the per-node step needs."""
 
-    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset()):
+    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(), nonzero_fraction=None):
         self.values: dict[str, TensorInfo] = values
         self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
+        self.nonzero_fraction: float | None = nonzero_fraction  # for the bodies it types (selection.py)
         self.constants = constants
         self.initializers = initializers  # weights, inline or external: they count as parameters
         self.model = model  # for its opsets and local functions
@@ -396,10 +410,10 @@ class _Walk:
         constants = ChainMap(constant_table(graph, nodes), self.constants)
         unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
         if inputs is not None and unknown:
-            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model)
+            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.nonzero_fraction)
             values.update((name, info) for name, info in shapes.values.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
-        child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware)
+        child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware, nonzero_fraction=self.nonzero_fraction)
         return child.total(nodes)
 
     def function_call(self, op: OpNode) -> CompositeCost:
@@ -419,13 +433,14 @@ class _Walk:
         )
         body = inline_functions(call)
         nodes = read_nodes(body.graph)
-        shapes = infer(body, nodes)
+        shapes = infer(body, nodes, nonzero_fraction=self.nonzero_fraction)
         child = _Walk(
             ChainMap(dict(shapes.values), self.values),
             ChainMap({**shapes.folded, **constant_table(body.graph, nodes)}, self.constants),
             self.initializers,
             self.model,
             self.hardware,
+            nonzero_fraction=self.nonzero_fraction,
         )
         return child.total(nodes)
 

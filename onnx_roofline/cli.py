@@ -120,9 +120,11 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100") -> None:
+def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100", assumptions: bool = True) -> None:
     """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
-    folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`)."""
+    folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`;
+    `assumptions`: --nonzero-fraction, which `verify` does not take: it checks sizes a real run
+    produces)."""
     from onnx_roofline.precisions import PRECISIONS
 
     if many:
@@ -137,6 +139,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
         "--value", action="append", default=[], metavar="NAME=V",
         help="give a small graph input a value, e.g. a Loop's trip count: --value max_steps=16 (repeatable; N,N,... for a 1-D input)",
     )
+    if assumptions:
+        parser.add_argument(
+            "--nonzero-fraction", type=_fraction, metavar="F",
+            help="size every NonZero and Compress whose input is data as if F (0.125, 1/8) of its candidates were selected: "
+                 "an MoE's routing (1/num_experts is uniform); the report names it and the nodes it sized",
+        )  # fmt: skip
     parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
     parser.add_argument(
         "--dtype", choices=sorted(PRECISIONS), help="cost every floating-point tensor (weights and activations) in this precision"
@@ -147,6 +155,15 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
              "(tf32: onnxruntime's CUDA provider and TensorFlow enable it by default)",
     )
     add_verbosity_arguments(parser)
+
+
+def _fraction(text: str) -> float:
+    from onnx_roofline.selection import parse_fraction
+
+    try:
+        return parse_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
@@ -216,6 +233,7 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     report = analyze(
         options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
         default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
+        nonzero_fraction=getattr(options, "nonzero_fraction", None),
     )
     if report.model.defaulted_dims and not getattr(options, "quiet", False):
         _notice_defaults(report)
@@ -352,6 +370,8 @@ def warn_if_incomplete(report, quiet: bool = False) -> None:
         return
     for warning in report.model.shape_warnings:
         print(f"onnx-roofline: warning: {one_line(warning)}", file=sys.stderr)
+    if report.model.assumed is not None:
+        print(f"onnx-roofline: warning: assumed: {report.model.assumed.message}", file=sys.stderr)
     if report.uncosted.count:
         print(f"onnx-roofline: warning: {one_line(report.uncosted.message)}; the totals leave them out", file=sys.stderr)
     if report.nodes and not report.totals.costed_nodes:

@@ -37,6 +37,7 @@ from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
 from onnx_roofline.schemas import may_have_bodies
 from onnx_roofline.scopes import graph_outer_references, outer_references
+from onnx_roofline.selection import SELECTING_OPS, count_axis, fixed_count, selected_shape
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, is_floating
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,20 @@ class ShapeResult:
     root_cause: RootCause | None = None
     warnings: tuple[str, ...] = ()  # passes that failed, said in the report
     unread: frozenset[str] = frozenset()  # outputs nobody reads that stayed unknown: costed as absent
+    assumed: tuple[str, ...] = ()  # the nodes whose output size is the --nonzero-fraction assumption (selection.py)
 
 
-def infer(model: onnx.ModelProto, nodes: list[Node] | None = None, map_inputs: Mapping[str, tuple[int, ...]] | None = None) -> ShapeResult:
+def infer(
+    model: onnx.ModelProto,
+    nodes: list[Node] | None = None,
+    map_inputs: Mapping[str, tuple[int, ...]] | None = None,
+    nonzero_fraction: float | None = None,
+) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
     `map_inputs`: the shapes of map-typed graph inputs ([entries], [maps, entries]), which no ONNX
-    type can declare (dims.map_shapes)."""
+    type can declare (dims.map_shapes); `nonzero_fraction`: the share of its candidates a NonZero
+    or Compress selects, where its input is data (selection.py); None leaves their outputs unknown."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     values = collect(model.graph, nodes, _onnx_inference(model, nodes, warnings))
@@ -67,21 +75,28 @@ def infer(model: onnx.ModelProto, nodes: list[Node] | None = None, map_inputs: M
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
-    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes))
+    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction)
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
     unresolved = [name for node in unknown for name in node.outputs if name in needed and not _known(values.get(name))]
     root = sweep.root_cause(nodes, needed) if unresolved else None
     unread = frozenset(name for name in unread if not _known(values.get(name)))
-    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread)
+    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread, tuple(sweep.assumed))
 
 
 class _Sweep:
     """A forward pass over the nodes ONNX's pass left unknown, repeatable: each visit types a
     node's outputs from its inputs, with the small values they carry folded on demand."""
 
-    def __init__(self, model: onnx.ModelProto, nodes: list[Node], values: dict[str, TensorInfo], constants: Mapping[str, ConstantSource]):
+    def __init__(
+        self,
+        model: onnx.ModelProto,
+        nodes: list[Node],
+        values: dict[str, TensorInfo],
+        constants: Mapping[str, ConstantSource],
+        nonzero_fraction: float | None = None,
+    ):
         self.values = values
         self.folder = Folder(nodes, self.tensor, constants)
         self.failures: dict[int, str] = {}  # why a node's outputs could not be typed, by id(Node)
@@ -91,6 +106,9 @@ class _Sweep:
         self.ir_version = model.ir_version
         self.functions = {(f.domain, f.name) for f in model.functions}
         self.model = model
+        self.nonzero_fraction = nonzero_fraction
+        self.nodes = nodes
+        self.assumed: dict[str, None] = {}  # the nodes sized by nonzero_fraction, bodies' included, in the order met
 
     def run(self, nodes: list[Node]) -> list[Node] | None:
         """Visit the nodes once, in order. Returns the nodes left with unknown outputs, to visit
@@ -113,6 +131,8 @@ class _Sweep:
         value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_shape(self.values.get(node.outputs[0])) else None
         if value is not None:
             return self.learn(TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value)))
+        if self.nonzero_fraction is not None and not node.domain and node.op_type in SELECTING_OPS:
+            return self.assume_selected(node, inputs)
         partial = self.substituted(node.outputs[0]) if len(node.outputs) == 1 else None
         shape = complete(node, inputs, partial.shape) if partial is not None and partial.dtype else None
         if shape is not None:
@@ -124,6 +144,29 @@ class _Sweep:
         if failure and not all(_known(self.values.get(name)) for name in node.outputs if name):
             self.failures[id(node)] = failure
         return progress
+
+    def assume_selected(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> bool:
+        """Type a NonZero's or Compress's output as if `nonzero_fraction` of its candidates were
+        selected (its value was not folded: it is data)."""
+        attributes = {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attributes}
+        shape = selected_shape(node.op_type, attributes, inputs, self.nonzero_fraction)
+        if shape is None:
+            return False
+        axis, rank = count_axis(node.op_type, attributes, len(inputs[0].shape))
+        fixed = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
+        if fixed is not None:
+            shape = (*shape[:axis], fixed, *shape[axis + 1 :])
+        self.assumed[node.name or f"{node.op_type}_{node.position}"] = None
+        return self.learn(TensorInfo(node.outputs[0], shape, "int64" if node.op_type == "NonZero" else inputs[0].dtype))
+
+    @functools.cached_property
+    def consumers(self) -> dict[str, list[Node]]:
+        """The nodes reading each value, built when an assumption first needs them."""
+        readers: dict[str, list[Node]] = {}
+        for node in self.nodes:
+            for name in node.inputs:
+                readers.setdefault(name, []).append(node)
+        return readers
 
     def tensor(self, name: str) -> TensorInfo | None:
         """A value's TensorInfo, with the symbols learned so far put in."""
@@ -237,7 +280,9 @@ class _Sweep:
 
     def body(self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]) -> tuple[onnx.GraphProto, ShapeResult]:
         graph = next(attr.g for attr in node.attributes if attr.name == attribute)
-        return graph, infer_body(graph, inputs, self.tensor, self.folder.value, self.model)
+        result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.nonzero_fraction)
+        self.assumed.update(dict.fromkeys(result.assumed))
+        return graph, result
 
     def loop_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
         """A Loop's outputs from its body, typed with the carried values as the call site has them
@@ -316,6 +361,8 @@ class _Sweep:
                 sources = self.value_sources(node, nodes)
                 if sources:
                     reason += f" (computed from the values of graph input{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))})"
+                if node.op_type in SELECTING_OPS and not node.domain:
+                    reason += "; --nonzero-fraction F sizes it as if F of its candidates were selected"
                 return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)
         return None
 
@@ -351,6 +398,7 @@ def infer_body(
     tensor: Callable[[str], TensorInfo | None],
     value: Callable[[str], np.ndarray | None],
     model: onnx.ModelProto,
+    nonzero_fraction: float | None = None,
 ) -> ShapeResult:
     """The shape engine over a scratch model of a body (a Loop's, an If branch): its inputs declared
     as the call site types them (the body's own declaration where the call site has none), the
@@ -375,7 +423,7 @@ def infer_body(
     body = onnx.helper.make_graph(graph.node, graph.name or "body", declared, outputs, initializer=initializers)
     scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
     scratch.functions.extend(model.functions)
-    return infer(scratch)
+    return infer(scratch, nonzero_fraction=nonzero_fraction)
 
 
 def _unknown_output_reason(node: Node, unknown: list[str], types: Mapping[str, onnx.TypeProto]) -> str:

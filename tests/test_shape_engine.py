@@ -244,7 +244,8 @@ def test_a_value_computed_from_a_graph_input_names_that_input():
     assert cause.op_type == "Expand"
     assert cause.reason.endswith("not a constant the analysis could fold (computed from the values of graph input 'mask')")
     cause = analyze(_masked(expand=False)).uncosted.root_cause
-    assert cause.reason == "NonZero's output size depends on the values of its input data (computed from the values of graph input 'mask')"
+    assert cause.reason == ("NonZero's output size depends on the values of its input data (computed from the values of graph input 'mask'); "
+                            "--nonzero-fraction F sizes it as if F of its candidates were selected")
 
 
 def test_the_cli_says_so_on_stderr_and_in_the_table_and_check_fails(tmp_path, capsys):

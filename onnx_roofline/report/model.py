@@ -134,6 +134,26 @@ class NodeResult:
 
 
 @dataclass(frozen=True)
+class Assumed:
+    """A size the analysis was told to assume because it is data (selection.py): the share of its
+    candidates every NonZero and Compress selects, and the nodes it sized. The figures downstream
+    of them are estimates under that assumption."""
+
+    nonzero_fraction: float
+    nodes: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        """One line: what was assumed, of how many nodes."""
+        count = len(self.nodes)
+        sized = f"{count} node{'s' if count != 1 else ''} sized by it" if count else "no node needed it"
+        return f"NonZero/Compress select {self.nonzero_fraction:.4g} of their candidates (--nonzero-fraction): {sized}, the figures downstream are estimates"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nonzero_fraction": self.nonzero_fraction, "nodes": list(self.nodes)}
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What the report says of the model: path, node count, opsets, the dims bound (and which
     took a default), the precision override, parameters, the shape passes that ran."""
@@ -152,6 +172,7 @@ class ModelInfo:
     weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
     defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.defaults), not by the caller
     solved_dims: Mapping[str, str] = field(default_factory=dict)  # defaulted dims the graph fixes (runnable.py), and what fixes each
+    assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
     """The model as loaded (no weight bytes; its nodes' protos keep it alive anyway): what a command
     reads of it later, as Report.data_files."""
@@ -168,6 +189,7 @@ class ModelInfo:
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,
             "shape_warnings": list(self.shape_warnings),
+            "assumed": None if self.assumed is None else self.assumed.to_dict(),
         }
 
 

@@ -61,6 +61,8 @@ def _summary(report: Report, other: Report | None = None) -> str:
             f"foldable  {len(folded)} constant-foldable node{'s' if len(folded) > 1 else ''} (inputs all weights or constants; "
             f"a runtime computes {'them' if len(folded) > 1 else 'it'} once at load): {si(moved, 'B')}, {duration(spent)}, {share} of the time"
         )
+    if model.assumed is not None:
+        lines.append(f"ASSUMED   {model.assumed.message}")
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
         lines.append(f"UNCOSTED  {report.uncosted.message}")

@@ -19,7 +19,7 @@ def add_command(subparsers) -> None:
     from onnx_roofline.cli import add_model_arguments
 
     verify = subparsers.add_parser("verify", help="run the model in onnxruntime and check the analysis node by node")
-    add_model_arguments(verify)
+    add_model_arguments(verify, assumptions=False)
     verify.add_argument("--seed", type=int, default=0, help="seed of the synthesized weights and inputs (default: 0)")
     verify.add_argument("--threads", type=_up_to(MAX_THREADS), metavar="N", help="onnxruntime intra-op threads (default: its own)")
     verify.add_argument("--timing", action="store_true", help="also time every node against its roofline bound (use a `calibrate` spec as --hw)")

@@ -34,6 +34,7 @@ class Session:
         values: Mapping[str, Sequence[float] | float] | None = None,
         kv_cache: str = "copy",
         fp32_matmul: str = "ieee",
+        nonzero_fraction: float | None = None,
     ):
         self.path = None if isinstance(model, onnx.ModelProto) else str(model)
         self.model = load_model(model)
@@ -45,6 +46,7 @@ class Session:
         self.partial = partial
         self.values = dict(values or {})
         self.kv_cache = kv_cache  # the deployed view's --kv-cache: copy or inplace
+        self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
         self._plan = None
         self._deployed_plan = None
 
@@ -58,6 +60,7 @@ class Session:
             partial=self.partial,
             precision=self.precision,
             values=self.values,
+            nonzero_fraction=self.nonzero_fraction,
         )
 
     def view(self, report: Report, view: str):
