@@ -73,6 +73,57 @@ def _one_hot(inputs: list, attrs: Mapping) -> np.ndarray | None:
     return np.moveaxis(result, -1, axis if axis >= 0 else result.ndim + axis)
 
 
+_COMBINE = {"none": lambda old, new: new, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+"""ScatterElements' and ScatterND's `reduction`: how an update meets the value it lands on."""
+
+
+def _combine(attrs: Mapping) -> Callable:
+    reduction = attrs.get("reduction", "none")
+    return _COMBINE[reduction.decode() if isinstance(reduction, bytes) else reduction]
+
+
+def _scatter_elements(inputs: list, attrs: Mapping) -> np.ndarray:
+    """ScatterElements(data, indices, updates): each update written at its own position with the
+    index put in along `axis` (a TorchScript export's shape arithmetic: `shape[i] = n`)."""
+    data, indices, updates = inputs
+    axis = attrs.get("axis", 0) % data.ndim
+    indices = np.where(indices < 0, indices + data.shape[axis], indices)
+    result, combine = data.copy(), _combine(attrs)
+    for position in np.ndindex(indices.shape):
+        target = (*position[:axis], int(indices[position]), *position[axis + 1 :])
+        result[target] = combine(result[target], updates[position])
+    return result
+
+
+def _scatter_nd(inputs: list, attrs: Mapping) -> np.ndarray:
+    """ScatterND(data, indices, updates): each index tuple of `indices` (its last axis) receives
+    the update slice at the same position."""
+    data, indices, updates = inputs
+    result, combine = data.copy(), _combine(attrs)
+    for position in np.ndindex(indices.shape[:-1]):
+        target = tuple(int(i) for i in indices[position])
+        result[target] = combine(result[target], updates[position])
+    return result
+
+
+def _gather_nd(inputs: list, attrs: Mapping) -> np.ndarray | None:
+    """GatherND(data, indices) without batch dims: the slices the index tuples name."""
+    if attrs.get("batch_dims", 0):
+        return None
+    data, indices = inputs
+    return data[tuple(np.moveaxis(indices.astype(np.int64), -1, 0))]
+
+
+def _cum_sum(inputs: list, attrs: Mapping) -> np.ndarray:
+    """CumSum(x, axis): the running sum, `exclusive` (each element left out of its own) and `reverse`."""
+    data, axis = inputs[0], int(np.asarray(inputs[1]).reshape(-1)[0]) % max(inputs[0].ndim, 1)
+    flipped = np.flip(data, axis) if attrs.get("reverse", 0) else data
+    total = np.cumsum(flipped, axis=axis, dtype=data.dtype)
+    if attrs.get("exclusive", 0):
+        total = total - flipped
+    return np.flip(total, axis) if attrs.get("reverse", 0) else total
+
+
 def _integer_div(a, b):
     return np.trunc(np.true_divide(a, b)).astype(np.result_type(a, b)) if np.result_type(a, b).kind in "iu" else a / b
 
@@ -130,6 +181,11 @@ _EVALUATORS: dict[str, Evaluator] = {
     "Flatten": lambda i, a: _flatten(i[0], a.get("axis", 1)),
     "Sign": lambda i, a: np.sign(i[0]),
     "Clip": lambda i, a: np.clip(i[0], *[None if len(i) <= k or i[k] is None else i[k] for k in (1, 2)]),
+    "ScatterElements": _scatter_elements,
+    "ScatterND": _scatter_nd,
+    "GatherElements": lambda i, a: np.take_along_axis(i[0], np.where(i[1] < 0, i[1] + i[0].shape[a.get("axis", 0)], i[1]), a.get("axis", 0)),
+    "GatherND": _gather_nd,
+    "CumSum": _cum_sum,
     "ReduceProd": _reduce(np.prod),
     "ReduceSum": _reduce(np.sum),
     "ReduceMax": _reduce(np.max),
@@ -160,7 +216,8 @@ class Folder:
     folded yet is remembered until `retry()`, which the caller calls when it has learned more."""
 
     def __init__(self, nodes: list[Node], tensor: Callable[[str], TensorInfo | None], constants: Mapping[str, ConstantSource]):
-        self.producers = {node.outputs[0]: node for node in nodes if len(node.outputs) == 1 and not node.domain}
+        self.producers = {output: node for node in nodes if not node.domain and (len(node.outputs) == 1 or node.op_type == "Split")
+                          for output in node.outputs if output}  # fmt: skip
         self.tensor = tensor
         self.constants = constants  # converted to numpy when a chain first reaches one
         self.known: dict[str, np.ndarray] = {}  # constants converted and values folded
@@ -195,7 +252,7 @@ class Folder:
                 stack.extend(missing)
                 continue
             stack.pop()
-            result = fold_node(node, self.tensor, known)
+            result = fold_node(node, self.tensor, known, top)
             if result is None:
                 failed.add(top)
             else:
@@ -214,14 +271,38 @@ _METADATA = ("Shape", "Size")
 
 
 def _foldable(node: Node) -> bool:
-    return node.op_type in _METADATA or node.op_type in _EVALUATORS
+    return node.op_type in _METADATA or node.op_type in _EVALUATORS or node.op_type == "Split"
 
 
-def fold_node(node: Node, tensor: Callable[[str], TensorInfo | None], known: Mapping[str, np.ndarray]) -> np.ndarray | None:
-    """The node's (single, small) output value, where it is computable from the values known so
+def _attributes(node: Node) -> dict:
+    return {a.name: helper.get_attribute_value(a) for a in node.attributes}
+
+
+def _split(inputs: list, attrs: Mapping, count: int) -> list[np.ndarray] | None:
+    """Split's pieces along `axis`: the sizes of its `split` input (an attribute before opset 13),
+    else `count` equal pieces, the last shorter where they do not divide (opset 18's num_outputs)."""
+    data = inputs[0]
+    axis = attrs.get("axis", 0) % max(data.ndim, 1)
+    sizes = inputs[1] if len(inputs) > 1 and inputs[1] is not None else attrs.get("split")
+    length = data.shape[axis]
+    if sizes is None:
+        piece = -(-length // count)
+        sizes = [max(0, min(piece, length - piece * index)) for index in range(count)]
+    sizes = [int(size) for size in np.asarray(sizes).reshape(-1)]
+    if len(sizes) != count or sum(sizes) != length or min(sizes) < 0:
+        return None  # not a split this data allows: shape inference says why
+    bounds = np.cumsum([0, *sizes])
+    return [np.take(data, np.arange(start, end), axis=axis) for start, end in zip(bounds[:-1], bounds[1:])]
+
+
+def fold_node(node: Node, tensor: Callable[[str], TensorInfo | None], known: Mapping[str, np.ndarray], output: str) -> np.ndarray | None:
+    """The value of the node's (small) `output`, where it is computable from the values known so
     far (constants and folded outputs) and from known shapes; None otherwise."""
     if node.op_type in _METADATA:
         result = _metadata_value(node, tensor(node.inputs[0]))
+    elif node.op_type == "Split" and _all_known(node.inputs, known):
+        pieces = _split([known[name] if name else None for name in node.inputs], _attributes(node), len(node.outputs))
+        result = None if pieces is None else pieces[node.outputs.index(output)]
     elif node.op_type in _EVALUATORS and len(node.outputs) == 1 and _all_known(node.inputs, known):
         result = _evaluate(node, known)
     else:
@@ -256,8 +337,7 @@ def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
         return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
     if node.op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:
         return None  # the same for a large result of small inputs (a causal mask from two ranges)
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attributes}
     try:
-        return np.asarray(_EVALUATORS[node.op_type](inputs, attrs))
+        return np.asarray(_EVALUATORS[node.op_type](inputs, _attributes(node)))
     except (ValueError, TypeError, IndexError, KeyError, OverflowError):
         return None  # an unusual form: leave it to shape inference

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
@@ -99,16 +100,29 @@ def test_q_ordered_longformer_attention():
 
 
 def test_matmul_fpq4_against_onnxruntime():
+    """Against onnxruntime where its CPU build runs the op: MLAS's 4-bit kernels refuse a CPU
+    without the instructions they need ("not yet supported on this hardware platform"); the
+    costs and the schema's shapes are checked there all the same."""
     k, n, m = 64, 16, 3
+    refused = None
     for quant_type, bytes_per_block in ((0, 20), (1, 21)):  # 32 values: 16 bytes, a float scale (+ a zero point)
         size = n * (k // 32) * bytes_per_block
         blob = np.random.default_rng(0).integers(0, 255, size).astype(np.uint8)
         model = _model("MatMulFpQ4", [("a", "float32", [m, k]), ("b", "uint8", [size]), ("b_shape", "int64", [2])], ["y"],
                        {"blk_quant_type": quant_type}, {"b": blob, "b_shape": np.array([k, n], np.int64)})  # fmt: skip
-        node = _check_ort(model)
+        node = _node(model)
+        assert node.status == "ok" and _shapes(node) == {"y": ((m, n), "float32")}
         assert node.cost.flops == 2 * m * k * n
         assert node.cost.dequantize_flops == 2 * k * n  # (q − zero point)·scale per weight
         assert node.parameters == k * n  # the logical weights, not the blob's bytes
+        try:
+            _check_ort(model)
+        except Exception as exc:  # onnxruntime's Fail, raised at the session's creation
+            if "not yet supported on this hardware platform" not in str(exc):
+                raise
+            refused = str(exc).splitlines()[0]
+    if refused:
+        pytest.skip(f"costs checked; onnxruntime refuses to run the op on this CPU: {refused}")
 
 
 def _decoder_attention(static_kv, use_past, constant=True):
