@@ -38,7 +38,7 @@ from onnx_roofline.root_cause import RootCause
 from onnx_roofline.schemas import may_have_bodies
 from onnx_roofline.scopes import graph_outer_references, outer_references
 from onnx_roofline.selection import SELECTING_OPS, count_axis, fixed_count, selected_shape
-from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, is_floating
+from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, sequence_of
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +347,24 @@ class _Sweep:
                 typed[name] = TensorInfo(name, *options.pop())
         return typed
 
-    BODIES = {"Loop": loop_outputs, "If": if_outputs, "Scan": scan_outputs}  # ops typed from their bodies
+    def sequence_map_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
+        """A SequenceMap's output sequences, element by element: the body typed with the i-th
+        element of each sequence input (control_flow.element_inputs) gives their i-th elements."""
+        if not inputs or any(t is None or (t.sequence and t.elements is None) for t in inputs) or not inputs[0].sequence:
+            return {}
+        elements: list[list[tuple]] = [[] for _ in node.outputs]
+        dtypes: list[str | None] = [None] * len(node.outputs)
+        for index in range(len(inputs[0].elements)):
+            graph, result = self.body(node, "body", element_inputs(inputs, index))
+            for slot, output in enumerate(graph.output[: len(node.outputs)]):
+                info = result.values.get(output.name)
+                if not _known(info):
+                    return {}
+                elements[slot].append(info.shape)
+                dtypes[slot] = info.dtype
+        return {name: sequence_of(name, shapes, dtype) for name, shapes, dtype in zip(node.outputs, elements, dtypes) if name}
+
+    BODIES = {"Loop": loop_outputs, "If": if_outputs, "Scan": scan_outputs, "SequenceMap": sequence_map_outputs}  # ops typed from their bodies
 
     def root_cause(self, nodes: list[Node], needed: set[str]) -> RootCause | None:
         """The first node, in graph order, whose present inputs are all known and some of whose

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import field
 
 import onnx
@@ -151,6 +152,12 @@ def sequence_of(name: str, elements: list[tuple[Dim, ...]], dtype: str | None) -
     ranks = {len(shape) for shape in elements}
     common = tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*elements)) if len(ranks) == 1 else None
     return TensorInfo(name, common, dtype, None, True, tuple(tuple(shape) for shape in elements))
+
+
+def element_inputs(inputs: Sequence[TensorInfo], index: int) -> list[TensorInfo]:
+    """What a SequenceMap body's run `index` sees: each sequence input's element `index`, each
+    tensor input as it is."""
+    return [TensorInfo(t.name, t.elements[index], t.dtype) if t.sequence else t for t in inputs]
 
 
 def _all_ints(shape: tuple[Dim, ...]) -> bool:

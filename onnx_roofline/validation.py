@@ -297,6 +297,14 @@ def _label(node: onnx.NodeProto) -> str:
 _AXIS_RANGE = {"Flatten": (0, 1), "OneHot": (1, 1)}  # (extra low, extra high) on [-r, r-1]
 
 
+def _axis_range(node: Node) -> tuple[int, int]:
+    """The extra room an op's `axis` has beyond its input's axes: a new axis where it adds one
+    (OneHot; ConcatFromSequence with new_axis=1 stacks its elements, [-r-1, r])."""
+    if node.op_type == "ConcatFromSequence" and any(attr.name == "new_axis" and attr.i == 1 for attr in node.attributes):
+        return 1, 1
+    return _AXIS_RANGE.get(node.op_type, (0, 0))
+
+
 _SCALED = ("QuantizeLinear", "DequantizeLinear")  # their axis names the scale's axis, when there is one
 
 
@@ -324,7 +332,7 @@ def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: i
         rank = len(info.shape)
         for attr in node.attributes:
             if attr.name == "axis" and attr.type == onnx.AttributeProto.INT:
-                low, high = _AXIS_RANGE.get(node.op_type, (0, 0))
+                low, high = _axis_range(node)
                 if not -(rank + low) <= attr.i <= rank - 1 + high:
                     raise ModelLoadError(
                         f"not a valid ONNX model: node {_label(node.proto)}: axis {attr.i} is out of range for its rank-{rank} input {info.name!r}"

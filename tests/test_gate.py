@@ -227,6 +227,8 @@ def test_policy_from_pyproject(tmp_path):
     ('[op_type.MatMul]\nmax_latncy = "1ms"', "unknown key `op_type.MatMul.max_latncy`"),
     ('[module."transformer.h.0"]\nmax_time_share = 2', '`module."transformer.h.0".max_time_share`: ambiguous'),
     ('[dims]\nbatch = 0', "`dims.batch`: expected a positive whole number"),
+    ('nonzero_fraction = 2', "`nonzero_fraction`: the fraction of elements selected must be in [0, 1]"),
+    ('nonzero_fraction = "a/b"', "`nonzero_fraction`: malformed fraction 'a/b'"),
     ('max_bytes = [1, 2]', "`max_bytes` must be a single value, not a list"),
     ('op_type = 3', "`op_type` must be a table"),
     ('max_latency = = 2', "not valid TOML"),

@@ -167,3 +167,16 @@ def test_a_transformers_mixtral_export_with_eager_experts_is_costed_under_unifor
     assert sum(n.cost.flops for n in expert_matmuls) == hit * per_expert
     assert math.isclose(report.model.assumed.nonzero_fraction, 0.25)
     assert all("experts/NonZero" in name for name in report.model.assumed.nodes)
+
+
+def test_a_policy_file_carries_the_fraction_and_the_flag_wins(tmp_path, capsys):
+    path = tmp_path / "routed.onnx"
+    path.write_bytes(_routed().SerializeToString())
+    policy = tmp_path / "roofline.toml"
+    policy.write_text('nonzero_fraction = "1/8"\n')
+    assert main(["check", str(path), "--policy", str(policy), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] == 0.125
+    assert main(["check", str(path), "--policy", str(policy), "--nonzero-fraction", "0.5"]) == 0
+    assert "assumed: NonZero/Compress select 0.5 of their candidates" in capsys.readouterr().out  # the gate's text says it
+    assert main(["check", str(path), "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] is None

@@ -104,3 +104,28 @@ def test_a_torch_export_that_splits_into_sequences(tmp_path):
     outputs = {t.name: t.shape for n in report.nodes for t in n.outputs if t is not None}
     assert outputs[report.model.graph_outputs[0]] == (3, 6, 8)  # q·k (4 wide) beside v (4 wide)
     assert outputs[report.model.graph_outputs[1]] == (3, 2, 12)  # three chunks of 2 rows, summed
+
+
+def test_sequence_map_runs_its_body_on_every_element(tmp_path):
+    """SequenceMap(pieces, bias): its body's i-th run sees the i-th piece and the bias as it is;
+    the outputs are sequences of what each run gives. Checked against onnxruntime's run; FLOPs,
+    the body's per run: a multiply and an add per element of that piece."""
+    body = helper.make_graph(
+        [helper.make_node("Mul", ["e", "e"], ["square"]), helper.make_node("Add", ["square", "b"], ["out"]),
+         helper.make_node("ReduceSum", ["out"], ["total"], keepdims=0)],
+        "body", [helper.make_tensor_value_info("e", F, None), helper.make_tensor_value_info("b", F, None)],
+        [helper.make_tensor_value_info("out", F, None), helper.make_tensor_value_info("total", F, None)],
+    )  # fmt: skip
+    nodes = [
+        helper.make_node("SplitToSequence", ["x", "sizes"], ["pieces"], axis=0),  # 6 rows in 1 + 2 + 3
+        helper.make_node("SequenceMap", ["pieces", "bias"], ["mapped", "totals"], body=body),
+        helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=0),
+        helper.make_node("ConcatFromSequence", ["totals"], ["t"], axis=0, new_axis=1),
+    ]
+    values = _check(_graph(tmp_path, nodes, [("x", F, [6, 4]), ("bias", F, [4])], [("y", F, None), ("t", F, None)], [("sizes", [1, 2, 3])]))
+    assert values["mapped"].elements == ((1, 4), (2, 4), (3, 4)) and values["totals"].elements == ((), (), ())
+    assert values["y"].shape == (6, 4) and values["t"].shape == (3,)
+    report = analyze(tmp_path / "sequences.onnx")
+    mapped = next(n for n in report.nodes if n.op_type == "SequenceMap")
+    elements = 6 * 4
+    assert mapped.cost.flops == elements * 2 + (elements - 3)  # multiply and add per element; each run's sum: n − 1 adds

@@ -681,6 +681,22 @@ def test_a_bfloat16_value_inside_a_float32_graph_is_observed():
     assert result.passed and result.comparison.values_checked == 2 and result.report.nodes[0].cost.bytes_written == 3 * 2
 
 
+@pytest.mark.parametrize("elem_type", [TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2])
+def test_a_bfloat16_or_float8_graph_input_is_fed_as_its_bits(elem_type):
+    """onnxruntime's Python API takes no bfloat16 or float8 array: verify synthesizes the values
+    with ml_dtypes and hands them over as an OrtValue of their bits (run.runtime_feeds)."""
+    nodes = [helper.make_node("Cast", ["x"], ["f"], to=TensorProto.FLOAT), helper.make_node("MatMul", ["f", "w"], ["y"]),
+             helper.make_node("Cast", ["y"], ["out"], to=elem_type)]  # fmt: skip
+    weight = numpy_helper.from_array(np.ones((8, 4), np.float32), "w")
+    graph = helper.make_graph(nodes, "narrow", [helper.make_tensor_value_info("x", elem_type, ["batch", 8])],
+                              [helper.make_tensor_value_info("out", elem_type, None)], initializer=[weight])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+    model.ir_version = 10
+    result = verify(model, dims={"batch": 2})
+    assert result.passed and result.comparison.values_checked == 3, result.comparison.disagreements
+    assert result.report.nodes[1].cost.flops == 2 * 2 * 8 * 4
+
+
 def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
     """quantize_static with float8 e4m3 activations and weights (QDQ) — onnxruntime returns its
     float8 values as uint8 arrays, which read as a dtype disagreement before they were observed

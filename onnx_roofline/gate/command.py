@@ -96,10 +96,11 @@ def _strict_about_uncosted(policy: Policy) -> Policy:
 
 
 def _analysis_options(options: argparse.Namespace, policy: Policy) -> argparse.Namespace:
-    """The options `analyze` reads, with the policy's hw and dims where the flags give none."""
+    """The options `analyze` reads, with the policy's hw, dims and nonzero_fraction where the flags give none."""
     given = {parse_dim(text)[0] for text in options.dim}
     dims = [f"{name}={size}" for name, size in policy.dims.items() if name not in given] + list(options.dim)
-    return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW})
+    fraction = options.nonzero_fraction if options.nonzero_fraction is not None else policy.nonzero_fraction
+    return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW, "nonzero_fraction": fraction})
 
 
 def _argument(parse: Callable) -> Callable:

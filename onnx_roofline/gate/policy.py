@@ -42,6 +42,7 @@ class Policy:
 
     hw: str | None = None
     dims: Mapping[str, int] = field(default_factory=dict)
+    nonzero_fraction: float | None = None  # --nonzero-fraction's assumption (selection.py), where the flag gives none
     max_latency: Mapping[str, float] = field(default_factory=dict)  # hardware key or "default" → seconds
     max_memory_bound_share: float | None = None
     max_bytes: int | None = None
@@ -120,6 +121,15 @@ def _dim(value: Any) -> int:
     return value
 
 
+def _selected_share(value: Any) -> float:
+    """`nonzero_fraction = 0.125` or `"1/8"`, as --nonzero-fraction takes it."""
+    from onnx_roofline.selection import parse_fraction as parse_selected
+
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(f"expected a number in [0, 1] or a ratio such as \"1/8\", got {value!r}")
+    return parse_selected(str(value))
+
+
 def _table_of(parse_entry: Parser, check_name: Callable[[str, str, str], str] | None = None) -> Parser:
     """A table whose keys the user names (dims, op types, modules), each value parsed alike."""
 
@@ -178,6 +188,7 @@ _BUDGET: dict[str, Parser] = {
 _TOP_LEVEL: dict[str, Parser] = {
     "hw": _scalar(_string),
     "dims": _table_of(_scalar(_dim)),
+    "nonzero_fraction": _scalar(_selected_share),
     "max_latency": _latency_limits,
     "max_memory_bound_share": _SHARE,
     "max_bytes": _scalar(parse_amount),

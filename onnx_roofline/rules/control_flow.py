@@ -1,4 +1,4 @@
-"""Control flow: If, Loop, Scan. A body costs the sum of its nodes (each placed on the roofline on
+"""Control flow: If, Loop, Scan, SequenceMap. A body costs the sum of its nodes (each placed on the roofline on
 its own); the node's time is the sum of their times.
 
 A body's inputs are typed from the call site, as ONNX's own inference types them: Loop's
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from onnx_roofline.costs import CompositeCost, Uncostable
 from onnx_roofline.rules.context import OpNode
 from onnx_roofline.rules.registry import register
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.tensors import TensorInfo, element_inputs
 
 UNKNOWN_TRIPS = "unknown-trip-count"
 
@@ -65,6 +65,19 @@ def scan_v8(node: OpNode) -> CompositeCost:
     first = node.inputs[states]
     inputs = [_drop(s, 0) for s in node.inputs[1:states]] + [_drop(_drop(x, 0), 0) for x in node.inputs[states:]]
     return _repeat(node.subgraph(node.attrs["body"], inputs), first.shape[0] * first.shape[1])
+
+
+@register("SequenceMap", since=17)
+def sequence_map(node: OpNode) -> CompositeCost:
+    """Σ over the elements of the body's cost with that element: the body's i-th run sees the i-th
+    element of each sequence input and every tensor input as it is (runs alike in shapes costed
+    once, times their count)."""
+    runs: dict[tuple, list[int]] = {}  # the element shapes a run sees → [its first run, how many runs]
+    for index in range(len(node.inputs[0].elements)):
+        key = tuple(t.elements[index] if t.sequence else None for t in node.inputs)
+        runs.setdefault(key, [index, 0])[1] += 1
+    body = node.attrs["body"]
+    return repeated((node.subgraph(body, element_inputs(node.inputs, first)), count) for first, count in runs.values())
 
 
 def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:

@@ -10,7 +10,9 @@ import onnx
 from onnx import helper
 
 from onnx_roofline.dims import bind
+from onnx_roofline.tensors import dtype_name
 from onnx_roofline.verify.errors import VerifyError
+from onnx_roofline.verify.run import FED_AS_BITS
 
 SMALL_INT_RANGE = 2  # integer inputs with no table to index: 0/1 is valid as ids, positions, flags
 _VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast"}
@@ -78,7 +80,9 @@ def make_feeds(
     ranges = index_ranges(model.graph)
     feeds = {}
     for name, (shape, dtype) in bound_inputs(model, dims, input_shapes).items():
-        if "mask" in name.lower() and (dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+        if dtype.type.__module__ == "ml_dtypes" and dtype_name(helper.np_dtype_to_tensor_dtype(dtype)) in FED_AS_BITS:
+            feeds[name] = rng.standard_normal(size=shape).astype(np.float32).astype(dtype)  # bfloat16, float8: fed as bits (run.runtime_feeds)
+        elif "mask" in name.lower() and (dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
             feeds[name] = np.ones(shape, dtype=dtype)
         elif dtype == np.bool_:
             feeds[name] = rng.integers(0, 2, size=shape).astype(np.bool_)

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.tensors import TensorInfo, dtype_name
 from onnx_roofline.verify.errors import VerifyError
 
 PROVIDERS = ["CPUExecutionProvider"]
@@ -29,9 +29,26 @@ CAST_OBSERVED = frozenset({"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8
 """Element types onnxruntime's Python API returns no array of (or a uint8 one, for some float8s):
 a value of one is observed through a Cast of it to float32, which keeps its shape, and its dtype
 is the session's own type for it."""
+FED_AS_BITS = frozenset({"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz"})
+"""Element types onnxruntime's Python API takes no array of: a feed of one (an ml_dtypes array)
+is handed over as its bits, an OrtValue of that type (runtime_feeds)."""
 CHUNK_FLOOR = 16 * 2**20
 """The least output bytes one run returns: a graph of small activations is observed in a few
 runs, not one per node."""
+
+
+def runtime_feeds(feeds: Mapping[str, Any]) -> dict[str, Any]:
+    """The feeds as onnxruntime's `run` takes them: arrays of a FED_AS_BITS type as OrtValues of
+    their bits, the rest as they are."""
+    import onnxruntime as ort
+
+    converted = dict(feeds)
+    for name, array in feeds.items():
+        kind = getattr(array, "dtype", None)
+        if kind is not None and kind.type.__module__ == "ml_dtypes" and dtype_name(onnx.helper.np_dtype_to_tensor_dtype(kind)) in FED_AS_BITS:
+            bits = np.ascontiguousarray(array).view(f"u{kind.itemsize}")
+            converted[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.helper.np_dtype_to_tensor_dtype(kind))
+    return converted
 
 
 def chunk_bytes(peak_activation_bytes: int) -> int:
@@ -87,7 +104,7 @@ def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Ma
                 chunk = [name for name in chunk if name not in cast]
                 cast = {}
         try:
-            results = session.run([cast.get(name, name) for name in chunk], {**feeds, **fed})
+            results = session.run([cast.get(name, name) for name in chunk], runtime_feeds({**feeds, **fed}))
         except Exception as exc:
             raise VerifyError(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
         for name, value in zip(chunk, results):

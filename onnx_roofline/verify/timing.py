@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from onnx_roofline.verify.errors import VerifyError
-from onnx_roofline.verify.run import open_session, session_options
+from onnx_roofline.verify.run import open_session, runtime_feeds, session_options
 
 RESOLUTION_S = 1e-6  # the profiler's `dur` is in whole microseconds, truncated
 _TIMED_NAME = re.compile(r"^v(\d+)$")
@@ -60,7 +60,7 @@ def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int =
         options.profile_file_prefix = os.path.join(folder, "profile")
         session = open_session(timed, options)
         for _ in range(warmup + runs):
-            session.run(None, dict(feeds))
+            session.run(None, runtime_feeds(feeds))
         with open(session.end_profiling()) as stream:
             events = json.load(stream)
         executed = onnx.load(options.optimized_model_filepath, load_external_data=False) if optimize else timed
