@@ -180,3 +180,13 @@ def test_a_policy_file_carries_the_fraction_and_the_flag_wins(tmp_path, capsys):
     assert "assumed: NonZero/Compress select 0.5 of their candidates" in capsys.readouterr().out  # the gate's text says it
     assert main(["check", str(path), "--format", "json"]) == 1
     assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] is None
+
+
+def test_the_what_if_studies_take_the_fraction_and_say_so(tmp_path, capsys):
+    path = tmp_path / "routed.onnx"
+    path.write_bytes(_routed(tokens=8).SerializeToString())
+    assert main(["sweep", str(path), "--nonzero-fraction", "0.5", "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["nonzero_fraction"] == 0.5
+    assert main(["sweep", str(path), "--nonzero-fraction", "1/2"]) == 0
+    assert "assumed: NonZero/Compress select 0.5 of their candidates" in capsys.readouterr().out.splitlines()[0]

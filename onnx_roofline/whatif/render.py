@@ -178,6 +178,8 @@ def _title(study: str, setup: dict, view: str | None) -> str:
     parts = [f"{study}  {setup['path'] or '<in-memory>'}", f"hw {hw}", f"dims {dims}"]
     if setup.get("precision"):
         parts.append(f"costed as {setup['precision']}")
+    if setup.get("nonzero_fraction") is not None:
+        parts.append(f"assumed: NonZero/Compress select {setup['nonzero_fraction']:.4g} of their candidates")
     if view:
         what = TIMES.get(view, "")
         if view == "deployed" and setup.get("kv_cache"):

@@ -104,4 +104,5 @@ class Session:
             "precision": self.precision,
             "kv_cache": self.kv_cache,
             "fp32_matmul": self.fp32_matmul,
+            "nonzero_fraction": self.nonzero_fraction,
         }
