@@ -1,12 +1,12 @@
-"""Sizes that are data, assumed: how many elements a NonZero or a Compress selects.
+"""How many elements a NonZero or a Compress selects, where that count is data.
 
 Their output length is the count of true (non-zero) elements of a tensor the graph computes, often
-from activations (an MoE router's top-k choices, a mask): no static analysis can know it. Asked to
-(`--nonzero-fraction F`), the shape engine sizes each such output as if F of the elements it
-chooses from were selected, rounded up — a node that keeps any share keeps at least one element —
-unless the graph itself fixes the count (fixed_count: a trace's loop unrolled over the selection);
-the report names the fraction and every node it sized: the figures downstream are estimates under
-that assumption. For an MoE layer whose experts each take the tokens routed to them through
+from activations (an MoE router's top-k choices, a mask): no static analysis can know it — unless
+the graph itself fixes it (fixed_count: a trace's loop unrolled over the selection, which runs at
+that count alone). Asked to (`--nonzero-fraction F`), the shape engine sizes each other such output
+as if F of the elements it chooses from were selected, rounded up — a node that keeps any share
+keeps at least one element — and the report names the fraction and every node it sized: the
+figures downstream are estimates under that assumption. For an MoE layer whose experts each take the tokens routed to them through
 a one-hot mask (transformers' eager experts), F = 1 / num_experts is uniform routing: each expert
 gets tokens · top_k / num_experts of them."""
 
@@ -41,24 +41,37 @@ def check_fraction(value: float) -> None:
         raise ValueError(f"the fraction of elements selected must be in [0, 1], not {value!r}")
 
 
-def selected_shape(op_type: str, attributes: dict, inputs: tuple[TensorInfo | None, ...], fraction: float) -> tuple[Dim, ...] | None:
-    """The output shape of a NonZero ([rank, selected]) or a Compress (its input with the chosen
-    axis, or the whole flattened input, cut to the selected elements) when `fraction` of the
-    candidates are selected; None where its inputs are not known well enough to say."""
+def candidates(op_type: str, attributes: dict, inputs: Sequence[TensorInfo | None]) -> int | None:
+    """How many elements a NonZero (every element of its input) or a Compress (along its axis, or
+    of its flattened input: as many as its condition covers) chooses from; None where its inputs
+    are not known well enough to say."""
     data = inputs[0] if inputs else None
     if data is None or not data.is_known:
         return None
     if op_type == "NonZero":
-        return len(data.shape), _selected(data.numel, fraction)
+        return data.numel
     condition = inputs[1] if len(inputs) > 1 else None
     if condition is None or not condition.is_known:
         return None
     axis = attributes.get("axis")
-    if axis is None:  # the flattened input, selected by the condition's leading elements
-        return (_selected(min(data.numel, condition.numel), fraction),)
+    return min(data.numel if axis is None else data.shape[axis % len(data.shape)], condition.numel)
+
+
+def selected_shape(op_type: str, attributes: dict, data: TensorInfo, count: int) -> tuple[Dim, ...]:
+    """The output shape when `count` elements are selected: NonZero's [rank, count]; Compress's
+    input with its axis cut to `count` ([count] without an axis)."""
+    if op_type == "NonZero":
+        return len(data.shape), count
+    axis = attributes.get("axis")
+    if axis is None:
+        return (count,)
     axis %= len(data.shape)
-    candidates = min(data.shape[axis], condition.numel)
-    return (*data.shape[:axis], _selected(candidates, fraction), *data.shape[axis + 1 :])
+    return (*data.shape[:axis], count, *data.shape[axis + 1 :])
+
+
+def assumed_count(candidates: int, fraction: float) -> int:
+    """`fraction` of the candidates, rounded up: a share of any size keeps at least one."""
+    return min(candidates, math.ceil(candidates * fraction - 1e-9))  # 1/3 of 3 is 1, not 2 from 1.0000000000000002
 
 
 def count_axis(op_type: str, attributes: dict, data_rank: int) -> tuple[int, int]:
@@ -96,7 +109,3 @@ def fixed_count(output: str, axis: int, rank: int, consumers: Mapping[str, Seque
                 if sizes:
                     return sum(sizes)
     return None
-
-
-def _selected(candidates: int, fraction: float) -> int:
-    return min(candidates, math.ceil(candidates * fraction - 1e-9))  # 1/3 of 3 is 1, not 2 from 1.0000000000000002

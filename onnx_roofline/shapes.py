@@ -37,7 +37,7 @@ from onnx_roofline.nodes import Node, read_nodes
 from onnx_roofline.root_cause import RootCause
 from onnx_roofline.schemas import may_have_bodies
 from onnx_roofline.scopes import graph_outer_references, outer_references
-from onnx_roofline.selection import SELECTING_OPS, count_axis, fixed_count, selected_shape
+from onnx_roofline.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, sequence_of
 
 log = logging.getLogger(__name__)
@@ -131,8 +131,10 @@ class _Sweep:
         value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_shape(self.values.get(node.outputs[0])) else None
         if value is not None:
             return self.learn(TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value)))
-        if self.nonzero_fraction is not None and not node.domain and node.op_type in SELECTING_OPS:
-            return self.assume_selected(node, inputs)
+        if not node.domain and node.op_type in SELECTING_OPS:
+            learned = self.type_selection(node, inputs)
+            if learned is not None:
+                return learned
         partial = self.substituted(node.outputs[0]) if len(node.outputs) == 1 else None
         shape = complete(node, inputs, partial.shape) if partial is not None and partial.dtype else None
         if shape is not None:
@@ -145,19 +147,23 @@ class _Sweep:
             self.failures[id(node)] = failure
         return progress
 
-    def assume_selected(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> bool:
-        """Type a NonZero's or Compress's output as if `nonzero_fraction` of its candidates were
-        selected (its value was not folded: it is data)."""
+    def type_selection(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> bool | None:
+        """Type a NonZero's or Compress's output whose value was not folded (it is data): at the
+        count the graph fixes downstream, else at `nonzero_fraction` of its candidates (recorded
+        as assumed). None where neither applies: its inputs, or the count, unknown."""
         attributes = {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attributes}
-        shape = selected_shape(node.op_type, attributes, inputs, self.nonzero_fraction)
-        if shape is None:
-            return False
+        total = candidates(node.op_type, attributes, inputs)
+        if total is None:
+            return None
         axis, rank = count_axis(node.op_type, attributes, len(inputs[0].shape))
-        fixed = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
-        if fixed is not None:
-            shape = (*shape[:axis], fixed, *shape[axis + 1 :])
-        self.assumed[node.name or f"{node.op_type}_{node.position}"] = None
-        return self.learn(TensorInfo(node.outputs[0], shape, "int64" if node.op_type == "NonZero" else inputs[0].dtype))
+        count = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
+        if count is None and self.nonzero_fraction is not None:
+            count = assumed_count(total, self.nonzero_fraction)
+            self.assumed[node.name or f"{node.op_type}_{node.position}"] = None
+        if count is None:
+            return None
+        dtype = "int64" if node.op_type == "NonZero" else inputs[0].dtype
+        return self.learn(TensorInfo(node.outputs[0], selected_shape(node.op_type, attributes, inputs[0], count), dtype))
 
     @functools.cached_property
     def consumers(self) -> dict[str, list[Node]]:

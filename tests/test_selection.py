@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
 from onnx_roofline.cli import main
-from onnx_roofline.selection import parse_fraction, selected_shape
+from onnx_roofline.selection import assumed_count, candidates, parse_fraction, selected_shape
 from onnx_roofline.tensors import TensorInfo
 
 
@@ -46,17 +46,21 @@ def test_parse_fraction_takes_a_decimal_or_a_ratio_in_zero_to_one():
             parse_fraction(bad)
 
 
-def test_selected_shapes_round_up_within_the_candidates():
+def test_the_assumed_count_rounds_up_within_the_candidates():
     data = TensorInfo("x", (3, 4), "float")
-    assert selected_shape("NonZero", {}, (data,), 0.25) == (2, 3)  # 12 candidates × 1/4
-    assert selected_shape("NonZero", {}, (data,), 1 / 3) == (2, 4)  # 12/3 = 4, not 5 from rounding error
-    assert selected_shape("NonZero", {}, (data,), 0.01) == (2, 1)  # any share keeps at least one
-    assert selected_shape("NonZero", {}, (data,), 0.0) == (2, 0)
+    assert candidates("NonZero", {}, (data,)) == 12
+    assert assumed_count(12, 0.25) == 3 and selected_shape("NonZero", {}, data, 3) == (2, 3)
+    assert assumed_count(12, 1 / 3) == 4  # not 5 from rounding error
+    assert assumed_count(12, 0.01) == 1  # any share keeps at least one
+    assert assumed_count(12, 0.0) == 0
     condition = TensorInfo("c", (4,), "bool")
-    assert selected_shape("Compress", {"axis": 1}, (data, condition), 0.5) == (3, 2)
-    assert selected_shape("Compress", {"axis": -2}, (data, TensorInfo("c", (2,), "bool")), 1.0) == (2, 4)  # the condition's 2 of 3 rows
-    assert selected_shape("Compress", {}, (data, condition), 0.5) == (2,)  # flattened: the condition's 4 leading elements
-    assert selected_shape("NonZero", {}, (TensorInfo("x", ("n", 4), "float"),), 0.5) is None
+    assert candidates("Compress", {"axis": 1}, (data, condition)) == 4
+    assert selected_shape("Compress", {"axis": 1}, data, 2) == (3, 2)
+    assert candidates("Compress", {"axis": -2}, (data, TensorInfo("c", (2,), "bool"))) == 2  # the condition's 2 of 3 rows
+    assert selected_shape("Compress", {"axis": -2}, data, 2) == (2, 4)
+    assert candidates("Compress", {}, (data, condition)) == 4  # flattened: the condition's 4 leading elements
+    assert selected_shape("Compress", {}, data, 2) == (2,)
+    assert candidates("NonZero", {}, (TensorInfo("x", ("n", 4), "float"),)) is None
 
 
 def test_without_the_flag_the_nodes_stay_uncosted_and_the_root_cause_says_how_to_size_them():
@@ -99,9 +103,13 @@ def test_a_split_of_the_selection_into_constant_sizes_fixes_its_count():
     ]
     sizes = numpy_helper.from_array(np.array([1, 1, 1], np.int64), "sizes")
     outputs = [helper.make_tensor_value_info(name, TensorProto.INT64, None) for name in "abc"]
-    report = analyze(_model(nodes, [helper.make_tensor_value_info("hit", TensorProto.BOOL, [5])], outputs, [sizes]), nonzero_fraction=0.25)
+    model = _model(nodes, [helper.make_tensor_value_info("hit", TensorProto.BOOL, [5])], outputs, [sizes])
+    report = analyze(model, nonzero_fraction=0.25)
     assert report.uncosted.count == 0
     assert report.nodes[0].outputs[0].shape == (1, 3)  # the Split's 1 + 1 + 1, not ceil(5 / 4) = 2
+    assert report.model.assumed.nodes == ()  # the graph's count, not an assumption
+    plain = analyze(model)  # and without one: the graph runs at this count alone
+    assert plain.uncosted.count == 0 and plain.nodes[0].outputs[0].shape == (1, 3) and plain.model.assumed is None
 
 
 def test_the_command_line_names_the_assumption_in_the_table_json_and_stderr(tmp_path, capsys):
