@@ -25,6 +25,7 @@ from onnx_roofline.loader import opsets
 from onnx_roofline.nodes import Node
 from onnx_roofline.schemas import may_have_bodies
 from onnx_roofline.scopes import outer_references
+from onnx_roofline.spec_defaults import lacks_defaults, spell_out_defaults
 
 PIECE_NODES = 10_000  # nodes above which a graph is inferred in pieces of this many (shapes.py)
 # ONNX's pass is itself faster a piece at a time: 2.5 µs a node for 10,000 nodes, 4.8 µs for 200,000.
@@ -80,6 +81,8 @@ class _Tables:
         if piece[0].has_metadata:  # dynamo's stack traces: serialized and parsed for nothing
             for node in result.graph.node:
                 node.ClearField("metadata_props")
+        if lacks_defaults(piece):  # a default inference misreads (spec_defaults.py)
+            spell_out_defaults(result.graph.node)
         reads = self._reads(piece, produced)
         for name in reads:
             if name in known:

@@ -38,6 +38,7 @@ from onnx_roofline.root_cause import RootCause
 from onnx_roofline.schemas import may_have_bodies
 from onnx_roofline.scopes import graph_outer_references, outer_references
 from onnx_roofline.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
+from onnx_roofline.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
 from onnx_roofline.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, sequence_of
 
 log = logging.getLogger(__name__)
@@ -148,15 +149,19 @@ class _Sweep:
         return progress
 
     def type_selection(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> bool | None:
-        """Type a NonZero's or Compress's output whose value was not folded (it is data): at the
-        count the graph fixes downstream, else at `nonzero_fraction` of its candidates (recorded
-        as assumed). None where neither applies: its inputs, or the count, unknown."""
+        """Type a NonZero's or Compress's output whose value was not folded: at the count the graph
+        fixes downstream, or a Compress's constant condition gives, else at `nonzero_fraction` of
+        its candidates (recorded as assumed). None where none applies: its inputs, or the count,
+        unknown."""
         attributes = {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attributes}
         total = candidates(node.op_type, attributes, inputs)
         if total is None:
             return None
         axis, rank = count_axis(node.op_type, attributes, len(inputs[0].shape))
         count = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
+        condition = self.folder.value(node.inputs[1]) if node.op_type == "Compress" else None
+        if count is None and condition is not None:  # a constant condition: the count is its trues among the candidates
+            count = int(np.count_nonzero(condition.reshape(-1)[:total]))
         if count is None and self.nonzero_fraction is not None:
             count = assumed_count(total, self.nonzero_fraction)
             self.assumed[node.name or f"{node.op_type}_{node.position}"] = None
@@ -264,7 +269,7 @@ class _Sweep:
                 outputs = self.function_inference(node, types, data)
             else:
                 outputs = onnx.shape_inference.infer_node_outputs(
-                    schema, node.proto, types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
+                    schema, with_defaults(node.proto), types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
                 )
         except Exception as exc:  # onnx raises InferenceError, RuntimeError, ValueError, …: it is the reason
             return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
@@ -590,16 +595,21 @@ def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str])
     return unknown, unread
 
 
-def _without_metadata(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto:
+def _for_inference(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto:
     """The model as shape inference needs it. Dynamo exports carry metadata_props on every node
     (stack traces, most of the file), which inference would serialize, parse and return for
-    nothing: a copy without them halves its time. The first node tells whether they are there."""
-    if not nodes or not nodes[0].has_metadata:
+    nothing: a copy without them halves its time (the first node tells whether they are there).
+    A default inference misreads is spelled out in the copy (spec_defaults.py)."""
+    metadata, defaults = bool(nodes) and nodes[0].has_metadata, lacks_defaults(nodes)
+    if not metadata and not defaults:
         return model
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    for node in copy.graph.node:
-        node.ClearField("metadata_props")
+    if metadata:
+        for node in copy.graph.node:
+            node.ClearField("metadata_props")
+    if defaults:
+        spell_out_defaults(copy.graph.node)
     return copy
 
 
@@ -616,7 +626,7 @@ def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[st
     if len(nodes) > pieces.PIECE_NODES:
         return pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, failed)
     try:
-        return inferred_types(_without_metadata(model, nodes))
+        return inferred_types(_for_inference(model, nodes))
     except Exception as exc:  # onnx raises several types (InferenceError, RuntimeError); keep going without
         failed("the whole graph", exc)
         return declared_types(model.graph)

@@ -2,7 +2,7 @@
 by (domain, op_type) beside the cost rules (`registry.py` says how)."""
 
 from onnx_roofline.shape_rules import contrib, transformer  # noqa: F401 (registers)
-from onnx_roofline.shape_rules import ml, nchwc, sequences  # noqa: F401 (registers)
+from onnx_roofline.shape_rules import ml, nchwc, sequences, standard  # noqa: F401 (registers)
 from onnx_roofline.shape_rules import contrib_classic, contrib_llm, contrib_quantized  # noqa: F401 (registers)
 from onnx_roofline.shape_rules.registry import DataDependent, infer_node, lookup, registered, shape_function, value_inputs
 

@@ -27,6 +27,12 @@ def matmul(a: Shape, b: Shape) -> Shape:
     return (*broadcast(left[:-2], right[:-2]), *rows, *columns)
 
 
+def constant_values(node: OpNode, index: int) -> list | None:
+    """The constant (or folded) value at input `index` as a flat list, else None."""
+    value = node.input_value(index)
+    return None if value is None else value.reshape(-1).tolist()
+
+
 def text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
 

@@ -11,16 +11,10 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.rules.context import OpNode
-from onnx_roofline.shape_rules.arithmetic import broadcast, matmul, same, window
+from onnx_roofline.shape_rules.arithmetic import broadcast, constant_values, matmul, same, window
 from onnx_roofline.shape_rules import contrib
 from onnx_roofline.shape_rules.contrib import qlinear_reduce_mean
 from onnx_roofline.shape_rules.registry import DataDependent, Output, shape_function
-
-
-def _values(node: OpNode, index: int) -> list | None:
-    """The constant (or folded) value at input `index` as a flat list, else None."""
-    value = node.input_value(index)
-    return None if value is None else value.reshape(-1).tolist()
 
 
 shape_function("Trilu", "Inverse", "SampleOp")(same(0))
@@ -36,7 +30,7 @@ shape_function(
 def pad(node: OpNode) -> list[Output]:
     """Each dim grows by its begin and end pads (negative: cropped), pads being the constant input 1
     ([2·rank] or [1, 2·rank], begins first)."""
-    data, pads = node.inputs[0], _values(node, 1)
+    data, pads = node.inputs[0], constant_values(node, 1)
     if pads is None:
         return [None]
     rank = data.rank
@@ -46,8 +40,8 @@ def pad(node: OpNode) -> list[Output]:
 @shape_function("Range", value_inputs=(0, 1, 2))
 def range_(node: OpNode) -> list[Output]:
     """[max(⌈(limit − start)/delta⌉, 0)] in start's dtype, from the constant scalars (delta default 1)."""
-    start, limit = _values(node, 0), _values(node, 1)
-    delta = _values(node, 2) if node.input(2) is not None else [1]
+    start, limit = constant_values(node, 0), constant_values(node, 1)
+    delta = constant_values(node, 2) if node.input(2) is not None else [1]
     if start is None or limit is None or delta is None:
         return [None]
     return [((max(math.ceil((limit[0] - start[0]) / delta[0]), 0),), node.inputs[0].dtype)]
@@ -99,7 +93,7 @@ def conv_transpose_with_dynamic_pads(node: OpNode) -> list[Output]:
     + 1 − pad_begin − pad_end, the pads from the constant input 2 (begins first; absent: 0)."""
     x, w = node.inputs[0], node.inputs[1]
     spatial = x.rank - 2
-    pads = _values(node, 2) if node.input(2) is not None else [0] * (2 * spatial)
+    pads = constant_values(node, 2) if node.input(2) is not None else [0] * (2 * spatial)
     if pads is None:
         return [None]
     kernel = node.attrs.get("kernel_shape") or w.shape[2:]
@@ -145,7 +139,7 @@ def irfft(node: OpNode) -> list[Output]:
 @shape_function("ExpandDims", value_inputs=(1,))
 def expand_dims(node: OpNode) -> list[Output]:
     """X with a 1 inserted at the constant axis (input 1; negative counts from the end of the result)."""
-    x, axis = node.inputs[0], _values(node, 1)
+    x, axis = node.inputs[0], constant_values(node, 1)
     if axis is None:
         return [None]
     at = axis[0] % (x.rank + 1)
@@ -214,7 +208,7 @@ def murmur_hash3(node: OpNode) -> list[Output]:
 def crop_and_resize(node: OpNode) -> list[Output]:
     """[num_rois, C, crop_h, crop_w] from X [N, C, H, W], the batch_indices' length and the constant
     crop_size (input 3); X's dtype."""
-    x, crop = node.inputs[0], _values(node, 3)
+    x, crop = node.inputs[0], constant_values(node, 3)
     if crop is None:
         return [None]
     return [((node.inputs[2].shape[0], x.shape[1], *crop[:2]), x.dtype)]
@@ -260,8 +254,8 @@ def dynamic_slice(node: OpNode) -> list[Output]:
     """Slice with starts, ends and axes (default all) as constant inputs, step 1: each sliced dim
     keeps len(range(dim)[start:end]) (negative indices count from the end, clamped)."""
     x = node.inputs[0]
-    starts, ends = _values(node, 1), _values(node, 2)
-    axes = _values(node, 3) if node.input(3) is not None else list(range(len(starts or ())))
+    starts, ends = constant_values(node, 1), constant_values(node, 2)
+    axes = constant_values(node, 3) if node.input(3) is not None else list(range(len(starts or ())))
     if starts is None or ends is None or axes is None:
         return [None]
     shape = list(x.shape)
