@@ -13,6 +13,10 @@ loads neither onnx nor numpy, so a Ctrl-C during start-up reaches the command li
 
 from __future__ import annotations
 
+import logging
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())  # a pass's warning is the report's (and the CLI's prefixed line), not Python's last-resort print
+
 TYPE_CHECKING = False  # typing's own constant, without importing typing at start-up
 __version__ = "0.1.0"
 

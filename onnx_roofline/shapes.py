@@ -109,6 +109,7 @@ class _Sweep:
         self.model = model
         self.nonzero_fraction = nonzero_fraction
         self.nodes = nodes
+        self.element_symbols = {d for info in values.values() if info.sequence and info.shape for d in info.shape if isinstance(d, str)}
         self.assumed: dict[str, None] = {}  # the nodes sized by nonzero_fraction, bodies' included, in the order met
 
     def run(self, nodes: list[Node]) -> list[Node] | None:
@@ -211,14 +212,16 @@ class _Sweep:
     def learn(self, info: TensorInfo) -> bool:
         """Record a newly typed value; where ONNX's pass gave it symbolic dims of its own making
         ("unk__0"), learn what they stand for: one symbol means one size throughout its result,
-        so every value that carries it resolves without being inferred again."""
+        so every value that carries it resolves without being inferred again — except a symbol of
+        a sequence's element type (`element_symbols`): ONNX types a sequence's elements as one, so
+        the SequenceAts of uneven pieces, and all that follows them, share it for different sizes."""
         old = self.values.get(info.name)
         if _known(old) or not (info.is_known or old is None):
             return False
         self.values[info.name] = info
         if old is not None and old.shape is not None and info.is_known and not info.sequence and len(old.shape) == len(info.shape):
             for before, after in zip(old.shape, info.shape):
-                if isinstance(before, str):
+                if isinstance(before, str) and before not in self.element_symbols:
                     self.symbols.setdefault(before, after)
         return info.is_known
 

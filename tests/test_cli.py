@@ -162,3 +162,19 @@ def test_outputs_get_ordinary_permissions(model_path, tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert out.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_a_failed_shape_pass_is_one_prefixed_warning_and_quiet_silences_it(model_path):
+    """A pass that fails logs a warning; the package's logger has a NullHandler, so it is not
+    printed a second time by Python's last-resort handler, unprefixed and deaf to -q."""
+    script = ("import sys, onnx_roofline.shapes as s\n"
+              "def fail(model): raise RuntimeError('inference failed here')\n"
+              "s.inferred_types = fail\n"
+              "from onnx_roofline.cli import main\n"
+              "sys.exit(main(sys.argv[1:]))\n")  # fmt: skip
+    loud = subprocess.run([sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4"], capture_output=True, text=True)
+    assert [line for line in loud.stderr.splitlines() if "inference failed here" in line] == [
+        "onnx-roofline: warning: ONNX shape inference of the whole graph failed (inference failed here); typed node by node instead"
+    ]
+    quiet = subprocess.run([sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4", "-q"], capture_output=True, text=True)
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -129,3 +129,30 @@ def test_sequence_map_runs_its_body_on_every_element(tmp_path):
     mapped = next(n for n in report.nodes if n.op_type == "SequenceMap")
     elements = 6 * 4
     assert mapped.cost.flops == elements * 2 + (elements - 3)  # multiply and add per element; each run's sum: n − 1 adds
+
+
+def test_uneven_pieces_read_back_each_at_its_own_size(tmp_path):
+    """ONNX types a sequence's elements as one ([?]), with one symbol: the SequenceAt of each piece
+    of a [32, 64] split, and what follows, must not share the size learned for the first read."""
+    nodes = [
+        helper.make_node("SplitToSequence", ["x", "sizes"], ["pieces"], axis=0),
+        helper.make_node("SequenceAt", ["pieces", "one"], ["b1"]),
+        helper.make_node("SequenceAt", ["pieces", "zero"], ["b0"]),
+        helper.make_node("Relu", ["b1"], ["r1"]),
+        helper.make_node("Relu", ["b0"], ["r0"]),
+    ]
+    values = _check(_graph(tmp_path, nodes, [("x", F, [96])], [("r1", F, None), ("r0", F, None)], [("sizes", [32, 64]), ("one", 1), ("zero", 0)]))
+    assert values["b1"].shape == values["r1"].shape == (64,) and values["b0"].shape == values["r0"].shape == (32,)
+
+
+def test_torch_dynamo_multihead_attention_unoptimized_splits_its_projection_unevenly(tmp_path):
+    """nn.MultiheadAttention(q, k, k) — k is v, q is not: dynamo without its optimizer splits the
+    in-projection [32 | 64] through a sequence; every shape as onnxruntime's run has it."""
+    torch = pytest.importorskip("torch")
+    attention = torch.nn.MultiheadAttention(32, 4).eval()
+    q, k = torch.rand(9, 2, 32), torch.rand(7, 2, 32)
+    path = tmp_path / "mha.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(attention, (q, k, k), str(path), dynamo=True, optimize=False)
+    _check(path)
