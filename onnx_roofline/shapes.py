@@ -72,6 +72,7 @@ def infer(
     values = collect(model.graph, nodes, _onnx_inference(model, nodes, warnings))
     heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
     _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
+    _clear_misinferred(values, nodes)
     needed = _needed_outputs(model, nodes)
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
@@ -596,6 +597,34 @@ def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str])
             else:
                 unknown.append(node)  # a dead node: typed and costed as any other
     return unknown, unread
+
+
+MISINFERRED = frozenset({"MaxPool", "AveragePool"})
+"""ai.onnx ops ONNX's inference types wrong in some form: a pool under ceil_mode keeps a last window
+that would start in the end padding (onnx 1.23; onnxruntime, PyTorch and the reference drop it)."""
+
+
+def _clear_misinferred(values: dict[str, TensorInfo], nodes: list[Node]) -> None:
+    """Where ONNX's pass typed a MISINFERRED node otherwise than its shape rule does, clear the
+    node's outputs and every value computed from them (rank unknown, dtype kept): the sweep types
+    them again, the node by its rule. One loop of set lookups where no pool has ceil_mode."""
+    stale: set[str] = set()
+    for node in nodes:
+        if stale and not stale.isdisjoint(node.inputs):
+            stale.update(name for name in node.outputs if name)
+        elif node.op_type in MISINFERRED and not node.domain and any(a.name == "ceil_mode" and a.i for a in node.attributes):
+            inputs = tuple(values.get(name) if name else None for name in node.inputs)
+            if all(t is not None and t.is_known for t in inputs if t is not None) and inputs and inputs[0] is not None:
+                ruled = shape_rules.infer_node(node.proto, inputs, lambda name: None)
+                if any(name in ruled and not _same_type(ruled[name], values.get(name)) for name in node.outputs if name):
+                    stale.update(name for name in node.outputs if name)
+    for name in stale:
+        if name in values:
+            values[name] = TensorInfo(name, None, values[name].dtype)
+
+
+def _same_type(a: TensorInfo, b: TensorInfo | None) -> bool:
+    return b is not None and a.shape == b.shape and a.dtype == b.dtype
 
 
 def _for_inference(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto:

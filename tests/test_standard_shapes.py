@@ -104,3 +104,38 @@ def test_stft_without_onesided_is_one_sided_as_the_spec_and_onnxruntime_say():
     model = _model(node, [("x", F, [1, 128, 1])], [("step", np.array(8, np.int64)), ("length", np.array(16, np.int64))])
     assert _check(model, {"x": x}).outputs[0].shape == (1, (128 - 16) // 8 + 1, 16 // 2 + 1, 2)
     assert len(model.graph.node[0].attribute) == 0
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
+@pytest.mark.parametrize("size", [5, 8])
+def test_a_pool_under_ceil_mode_drops_a_last_window_in_the_padding(op, size):
+    """kernel 3, stride 3, pads 1, ceil_mode on 5 (8): ⌈(5 + 2 − 3)/3⌉ + 1 = 3 (4) windows, the last
+    starting at 2·3 = 6 ≥ 5 + 1, in the end padding: dropped, 2 (3), as onnxruntime runs it. ONNX's
+    inference keeps it; the pool and what follows (a Flatten, a MatMul sized by it) are re-typed."""
+    x = np.random.default_rng(0).standard_normal((1, 2, size, size)).astype(np.float32)
+    out = (size + 2 - 3 + 2) // 3  # ⌈(size + 2 − 3)/3⌉ + 1 windows, minus the one in the padding
+    nodes = [helper.make_node(op, ["x"], ["p"], kernel_shape=[3, 3], strides=[3, 3], pads=[1, 1, 1, 1], ceil_mode=1),
+             helper.make_node("Flatten", ["p"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["y"])]  # fmt: skip
+    weight = numpy_helper.from_array(np.ones((2 * out * out, 4), np.float32), "w")
+    graph = helper.make_graph(nodes, "pool", [helper.make_tensor_value_info("x", F, [1, 2, size, size])],
+                              [helper.make_tensor_value_info("y", F, None)], initializer=[weight])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    report = analyze(model)
+    assert report.uncosted.count == 0
+    assert report.nodes[0].outputs[0].shape == (1, 2, out, out) and report.nodes[-1].outputs[0].shape == (1, 4)
+    assert report.nodes[-1].cost.flops == 2 * 1 * (2 * out * out) * 4
+    del model.graph.node[2:]  # onnxruntime refuses the MatMul at load, by ONNX's inference of the pool: run the pool and Flatten
+    model.graph.output[0].name = "f"
+    (f,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert f.shape == (1, 2 * out * out)
+
+
+def test_torchscript_max_pool_with_ceil_mode_is_typed_as_torch_runs_it(tmp_path):
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.MaxPool2d(3, 3, 1, ceil_mode=True), torch.nn.ReLU()).eval()
+    x = torch.rand(1, 2, 8, 8)
+    path = tmp_path / "pool.onnx"
+    torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"])
+    report = analyze(path)
+    assert report.uncosted.count == 0
+    assert report.nodes[-1].outputs[0].shape == tuple(model(x).shape) == (1, 2, 3, 3)

@@ -2,14 +2,16 @@
 shape function (GroupNormalization, the signal windows, MelWeightMatrix), a function op typed by
 its body only (MeanVarianceNormalization), MaxUnpool with an `output_shape` input. Found by ONNX's
 node test suite with the graphs' declared output shapes cleared; each rule follows the op's spec
-and is checked against onnxruntime's run (tests/test_standard_shapes.py)."""
+and is checked against onnxruntime's run (tests/test_standard_shapes.py). MaxPool and AveragePool
+are ONNX's to type, except under ceil_mode, where its inference keeps a last window that would
+start in the end padding: the engine re-types those with the rule here (shapes.py)."""
 
 from __future__ import annotations
 
 from onnx import TensorProto
 
 from onnx_roofline.rules.context import OpNode
-from onnx_roofline.shape_rules.arithmetic import constant_values, same
+from onnx_roofline.shape_rules.arithmetic import constant_values, same, window
 from onnx_roofline.shape_rules.registry import Output, shape_function
 from onnx_roofline.tensors import dtype_name
 
@@ -50,3 +52,13 @@ def max_unpool(node: OpNode) -> list[Output]:
     pads = node.attrs.get("pads") or [0] * (2 * n)
     spatial = tuple((size - 1) * strides[i] - pads[i] - pads[i + n] + kernel[i] for i, size in enumerate(x.shape[2:]))
     return [((*x.shape[:2], *spatial), x.dtype)]
+
+
+@shape_function("MaxPool", "AveragePool", domain="")
+def pool(node: OpNode) -> list[Output]:
+    """[N, C, out…] by the window arithmetic (arithmetic.window: a last window that would start in
+    the end padding dropped under ceil_mode, as onnxruntime and PyTorch do); MaxPool's Indices
+    alike, int64."""
+    x = node.inputs[0]
+    shape = (*x.shape[:2], *window(node, x.shape[2:], node.attrs["kernel_shape"], dilation=True))
+    return [(shape, x.dtype), (shape, "int64")]
