@@ -128,6 +128,17 @@ def test_loop_with_runtime_trip_count_is_unknown_not_zero():
     assert report.unsupported == {"Loop": 1}
 
 
+def test_a_loop_without_a_trip_count_says_it_stops_on_its_condition():
+    """A while-style Loop (M absent, as torch's while_loop and tf2onnx's tf.while_loop write it): no
+    --value can bound it, and the reason does not offer one."""
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    node = helper.make_node("Loop", ["", "cond", "acc0"], ["acc"], body=_loop_body())
+    model = _model([node], [_vi("acc0", [8]), _vi("x", [8])], [_vi("acc", [8])], initializers=[cond])
+    (result,) = analyze(model).nodes
+    assert result.status == "unknown-trip-count"
+    assert result.reason == "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant"
+
+
 def test_scan_is_body_times_scan_length():
     """Scan over x [6, 4] along axis 0, state s [4]: body s + x_t, 6 iterations."""
     body = helper.make_graph(

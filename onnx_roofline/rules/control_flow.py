@@ -38,9 +38,11 @@ def if_(node: OpNode) -> CompositeCost:
 def loop(node: OpNode) -> CompositeCost:
     """Body cost × trip count M, when M is a constant. A loop that may stop early on its condition
     is costed at M trips (its upper bound). Without a constant M the cost is unknown, not zero."""
+    if not node.inputs or node.inputs[0] is None:
+        raise Uncostable(UNKNOWN_TRIPS, "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant")
     trips = node.input_value(0)
     if trips is None:
-        source = node.inputs[0].name if node.inputs[0] is not None else "M"
+        source = node.inputs[0].name
         raise Uncostable(UNKNOWN_TRIPS, f"Loop trip count {source!r} is not a constant (where it is a graph input, give it one: --value {source}=N)")
     inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:]]
     return _repeat(node.subgraph(node.attrs["body"], inputs), int(trips.reshape(-1)[0]))
