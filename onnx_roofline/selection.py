@@ -6,9 +6,9 @@ the graph itself fixes it (fixed_count: a trace's loop unrolled over the selecti
 that count alone). Asked to (`--nonzero-fraction F`), the shape engine sizes each other such output
 as if F of the elements it chooses from were selected, rounded up — a node that keeps any share
 keeps at least one element — and the report names the fraction and every node it sized: the
-figures downstream are estimates under that assumption. For an MoE layer whose experts each take the tokens routed to them through
-a one-hot mask (transformers' eager experts), F = 1 / num_experts is uniform routing: each expert
-gets tokens · top_k / num_experts of them."""
+figures downstream are estimates under that assumption. For an MoE layer whose experts each take
+the tokens routed to them through a one-hot mask (transformers' eager experts), F = 1/num_experts
+is uniform routing: each expert gets tokens · top_k / num_experts of them."""
 
 from __future__ import annotations
 

@@ -161,9 +161,8 @@ class _Sweep:
             return None
         axis, rank = count_axis(node.op_type, attributes, len(inputs[0].shape))
         count = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
-        condition = self.folder.value(node.inputs[1]) if node.op_type == "Compress" else None
-        if count is None and condition is not None:  # a constant condition: the count is its trues among the candidates
-            count = int(np.count_nonzero(condition.reshape(-1)[:total]))
+        if count is None and node.op_type == "Compress" and (condition := self.folder.value(node.inputs[1])) is not None:
+            count = int(np.count_nonzero(condition.reshape(-1)[:total]))  # a constant condition: its trues among the candidates
         if count is None and self.nonzero_fraction is not None:
             count = assumed_count(total, self.nonzero_fraction)
             self.assumed[node.name or f"{node.op_type}_{node.position}"] = None
@@ -614,7 +613,7 @@ def _clear_misinferred(values: dict[str, TensorInfo], nodes: list[Node]) -> None
             stale.update(name for name in node.outputs if name)
         elif node.op_type in MISINFERRED and not node.domain and any(a.name == "ceil_mode" and a.i for a in node.attributes):
             inputs = tuple(values.get(name) if name else None for name in node.inputs)
-            if all(t is not None and t.is_known for t in inputs if t is not None) and inputs and inputs[0] is not None:
+            if inputs and inputs[0] is not None and all(t.is_known for t in inputs if t is not None):
                 ruled = shape_rules.infer_node(node.proto, inputs, lambda name: None)
                 if any(name in ruled and not _same_type(ruled[name], values.get(name)) for name in node.outputs if name):
                     stale.update(name for name in node.outputs if name)

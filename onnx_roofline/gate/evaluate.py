@@ -36,8 +36,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
     return GateResult(
         model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
         baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
-        assumed=None if report.model.assumed is None else report.model.assumed.message,
-        assumed_fraction=None if report.model.assumed is None else report.model.assumed.nonzero_fraction,
+        assumed=report.model.assumed,
     )
 
 

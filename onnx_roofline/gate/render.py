@@ -23,7 +23,7 @@ def render_text(result: GateResult) -> str:
         f"onnx-roofline check: {verdict} ({counts})",
         f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims)}; "
         + ("times: deployed estimate" if result.view == "deployed" else "times: lower bound, as written"),
-        *([f"assumed: {result.assumed}"] if result.assumed else []),
+        *([f"assumed: {result.assumed.message}"] if result.assumed else []),
         "",
     ]
     for check in result.checks:

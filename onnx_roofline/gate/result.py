@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onnx_roofline.gate.baseline import Comparison, NodeFigures
+from onnx_roofline.report.model import Assumed
 from onnx_roofline.report.units import duration, percent, si
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -70,8 +71,7 @@ class GateResult:
     baseline: str | None = None  # its path, when one was compared
     comparison: Comparison | None = None
     view: str = "written"  # the report's view: times are lower bounds as written, or deployed estimates
-    assumed: str | None = None  # the data-dependent size the figures assume (report.model.assumed's message), where one is
-    assumed_fraction: float | None = None
+    assumed: Assumed | None = None  # the data-dependent size the figures assume (report.model.assumed), where one is
 
     @property
     def passed(self) -> bool:
@@ -91,7 +91,7 @@ class GateResult:
             "kind": "check",
             "passed": self.passed,
             "summary": {"checks": len(self.checks), "failed": len(self.failed), "skipped": len(self.skipped)},
-            "model": {"path": self.model, "dims": dict(sorted(self.dims.items())), "nonzero_fraction": self.assumed_fraction},
+            "model": {"path": self.model, "dims": dict(sorted(self.dims.items())), "nonzero_fraction": self.assumed and self.assumed.nonzero_fraction},
             "hardware": self.hardware,
             "view": self.view,
             "checks": [c.to_dict() for c in self.checks],
