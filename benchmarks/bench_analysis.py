@@ -22,7 +22,7 @@ import tracemalloc
 import onnx
 
 from onnx_roofline import analyze
-from onnx_roofline.dims import parse_dim
+from onnx_roofline.shapes.dims import parse_dim
 
 MEASURES = {"floor": "floor (load+infer)", "analysis": "analysis", "json": "analysis + to_dict"}
 

@@ -7,7 +7,7 @@ the start-up of `onnx-roofline` against its floor. Figures, not assertions: run 
 
 onnx-tool needs the weights (it folds and evaluates with them), the fixtures have none: each model
 is copied into a temporary folder with synthesized weights in an external data file beside it, as
-`verify` synthesizes them (onnx_roofline.verify.weights). Both tools read that copy: onnx-roofline
+`verify` synthesizes them (onnx_roofline.commands.verify.weights). Both tools read that copy: onnx-roofline
 never opens the data file, onnx-tool loads it. onnx-tool runs as its command line does
 (`onnx_tool.model_profile`, the per-node table written to a file), with the same input shapes
 (given as arrays of the graph's input dtypes; its `-d` flag knows only f32 and int32).
@@ -76,7 +76,7 @@ def install_onnx_tool(where: Path) -> None:
 
 WITH_WEIGHTS = r"""
 import sys, onnx
-from onnx_roofline.verify.weights import materialize
+from onnx_roofline.commands.verify.weights import materialize
 fixture, target, location = sys.argv[1:]
 full = materialize(onnx.load(fixture, load_external_data=False), None).model
 onnx.save_model(full, target, save_as_external_data=True, all_tensors_to_one_file=True, location=location, size_threshold=1024)

@@ -18,7 +18,7 @@ import logging
 logging.getLogger(__name__).addHandler(logging.NullHandler())  # a pass's warning is the report's (and the CLI's prefixed line), not Python's last-resort print
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing at start-up
-__version__ = "0.1.0"
+from onnx_roofline.version import __version__  # noqa: E402,F401 (the public name)
 
 _PUBLIC = {  # name: the module that defines it
     "analyze": "onnx_roofline.analysis",
@@ -33,12 +33,12 @@ _PUBLIC = {  # name: the module that defines it
     "top_nodes": "onnx_roofline.report.breakdown",
     "module_path": "onnx_roofline.report.breakdown",
     "json_schema": "onnx_roofline.report.schema",
-    "inspect_model": "onnx_roofline.inspection",
-    "Inspection": "onnx_roofline.inspection",
-    "Hardware": "onnx_roofline.hardware",
-    "load_hardware": "onnx_roofline.hardware",
-    "list_hardware": "onnx_roofline.hardware",
-    "default_dims": "onnx_roofline.defaults",
+    "inspect_model": "onnx_roofline.commands.inspect",
+    "Inspection": "onnx_roofline.commands.inspect",
+    "Hardware": "onnx_roofline.costs.hardware",
+    "load_hardware": "onnx_roofline.costs.hardware",
+    "list_hardware": "onnx_roofline.costs.hardware",
+    "default_dims": "onnx_roofline.shapes.defaults",
     "RooflineError": "onnx_roofline.errors",
     "ModelLoadError": "onnx_roofline.errors",
     "HardwareSpecError": "onnx_roofline.errors",
@@ -49,10 +49,10 @@ __all__ = sorted(_PUBLIC)
 
 if TYPE_CHECKING:
     from onnx_roofline.analysis import analyze
-    from onnx_roofline.defaults import default_dims
+    from onnx_roofline.shapes.defaults import default_dims
     from onnx_roofline.errors import DimensionError, HardwareSpecError, ModelLoadError, RooflineError, UnboundDimensionError
-    from onnx_roofline.hardware import Hardware, list_hardware, load_hardware
-    from onnx_roofline.inspection import Inspection, inspect_model
+    from onnx_roofline.costs.hardware import Hardware, list_hardware, load_hardware
+    from onnx_roofline.commands.inspect import Inspection, inspect_model
     from onnx_roofline.report.breakdown import Group, breakdown, by_module, by_op_type, module_path, top_nodes
     from onnx_roofline.report.model import ModelInfo, NodeResult, Report, Totals
     from onnx_roofline.report.schema import json_schema

@@ -8,7 +8,7 @@ import sys
 def run() -> int:
     sys.unraisablehook = _exit_on_a_lost_interrupt
     try:
-        from onnx_roofline.cli import main
+        from onnx_roofline.commands.cli import main
     except KeyboardInterrupt:
         return 130
     return main()

@@ -13,16 +13,18 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnx_roofline import rules
-from onnx_roofline.costs import CompositeCost, Cost, Uncostable
-from onnx_roofline.dims import bind, input_dim_names, map_shapes, symbolic_dims
+from onnx_roofline.costs import rules
+from onnx_roofline.costs.cost import CompositeCost, Cost
+from onnx_roofline.model.status import Uncostable
+from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes, symbolic_dims
 from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
-from onnx_roofline.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
-from onnx_roofline.hardware import Hardware, dtype_class, load_hardware
-from onnx_roofline.inlining import inline_functions
-from onnx_roofline.input_values import bind_values
-from onnx_roofline.loader import load_with_nodes, opsets
-from onnx_roofline.nodes import Node, read_nodes
+from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
+from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
+from onnx_roofline.model.inlining import inline_functions
+from onnx_roofline.shapes.input_values import bind_values
+from onnx_roofline.model.loader import load_with_nodes
+from onnx_roofline.model.schemas import opsets
+from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.report.model import (
     DATA_DEPENDENT,
     OK,
@@ -35,14 +37,14 @@ from onnx_roofline.report.model import (
     Report,
     Totals,
 )
-from onnx_roofline.roofline import COMPUTE, MEMORY, Placement, place
-from onnx_roofline.rules.context import ATTRIBUTES, OpNode
-from onnx_roofline.rules.registry import VECTOR, Rule
-from onnx_roofline.selection import check_fraction
-from onnx_roofline.shapes import ShapeResult, collect, infer, infer_body
-from onnx_roofline.tensors import TensorInfo, with_precision
-from onnx_roofline.validation import check_axes
-from onnx_roofline.runnable import check_runnable, implied_sizes
+from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
+from onnx_roofline.model.op_node import ATTRIBUTES, OpNode
+from onnx_roofline.costs.rules.registry import VECTOR, Rule
+from onnx_roofline.shapes.selection import check_fraction
+from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
+from onnx_roofline.model.tensors import TensorInfo, with_precision
+from onnx_roofline.model.validation import check_axes
+from onnx_roofline.shapes.runnable import check_runnable, implied_sizes
 
 
 def analyze(
@@ -64,7 +66,7 @@ def analyze(
 
     `dims` binds symbolic dimensions of the inputs by name (`{"batch": 8}`); `input_shapes` sets
     whole input shapes (`{"pixel_values": (1, 3, 224, 224)}`). `default_dims=True` binds every
-    symbolic dim left unbound to its default (onnx_roofline.defaults: batch 1, sequence 512, ...),
+    symbolic dim left unbound to its default (onnx_roofline.shapes.defaults: batch 1, sequence 512, ...),
     as the command line does, and lists them in `report.model.defaulted_dims`.
 
     `values` gives small graph inputs a value (a Loop's trip count, a scalar that sizes a Range):
@@ -239,15 +241,15 @@ def _model_parameters(proto: onnx.ModelProto, given: set[str], nodes: tuple[Node
 
 
 def _derived(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int]) -> dict[str, int]:
-    from onnx_roofline.defaults import derived_dims
+    from onnx_roofline.shapes.defaults import derived_dims
 
     return derived_dims(dim_uses, dims)
 
 
 def _defaults(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, int]:
-    """The defaults (onnx_roofline.defaults) of the symbolic dims neither `dims` nor a whole
+    """The defaults (onnx_roofline.shapes.defaults) of the symbolic dims neither `dims` nor a whole
     input shape binds."""
-    from onnx_roofline.defaults import default_dims
+    from onnx_roofline.shapes.defaults import default_dims
 
     unbound = [name for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)]
     return {name: size for name, (size, _) in default_dims(unbound, dims).items()} if unbound else {}
@@ -541,7 +543,7 @@ def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str
     if not blocked and any(node.status == UNKNOWN_SHAPE for node in nodes):
         blocked = set(unbound)  # symbols were renamed or lost downstream: every unbound dim may be to blame
     if blocked:
-        from onnx_roofline.defaults import default_dims
+        from onnx_roofline.shapes.defaults import default_dims
 
         suggested = {**{name: size for name, (size, _) in default_dims(unbound, dims).items()}, **implied()}
         raise UnboundDimensionError(sorted(blocked), unbound, suggested)

@@ -42,7 +42,7 @@ class UnboundDimensionError(DimensionError):
     """Symbolic dims left unbound that block a cost (Python: `dims={...}`; the command line: `--dim`).
 
     `dims`: the blocking dims, the one named first first; `inputs`: the graph inputs that use each;
-    `suggested`: a size for each (the command line's defaults, onnx_roofline.defaults), used to
+    `suggested`: a size for each (the command line's defaults, onnx_roofline.shapes.defaults), used to
     print a call or a command that would work."""
 
     def __init__(self, dims: Sequence[str], inputs: Mapping[str, Sequence[str]], suggested: Mapping[str, int]) -> None:

@@ -100,7 +100,7 @@ def sweep(declared: bool = True) -> list[CaseResult]:
 
 def ruled_ops(results: list[CaseResult]) -> tuple[set, set]:
     """(every op type the suite uses, those with a cost rule)."""
-    from onnx_roofline import rules
+    from onnx_roofline.costs import rules
 
     ops = {op for r in results for op in r.ops}
     return ops, {op for op in ops if rules.lookup(op[0], op[1], None) is not None}

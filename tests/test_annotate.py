@@ -16,11 +16,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import RooflineError
 from onnx_roofline.report.annotate import NAMESPACE, annotate, sidecar_path
-from onnx_roofline.verify.inputs import make_feeds
-from onnx_roofline.verify.weights import materialize
+from onnx_roofline.commands.verify.inputs import make_feeds
+from onnx_roofline.commands.verify.weights import materialize
 from tests.browser import Browser, chromium_or_skip, save_artifact
 from tests.conftest import FIXTURES
 

@@ -115,7 +115,7 @@ def test_each_public_name_imports_first_in_a_fresh_interpreter():
 def test_type_hints_ship():
     from pathlib import Path
 
-    from onnx_roofline.files import tomllib
+    from onnx_roofline.model.files import tomllib
 
     assert (Path(r.__file__).parent / "py.typed").is_file()
     package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["onnx_roofline"]
@@ -128,7 +128,7 @@ def test_type_hints_ship():
 @pytest.mark.parametrize("fixture", ALL_FIXTURES)
 def test_every_fixture_report_validates_against_the_shipped_schema(fixture):
     jsonschema = pytest.importorskip("jsonschema")
-    from onnx_roofline.whatif.deployed import deploy
+    from onnx_roofline.views.deployed import deploy
 
     schema = r.json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)

@@ -22,7 +22,7 @@ from tests import hostile
 SCRIPT = r"""
 import json, os, sys
 import onnx, onnx_roofline
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 
 warm_up, command = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 main(warm_up)

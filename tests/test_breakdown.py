@@ -8,8 +8,8 @@ import pytest
 from onnx import helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
-from onnx_roofline.nodes import read_nodes
+from onnx_roofline.commands.cli import main
+from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.report.breakdown import (
     MODULE,
     OP_TYPE,

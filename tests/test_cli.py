@@ -9,7 +9,7 @@ import sys
 import onnx
 import pytest
 
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from tests.conftest import one_node_model, symbolic_matmul
 
 
@@ -167,10 +167,10 @@ def test_outputs_get_ordinary_permissions(model_path, tmp_path):
 def test_a_failed_shape_pass_is_one_prefixed_warning_and_quiet_silences_it(model_path):
     """A pass that fails logs a warning; the package's logger has a NullHandler, so it is not
     printed a second time by Python's last-resort handler, unprefixed and deaf to -q."""
-    script = ("import sys, onnx_roofline.shapes as s\n"
+    script = ("import sys, onnx_roofline.shapes.engine as s\n"
               "def fail(model): raise RuntimeError('inference failed here')\n"
               "s.inferred_types = fail\n"
-              "from onnx_roofline.cli import main\n"
+              "from onnx_roofline.commands.cli import main\n"
               "sys.exit(main(sys.argv[1:]))\n")  # fmt: skip
     loud = subprocess.run([sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4"], capture_output=True, text=True)
     assert [line for line in loud.stderr.splitlines() if "inference failed here" in line] == [

@@ -10,7 +10,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.report.table import render_table
 from tests.conftest import FIXTURES

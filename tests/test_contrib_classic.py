@@ -14,10 +14,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze, rules
-from onnx_roofline.verify import verify
-from onnx_roofline.tensors import elem_type
-from onnx_roofline.verify.inputs import make_feeds
+from onnx_roofline import analyze
+from onnx_roofline.costs import rules
+from onnx_roofline.commands.verify import verify
+from onnx_roofline.model.tensors import elem_type
+from onnx_roofline.commands.verify.inputs import make_feeds
 from tests.conftest import DTYPES, one_node_model
 from tests.test_transformer_shapes import check_formula
 

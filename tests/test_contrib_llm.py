@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from onnx_roofline import analyze
-from onnx_roofline.verify import verify
+from onnx_roofline.commands.verify import verify
 from tests.conftest import one_node_model
 
 MS = "com.microsoft"

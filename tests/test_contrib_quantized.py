@@ -11,7 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.verify import verify
+from onnx_roofline.commands.verify import verify
 from tests.conftest import one_node_model
 from tests.test_transformer_shapes import ort_run
 

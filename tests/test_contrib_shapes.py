@@ -1,4 +1,4 @@
-"""Output shapes of onnxruntime contrib ops that no inference types (onnx_roofline/shape_rules/contrib.py):
+"""Output shapes of onnxruntime contrib ops that no inference types (onnx_roofline/shapes/rules/contrib.py):
 one node per shape function, the expected shape written from the op's schema in
 ContribOperators.md. `_direct` runs the shape function alone; `_analyzed` runs the whole analysis
 (ONNX's pass, then the sweep that calls the shape rules) and requires the node costed."""
@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from onnx_roofline import analyze, shape_rules
-from onnx_roofline.shapes import collect, infer
+from onnx_roofline import analyze
+from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.shapes.engine import collect, infer
 from tests.conftest import one_node_model
 
 MS = "com.microsoft"

@@ -54,7 +54,7 @@ def _with_a_default_eps(tmp_path):
 
 
 def test_a_function_attribute_left_at_its_default_is_costed_and_runs(tmp_path):
-    from onnx_roofline.verify import verify
+    from onnx_roofline.commands.verify import verify
 
     path = _with_a_default_eps(tmp_path)
     (node,) = analyze(path).nodes

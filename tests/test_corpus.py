@@ -8,7 +8,7 @@ onnx's version converter and old opsets. For every graph, at the dims its manife
 1. every node is costed (status "ok"); a failure names how many are not and the root cause — the
    first uncosted node whose inputs are all known (its op, and why);
 2. every node output's shape and dtype equal what onnxruntime produces, with synthesized weights
-   (``onnx_roofline.verify``, docs/verify.md);
+   (``onnx_roofline.commands.verify``, docs/verify.md);
 3. the matrix-unit FLOPs (MatMul, Gemm, Conv, attention, MatMulNBits, MatMulInteger, ...: every node
    whose unit is "matrix") are within 1 % of the manifest's independent count (FlopCounterMode on
    the eager torch model, or a formula).

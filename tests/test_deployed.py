@@ -1,4 +1,4 @@
-"""The deployed view (onnx_roofline/whatif/deployed.py): constant folding, fusion, FlashAttention
+"""The deployed view (onnx_roofline/views/deployed.py): constant folding, fusion, FlashAttention
 with the KV-cache update taken in, --kv-cache copy|inplace, causal attention timed on its useful
 FLOPs. Every expected figure is written as arithmetic (fp16: 2 bytes per element)."""
 
@@ -11,10 +11,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
-from onnx_roofline.whatif import Session, sweep
-from onnx_roofline.whatif.deployed import COPY, INPLACE, deploy, kernel_count
-from onnx_roofline.whatif.fusion import fuse, plan_fusion
+from onnx_roofline.commands.cli import main
+from onnx_roofline.commands.whatif import Session, sweep
+from onnx_roofline.views.deployed import COPY, INPLACE, deploy, kernel_count
+from onnx_roofline.views.fusion import fuse, plan_fusion
 from tests.conftest import FIXTURES
 from tests.conftest import fp16_graph as graph_model
 

@@ -11,10 +11,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import HardwareSpecError
-from onnx_roofline.hardware import list_hardware, load_hardware
-from onnx_roofline.whatif.deployed import deploy
+from onnx_roofline.costs.hardware import list_hardware, load_hardware
+from onnx_roofline.views.deployed import deploy
 from tests.conftest import FIXTURES
 
 F16, F32 = TensorProto.FLOAT16, TensorProto.FLOAT

@@ -9,7 +9,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 import numpy as np
 
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 
 
 def _model(n: int, extra_relu: bool = False) -> onnx.ModelProto:

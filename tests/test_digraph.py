@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from onnx_roofline.whatif.digraph import CycleError, DiGraph
+from onnx_roofline.views.digraph import CycleError, DiGraph
 
 
 def diamond() -> DiGraph:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from onnx_roofline.docs import operator_table
-from onnx_roofline.rules import all_rules
+from onnx_roofline.commands.docs import operator_table
+from onnx_roofline.costs.rules import all_rules
 from tests.conftest import REPO
 
 
@@ -13,7 +13,7 @@ def test_every_rule_documents_its_formula():
 
 
 def test_operator_table_is_current():
-    """Regenerate with: python -m onnx_roofline.docs > docs/operators.md"""
+    """Regenerate with: python -m onnx_roofline.commands.docs > docs/operators.md"""
     assert (REPO / "docs" / "operators.md").read_text() == operator_table()
 
 

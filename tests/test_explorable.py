@@ -10,7 +10,7 @@ import re
 import pytest
 
 import onnx_roofline as r
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.report.grouping import alike_groups, by_module_across_layers, layerless
 from tests.conftest import FIXTURES
 

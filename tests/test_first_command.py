@@ -16,8 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
-from onnx_roofline.cli import main
-from onnx_roofline.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, derived_dims, words
+from onnx_roofline.commands.cli import main
+from onnx_roofline.shapes.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, derived_dims, words
 from onnx_roofline.errors import DimensionError, UnboundDimensionError
 from tests.conftest import FIXTURES, symbolic_matmul
 from tests.corpus import MODELS as CORPUS

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 from onnx_roofline import analyze
-from onnx_roofline.folding import _EVALUATORS
+from onnx_roofline.shapes.folding import _EVALUATORS
 
 I64 = np.int64
 CASES = [
@@ -79,8 +79,8 @@ def test_torchscript_index_copy_is_typed_through_its_scatter_of_a_shape(tmp_path
     ],
 )
 def test_split_folds_every_piece_as_the_reference_does(data, sizes, attrs, opset):
-    from onnx_roofline.folding import fold_node
-    from onnx_roofline.nodes import read_nodes
+    from onnx_roofline.shapes.folding import fold_node
+    from onnx_roofline.model.nodes import read_nodes
 
     count = 3 if sizes is None and "split" not in attrs else len(sizes if sizes is not None else attrs["split"])
     outputs = [f"y{i}" for i in range(count)]

@@ -9,9 +9,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.whatif.fusion import ATTENTION, EPILOGUE, ELEMENTWISE, fuse, plan_fusion
-from onnx_roofline.whatif.fuse_report import fusion_study
-from onnx_roofline.whatif.session import Session
+from onnx_roofline.views.fusion import ATTENTION, EPILOGUE, ELEMENTWISE, fuse, plan_fusion
+from onnx_roofline.commands.whatif.fuse_report import fusion_study
+from onnx_roofline.commands.whatif.session import Session
 from tests.conftest import FIXTURES
 from tests.conftest import fp16_graph as graph_model
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.report.serialize import render_json
 from tests.conftest import FIXTURES
 

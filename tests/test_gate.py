@@ -17,12 +17,12 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
-from onnx_roofline.gate import PolicyError, evaluate, load_policy, parse_policy
-from onnx_roofline.gate.baseline import NodeFigures, compare
+from onnx_roofline.commands.cli import main
+from onnx_roofline.commands.gate import PolicyError, evaluate, load_policy, parse_policy
+from onnx_roofline.commands.gate.baseline import NodeFigures, compare
 from onnx_roofline.report.breakdown import in_module, module_of
-from onnx_roofline.gate.policy import Budget, Policy
-from onnx_roofline.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
+from onnx_roofline.commands.gate.policy import Budget, Policy
+from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
 from tests.conftest import FIXTURES
 
 # --- models --------------------------------------------------------------------------------
@@ -637,7 +637,7 @@ def test_gpt2_decode_is_over_95_percent_memory_bound():
 
 
 def test_the_documented_policy_parses_and_every_flag_is_documented(tmp_path):
-    from onnx_roofline.gate.command import LIMITS
+    from onnx_roofline.commands.gate.command import LIMITS
     from tests.conftest import REPO
 
     text = (REPO / "docs" / "gate.md").read_text(encoding="utf-8")
@@ -650,7 +650,7 @@ def test_the_documented_policy_parses_and_every_flag_is_documented(tmp_path):
 
 
 def test_pre_commit_hook_runs_the_check_command():
-    from onnx_roofline.files import tomllib
+    from onnx_roofline.model.files import tomllib
     from tests.conftest import REPO
 
     yaml = pytest.importorskip("yaml")  # PyYAML: not a dependency, present wherever pre-commit is

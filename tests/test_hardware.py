@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from onnx_roofline.errors import HardwareSpecError
-from onnx_roofline.hardware import (
+from onnx_roofline.costs.hardware import (
     DTYPE_CLASSES,
     Hardware,
     dtype_class,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from onnx_roofline import heap
+from onnx_roofline.model import heap
 
 
 def test_a_large_graph_trims_and_a_small_one_does_not(monkeypatch):

@@ -22,7 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import ModelLoadError
 from tests import hostile
 from tests.conftest import FIXTURES
@@ -168,7 +168,7 @@ def test_annotate_refuses_a_location_it_may_not_follow(case, location_models, tm
 
 @pytest.mark.parametrize("case", CASES)
 def test_verify_refuses_a_location_before_synthesizing_anything(case, location_models, capsys, monkeypatch):
-    from onnx_roofline.verify import weights
+    from onnx_roofline.commands.verify import weights
 
     def synthesized(*args, **kwargs):
         raise AssertionError("weights were synthesized before the reference was refused")
@@ -235,7 +235,7 @@ def test_a_constant_nodes_data_file_is_protected_without_reading_the_model_again
     graph = hostile.model([constant, onnx.helper.make_node("MatMul", ["x", "w"], ["y"])],
                           [("x", onnx.TensorProto.FLOAT, [2, 4])], [("y", onnx.TensorProto.FLOAT, [2, 8])])
     model = hostile.save(graph, folder / "c.onnx")
-    monkeypatch.setattr("onnx_roofline.loader.referenced_files", lambda *a: pytest.fail("the model was parsed again"))
+    monkeypatch.setattr("onnx_roofline.model.loader.referenced_files", lambda *a: pytest.fail("the model was parsed again"))
     refused(capsys, "refusing to overwrite the input", model, "-o", data)
     code, _, err = run(capsys, model, "-o", folder / "out.txt")
     assert code == 0 and (folder / "out.txt").is_file(), err
@@ -497,7 +497,7 @@ class Interrupting(importlib.abc.MetaPathFinder):
             os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C arriving as onnx starts to load
         return None
 sys.meta_path.insert(0, Interrupting())
-from onnx_roofline import cli
+from onnx_roofline.commands import cli
 try:
     cli._import_onnx()
 except KeyboardInterrupt:
@@ -549,7 +549,7 @@ def test_onnxruntime_logs_stay_off_stderr(tmp_path, capsys):
 
 def test_the_fixtures_still_pass_every_check(capsys):
     """The validation refuses what is invalid, not what is unusual: every shipped fixture loads."""
-    from onnx_roofline.loader import load_model
+    from onnx_roofline.model.loader import load_model
 
     fixtures = sorted(FIXTURES.glob("*.onnx"))
     assert fixtures

@@ -12,8 +12,8 @@ import numpy as np
 import onnx
 import pytest
 
-from onnx_roofline.cli import main
-from onnx_roofline.inspection import inspect_model
+from onnx_roofline.commands.cli import main
+from onnx_roofline.commands.inspect import inspect_model
 from tests import hostile
 from tests.conftest import FIXTURES
 from tests.corpus import MODELS as CORPUS

@@ -34,7 +34,7 @@ def test_no_extra_is_installed(extra):
 @core_only
 def test_packaged_data_is_there():
     """Files the package reads at run time ship with it (a missing package-data entry shows here)."""
-    from onnx_roofline.hardware import list_hardware
+    from onnx_roofline.costs.hardware import list_hardware
 
     assert {hw.key for hw in list_hardware()} >= {"h100", "a100"}
 

@@ -49,7 +49,7 @@ def test_a_report_streamed_in_many_pieces(monkeypatch):
 
 
 def test_the_deployed_view_streams_its_members():
-    from onnx_roofline.whatif.deployed import deploy
+    from onnx_roofline.views.deployed import deploy
 
     report = deploy(analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7}))
     assert render_json(report) == _expected(report)
@@ -106,7 +106,7 @@ def test_nodes_alike_but_for_one_figure_are_written_each_with_its_own():
     its own (name, tensors, module), must not be written with the other's."""
     import dataclasses
 
-    from onnx_roofline.tensors import TensorInfo
+    from onnx_roofline.model.tensors import TensorInfo
 
     report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
     conv = next(n for n in report.nodes if n.op_type == "Conv" and n.cost is not None)
@@ -132,13 +132,13 @@ def test_nodes_alike_but_for_one_figure_are_written_each_with_its_own():
 
 
 def test_the_analysis_holds_no_node_protos():
-    """Protobuf's object for a node costs ~0.5 KB for as long as it is held (onnx_roofline/nodes.py):
+    """Protobuf's object for a node costs ~0.5 KB for as long as it is held (onnx_roofline/model/nodes.py):
     neither the graph's nodes nor the report's hold one, they fetch it when asked."""
     import dataclasses
 
     import onnx
 
-    from onnx_roofline.loader import load_with_nodes
+    from onnx_roofline.model.loader import load_with_nodes
 
     _, nodes = load_with_nodes(FIXTURES / "gpt2_decode_fp16.onnx")
     assert not any(isinstance(value, onnx.NodeProto) for node in nodes for value in node)

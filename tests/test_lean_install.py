@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from onnx_roofline.files import tomllib
+from onnx_roofline.model.files import tomllib
 from tests.conftest import FIXTURES, REPO
 from tests.test_install import CORE, core_only
 
@@ -53,16 +53,16 @@ def test_the_library_analysis_loads_no_plotting_graph_or_runtime_package():
     (["hw", "list"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
 ])
 def test_commands_load_only_what_they_use(args, absent):
-    loaded = loaded_by(f"from onnx_roofline.cli import main; assert main({args!r}) == 0")
+    loaded = loaded_by(f"from onnx_roofline.commands.cli import main; assert main({args!r}) == 0")
     assert not loaded & absent, loaded & absent
 
 
 def test_the_version_and_hw_list_load_no_subcommand_module():
     """Only the module of the command that runs is imported: --version none, and neither onnx nor numpy."""
-    assert loaded_by("from onnx_roofline.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass") == set()
-    statement = "import sys; from onnx_roofline.cli import main, COMMAND_MODULES; main(['hw', 'list']); print(sorted(m for m in COMMAND_MODULES if m in sys.modules), file=sys.__stderr__)"
+    assert loaded_by("from onnx_roofline.commands.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass") == set()
+    statement = "import sys; from onnx_roofline.commands.cli import main, COMMAND_MODULES; main(['hw', 'list']); print(sorted(m for m in COMMAND_MODULES if m in sys.modules), file=sys.__stderr__)"
     result = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "['onnx_roofline.verify.command']", result.stderr  # hw calibrate
+    assert result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "['onnx_roofline.commands.verify.command']", result.stderr  # hw calibrate
 
 
 def test_the_command_table_names_what_each_module_registers():
@@ -71,7 +71,7 @@ def test_the_command_table_names_what_each_module_registers():
     import argparse
     import importlib
 
-    from onnx_roofline.cli import COMMAND_MODULES
+    from onnx_roofline.commands.cli import COMMAND_MODULES
 
     for module, commands in COMMAND_MODULES.items():
         sub = argparse.ArgumentParser().add_subparsers()
@@ -80,7 +80,7 @@ def test_the_command_table_names_what_each_module_registers():
 
 
 def test_a_plot_does_load_matplotlib(tmp_path):
-    loaded = loaded_by(f"from onnx_roofline.cli import main; assert main([{MODEL!r}, '--format', 'json', '--plot', 'p.png']) == 0", cwd=tmp_path)
+    loaded = loaded_by(f"from onnx_roofline.commands.cli import main; assert main([{MODEL!r}, '--format', 'json', '--plot', 'p.png']) == 0", cwd=tmp_path)
     assert "matplotlib" in loaded
 
 

@@ -7,7 +7,7 @@ import json
 import onnx
 import pytest
 
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from tests.conftest import one_node_model
 
 H100_PEAK_FP16 = 989.4e12  # FLOP/s, dense tensor core (H100 SXM5 whitepaper)

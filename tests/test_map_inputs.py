@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import EXIT_USAGE
 
 ML = "ai.onnx.ml"

@@ -1,5 +1,5 @@
 """The memory footprint: weights, the KV cache, peak activations by liveness, and whether they fit
-(onnx_roofline/memory.py). fp16: 2 bytes per element."""
+(onnx_roofline/costs/memory.py). fp16: 2 bytes per element."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
 from onnx_roofline.errors import HardwareSpecError
-from onnx_roofline.hardware import list_hardware, load_hardware
+from onnx_roofline.costs.hardware import list_hardware, load_hardware
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.report.table import render_table
 from tests.conftest import FIXTURES, fp16_graph
@@ -157,7 +157,7 @@ def test_a_spec_file_may_give_a_capacity_and_it_is_validated(tmp_path):
 def test_critical_and_sweep_say_the_largest_batch_that_fits():
     from math import floor
 
-    from onnx_roofline.whatif import Session, critical, sweep
+    from onnx_roofline.commands.whatif import Session, critical, sweep
 
     session = Session(FIXTURES / "gpt2_decode_fp16.onnx", dims={"past_sequence": 1023}, kv_cache="inplace")
     result = critical(session, "batch", "deployed")
@@ -173,7 +173,7 @@ def test_critical_and_sweep_say_the_largest_batch_that_fits():
 
 
 def test_the_largest_batch_that_fits_is_checked_where_the_activation_peak_moves():
-    from onnx_roofline.whatif import Session, critical
+    from onnx_roofline.commands.whatif import Session, critical
 
     path = FIXTURES / "gpt2_decode_fp16.onnx"
     fits = critical(Session(path, dims={"past_sequence": 1023}), "batch").fits_up_to

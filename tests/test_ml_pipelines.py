@@ -20,11 +20,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze, shape_rules
-from onnx_roofline.rules import ml as ml_rules
-from onnx_roofline.rules.context import OpNode
-from onnx_roofline.shapes import collect
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline import analyze
+from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.costs.rules import ml as ml_rules
+from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.shapes.engine import collect
+from onnx_roofline.model.tensors import TensorInfo
 from tests.conftest import analyze_node
 
 ort = pytest.importorskip("onnxruntime")
@@ -168,7 +169,7 @@ def test_a_pipelines_unnamed_batch_binds_by_its_given_name(converted):
     report = analyze(case.model, dims={f"{declared.name}_dim0": BATCH})
     assert report.totals.uncosted_nodes == 0
     assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == case.observed
-    from onnx_roofline.verify import verify
+    from onnx_roofline.commands.verify import verify
 
     assert verify(case.model, dims={f"{declared.name}_dim0": BATCH}).passed  # verify feeds the batch it is given by that name
 
@@ -388,6 +389,6 @@ def test_onnxmltools_lightgbm_declared_label_gives_way_to_the_batch():
     report = analyze(model, dims={batch: BATCH})
     assert report.totals.uncosted_nodes == 0
     assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == observed
-    from onnx_roofline.verify import verify
+    from onnx_roofline.commands.verify import verify
 
     assert verify(model, dims={batch: BATCH}).passed

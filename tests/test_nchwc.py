@@ -20,10 +20,11 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze, shape_rules
-from onnx_roofline.shape_rules import nchwc
-from onnx_roofline.shapes import collect
-from onnx_roofline.verify.weights import materialize
+from onnx_roofline import analyze
+from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.shapes.rules import nchwc
+from onnx_roofline.shapes.engine import collect
+from onnx_roofline.commands.verify.weights import materialize
 from tests.conftest import FIXTURES, analyze_node
 
 ort = pytest.importorskip("onnxruntime")

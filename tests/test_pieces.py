@@ -1,4 +1,4 @@
-"""ONNX's inference of a very large graph in pieces (onnx_roofline/pieces.py), which bounds the
+"""ONNX's inference of a very large graph in pieces (onnx_roofline/shapes/pieces.py), which bounds the
 memory of its C++ pass: every graph comes out as the whole-graph pass gives it — itself checked
 against onnxruntime by the corpus and fixture tests — with the pieces made small enough here to
 cut every chain the exporters emit."""
@@ -12,7 +12,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze, pieces
+from onnx_roofline import analyze
+from onnx_roofline.shapes import pieces
 from tests.conftest import FIXTURES
 from tests.corpus import cases, check
 

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.report.html import render_html
 from onnx_roofline.report.markdown import render_markdown
 from onnx_roofline.report.plot import LABELS, render_plot, roofline_figure

@@ -1,5 +1,5 @@
 """Every command of the README's Quick start, `model.onnx` replaced by each fixture, runs and
-writes what it says (in-process, through `onnx_roofline.cli.main`, in a scratch folder); the
+writes what it says (in-process, through `onnx_roofline.commands.cli.main`, in a scratch folder); the
 README's Python API block runs on each fixture too."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import shlex
 import onnx
 import pytest
 
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from tests.conftest import FIXTURES, REPO
 
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx"))

@@ -7,9 +7,9 @@ import pickle
 
 import pytest
 
-from onnx_roofline.costs import CompositeCost, Cost
+from onnx_roofline.costs.cost import CompositeCost, Cost
 from onnx_roofline.records import record
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.model.tensors import TensorInfo
 
 
 @record

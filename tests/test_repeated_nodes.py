@@ -14,8 +14,8 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analysis, analyze
-from onnx_roofline.rules.context import ANYTHING, ATTRIBUTES, TENSORS, OpNode
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.model.op_node import ANYTHING, ATTRIBUTES, TENSORS, OpNode
+from onnx_roofline.model.tensors import TensorInfo
 
 
 def _model(nodes, inputs, outputs, initializers=(), opset=21):

@@ -1,4 +1,4 @@
-"""What cannot run at the dims bound (onnx_roofline/runnable.py): a convolution whose dilated
+"""What cannot run at the dims bound (onnx_roofline/shapes/runnable.py): a convolution whose dilated
 kernel exceeds its padded input, a Reshape whose target does not hold its input's elements, a
 GroupQueryAttention whose past holds heads of another size than its query packs. ONNX's inference
 lets each through; onnxruntime refuses to run it, which each case checks; the analysis refuses
@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import DimensionConflict, DimensionError, UnboundDimensionError
 from tests.corpus import manifest
 

@@ -1,11 +1,11 @@
-"""onnx_roofline.schemas: what an op's schema says, which the passes over every node ask instead
+"""onnx_roofline.model.schemas: what an op's schema says, which the passes over every node ask instead
 of reading each node's attributes. Facts from the ONNX operator spec (Operators.md): Add had
 `axis`/`broadcast` attributes up to opset 6 and none from 7; If has graph attributes; Constant
 holds a tensor; Scatter was deprecated at opset 11."""
 
 from __future__ import annotations
 
-from onnx_roofline.schemas import may_have_attribute, may_have_bodies, may_hold_tensors
+from onnx_roofline.model.schemas import may_have_attribute, may_have_bodies, may_hold_tensors
 
 
 def test_an_ops_attributes_are_the_ones_its_schema_declares_at_the_models_opset():

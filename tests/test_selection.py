@@ -12,9 +12,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
-from onnx_roofline.selection import assumed_count, candidates, parse_fraction, selected_shape
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.commands.cli import main
+from onnx_roofline.shapes.selection import assumed_count, candidates, parse_fraction, selected_shape
+from onnx_roofline.model.tensors import TensorInfo
 
 
 def _model(nodes, inputs, outputs, initializers=()):

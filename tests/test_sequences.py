@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline.analysis import analyze
-from onnx_roofline.verify import verify
+from onnx_roofline.commands.verify import verify
 from tests import hostile
 
 F = TensorProto.FLOAT

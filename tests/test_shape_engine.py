@@ -1,4 +1,4 @@
-"""The shape engine (onnx_roofline/shapes.py): ONNX's pass, then the sweep that types what it left,
+"""The shape engine (onnx_roofline/shapes/engine.py): ONNX's pass, then the sweep that types what it left,
 with folding on demand and shape rules; what stays unknown is named, loudly. Each graph is built so
 that ONNX's own inference alone leaves values unknown (checked first), and the expected shapes
 come from the graph's arithmetic or from an onnxruntime run."""
@@ -16,9 +16,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.costs import Cost
-from onnx_roofline.cli import main
-from onnx_roofline.shapes import collect, infer
+from onnx_roofline.costs.cost import Cost
+from onnx_roofline.commands.cli import main
+from onnx_roofline.shapes.engine import collect, infer
 from tests.conftest import FIXTURES
 
 MS = "com.microsoft"
@@ -119,9 +119,9 @@ def test_dims_onnx_left_to_a_symbol_of_its_own_are_completed_without_inferring_t
 def test_an_op_that_keeps_nothing_that_tells_is_not_completed():
     """completion.complete: a Reshape with two unknown dims, a remainder, a Concat whose other dims
     disagree, inputs that do not broadcast: None, and the node's inference decides."""
-    from onnx_roofline.completion import complete
-    from onnx_roofline.nodes import read_nodes
-    from onnx_roofline.tensors import TensorInfo
+    from onnx_roofline.shapes.completion import complete
+    from onnx_roofline.model.nodes import read_nodes
+    from onnx_roofline.model.tensors import TensorInfo
 
     def node(op, **attrs):
         return read_nodes(helper.make_graph([helper.make_node(op, ["a", "b"], ["c"], **attrs)], "g", [], []))[0]
@@ -173,7 +173,7 @@ def test_one_hot_folds_as_onnx_reference_evaluates_it(indices, axis):
     sets nothing, `axis` places the new axis. Checked against onnx's reference evaluator."""
     from onnx.reference import ReferenceEvaluator
 
-    from onnx_roofline.folding import _EVALUATORS
+    from onnx_roofline.shapes.folding import _EVALUATORS
 
     arrays = [np.array(indices, np.int64), np.array(4, np.int64), np.array([2, 7], np.int64)]
     node = helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=axis)
@@ -399,7 +399,8 @@ def hook(event, args):
     if event == "open" and args and str(args[0]).endswith("m.data"):
         raise SystemExit("the analysis opened the weights file")
 sys.addaudithook(hook)
-from onnx_roofline import analyze, pieces
+from onnx_roofline import analyze
+from onnx_roofline.shapes import pieces
 pieces.PIECE_NODES = {piece_nodes or 10**9}
 report = analyze({str(path)!r}, dims={{"batch": 2}})
 assert report.uncosted.count == 0, report.uncosted.message
@@ -429,7 +430,7 @@ def test_when_onnx_whole_graph_pass_fails_the_graph_is_typed_node_by_node(monkey
     """ONNX's pass raising (an op its C++ inference chokes on) loses nothing but time: the graph's
     own declared types are read instead (inferred.declared_types), the sweep types the rest, the
     report says so, and every value comes out as the whole-graph pass gives it."""
-    from onnx_roofline import shapes
+    from onnx_roofline.shapes import engine as shapes
     from tests.conftest import FIXTURES
 
     model, dims = FIXTURES / "resnet50_fp32.onnx", {"batch": 1}

@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.constants import tensor_array
-from onnx_roofline.shapes import collect
+from onnx_roofline.model.constants import tensor_array
+from onnx_roofline.shapes.engine import collect
 from tests.conftest import one_node_model
 
 

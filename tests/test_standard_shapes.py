@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.tensors import elem_type
+from onnx_roofline.model.tensors import elem_type
 
 F = TensorProto.FLOAT
 

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 
 
 def _matmul(path, n):

@@ -1,4 +1,4 @@
-"""Shape rules for onnxruntime's transformer-family ops (onnx_roofline/shape_rules/transformer.py).
+"""Shape rules for onnxruntime's transformer-family ops (onnx_roofline/shapes/rules/transformer.py).
 
 Each op is one node, and the shapes and dtypes its rule gives are compared with what onnxruntime
 itself produces:
@@ -23,9 +23,10 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from onnx_roofline import analyze, shape_rules
+from onnx_roofline import analyze
+from onnx_roofline.shapes import rules as shape_rules
 from onnx_roofline.errors import ModelLoadError
-from onnx_roofline.tensors import TensorInfo, dtype_name, elem_type
+from onnx_roofline.model.tensors import TensorInfo, dtype_name, elem_type
 from tests.conftest import one_node_model
 
 MS = "com.microsoft"

@@ -17,19 +17,19 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline.analysis import analyze
-from onnx_roofline.cli import main
-from onnx_roofline.costs import Cost
+from onnx_roofline.commands.cli import main
+from onnx_roofline.costs.cost import Cost
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE
-from onnx_roofline.hardware import load_hardware
-from onnx_roofline.rules import registry
-from onnx_roofline.verify import VerifyError, verify
-from onnx_roofline.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, judge
-from onnx_roofline.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED
-from onnx_roofline.verify.inputs import make_feeds
-from onnx_roofline.verify.render import render_text
-from onnx_roofline.verify import pipeline, run
-from onnx_roofline.verify.timing import Kernel, Profile, attribute, profile
-from onnx_roofline.verify.weights import materialize
+from onnx_roofline.costs.hardware import load_hardware
+from onnx_roofline.costs.rules import registry
+from onnx_roofline.commands.verify import VerifyError, verify
+from onnx_roofline.commands.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, judge
+from onnx_roofline.commands.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED
+from onnx_roofline.commands.verify.inputs import make_feeds
+from onnx_roofline.commands.verify.render import render_text
+from onnx_roofline.commands.verify import pipeline, run
+from onnx_roofline.commands.verify.timing import Kernel, Profile, attribute, profile
+from onnx_roofline.commands.verify.weights import materialize
 from tests.conftest import FIXTURES
 
 VOCAB, HIDDEN = 50, 16
@@ -214,7 +214,7 @@ def test_a_rule_specific_override_beyond_every_input_is_caught(monkeypatch):
 
 def test_a_wrong_inferred_shape_is_caught_with_the_bytes_it_skews(monkeypatch):
     import onnx_roofline.analysis as analysis
-    from onnx_roofline.tensors import TensorInfo
+    from onnx_roofline.model.tensors import TensorInfo
 
     real_infer = analysis.infer
 
@@ -233,7 +233,7 @@ def test_a_wrong_inferred_shape_is_caught_with_the_bytes_it_skews(monkeypatch):
 
 def test_a_wrong_inferred_dtype_is_caught(monkeypatch):
     import onnx_roofline.analysis as analysis
-    from onnx_roofline.tensors import TensorInfo
+    from onnx_roofline.model.tensors import TensorInfo
 
     real_infer = analysis.infer
 
@@ -470,7 +470,7 @@ def test_timing_summary_shares_and_fused_groups():
 
 
 def load_hardware_dict(spec: dict):
-    from onnx_roofline.hardware import Hardware
+    from onnx_roofline.costs.hardware import Hardware
 
     return Hardware(key="test", name=spec["name"], memory_bandwidth=spec["memory_bandwidth"], peaks=spec["peaks"], source=spec["source"])
 
@@ -500,7 +500,7 @@ def test_calibrate_writes_a_spec_that_hw_accepts(tmp_path):
 def test_hw_calibrate_can_be_wired_under_hw():
     import argparse
 
-    from onnx_roofline.verify.command import add_hw_calibrate
+    from onnx_roofline.commands.verify.command import add_hw_calibrate
 
     parser = argparse.ArgumentParser()
     add_hw_calibrate(parser.add_subparsers())
@@ -582,9 +582,9 @@ class _exit_code:
 
 def test_node_suite_bytes_agree_with_the_real_outputs():
     from onnx_roofline import analyze
-    from onnx_roofline.loader import load_model
-    from onnx_roofline.shapes import infer
-    from onnx_roofline.verify.compare import compare, observed_infos
+    from onnx_roofline.model.loader import load_model
+    from onnx_roofline.shapes.engine import infer
+    from onnx_roofline.commands.verify.compare import compare, observed_infos
     from tests.node_suite import cases, with_constant_inputs
 
     disagreements, checked = [], 0
@@ -641,7 +641,7 @@ def test_verify_refuses_partial_in_one_line(tmp_path, capsys):
 def test_onnxruntimes_refusal_is_said_without_its_cpp_signature():
     """onnxruntime's load errors start with a source location and a C++ signature hundreds of
     characters long; what went wrong comes after them, and is what the one line keeps."""
-    from onnx_roofline.verify.run import _first_line
+    from onnx_roofline.commands.verify.run import _first_line
 
     message = ("[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/graph.cc:1357 onnxruntime::Graph::Graph("
                "const onnxruntime::Model&, onnx::GraphProto*, const std::unordered_map<std::__cxx11::basic_string<char>, int>&, "

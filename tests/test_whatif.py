@@ -13,13 +13,13 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.cli import main
+from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import DimensionError
-from onnx_roofline.hardware import load_hardware
-from onnx_roofline.whatif import compare, context_study, critical, sweep
-from onnx_roofline.whatif.affine import Line, ridge_crossing
-from onnx_roofline.whatif.compare import parse_hardware_list
-from onnx_roofline.whatif.session import Session
+from onnx_roofline.costs.hardware import load_hardware
+from onnx_roofline.commands.whatif import compare, context_study, critical, sweep
+from onnx_roofline.commands.whatif.affine import Line, ridge_crossing
+from onnx_roofline.commands.whatif.compare import parse_hardware_list
+from onnx_roofline.commands.whatif.session import Session
 from tests.conftest import FIXTURES
 
 DECODE = FIXTURES / "gpt2_decode_fp16.onnx"
@@ -181,7 +181,7 @@ def test_sweep_matches_analyze_point_by_point(decode_1023):
 
 
 def test_a_sweep_parses_the_model_once(monkeypatch):
-    import onnx_roofline.loader as loader
+    import onnx_roofline.model.loader as loader
 
     calls = []
     original = loader.onnx.load_model_from_string
@@ -296,7 +296,7 @@ def test_compare_help_states_one_default_for_hw(capsys):
     """`compare --help` used to say both "default h100,h200,a100,l4" and "--hw … (default: h100)"."""
     import pytest
 
-    from onnx_roofline.cli import main
+    from onnx_roofline.commands.cli import main
 
     with pytest.raises(SystemExit):
         main(["compare", "--help"])

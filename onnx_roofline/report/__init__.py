@@ -1,0 +1,9 @@
+"""The report and its renderings.
+
+- `model`: `Report`, `NodeResult`, `ModelInfo` (the result of an analysis) with `totals`
+  (`Totals`); `breakdown` and `grouping`: groupings over the nodes (by op type, by module, alike
+  nodes across layers); `rows`: one plain dict per node.
+- Renderings: `table` (terminal), `serialize` (JSON, `schema.json`), `markdown`, `html`
+  (with `html_points`), `plot` (the roofline plot), `annotate` (the model annotated for
+  Netron); `units` formats figures; `output` writes any of them atomically, never onto an input.
+"""

@@ -26,16 +26,16 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto
 
-from onnx_roofline import __version__
-from onnx_roofline.dims import bind
-from onnx_roofline import files
+from onnx_roofline.version import __version__
+from onnx_roofline.shapes.dims import bind
+from onnx_roofline.model import files
 from onnx_roofline.errors import RooflineError
-from onnx_roofline.loader import load_model
-from onnx_roofline.output import link_or_copy, write_bytes, write_text
+from onnx_roofline.model.loader import load_model
+from onnx_roofline.report.output import link_or_copy, write_bytes, write_text
 from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
-from onnx_roofline.tensors import TensorInfo, dtype_name
+from onnx_roofline.model.tensors import TensorInfo, dtype_name
 
 NAMESPACE = "rl."  # short: Netron's sidebar cuts a key after ~16 characters (`onnx_roofline.byt…` was three keys)
 LEGACY_NAMESPACES = ("onnx_roofline.",)  # earlier releases' keys, replaced when a model is annotated again

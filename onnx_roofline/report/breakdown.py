@@ -25,7 +25,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from onnx_roofline.report.model import OK, NodeResult, Report, Totals
+from onnx_roofline.model.status import OK
+from onnx_roofline.report.totals import Totals
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from onnx_roofline.report.model import NodeResult, Report
 
 OP_TYPE, MODULE = "op_type", "module"  # the breakdown families
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"

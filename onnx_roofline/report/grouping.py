@@ -66,30 +66,3 @@ def by_module_across_layers(report: Report, depth: int) -> list[Group]:
     """The module breakdown at `depth`, each layer index written `*`: at depth 4 on GPT-2,
     `model.transformer.h.*.attn` is every layer's attention, `h.*.mlp` every layer's mlp."""
     return group_by(report.nodes, lambda n: layerless(module_at(n, depth)))
-
-
-def alike_cells(group: Alike, model_time: float) -> list[str]:
-    """One group as the table's node cells (table.NODE_HEADER): `label ×N` and the group's sums."""
-    from onnx_roofline.report.table import node_cells
-
-    cells = node_cells(group.first, model_time)
-    if group.count == 1:
-        return cells
-    from onnx_roofline.report.units import duration, percent, si
-
-    t = group.totals
-    cells[0] = f"{group.label} ×{group.count}"
-    cells[3] = flops_text(t.flops, t.transcendentals)
-    cells[4] = si(t.bytes, "B")
-    cells[8] = duration(t.time_s)
-    cells[9] = percent(t.time_s / model_time if model_time else None)
-    return cells
-
-
-def flops_text(flops: int, transcendentals: int) -> str:
-    """`12.58 MFLOP`, and `+ 786.43 k transc.` where the node has transcendentals (exp, tanh,
-    erf, ...: counted apart from FLOPs, never shown as free)."""
-    from onnx_roofline.report.units import si
-
-    text = si(flops, "FLOP")
-    return f"{text} + {si(transcendentals, '').strip()} transc." if transcendentals else text

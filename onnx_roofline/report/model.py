@@ -10,14 +10,16 @@ from typing import Any
 
 import onnx
 
-from onnx_roofline.costs import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, CompositeCost, Cost  # noqa: F401 (the statuses, re-exported)
-from onnx_roofline.hardware import Hardware
-from onnx_roofline.nodes import Node
+from onnx_roofline.costs.cost import CompositeCost, Cost
+from onnx_roofline.model.status import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED  # noqa: F401 (the statuses, re-exported)
+from onnx_roofline.costs.hardware import Hardware
+from onnx_roofline.model.nodes import Node
 from onnx_roofline.records import record
-from onnx_roofline.roofline import MEMORY, UNKNOWN, Placement
-from onnx_roofline.rules.registry import MATRIX
-from onnx_roofline.root_cause import RootCause
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.costs.roofline import UNKNOWN, Placement
+from onnx_roofline.costs.rules.registry import MATRIX
+from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.report.totals import Totals
 
 SCHEMA_VERSION = 1
 
@@ -170,7 +172,7 @@ class ModelInfo:
     graph_inputs: tuple[str, ...] = field(default=(), repr=False, compare=False)  # not initializers
     graph_outputs: tuple[str, ...] = field(default=(), repr=False, compare=False)
     weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
-    defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.defaults), not by the caller
+    defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.shapes.defaults), not by the caller
     solved_dims: Mapping[str, str] = field(default_factory=dict)  # defaulted dims the graph fixes (runnable.py), and what fixes each
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
@@ -190,70 +192,6 @@ class ModelInfo:
             "shape_inference": self.shape_inference,
             "shape_warnings": list(self.shape_warnings),
             "assumed": None if self.assumed is None else self.assumed.to_dict(),
-        }
-
-
-@dataclass(frozen=True)
-class Totals:
-    """Sums over the costed nodes: FLOPs, bytes, time (the sum of per-node bounds), the share of
-    time spent memory-bound, and how many nodes were costed and not."""
-
-    flops: int
-    useful_flops: int
-    transcendentals: int
-    dequantize_flops: int
-    matrix_flops: int  # FLOPs on the matrix unit (MatMul, Gemm, Conv, attention), bodies included
-    bytes_read: int
-    bytes_written: int
-    time_s: float
-    memory_bound_time_s: float
-    costed_nodes: int
-    uncosted_nodes: int
-
-    @property
-    def bytes(self) -> int:
-        return self.bytes_read + self.bytes_written
-
-    @property
-    def memory_bound_time_share(self) -> float | None:
-        return self.memory_bound_time_s / self.time_s if self.time_s else None
-
-    @property
-    def intensity(self) -> float | None:
-        return self.flops / self.bytes if self.bytes else None
-
-    @classmethod
-    def over(cls, nodes: tuple[NodeResult, ...] | list[NodeResult]) -> Totals:
-        costed = [n for n in nodes if n.cost is not None and n.placement is not None]
-        return cls(  # sums over lists, which build faster than generators: a report has thousands of nodes
-            flops=sum([n.cost.flops for n in costed]),
-            useful_flops=sum([n.cost.useful for n in costed]),
-            transcendentals=sum([n.cost.transcendentals for n in costed]),
-            dequantize_flops=sum([n.cost.dequantize_flops for n in costed]),
-            matrix_flops=sum([n.matrix_flops for n in costed]),
-            bytes_read=sum([n.cost.bytes_read for n in costed]),
-            bytes_written=sum([n.cost.bytes_written for n in costed]),
-            time_s=sum([n.placement.time_s for n in costed]),
-            memory_bound_time_s=sum([n.placement.time_s for n in costed if n.placement.bound == MEMORY]),
-            costed_nodes=len(costed),
-            uncosted_nodes=len(nodes) - len(costed),
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "flops": self.flops,
-            "useful_flops": self.useful_flops,
-            "transcendentals": self.transcendentals,
-            "dequantize_flops": self.dequantize_flops,
-            "matrix_flops": self.matrix_flops,
-            "bytes_read": self.bytes_read,
-            "bytes_written": self.bytes_written,
-            "bytes": self.bytes,
-            "intensity": self.intensity,
-            "time_s": self.time_s,
-            "memory_bound_time_share": self.memory_bound_time_share,
-            "costed_nodes": self.costed_nodes,
-            "uncosted_nodes": self.uncosted_nodes,
         }
 
 
@@ -286,7 +224,7 @@ class Report:
         """The external-data locations the model names, as written: what an output must not
         replace. Found when first asked (reading a TorchScript export's thousand Constants costs
         more than a command that writes no file should pay)."""
-        from onnx_roofline.files import data_locations
+        from onnx_roofline.model.files import data_locations
 
         source = self.model.source
         return () if source is None else data_locations(source, (self.written or self).nodes)
@@ -309,7 +247,7 @@ class Report:
     def kernels(self) -> int:
         """Kernels launched per run: deployed, each kernel's `launches`; as written, every node but
         the pure views (Reshape, Squeeze, … move nothing and launch nothing)."""
-        from onnx_roofline.memory import VIEW_OPS
+        from onnx_roofline.costs.memory import VIEW_OPS
 
         return sum([getattr(n, "launches", 0 if n.op_type in VIEW_OPS else 1) for n in self.nodes])
 
@@ -320,8 +258,8 @@ class Report:
 
     @functools.cached_property
     def memory(self):
-        """Weights, KV cache and peak activations, and whether they fit (onnx_roofline.memory)."""
-        from onnx_roofline.memory import footprint
+        """Weights, KV cache and peak activations, and whether they fit (onnx_roofline.costs.memory)."""
+        from onnx_roofline.costs.memory import footprint
 
         return footprint(self, kv_inplace=self.kv_cache == "inplace")
 
@@ -421,7 +359,7 @@ class Launches:
 
     @classmethod
     def of(cls, report: Report) -> Launches | None:
-        from onnx_roofline.memory import VIEW_OPS
+        from onnx_roofline.costs.memory import VIEW_OPS
 
         per = report.hardware.launch_overhead
         if per is None:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_roofline.errors import RooflineError
-from onnx_roofline.output import write_bytes
+from onnx_roofline.report.output import write_bytes
 from onnx_roofline.report.breakdown import module_of
 from onnx_roofline.report.units import percent, si
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from onnx_roofline.report.model import NodeResult, Report
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.model.tensors import TensorInfo
 
 CSV_COLUMNS = (
     "index", "name", "op_type", "domain", "status", "flops", "transcendentals", "dequantize_flops", "bytes_read",

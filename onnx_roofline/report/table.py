@@ -6,10 +6,13 @@ from collections import Counter
 from collections.abc import Sequence
 
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, group_label, top_nodes
-from onnx_roofline.report.grouping import flops_text
 from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
-from onnx_roofline.report.units import duration, number, percent, si
-from onnx_roofline.roofline import COMPUTE, MEMORY
+from onnx_roofline.report.units import duration, flops_text, number, percent, si
+from onnx_roofline.costs.roofline import COMPUTE, MEMORY
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from onnx_roofline.report.grouping import Alike
 
 
 def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), depth: int = 3, other: Report | None = None,
@@ -142,7 +145,7 @@ def _top_nodes(report: Report, top: int) -> str:
 
 
 def _top_grouped(report: Report, top: int) -> str:
-    from onnx_roofline.report.grouping import alike_cells, top_alike
+    from onnx_roofline.report.grouping import top_alike
 
     rows = [alike_cells(g, report.totals.time_s) for g in top_alike(report, top)]
     what = "nodes" if report.view == WRITTEN else "kernels"
@@ -184,3 +187,17 @@ def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
     first = cells[0] if len(cells[0]) <= widths[0] else "…" + cells[0][-(widths[0] - 1) :]
     parts = [first.ljust(widths[0])] + [c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells[1:], widths[1:]), 1)]
     return "  ".join(parts).rstrip()
+
+
+def alike_cells(group: Alike, model_time: float) -> list[str]:
+    """One group as the table's node cells (table.NODE_HEADER): `label ×N` and the group's sums."""
+    cells = node_cells(group.first, model_time)
+    if group.count == 1:
+        return cells
+    t = group.totals
+    cells[0] = f"{group.label} ×{group.count}"
+    cells[3] = flops_text(t.flops, t.transcendentals)
+    cells[4] = si(t.bytes, "B")
+    cells[8] = duration(t.time_s)
+    cells[9] = percent(t.time_s / model_time if model_time else None)
+    return cells

@@ -30,3 +30,10 @@ def percent(share: float | None) -> str:
 
 def number(value: float | None, digits: int = 1) -> str:
     return "?" if value is None else f"{value:,.{digits}f}"
+
+
+def flops_text(flops: int, transcendentals: int) -> str:
+    """`12.58 MFLOP`, and `+ 786.43 k transc.` where the node has transcendentals (exp, tanh,
+    erf, ...: counted apart from FLOPs, never shown as free)."""
+    text = si(flops, "FLOP")
+    return f"{text} + {si(transcendentals, '').strip()} transc." if transcendentals else text

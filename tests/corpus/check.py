@@ -78,8 +78,8 @@ class ShapeCheck:
 
 
 def shapes(entry: dict[str, Any]) -> ShapeCheck:
-    """``onnx_roofline.verify`` at the entry's dims: onnxruntime's node outputs against the inferred ones."""
-    from onnx_roofline.verify import verify
+    """``onnx_roofline.commands.verify`` at the entry's dims: onnxruntime's node outputs against the inferred ones."""
+    from onnx_roofline.commands.verify import verify
 
     try:
         result = verify(entry["path"], dims=entry["dims"])

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnx_roofline import rules, shape_rules
+from onnx_roofline.costs import rules
+from onnx_roofline.shapes import rules as shape_rules
 from tests.conftest import analyze_node
 from tests.rules.test_attention import sdpa
 

@@ -1,4 +1,4 @@
-"""Losses (onnx_roofline/rules/losses.py). f32 = 4 bytes, int64 = 8 bytes."""
+"""Losses (onnx_roofline/costs/rules/losses.py). f32 = 4 bytes, int64 = 8 bytes."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """DeformConv, TfIdfVectorizer, CausalConvWithState, LinearAttention, TensorScatter, FlexAttention
-(onnx_roofline/rules/misc.py). f32 = 4 bytes, f16 = 2, int64 = 8."""
+(onnx_roofline/costs/rules/misc.py). f32 = 4 bytes, f16 = 2, int64 = 8."""
 
 from __future__ import annotations
 

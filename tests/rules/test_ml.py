@@ -1,4 +1,4 @@
-"""ai.onnx.ml rules (onnx_roofline/rules/ml.py). Attribute-held model weights count as bytes read:
+"""ai.onnx.ml rules (onnx_roofline/costs/rules/ml.py). Attribute-held model weights count as bytes read:
 floats 4 B, ints 8 B, tensors by dtype. f32 = 4 bytes, int64 = 8 bytes."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Data movement and shape ops (onnx_roofline/rules/movement.py): one-node models, every expected
+"""Data movement and shape ops (onnx_roofline/costs/rules/movement.py): one-node models, every expected
 number written as the arithmetic it comes from. f32 = 4 bytes, int64 = 8 bytes, bool = 1 byte."""
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnx_roofline import analyze
-from onnx_roofline.costs import Uncostable
-from onnx_roofline.rules import lookup
-from onnx_roofline.rules.context import OpNode
-from onnx_roofline.tensors import TensorInfo
+from onnx_roofline.model.status import Uncostable
+from onnx_roofline.costs.rules import lookup
+from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.tensors import TensorInfo
 from tests.conftest import analyze_node, one_node_model
 
 I64 = np.int64

@@ -1,4 +1,4 @@
-"""Pooling (onnx_roofline/rules/pooling.py): FLOPs per window over the taps inside the input, checked
+"""Pooling (onnx_roofline/costs/rules/pooling.py): FLOPs per window over the taps inside the input, checked
 against hand arithmetic and against a brute-force enumeration of every window. f32 = 4 bytes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from onnx_roofline.rules.pooling import _axis_taps
+from onnx_roofline.costs.rules.pooling import _axis_taps
 from tests.conftest import analyze_node
 
 

@@ -1,4 +1,4 @@
-"""Recurrent layers (onnx_roofline/rules/recurrent.py): RNN, GRU, LSTM as one-node models, every
+"""Recurrent layers (onnx_roofline/costs/rules/recurrent.py): RNN, GRU, LSTM as one-node models, every
 expected number written as the arithmetic of the spec's equations. f32 = 4 bytes.
 Per step, batch element and direction: GEMMs 2·(I + H)·G·H; biases 2·G·H; activations per gate
 element; cell arithmetic one FLOP per operation."""

@@ -1,4 +1,4 @@
-"""Signal ops (onnx_roofline/rules/signal.py). FFT FLOPs are FFTW's convention: 5·N·log2(N) per
+"""Signal ops (onnx_roofline/costs/rules/signal.py). FFT FLOPs are FFTW's convention: 5·N·log2(N) per
 complex transform, 2.5·N·log2(N) per real-data one. f32 = 4 bytes, int64 = 8 bytes."""
 
 from __future__ import annotations

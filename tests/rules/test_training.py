@@ -1,4 +1,4 @@
-"""ai.onnx.preview.training optimizers (onnx_roofline/rules/training.py): per element of the
+"""ai.onnx.preview.training optimizers (onnx_roofline/costs/rules/training.py): per element of the
 optimized tensors, one FLOP per operation of the spec's pseudo code. f32 = 4, int64 = 8 bytes."""
 
 from __future__ import annotations

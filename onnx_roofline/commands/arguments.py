@@ -1,0 +1,186 @@
+"""What the commands that analyze a model share: their arguments (model, hardware, dims, values,
+assumptions, views, verbosity), the analysis those arguments ask for, and the files a command must
+never write over. `cli` and every subcommand's module import it; it imports none of them."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from onnx_roofline.errors import DimensionError, one_line
+
+def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100", assumptions: bool = True) -> None:
+    """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
+    folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`;
+    `assumptions`: --nonzero-fraction, which `verify` does not take: it checks sizes a real run
+    produces)."""
+    from onnx_roofline.model.precisions import PRECISIONS
+
+    if many:
+        parser.add_argument("model", nargs="+", help="path to an .onnx file (external weight data need not be present); "
+                            "several, or a folder, give one summary row per model")  # fmt: skip
+    else:
+        parser.add_argument("model", help="path to an .onnx file (external weight data need not be present)")
+    parser.add_argument("--hw", default=hw, help=f"hardware name (see `hw list`) or a spec file{'; several, comma-separated' if ',' in hw else ''} (default: {hw})")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)")
+    parser.add_argument("--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)")
+    parser.add_argument(
+        "--value", action="append", default=[], metavar="NAME=V",
+        help="give a small graph input a value, e.g. a Loop's trip count: --value max_steps=16 (repeatable; N,N,... for a 1-D input)",
+    )
+    if assumptions:
+        parser.add_argument(
+            "--nonzero-fraction", type=_fraction, metavar="F",
+            help="size every NonZero and Compress whose input is data as if F (0.125, 1/8) of its candidates were selected: "
+                 "an MoE's routing (1/num_experts is uniform); the report names it and the nodes it sized",
+        )  # fmt: skip
+    parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
+    parser.add_argument(
+        "--dtype", choices=sorted(PRECISIONS), help="cost every floating-point tensor (weights and activations) in this precision"
+    )
+    parser.add_argument(
+        "--fp32-matmul", choices=("ieee", "tf32"), default="ieee",
+        help="fp32 matmuls in full IEEE fp32 (the default, as cuBLAS and PyTorch run them) or on TF32 tensor cores "
+             "(tf32: onnxruntime's CUDA provider and TensorFlow enable it by default)",
+    )
+    add_verbosity_arguments(parser)
+
+
+def _fraction(text: str) -> float:
+    from onnx_roofline.shapes.selection import parse_fraction
+
+    try:
+        return parse_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
+    """-q/--quiet and -v/--verbose: how much goes to stderr besides errors."""
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true", help="no notes or warnings on stderr (errors still print)")
+    loud.add_argument("-v", "--verbose", action="store_true",
+                      help="also say on stderr why each default dim was chosen, which shape passes ran and what they typed, and the time taken")  # fmt: skip
+
+
+def add_view_arguments(parser: argparse.ArgumentParser, views: tuple[str, ...] = ("written", "deployed"), default: str = "written") -> None:
+    """--view and --kv-cache (docs/cost-model.md, "Two views")."""
+    meaning = {"written": "the graph as written, every node round-tripping memory (a lower bound)", "unfused": "as written",
+               "fused": "elementwise chains, epilogues and attention fused", "deployed": "folded, fused, FlashAttention-style "
+               "attention, the --kv-cache choice: an estimate of what a runtime runs"}  # fmt: skip
+    parser.add_argument("--view", choices=views, default=default,
+                        help="; ".join(f"{v}: {meaning[v]}" for v in views) + f" (default: {default})")
+    parser.add_argument("--launch-overhead", metavar="TIME",
+                        help="per-kernel launch overhead for the launch floor reported beside the bound, e.g. 4us, 0 for none "
+                             "(default: the hardware entry's)")  # fmt: skip
+    parser.add_argument("--kv-cache", choices=("copy", "inplace"), default="copy",
+                        help="deployed view: the KV cache copied into a new present each step (copy, the default) or updated "
+                             "in place, only the new rows written (inplace: a static, paged or shared-buffer cache)")  # fmt: skip
+
+
+def with_launch_overhead(hw, text: str | None):
+    """The hardware with --launch-overhead applied (a name or path is loaded first); as is without it."""
+    if text is None:
+        return hw
+    import dataclasses
+
+    from onnx_roofline.errors import HardwareSpecError
+    from onnx_roofline.commands.gate.quantities import parse_duration
+    from onnx_roofline.costs.hardware import Hardware, load_hardware
+
+    hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
+    try:
+        seconds = 0.0 if text.strip() in ("0", "0s", "none") else parse_duration(text)
+    except ValueError as exc:
+        raise HardwareSpecError(f"--launch-overhead: {exc}") from None
+    return dataclasses.replace(hardware, launch_overhead=seconds or None)
+
+
+def deployed_from(report, options: argparse.Namespace):
+    """The deployed view of a written report, with the options' --kv-cache."""
+    from onnx_roofline.views.deployed import deploy
+
+    return deploy(report, getattr(options, "kv_cache", None) or "copy")
+
+
+def analyze_from_options(options: argparse.Namespace, default_dims: bool = False):
+    """The report the options ask for. `default_dims`: bind the dims left unbound to their
+    defaults (onnx_roofline.shapes.defaults) and say so on stderr, unless --partial is given (which
+    leaves them unbound); `check` and `verify` stay strict."""
+    from onnx_roofline.analysis import analyze
+    from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
+    from onnx_roofline.shapes.input_values import parse_value
+
+    import time
+
+    started = time.perf_counter()
+    dims = dict(parse_dim(text) for text in options.dim)
+    shapes = dict(parse_input_shape(text) for text in options.input)
+    values = dict(parse_value(text) for text in options.value)
+    if len(dims) != len(options.dim):
+        raise DimensionError("the same --dim is given twice")
+    report = analyze(
+        options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
+        default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
+        nonzero_fraction=getattr(options, "nonzero_fraction", None),
+    )
+    if report.model.defaulted_dims and not getattr(options, "quiet", False):
+        _notice_defaults(report)
+    if getattr(options, "verbose", False):
+        _say_what_ran(report, time.perf_counter() - started)
+    return deployed_from(report, options) if getattr(options, "view", None) == "deployed" else report
+
+
+def protected_files(options: argparse.Namespace, *more: str | None, report=None) -> tuple:
+    """What a command's outputs must never replace: the model and its external-data files (as the
+    analysis `report` of it found them; else read again, only when some output goes to a file),
+    and `more` (a policy, a baseline)."""
+    from onnx_roofline.model.files import named_files
+    from onnx_roofline.model.loader import referenced_files
+
+    outputs = [getattr(options, name, None) for name in ("output", "plot", "annotate", "junit")]
+    if report is not None and report.model.path == str(options.model):
+        model = named_files(options.model, report.data_files)
+    else:
+        model = referenced_files(options.model) if any(o not in (None, "-") for o in outputs) else (options.model,)
+    return (*model, *(path for path in more if path))
+
+
+def _notice_defaults(report) -> None:
+    """One line on stderr naming each default taken (unless --quiet)."""
+    from onnx_roofline.shapes.defaults import notice
+
+    why = _default_reasons(report.model)
+    notice_text = notice({name: (report.model.dims[name], why[name]) for name in report.model.defaulted_dims})
+    print(f"onnx-roofline: note: {one_line(notice_text)}", file=sys.stderr)
+
+
+def _default_reasons(model) -> dict[str, str]:
+    """Why each defaulted dim took its size: its name's rule (onnx_roofline.shapes.defaults), or what in
+    the graph fixes it (model.solved_dims)."""
+    from onnx_roofline.shapes.defaults import default_dims
+
+    defaulted = model.defaulted_dims
+    chosen = default_dims(defaulted, {name: size for name, size in model.dims.items() if name not in defaulted}) if defaulted else {}
+    return {name: model.solved_dims.get(name) or chosen[name][1] for name in defaulted}
+
+
+def _say_what_ran(report, seconds: float) -> None:
+    """--verbose: the dims and where each came from, the shape passes and what they typed, the
+    nodes by status, the hardware figures' source, the time taken."""
+    model = report.model
+    why = _default_reasons(model)
+    dims = ", ".join(f"{k}={v}" + (f" (default: {why[k]})" if k in why else " (given)") for k, v in sorted(model.dims.items()))
+    outputs = [t for node in report.nodes for t in node.outputs if t is not None]
+    typed = sum(1 for t in outputs if t.is_known)
+    statuses = ", ".join(f"{status} {count}" for status, count in report.status_counts.items())
+    lines = [
+        f"dims: {dims or 'none'}",
+        f"shape passes: {model.shape_inference} (ONNX's inference{', then the sweep: our shape rules, per-node inference, folding' if 'sweep' in model.shape_inference else ''}); "
+        f"{typed:,} of {len(outputs):,} node outputs typed" + (f"; failed: {'; '.join(model.shape_warnings)}" if model.shape_warnings else ""),
+        f"nodes: {statuses}",
+        f"hardware: {report.hardware.key} ({report.hardware.name}), figures from {report.hardware.source}",
+        f"analyzed in {seconds:.2f} s",
+    ]
+    for line in lines:
+        print(f"onnx-roofline: {one_line(line)}", file=sys.stderr)

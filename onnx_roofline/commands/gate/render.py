@@ -1,0 +1,106 @@
+"""The gate's outputs for people and CI: a text summary, JSON, GitHub Actions annotations, JUnit XML.
+
+All four read a GateResult only and are deterministic: no timestamps, no host names, no locale.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from onnx_roofline.commands.gate.result import FAIL, SKIP, Contributor, GateResult, formatted
+
+LISTED = 20  # baseline node changes listed in the text summary (the JSON lists all)
+
+
+def render_text(result: GateResult) -> str:
+    """What failed, by how much, and which nodes are responsible; then the baseline's node changes."""
+    verdict = "PASS" if result.passed else "FAIL"
+    counts = f"{len(result.failed)} of {len(result.checks)} checks failed"
+    if result.skipped:
+        counts += f", {len(result.skipped)} skipped"
+    lines = [
+        f"onnx-roofline check: {verdict} ({counts})",
+        f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims)}; "
+        + ("times: deployed estimate" if result.view == "deployed" else "times: lower bound, as written"),
+        *([f"assumed: {result.assumed.message}"] if result.assumed else []),
+        "",
+    ]
+    for check in result.checks:
+        lines.append(f"{check.status.upper() if check.status == FAIL else check.status:<5} {check.message}")
+        if check.status == FAIL:
+            lines += [f"        {_contributor(c)}" for c in check.contributors]
+    lines += _comparison_lines(result)
+    return "\n".join(lines) + "\n"
+
+
+def render_json(result: GateResult) -> str:
+    return json.dumps(result.to_dict(), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def render_github(result: GateResult) -> str:
+    """`::error` per failed check and `::warning` per skipped one (GitHub shows them on the run and
+    the pull request), followed by the text summary for the log."""
+    lines = []
+    for check in result.checks:
+        if check.status in (FAIL, SKIP):
+            level = "error" if check.status == FAIL else "warning"
+            props = ([f"file={_property(result.model)}"] if result.model else []) + [f"title={_property('onnx-roofline: ' + check.title)}"]
+            body = "\n".join([check.message, *(_contributor(c) for c in check.contributors)])
+            lines.append(f"::{level} {','.join(props)}::{_data(body)}")
+    return "\n".join(lines) + ("\n" if lines else "") + render_text(result)
+
+
+def render_junit(result: GateResult) -> str:
+    """One testsuite, one testcase per check; a failed check's body lists its contributors."""
+    name = f"onnx-roofline check {result.model or '<in-memory>'} on {result.hardware}"
+    counts = {"tests": str(len(result.checks)), "failures": str(len(result.failed)),
+              "errors": "0", "skipped": str(len(result.skipped))}
+    suites = ET.Element("testsuites", {"name": "onnx-roofline", **counts})
+    suite = ET.SubElement(suites, "testsuite", {"name": name, **counts})
+    for check in result.checks:
+        case = ET.SubElement(suite, "testcase", {"classname": "onnx-roofline", "name": check.id})
+        if check.status == FAIL:
+            failure = ET.SubElement(case, "failure", {"message": check.message, "type": check.id})
+            failure.text = "\n".join(_contributor(c) for c in check.contributors) or None
+        elif check.status == SKIP:
+            ET.SubElement(case, "skipped", {"message": check.message})
+    ET.indent(suites)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(suites, encoding="unicode") + "\n"
+
+
+RENDERERS = {"text": render_text, "json": render_json, "github": render_github}
+
+
+def _contributor(c: Contributor) -> str:
+    share = f"{100 * c.share:5.1f}%  " if c.share is not None else ""
+    value = f"{formatted(c.kind, c.value)}  " if c.value is not None else ""
+    note = f": {c.note}" if c.note else ""
+    return f"{share}{value}{c.node.name} ({c.node.op_type}){note}"
+
+
+def _comparison_lines(result: GateResult) -> list[str]:
+    comparison = result.comparison
+    if comparison is None:
+        return []
+    changed = comparison.bound_changed
+    lines = ["", f"baseline {result.baseline}: {len(comparison.added)} node(s) added, "
+                 f"{len(comparison.removed)} removed, {len(changed)} changed bound"]
+    entries = [f"  + [{n.index}] {n.name} ({n.op_type})" for n in comparison.added]
+    entries += [f"  - [{n.index}] {n.name} ({n.op_type})" for n in comparison.removed]
+    entries += [f"  ~ [{a.index}] {a.name} ({a.op_type}): {b.bound} → {a.bound}" for b, a in changed]
+    more = [f"  ... and {len(entries) - LISTED} more (all are in --format json)"] if len(entries) > LISTED else []
+    return lines + entries[:LISTED] + more
+
+
+def _dims(dims: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(dims.items())) or "none"
+
+
+def _data(text: str) -> str:
+    """A workflow command's message, escaped as GitHub's toolkit does."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _property(text: str) -> str:
+    return _data(text).replace(":", "%3A").replace(",", "%2C")

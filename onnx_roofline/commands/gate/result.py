@@ -1,0 +1,112 @@
+"""What a gate run found: one Check per limit, with the nodes most responsible, as plain data.
+
+Every renderer (text, JSON, JUnit, GitHub) reads this and nothing else; `to_dict` is the JSON
+result, ordered and free of timestamps so the same input gives the same bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onnx_roofline.commands.gate.baseline import Comparison, NodeFigures
+from onnx_roofline.report.model import Assumed
+from onnx_roofline.report.units import duration, percent, si
+
+PASS, FAIL, SKIP = "pass", "fail", "skip"
+
+# How each kind of measured value reads; "growth" is a relative change against a baseline.
+_FORMATS = {
+    "time": duration,
+    "share": percent,
+    "growth": lambda v: "?" if v is None else f"{100 * v:+.1f}%",
+    "bytes": lambda v: si(v, "B"),
+    "flops": lambda v: si(v, "FLOP"),
+    "count": lambda v: "?" if v is None else str(v),
+}
+
+
+def formatted(kind: str, value: float | int | None) -> str:
+    return _FORMATS[kind](value)
+
+
+@dataclass(frozen=True)
+class Contributor:
+    """One node's part in a measured quantity (for a regression: how much it grew)."""
+
+    node: NodeFigures
+    kind: str  # how `value` reads (a share check's contributors are times)
+    value: float | int | None
+    share: float | None = None  # of the quantity the check measured
+    note: str | None = None  # why the node is listed, where its value can't say (e.g. uncosted)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.node.index, "name": self.node.name, "op_type": self.node.op_type,
+                "kind": self.kind, "value": self.value, "share": self.share, "note": self.note}
+
+
+@dataclass(frozen=True)
+class Check:
+    id: str  # stable, machine-readable: "latency", "op_type[MatMul].time_share", "regression.bytes"
+    title: str  # for people: "MatMul time share"
+    status: str  # PASS, FAIL or SKIP
+    kind: str  # how `measured`, `limit` and contributor values read (see _FORMATS)
+    measured: float | int | None
+    limit: float | int | None
+    message: str
+    contributors: tuple[Contributor, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "status": self.status, "kind": self.kind,
+                "measured": self.measured, "limit": self.limit, "message": self.message,
+                "contributors": [c.to_dict() for c in self.contributors]}
+
+
+@dataclass(frozen=True)
+class GateResult:
+    model: str | None
+    hardware: str  # the hardware key
+    dims: dict[str, int]
+    checks: tuple[Check, ...]
+    baseline: str | None = None  # its path, when one was compared
+    comparison: Comparison | None = None
+    view: str = "written"  # the report's view: times are lower bounds as written, or deployed estimates
+    assumed: Assumed | None = None  # the data-dependent size the figures assume (report.model.assumed), where one is
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.status == FAIL)
+
+    @property
+    def skipped(self) -> tuple[Check, ...]:
+        return tuple(c for c in self.checks if c.status == SKIP)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": 1,
+            "kind": "check",
+            "passed": self.passed,
+            "summary": {"checks": len(self.checks), "failed": len(self.failed), "skipped": len(self.skipped)},
+            "model": {"path": self.model, "dims": dict(sorted(self.dims.items())), "nonzero_fraction": self.assumed and self.assumed.nonzero_fraction},
+            "hardware": self.hardware,
+            "view": self.view,
+            "checks": [c.to_dict() for c in self.checks],
+            "baseline": None if self.comparison is None else _comparison_dict(self.baseline, self.comparison),
+        }
+
+
+def _comparison_dict(path: str | None, comparison: Comparison) -> dict[str, Any]:
+    def ref(node: NodeFigures) -> dict[str, Any]:
+        return {"index": node.index, "name": node.name, "op_type": node.op_type}
+
+    return {
+        "path": path,
+        "added": [ref(n) for n in comparison.added],
+        "removed": [ref(n) for n in comparison.removed],
+        "bound_changed": [{**ref(after), "before": before.bound, "after": after.bound}
+                          for before, after in comparison.bound_changed],
+    }

@@ -1,0 +1,101 @@
+"""verify(): analyze, check every external-data reference and the budget, materialize weights,
+feed, run, compare, and optionally time — in that order: nothing is read, synthesized or run
+before the checks that could refuse it.
+
+A model with model-local functions is checked with them inlined (inlining.py, as the analysis
+costs a call: its body inlined): a run exposes no value inside a call, so the call itself could
+only be checked at its outputs, and a model exported as one function call (torch's
+`export_modules_as_functions`) would check nothing but its outputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import onnx
+
+from onnx_roofline.model import files
+from onnx_roofline.analysis import analyze
+from onnx_roofline.shapes.defaults import derived_dims
+from onnx_roofline.model.inlining import inline_functions
+from onnx_roofline.shapes.dims import bind, symbolic_dims
+from onnx_roofline.costs.hardware import Hardware
+from onnx_roofline.shapes.input_values import bind_values, value_arrays
+from onnx_roofline.model.loader import load_model
+from onnx_roofline.report.model import Report
+from onnx_roofline.shapes.engine import infer
+from onnx_roofline.commands.verify import budget as budgets
+from onnx_roofline.commands.verify.compare import Comparison, compare, observed_infos
+from onnx_roofline.commands.verify.inputs import bound_inputs, make_feeds
+from onnx_roofline.commands.verify.run import chunk_bytes, observe
+from onnx_roofline.commands.verify.weights import materialize
+
+
+@dataclass(frozen=True)
+class Verification:
+    report: Report
+    comparison: Comparison
+    weights_loaded: int
+    weights_synthesized: int
+    timing: object | None = None  # attainment.TimingCheck when timing was asked for
+
+    @property
+    def passed(self) -> bool:
+        return not self.comparison.disagreements and (self.timing is None or self.timing.passed)
+
+
+def verify(
+    model: str | os.PathLike | onnx.ModelProto,
+    hw: str | Hardware = "h100",
+    dims: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    seed: int = 0,
+    threads: int | None = None,
+    timing: Mapping[str, object] | None = None,
+    budget: budgets.Budget = budgets.Budget(),
+    values: Mapping[str, Sequence[float] | float] | None = None,
+) -> Verification:
+    """Run `model` in onnxruntime (CPU) and check the analysis against it. `timing`, when given, holds
+    the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize). `values`:
+    small graph inputs given a value (analyze's), which the run is fed too (an If's condition:
+    the branch costed is the branch run)."""
+    values = dict(values or {})
+    proto = load_model(model)
+    dims = {**derived_dims(symbolic_dims(proto.graph), dims or {}), **(dims or {})}  # `past + sequence` from the two given, fed so
+    inlined = _inlined(proto) if proto.functions else None
+    if inlined is None:
+        report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
+    else:  # the inlined graph is what is analyzed, run and compared; the report still names the file
+        proto = inlined
+        report = analyze(proto, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
+        report = dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
+    base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
+    files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
+    bound = load_model(proto)
+    bind_values(bound, values)
+    folded = infer(bind(bound, dims, input_shapes)).folded
+    chunk = chunk_bytes(report.memory.peak_activation_bytes)
+    budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget, chunk)
+    weights = materialize(proto, base_dir, seed)
+    feeds = {**make_feeds(proto, dims, input_shapes, seed), **value_arrays(proto, values)}
+    sizes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
+    observed = {**observed_infos(proto, feeds), **observe(proto, feeds, weights.arrays, sizes, chunk, threads=threads)}
+    comparison = compare(report, proto, observed, folded)
+    timed = None
+    if timing is not None:
+        from onnx_roofline.commands.verify.attainment import check_timing
+
+        timed = check_timing(report, weights.model, feeds, threads=threads, **timing)
+    return Verification(report, comparison, weights.loaded, weights.synthesized, timed)
+
+
+def _inlined(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """The model with its local functions' calls inlined, or None where onnx cannot inline them
+    (each call is then checked at its outputs only)."""
+    try:
+        return inline_functions(model)
+    except Exception:  # onnx's C++ raises several types; the calls stay as they are
+        return None
+

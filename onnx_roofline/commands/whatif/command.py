@@ -1,0 +1,147 @@
+"""The what-if subcommands: sweep, critical, compare, fuse, context.
+
+Each takes the model arguments every analysis takes (`--hw`, `--dim`, `--input`, `--dtype`,
+`--partial`), prints a table or JSON (`--format`, `-o`), and can draw a picture (`--plot FILE`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, protected_files, with_launch_overhead
+from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
+from onnx_roofline.errors import EXIT_OK, DimensionError
+from onnx_roofline.shapes.input_values import parse_value
+from onnx_roofline.report.output import write_text
+from onnx_roofline.commands.whatif.session import UNFUSED, VIEWS, Session
+
+# The studies (and the fusion planner the fused and deployed views use) are imported by the command
+# that runs them: building the parser, which every command does, imports none of them.
+
+DEFAULT_COMPARE = "h100,h200,a100,l4"
+DEFAULT_LENGTHS = "64,128,256,512,1024,2048,4096"
+
+
+def add_command(subparsers: argparse._SubParsersAction) -> None:
+    _parser(subparsers, "sweep", _run_sweep, "re-bind dims over lists of values: latency, throughput, bound share per point",
+            "--dim NAME=V1,V2,... sweeps NAME (several lists: every combination); --dim NAME=V binds it.")
+    _parser(subparsers, "critical", _run_critical,
+            "solve the smallest batch (or other dim) at which each matmul kind turns compute-bound",
+            "--over DIM (default: the dim named as a batch) is solved for; bind the other dims with --dim.").add_argument(
+        "--over", metavar="DIM", help="the dim to solve for (default: the graph's batch dim: batch, batch_size, N, ...)")
+    _parser(subparsers, "compare", _run_compare, "one model on several accelerators side by side",
+            f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).", hw=DEFAULT_COMPARE)
+    _parser(subparsers, "fuse", _run_fuse, "the unfused and fused views of bytes side by side, attention included",
+            "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
+            "FlashAttention-style kernel.", views=False).add_argument(
+        "--top", type=int, default=10, metavar="N", help="fused kernels listed (default: 10)")
+    _parser(subparsers, "context", _run_context, "decode over context length: latency per step and the KV cache's share of bytes",
+            "Bind the batch with --dim; the past-length dim is found from the KV-cache inputs.").add_argument(
+        "--context", default=DEFAULT_LENGTHS, metavar="[DIM=]L1,L2,...",
+        help=f"past lengths to evaluate, optionally naming the dim (default: {DEFAULT_LENGTHS})")
+
+
+def _parser(subparsers, name: str, run: Callable, help_text: str, description: str, views: bool = True, hw: str = "h100"):
+    parser = subparsers.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. {description}")
+    add_model_arguments(parser, hw=hw)
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    parser.add_argument("--plot", metavar="FILE", help="also draw the study to FILE (.png or .svg)")
+    if views:
+        add_view_arguments(parser, VIEWS, UNFUSED)
+        parser.set_defaults(view=UNFUSED)
+    parser.set_defaults(run=run)
+    return parser
+
+
+def parse_dim_values(text: str) -> tuple[str, tuple[int, ...]]:
+    """`batch=1,8,64` → ("batch", (1, 8, 64)); each value checked as --dim checks one."""
+    name, _, values = text.partition("=")
+    try:
+        parsed = tuple(parse_dim(f"{name}={value}")[1] for value in values.split(","))
+    except DimensionError:
+        raise DimensionError(f"malformed --dim {text!r}: expected NAME=N or NAME=N1,N2,..., e.g. batch=1,8,64") from None
+    return name.strip(), parsed
+
+
+def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Session, dict[str, tuple[int, ...]]]:
+    """The session (single-valued dims bound) and the lists to sweep."""
+    if options.plot:
+        from onnx_roofline.commands.whatif import plot
+
+        plot.check_destination(options.plot)
+    pairs = [parse_dim_values(text) for text in options.dim]
+    if len({name for name, _ in pairs}) != len(pairs):
+        raise DimensionError("the same --dim is given twice")
+    dims = {name: values[0] for name, values in pairs if len(values) == 1}
+    axes = {name: values for name, values in pairs if len(values) > 1}
+    shapes = dict(parse_input_shape(text) for text in options.input)
+    values = dict(parse_value(text) for text in options.value)
+    session = Session(options.model, with_launch_overhead(hw or options.hw, getattr(options, "launch_overhead", None)), dims, shapes, options.dtype, options.partial, values,
+                      kv_cache=getattr(options, "kv_cache", None) or "copy",
+                      fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee", nonzero_fraction=options.nonzero_fraction)  # fmt: skip
+    return session, axes
+
+
+def _no_lists(axes: dict, command: str) -> None:
+    if axes:
+        raise DimensionError(f"`{command}` takes one value per --dim; use `sweep` for lists")
+
+
+def _emit(options: argparse.Namespace, result, text: Callable, figure: Callable) -> int:
+    from onnx_roofline.commands.whatif import plot, render
+
+    output = render.render_json(result) if options.format == "json" else text(result)
+    protect = protected_files(options)
+    write_text(output, options.output, protect=protect)
+    if options.plot:
+        plot.save(figure(result), options.plot, protect=protect)
+    return EXIT_OK
+
+
+def _run_sweep(options: argparse.Namespace) -> int:
+    from onnx_roofline.commands.whatif import plot, render
+    from onnx_roofline.commands.whatif.sweep import sweep
+
+    session, axes = _session(options)
+    return _emit(options, sweep(session, axes, options.view), render.render_sweep, plot.sweep_figure)
+
+
+def _run_critical(options: argparse.Namespace) -> int:
+    from onnx_roofline.commands.whatif import plot, render
+    from onnx_roofline.commands.whatif.critical import critical
+
+    session, axes = _session(options)
+    _no_lists(axes, "critical")
+    return _emit(options, critical(session, options.over, options.view), render.render_critical, plot.critical_figure)
+
+
+def _run_compare(options: argparse.Namespace) -> int:
+    from onnx_roofline.commands.whatif import plot, render
+    from onnx_roofline.commands.whatif.compare import compare, parse_hardware_list
+
+    hardware = parse_hardware_list(options.hw)
+    session, axes = _session(options, hw=hardware[0])
+    _no_lists(axes, "compare")
+    return _emit(options, compare(session, hardware, options.view), render.render_compare, plot.compare_figure)
+
+
+def _run_fuse(options: argparse.Namespace) -> int:
+    from onnx_roofline.commands.whatif import plot, render
+    from onnx_roofline.commands.whatif.fuse_report import fusion_study
+
+    session, axes = _session(options)
+    _no_lists(axes, "fuse")
+    return _emit(options, fusion_study(session), lambda s: render.render_fusion(s, options.top), plot.fusion_figure)
+
+
+def _run_context(options: argparse.Namespace) -> int:
+    from onnx_roofline.commands.whatif import plot, render
+    from onnx_roofline.commands.whatif.context import context_study
+
+    session, axes = _session(options)
+    _no_lists(axes, "context")
+    name, _, lengths = options.context.rpartition("=")
+    dim, values = parse_dim_values(f"{name or 'context'}={lengths}")
+    result = context_study(session, values, dim=name.strip() or None, view=options.view)
+    return _emit(options, result, render.render_context, plot.context_figure)

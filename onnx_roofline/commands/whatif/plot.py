@@ -1,0 +1,216 @@
+"""Pictures of the what-if studies (PNG or SVG by the file's suffix); matplotlib is imported only here."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+from onnx_roofline.errors import RooflineError
+from onnx_roofline.report.output import write_bytes
+from onnx_roofline.commands.whatif.compare import CompareResult
+from onnx_roofline.commands.whatif.context import ContextResult
+from onnx_roofline.commands.whatif.critical import CriticalResult
+from onnx_roofline.commands.whatif.fuse_report import FusionStudy
+from onnx_roofline.commands.whatif.sweep import SweepResult
+
+FORMATS = (".png", ".svg")
+
+
+def save(figure, destination: str, protect: Sequence[str] = ()) -> None:
+    """Render and write atomically; the suffix picks the format."""
+    import matplotlib.pyplot as plt
+
+    suffix = Path(destination).suffix.lower()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=suffix[1:], dpi=130, bbox_inches="tight")
+    plt.close(figure)
+    write_bytes(buffer.getvalue(), destination, protect)
+
+
+def check_destination(destination: str) -> None:
+    """Fail before the study runs, not after: a bad plot path is bad input."""
+    if Path(destination).suffix.lower() not in FORMATS:
+        raise RooflineError(f"--plot {destination}: use a .png or .svg file name")
+    if not Path(destination).parent.is_dir():
+        raise RooflineError(f"output folder does not exist: {Path(destination).parent}")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+    except ImportError:
+        raise RooflineError("--plot needs matplotlib: pip install matplotlib") from None
+
+
+def _figure(columns: int, rows: int = 1, title: str = ""):
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
+    figure.suptitle(title, fontsize=11)
+    return figure, [ax for row in axes for ax in row]
+
+
+def _subtitle(setup: dict, view: str | None) -> str:
+    name = Path(setup["path"]).name if setup.get("path") else "model"
+    hw = setup["hardware"] if isinstance(setup["hardware"], str) else ", ".join(setup["hardware"])
+    dims = ", ".join(f"{k}={v}" for k, v in setup["dims"].items())
+    return f"{name} · {hw}" + (f" · {dims}" if dims else "") + (f" · {view} view" if view else "")
+
+
+def sweep_figure(result: SweepResult):
+    """Latency, throughput, compute-bound share and intensity against the first multi-valued axis;
+    one line per combination of the other axes."""
+    axes_names = list(result.axes)
+    x_name = next((a for a in axes_names if len(result.axes[a]) > 1), axes_names[0])
+    others = [a for a in axes_names if a != x_name]
+    series: dict[str, list] = {}
+    for p in result.points:
+        series.setdefault(", ".join(f"{a}={p.dims[a]}" for a in others), []).append(p)
+    unit = result.points[0].work.unit
+    figure, (lat, thr, share, inten) = _figure(2, 2, f"sweep over {x_name} — {_subtitle(result.setup, result.view)}")
+    for label, points in series.items():
+        xs = [p.dims[x_name] for p in points]
+        lat.plot(xs, [p.latency_s * 1e3 for p in points], "o-", label=label or None)
+        thr.plot(xs, [p.throughput for p in points], "o-", label=label or None)
+        share.plot(xs, [100 * (p.compute_share or 0) for p in points], "o-", label=label or None)
+        inten.plot(xs, [p.intensity for p in points], "o-", label=label or None)
+    inten.axhline(result.ridge, color="crimson", ls="--", label=f"ridge {result.ridge:.0f} FLOP/B")
+    for ax, ylabel, logy in (
+        (lat, "predicted latency per run (ms)", True),
+        (thr, f"{unit}/s", False),
+        (share, "compute-bound share of time (%)", False),
+        (inten, "total intensity (FLOP/B)", True),
+    ):
+        ax.set_xscale("log", base=2)
+        if logy:
+            ax.set_yscale("log")
+        ax.set_xlabel(x_name)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, which="both", alpha=0.3)
+    share.set_ylim(-2, 102)
+    for ax in (inten, *((lat,) if len(series) > 1 else ())):
+        ax.legend(fontsize=8)
+    figure.tight_layout()
+    return figure
+
+
+def critical_figure(result: CriticalResult):
+    """Each kind's intensity as the dim grows (the fitted lines' ratio), its ridge and its crossing."""
+    import numpy as np
+
+    crossings = [float(k.crossing) for k in result.kinds if k.crossing is not None]
+    top = 2 ** int(np.ceil(np.log2(max([4096, *(2 * c for c in crossings)]))))
+    xs = np.unique(np.round(np.logspace(0, np.log2(top), 200, base=2)))
+    figure, (ax,) = _figure(1, 1, f"critical {result.dim} — {_subtitle(result.setup, result.view)}")
+    figure.set_size_inches(8.5, 5.2)
+    for k in result.kinds:
+        when = "never" if k.critical is None else f"compute-bound from {k.critical}"
+        line = ax.plot(xs, [k.intensity(x) for x in xs], label=f"{k.op_type} {k.signature} ×{len(k.kernels)}: {when}")[0]
+        if k.crossing is not None:
+            ax.plot([float(k.crossing)], [k.intensity(k.crossing)], "o", color=line.get_color())
+    ax.axhline(result.model_ridge, color="crimson", ls="--", label=f"ridge {result.model_ridge:.1f} FLOP/B")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel(result.dim)
+    ax.set_ylabel("arithmetic intensity (FLOP/B)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    return figure
+
+
+def compare_figure(result: CompareResult):
+    """Predicted latency per accelerator, split into compute-bound and memory-bound time."""
+    figure, (ax,) = _figure(1, 1, f"compare — {_subtitle(result.setup, result.view)}")
+    figure.set_size_inches(8.5, 1.4 + 0.7 * len(result.rows))
+    names = [f"{r.hardware.key} (ridge {r.ridge:.0f})" for r in result.rows]
+    memory = [r.latency_s * 1e3 * (r.memory_share or 0) for r in result.rows]
+    compute = [r.latency_s * 1e3 - m for r, m in zip(result.rows, memory)]
+    ax.barh(names, memory, color="tab:orange", label="memory-bound kernels")
+    ax.barh(names, compute, left=memory, color="tab:blue", label="compute-bound kernels")
+    for i, r in enumerate(result.rows):
+        ax.annotate(f" {r.latency_s * 1e3:.3g} ms · top: {r.top_op} ({100 * (r.top_share or 0):.0f}%)",
+                    (r.latency_s * 1e3, i), va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(r.latency_s for r in result.rows) * 1e3 * 1.6)
+    ax.set_xlabel("predicted latency per run (ms)")
+    ax.legend(fontsize=8, loc="upper right")
+    return figure
+
+
+def fusion_figure(study: FusionStudy):
+    """Left: a roofline with the kernels of both views, attention's unfused nodes and fused kernel
+    marked. Right: bytes per kind of fused kernel, as written (unfused) and fused."""
+    import numpy as np
+
+    fused = study.fused
+    main = max((k for k in fused.nodes if k.cost), key=lambda k: k.cost.flops)
+    bandwidth, ridge = study.report.hardware.memory_bandwidth, main.placement.ridge
+    figure, (ax, bars) = _figure(2, 1, f"unfused vs fused — {_subtitle(study.setup, None)}")
+    figure.set_size_inches(13, 5.2)
+    xs = np.logspace(-2, 4.5, 200)
+    roof = np.minimum(ridge * bandwidth, xs * bandwidth) / 1e12
+    ax.plot(xs, roof, color="black", lw=1.2, label=f"roofline (ridge {ridge:.0f})")
+    attention_nodes = {i for planned, _ in fused.attention() for i in planned.members}
+
+    def attained(row) -> float:
+        return row.cost.flops / row.time_s / 1e12
+
+    def scatter(rows, **style):
+        pts = [(r.placement.intensity, attained(r)) for r in rows if r.placement and r.placement.intensity and r.time_s]
+        if pts:
+            ax.scatter(*zip(*pts), **style)
+
+    scatter([n for n in study.report.nodes if n.index not in attention_nodes], s=12, color="0.6", label="unfused nodes")
+    scatter([k for k in fused.nodes if k.kind != "attention"], s=22, color="tab:blue", marker="s", label="fused kernels")
+    scatter([study.report.nodes[i] for i in attention_nodes], s=30, color="tab:orange", marker="x",
+            label="attention unfused: Q·Kᵀ, softmax, P·V, …")
+    scatter([a.kernel for a in study.attention], s=120, color="crimson", marker="*", label="attention fused: one kernel")
+    for a in study.attention[:1]:
+        qk = a.scores_node
+        for row, text, color, dy in ((qk, "Q·Kᵀ", "tab:orange", -14), (a.kernel, "fused", "crimson", 6)):
+            ax.annotate(f"{text} {row.placement.intensity:.3g} FLOP/B", (row.placement.intensity, attained(row)),
+                        textcoords="offset points", xytext=(6, dy), fontsize=8, color=color)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/B)")
+    ax.set_ylabel("FLOP/s attained at the bound (TFLOP/s)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+
+    kinds: dict[str, list[float]] = {}
+    for planned, kernel in zip(fused.plan.groups, fused.nodes):
+        if kernel.cost is not None:
+            before = sum(study.report.nodes[i].cost.bytes for i in planned.members)
+            entry = kinds.setdefault(planned.kind, [0.0, 0.0])
+            entry[0] += before / 1e9
+            entry[1] += kernel.cost.bytes / 1e9
+    names = sorted(kinds, key=lambda k: -kinds[k][0])
+    ys = np.arange(len(names))
+    bars.barh(ys - 0.2, [kinds[k][0] for k in names], height=0.4, color="0.6", label="unfused (graph as written)")
+    bars.barh(ys + 0.2, [kinds[k][1] for k in names], height=0.4, color="tab:blue", label="fused (runtime estimate)")
+    bars.set_yticks(ys, [{"single": "ops left alone (Transpose, LayerNorm, …)", "epilogue": "matmul/conv + epilogue",
+                          "elementwise": "elementwise chains", "attention": "attention"}.get(k, k) for k in names])
+    bars.invert_yaxis()
+    bars.set_xlabel("bytes moved (GB)")
+    bars.legend(fontsize=8, loc="lower right")
+    bars.grid(True, axis="x", alpha=0.3)
+    figure.tight_layout()
+    return figure
+
+
+def context_figure(result: ContextResult):
+    """Per-step latency and the KV cache's share of bytes against the past length."""
+    points = result.sweep.points
+    xs = [p.dims[result.dim] for p in points]
+    figure, (lat, kv) = _figure(2, 1, f"decode over {result.dim} — {_subtitle(result.sweep.setup, result.sweep.view)}")
+    lat.plot(xs, [p.latency_s * 1e3 for p in points], "o-")
+    lat.set_ylabel("predicted latency per decode step (ms)")
+    kv.plot(xs, [100 * (result.kv_share(i) or 0) for i in range(len(points))], "o-", color="tab:purple")
+    kv.set_ylabel("KV-cache share of bytes (%)")
+    kv.set_ylim(0, 100)
+    for ax in (lat, kv):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel(result.dim)
+        ax.grid(True, which="both", alpha=0.3)
+    figure.tight_layout()
+    return figure

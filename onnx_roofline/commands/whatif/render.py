@@ -1,0 +1,226 @@
+"""Terminal tables for the what-if studies (JSON is each result's to_dict())."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from onnx_roofline.report.units import duration, number, percent, si
+from onnx_roofline.commands.whatif.compare import CompareResult
+from onnx_roofline.commands.whatif.context import ContextResult
+from onnx_roofline.commands.whatif.critical import CriticalResult
+from onnx_roofline.commands.whatif.fuse_report import FusionStudy
+from onnx_roofline.commands.whatif.sweep import SweepResult
+
+
+def render_json(result) -> str:
+    return json.dumps(result.to_dict(), indent=2, allow_nan=False) + "\n"
+
+
+def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = ()) -> str:
+    """`extra`: more (header, cells) columns, e.g. the context study's KV share."""
+    axes = [name for name, values in result.axes.items()]
+    unit = result.points[0].work.unit if result.points else "runs"
+    header = [*axes, "latency", f"{unit}/s", "compute-bound", "FLOP/B", "bytes", "memory", *(h for h, _ in extra)]
+    rows = [
+        [
+            *(str(p.dims[a]) for a in axes),
+            duration(p.latency_s),
+            si(p.throughput, ""),
+            percent(p.compute_share),
+            number(p.intensity, 2),
+            si(p.bytes, "B"),
+            si(p.memory_bytes, "B") + ("" if p.fits is None else "" if p.fits else " (does not fit)"),
+            *(cells[i] for _, cells in extra),
+        ]
+        for i, p in enumerate(result.points)
+    ]
+    uncosted = max((p.uncosted for p in result.points), default=0)
+    notes = [
+        f"ridge {number(result.ridge)} FLOP/B (of the unit the heaviest matmul runs on); compute-bound = share of predicted time "
+        f"in compute-bound kernels; {unit} per run: {_work_note(result)}",
+        f"{unit}/s = {unit} per run / latency: an upper bound, as the latency is a lower bound (an estimate, deployed)",
+        f"{len(result.points)} points in {result.elapsed_s:.2f} s (model parsed once, re-bound per point)",
+    ]
+    if uncosted:
+        notes.append(f"warning: up to {uncosted} nodes per point could not be costed and are not in the figures")
+    return "\n".join([_title("sweep", result.setup, result.view), grid(header, rows), *notes]) + "\n"
+
+
+def render_context(result: ContextResult) -> str:
+    shares = [percent(result.kv_share(i)) for i in range(len(result.sweep.points))]
+    text = render_sweep(result.sweep, extra=[("KV share", shares)])
+    note = (
+        f"KV share: bytes that grow with {result.dim} (cache read and written, mask row"
+        f"{', score rows' if result.sweep.view == 'unfused' else ''}) over all bytes"
+    )
+    if result.bytes_line is None:
+        note = f"KV share unknown: the bytes are not a line in {result.dim} over these points"
+    return text.replace("sweep ", "context ", 1) + note + "\n"
+
+
+def render_critical(result: CriticalResult) -> str:
+    dim = result.dim
+    header = ["kind", "count", "FLOP/B at 1", "limit", "ridge", "crossing", f"critical {dim}"]
+    rows = [
+        [
+            f"{k.op_type} {k.signature}",
+            str(len(k.kernels)),
+            number(k.intensity(1), 2),
+            number(k.asymptote),
+            number(k.ridge),
+            "never" if k.crossing is None else number(float(k.crossing), 2),
+            "never" if k.critical is None else str(k.critical),
+        ]
+        for k in result.kinds
+    ]
+    lines = [
+        _title(f"critical {dim}", result.setup, result.view),
+        f"matrix kernels whose intensity grows with {dim}: the smallest {dim} at which each is compute-bound,",
+        f"solved from lines fitted at {dim} = 1, 2 (checked at 64): flops({dim}) / bytes({dim}) = ridge",
+        grid(header, rows),
+    ]
+    if result.flat:
+        flat = ", ".join(f"{name} ×{count}" for name, count in result.flat.items())
+        lines.append(f"flat in {dim} (no reuse across it, never crosses): {flat}")
+    if result.not_affine:
+        lines.append(f"not lines in {dim}, left out (model figures withheld): {', '.join(result.not_affine[:5])}")
+    lines += [
+        f"model: compute-bound kernels take ≥ 50% of the predicted time from {dim} = "
+        f"{_crossing(result.share_crossing, result.share_limit, percent)}",
+        f"model: total FLOPs / total bytes reaches the ridge {number(result.model_ridge)} at {dim} = "
+        f"{_crossing(result.intensity_crossing, result.intensity_limit, lambda v: number(v, 2) + ' FLOP/B')}",
+    ]
+    if result.memory_capacity is not None:
+        fit = "never" if result.fits_up_to is None else str(result.fits_up_to)
+        per = "" if result.memory_line is None else f"; {si(float(result.memory_line.slope), 'B')} per {dim} on {si(float(result.memory_line(0)), 'B')}"
+        lines.append(f"model: the largest {dim} that fits {si(result.memory_capacity, 'B')} "
+                     f"(weights + KV cache + peak activations{per} at {dim} = 2, 64; the answer checked by analysis) = {fit}")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def render_compare(result: CompareResult) -> str:
+    unit = result.rows[0].work.unit if result.rows else "runs"
+    header = ["hardware", "ridge", "latency", f"{unit}/s", "memory-bound", "FLOP/B", "top kernel", "its share", "bound"]
+    rows = [
+        [
+            r.hardware.key,
+            number(r.ridge),
+            duration(r.latency_s),
+            si(r.work.rate(r.latency_s), ""),
+            percent(r.memory_share),
+            number(r.intensity, 2),
+            f"{r.top_op} {r.top_name}",
+            percent(r.top_share),
+            r.top_bound or "?",
+        ]
+        for r in result.rows
+    ]
+    return "\n".join([_title("compare", result.setup, result.view), grid(header, rows)]) + "\n"
+
+
+def render_fusion(study: FusionStudy, top: int = 10) -> str:
+    data = study.to_dict(top)
+    a, b = data["unfused"], data["fused"]
+    change = lambda x, y: "same" if x == y else percent((y - x) / x) if x else "?"  # noqa: E731
+    summary = grid(
+        ["", "unfused (graph as written)", "fused (runtime estimate)", "change"],
+        [
+            ["kernels", str(a["kernels"]), str(b["kernels"]), change(a["kernels"], b["kernels"])],
+            ["FLOPs", si(a["flops"], "FLOP"), si(b["flops"], "FLOP"), change(a["flops"], b["flops"])],
+            ["bytes", si(a["bytes"], "B"), si(b["bytes"], "B"), change(a["bytes"], b["bytes"])],
+            ["latency", duration(a["time_s"]), duration(b["time_s"]), change(a["time_s"], b["time_s"])],
+            ["memory-bound share", percent(a["memory_bound_time_share"]), percent(b["memory_bound_time_share"]), ""],
+            ["FLOP/B", number(a["intensity"], 2), number(b["intensity"], 2), ""],
+        ],
+    )
+    kinds = ", ".join(f"{count} {kind}" for kind, count in data["kernel_kinds"].items())
+    sections = [_title("fuse", study.setup, None), summary, f"fused kernels: {kinds}"]
+    if study.attention:
+        sections.append(_attention(study))
+    sections.append(_top_kernels(study, top))
+    return "\n\n".join(sections) + "\n"
+
+
+def _attention(study: FusionStudy) -> str:
+    """One line per shape of attention (the layers of a model repeat it), with the count."""
+    header = ["attention (first Q·Kᵀ node)", "count", "S", "T", "B·H", "dh", "unfused Q·Kᵀ FLOP/B", "bound",
+              "unfused bytes", "fused bytes", "fused FLOP/B", "matmuls only", "ridge", "bound"]
+    rows: dict[tuple, list[str]] = {}
+    for row in study.attention:
+        qk, k = row.scores_node, row.kernel
+        cells = [str(row.queries), str(row.keys), str(row.heads), str(row.head_size),
+                 number(qk.placement.intensity, 1), qk.bound, si(row.pattern_bytes, "B"), si(k.cost.bytes, "B"),
+                 number(k.placement.intensity, 1), number(row.matmul_intensity, 1), number(k.placement.ridge), k.bound]
+        entry = rows.setdefault(tuple(cells), [row.name, 0])
+        entry[1] += 1
+    table = [[name, str(count), *cells] for cells, (name, count) in rows.items()]
+    return (
+        f"attention: {len(study.attention)} decomposed patterns. Unfused view: Q·Kᵀ reads Q and K and writes the S×T "
+        "scores. Fused view: one FlashAttention-style kernel\nreads Q, K, V once and writes O. 'matmuls only' counts "
+        "the two matmuls' FLOPs (the lesson's S·T/(S+T) in fp16); 'fused FLOP/B' adds scale, mask and softmax.\n"
+        + grid(header, table)
+    )
+
+
+def _top_kernels(study: FusionStudy, top: int) -> str:
+    total = study.fused.totals.time_s or 1.0
+    kernels = sorted((k for k in study.fused.nodes if k.time_s is not None), key=lambda k: -k.time_s)[:top]
+    rows = [[k.name, k.op_type, k.kind, si(k.cost.bytes, "B"), number(k.placement.intensity, 1), k.bound,
+             duration(k.time_s), percent(k.time_s / total)] for k in kernels]
+    header = ["kernel", "ops", "kind", "bytes", "FLOP/B", "bound", "time", "share"]
+    return f"top {len(rows)} fused kernels by time\n" + grid(header, rows)
+
+
+def _title(study: str, setup: dict, view: str | None) -> str:
+    dims = ", ".join(f"{k}={v}" for k, v in setup["dims"].items()) or "none"
+    hw = setup["hardware"] if isinstance(setup["hardware"], str) else ",".join(setup["hardware"])
+    parts = [f"{study}  {setup['path'] or '<in-memory>'}", f"hw {hw}", f"dims {dims}"]
+    if setup.get("precision"):
+        parts.append(f"costed as {setup['precision']}")
+    if setup.get("nonzero_fraction") is not None:
+        parts.append(f"assumed: NonZero/Compress select {setup['nonzero_fraction']:.4g} of their candidates")
+    if view:
+        what = TIMES.get(view, "")
+        if view == "deployed" and setup.get("kv_cache"):
+            what += f", KV cache {setup['kv_cache']}"
+        parts.append(f"{view} view ({what})" if what else f"{view} view")
+    return "  ·  ".join(parts)
+
+
+TIMES = {
+    "unfused": "times: lower bounds, as written",
+    "written": "times: lower bounds, as written",
+    "fused": "times: fused estimates",
+    "deployed": "times: deployed estimates",
+}
+"""What the times of a view are: every printed time says so."""
+
+
+def _work_note(result: SweepResult) -> str:
+    unit = result.points[0].work.unit if result.points else "runs"
+    return {
+        "tokens": "tokens = elements of the token-id input (decode: batch·1; prefill: batch·sequence)",
+        "images": "images = the image input's batch",
+    }.get(unit, "one per run")
+
+
+def _crossing(x, limit, show) -> str:
+    if x is not None:
+        return f"{x.__ceil__()} (exact crossing {float(x):.2f})"
+    return "never" + ("" if limit is None else f" (tends to {show(limit)} as it grows)")
+
+
+def grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell; the first column left-aligned, numbers right-aligned."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    numeric = [i > 0 and all(_numeric(row[i]) for row in rows) for i in range(len(header))]
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
+
+    return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
+
+
+def _numeric(cell: str) -> bool:
+    return cell[:1].isdigit() or cell[:1] in "-+?" or cell in ("never", "same", "")

@@ -1,0 +1,108 @@
+"""One model loaded once and analyzed at many points: only what depends on the dims is redone.
+
+The ModelProto is parsed once (analyze() copies it per call, so it is never mutated), hardware is
+resolved once per name, and the fusion plan — a function of the graph's structure, not its sizes —
+is built once and re-costed at every point."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+
+import onnx
+
+from onnx_roofline.analysis import analyze
+from onnx_roofline.costs.hardware import Hardware, load_hardware
+from onnx_roofline.model.loader import load_model
+from onnx_roofline.report.model import Report
+
+UNFUSED, FUSED = "unfused", "fused"
+WRITTEN, DEPLOYED = "written", "deployed"  # WRITTEN is UNFUSED by another name; DEPLOYED: whatif/deployed.py
+VIEWS = (UNFUSED, FUSED, WRITTEN, DEPLOYED)
+
+
+class Session:
+    def __init__(
+        self,
+        model: str | os.PathLike | onnx.ModelProto,
+        hw: str | Hardware = "h100",
+        dims: Mapping[str, int] | None = None,
+        input_shapes: Mapping[str, Sequence[int]] | None = None,
+        precision: str | None = None,
+        partial: bool = False,
+        values: Mapping[str, Sequence[float] | float] | None = None,
+        kv_cache: str = "copy",
+        fp32_matmul: str = "ieee",
+        nonzero_fraction: float | None = None,
+    ):
+        self.path = None if isinstance(model, onnx.ModelProto) else str(model)
+        self.model = load_model(model)
+        self.fp32_matmul = fp32_matmul  # applied to every hardware a report is made on
+        self.hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
+        self.dims = dict(dims or {})
+        self.input_shapes = dict(input_shapes or {})
+        self.precision = precision
+        self.partial = partial
+        self.values = dict(values or {})
+        self.kv_cache = kv_cache  # the deployed view's --kv-cache: copy or inplace
+        self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
+        self._plan = None
+        self._deployed_plan = None
+
+    def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
+        """The unfused report at the session's dims overridden by `dims`."""
+        return analyze(
+            self.model,
+            hw=(hardware or self.hardware).with_fp32_matmul(self.fp32_matmul),
+            dims={**self.dims, **(dims or {})},
+            input_shapes=self.input_shapes,
+            partial=self.partial,
+            precision=self.precision,
+            values=self.values,
+            nonzero_fraction=self.nonzero_fraction,
+        )
+
+    def view(self, report: Report, view: str):
+        """`report` itself (unfused, written), its fused view, or its deployed view; each exposes
+        `.nodes` and `.totals`."""
+        if view in (UNFUSED, WRITTEN):
+            return report
+        if view == DEPLOYED:
+            from onnx_roofline.views.deployed import deploy, deployed_plan
+
+            if self._deployed_plan is None:
+                self._deployed_plan = deployed_plan(report)
+            return deploy(report, self.kv_cache, self._deployed_plan)
+        from onnx_roofline.views.fusion import fuse  # only when asked
+
+        return fuse(report, self.fusion_plan(report))
+
+    def fusion_plan(self, report: Report):
+        """Built from the first report asked for; valid at every dims (the graph is the same)."""
+        if self._plan is None:
+            from onnx_roofline.views.fusion import plan_fusion
+
+            self._plan = plan_fusion(report, self.graph_outputs)
+        return self._plan
+
+    @cached_property
+    def graph_inputs(self) -> tuple[str, ...]:
+        initializers = {t.name for t in self.model.graph.initializer}
+        return tuple(v.name for v in self.model.graph.input if v.name not in initializers)
+
+    @cached_property
+    def graph_outputs(self) -> frozenset[str]:
+        return frozenset(v.name for v in self.model.graph.output)
+
+    def describe(self) -> dict:
+        """What every study's JSON says about its setup."""
+        return {
+            "path": self.path,
+            "hardware": self.hardware.key,
+            "dims": dict(sorted(self.dims.items())),
+            "precision": self.precision,
+            "kv_cache": self.kv_cache,
+            "fp32_matmul": self.fp32_matmul,
+            "nonzero_fraction": self.nonzero_fraction,
+        }

@@ -1,0 +1,111 @@
+"""Re-binding dims over a grid: latency, throughput, compute-bound share and intensity per point.
+
+The model and hardware come from the session (loaded once); each point redoes only what depends on
+the dims — shape inference and costing — and the fused view re-costs one fusion plan. The sweep's
+wall time is measured and reported, so a slow point shows."""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from onnx_roofline.errors import DimensionError
+from onnx_roofline.views.ops import is_matrix
+from onnx_roofline.commands.whatif.session import UNFUSED, Session
+from onnx_roofline.commands.whatif.workload import Work, work_per_run
+
+
+@dataclass(frozen=True)
+class Point:
+    dims: dict[str, int]
+    latency_s: float
+    work: Work
+    compute_share: float | None  # share of predicted time in compute-bound kernels
+    intensity: float | None  # total FLOPs / total bytes
+    flops: int
+    bytes: int
+    uncosted: int
+    memory_bytes: int | None = None  # the footprint: weights + resident KV cache + peak activations
+    fits: bool | None = None  # within the accelerator's memory_capacity (None: no capacity given)
+
+    @property
+    def throughput(self) -> float | None:
+        return self.work.rate(self.latency_s)
+
+    def to_dict(self) -> dict:
+        return {
+            "dims": self.dims,
+            "latency_s": self.latency_s,
+            "work_per_run": self.work.amount,
+            "unit": self.work.unit,
+            "throughput": self.throughput,
+            "compute_bound_share": self.compute_share,
+            "intensity": self.intensity,
+            "flops": self.flops,
+            "bytes": self.bytes,
+            "uncosted_nodes": self.uncosted,
+            "memory_bytes": self.memory_bytes,
+            "fits": self.fits,
+        }
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    setup: dict
+    view: str
+    axes: dict[str, tuple[int, ...]]
+    points: tuple[Point, ...]
+    ridge: float  # the matrix ridge of the model's dtype, for reading the intensity column
+    elapsed_s: float
+
+    def to_dict(self) -> dict:
+        return {
+            "study": "sweep",
+            **self.setup,
+            "view": self.view,
+            "axes": {k: list(v) for k, v in self.axes.items()},
+            "ridge": self.ridge,
+            "elapsed_s": self.elapsed_s,
+            "points": [p.to_dict() for p in self.points],
+        }
+
+
+def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = UNFUSED) -> SweepResult:
+    """Every combination of the axes' values (the first axis varies slowest)."""
+    clash = sorted(set(axes) & set(session.dims))
+    if clash:
+        raise DimensionError(f"--dim {clash[0]} is given both as a single value and as a list")
+    start = time.perf_counter()
+    points, ridge = [], None
+    for values in itertools.product(*axes.values()):
+        dims = dict(zip(axes, values))
+        report = session.report(dims)
+        measured = session.view(report, view)
+        totals = measured.totals
+        ridge = ridge or main_ridge(measured)
+        share = None if totals.memory_bound_time_share is None else 1 - totals.memory_bound_time_share
+        memory = getattr(measured, "memory", None) or report.memory  # the fused view has none of its own
+        points.append(
+            Point({**session.dims, **dims}, totals.time_s, work_per_run(report, session.graph_inputs), share,
+                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits)
+        )
+    elapsed = time.perf_counter() - start
+    return SweepResult(session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed)
+
+
+def main_peak(view) -> float | None:
+    """The peak the heaviest matrix op runs at (the heaviest op when there is none; a fused kernel
+    counts as its matrix op): over the bandwidth, the ridge the model's intensity is read against."""
+    report = getattr(view, "report", None) or getattr(view, "written", None) or view  # the graph's nodes
+    rows = [row for row in view.nodes if row.cost is not None and row.placement is not None]
+    leads = [(row, report.nodes[row.lead if hasattr(row, "lead") else row.index]) for row in rows]
+    matrix = [(row, lead) for row, lead in leads if is_matrix(lead.domain, lead.op_type)]
+    heaviest = max(matrix or leads, key=lambda pair: pair[0].cost.flops, default=None)
+    return None if heaviest is None else heaviest[1].peak
+
+
+def main_ridge(view) -> float | None:
+    peak = main_peak(view)
+    return None if peak is None else peak / getattr(view, "report", view).hardware.memory_bandwidth

@@ -1,0 +1,221 @@
+"""The memory a model holds while it runs: weights, the KV cache, and the peak of live activations.
+
+- **Weights**: the bytes of every distinct initializer a node reads, in the dtype costed (`--dtype`
+  applies). In the deployed view the outputs of folded nodes are weights too (a runtime stores the
+  transposed embedding it folded) and an initializer read only by folded nodes is not.
+- **KV cache** (`kv_caches`): the cache tensors a decode graph carries from step to step — a
+  `Concat` of a graph input (past) into a graph output (present), or the past/present slots of the
+  attention ops that take a cache (GroupQueryAttention, MultiHeadAttention, contrib Attention, …).
+  `kv_cache_bytes` is the cache at the bound dims (the presents: what the next step reads), per
+  sequence divided by the batch. `kv_cache_resident_bytes` is what the step holds: past and present
+  both while the graph copies one into the other, one buffer where it is updated in place (a shared
+  past/present buffer, or the deployed view's `--kv-cache inplace`).
+- **Peak activations**: tensor liveness over the execution order (the graph's order as written,
+  the kernels' order deployed). A tensor is allocated when its producer runs (a graph input from the
+  start) and freed after its last reader (a graph output at the end); a view (Reshape, Squeeze, …)
+  shares its input's buffer. Weights and cache tensors are not activations. The peak is the largest
+  sum of live bytes at any node, its inputs and outputs live together; a Loop/If body's own
+  intermediates are not counted (their node's outputs are).
+
+`fits`: weights + resident KV cache + peak activations ≤ the hardware's `memory_capacity` (None
+where the spec gives none). Workspace, allocator fragmentation and the runtime's own memory come
+on top: the total is a lower bound, so a "fits" within a few percent of the capacity is not one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from onnx_roofline.model.tensors import TensorInfo, is_floating
+
+VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "BitCast"})
+
+CACHE_SLOTS: dict[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]] = {
+    ("", "Attention"): ((4, 5), (1, 2)),
+    ("com.microsoft", "GroupQueryAttention"): ((3, 4), (1, 2)),
+    ("com.microsoft", "SparseAttention"): ((3, 4), (1, 2)),
+    ("com.microsoft", "PagedAttention"): ((3, 4), (1, 2)),
+    ("com.microsoft", "MultiHeadAttention"): ((6, 7), (1, 2)),
+    ("com.microsoft", "DecoderMaskedMultiHeadAttention"): ((5, 6), (1, 2)),
+    ("com.microsoft", "Attention"): ((4,), (1,)),
+    ("com.microsoft", "DecoderMaskedSelfAttention"): ((4,), (1,)),
+    ("com.microsoft", "QAttention"): ((8,), (1,)),
+}
+"""(past input slots, present output slots) of the attention ops that carry a KV cache
+(onnxruntime's ContribOperators.md; ai.onnx Attention-23)."""
+
+
+@dataclass(frozen=True)
+class KVCache:
+    """One cache tensor pair: the past a step reads and the present it writes (either may be absent)."""
+
+    node: int  # the Concat or attention node that updates it
+    past: TensorInfo | None
+    present: TensorInfo | None
+    new: tuple[TensorInfo, ...]  # a Concat's other operands: the rows this step adds
+    shared: bool  # past and present are one buffer in the graph itself (same shape, attention op)
+
+    @property
+    def cache(self) -> TensorInfo:
+        return self.present if self.present is not None else self.past  # type: ignore[return-value]
+
+
+def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> list[KVCache]:
+    """The KV caches of a graph, by the node that updates each (see the module docstring)."""
+    found = []
+    for node in nodes:
+        if node.op_type == "Concat" and node.domain == "" and node.outputs and node.outputs[0] is not None:
+            present = node.outputs[0]
+            pasts = [t for t in node.inputs if t is not None and t.name in graph_inputs and (t.rank or 0) >= 3]
+            if pasts and present.name in graph_outputs and is_floating(present.dtype):  # the first cache-like operand: Concat(past, new)
+                new = tuple(t for t in dict.fromkeys(node.inputs) if t is not None and t.name != pasts[0].name)
+                found.append(KVCache(node.index, pasts[0], present, new, False))
+            continue
+        slots = CACHE_SLOTS.get((node.domain, node.op_type))
+        if slots is None:
+            continue
+        for past_slot, present_slot in zip(*slots):
+            past = node.inputs[past_slot] if past_slot < len(node.inputs) else None
+            present = node.outputs[present_slot] if present_slot < len(node.outputs) else None
+            if past is None and present is None:
+                continue
+            shared = past is not None and present is not None and past.shape == present.shape
+            found.append(KVCache(node.index, past, present, (), shared))
+    return found
+
+
+
+@dataclass(frozen=True)
+class Footprint:
+    view: str  # "written" or "deployed"
+    weight_bytes: int
+    kv_cache_bytes: int
+    kv_cache_bytes_per_sequence: int | None  # None when the caches have no common batch dim
+    kv_cache_resident_bytes: int
+    peak_activation_bytes: int
+    peak_at: str | None  # the node (kernel) running at the peak
+    capacity: float | None
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weight_bytes + self.kv_cache_resident_bytes + self.peak_activation_bytes
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.capacity is None else self.total_bytes <= self.capacity
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "view": self.view,
+            "weight_bytes": self.weight_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "kv_cache_bytes_per_sequence": self.kv_cache_bytes_per_sequence,
+            "kv_cache_resident_bytes": self.kv_cache_resident_bytes,
+            "peak_activation_bytes": self.peak_activation_bytes,
+            "peak_activation_at": self.peak_at,
+            "total_bytes": self.total_bytes,
+            "memory_capacity": self.capacity,
+            "fits": self.fits,
+        }
+
+
+def footprint(report, kv_inplace: bool = False) -> Footprint:
+    """The footprint of `report` (as written, or a deployed report whose nodes are its kernels in
+    execution order). `kv_inplace`: the cache is updated in place (one buffer per cache)."""
+    model = report.model
+    graph_inputs, graph_outputs = frozenset(model.graph_inputs), frozenset(model.graph_outputs)
+    deployed = getattr(report, "view", "written") == "deployed"
+    folded = {n.index for n in report.nodes if n.constant_foldable} if deployed else set()
+    weights = set(model.weights)
+    if deployed:
+        weights |= {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
+    caches = kv_caches(report.written.nodes if deployed else report.nodes, graph_inputs, graph_outputs)
+    cache_names = {t.name for c in caches for t in (c.past, c.present) if t is not None}
+
+    weight_bytes: dict[str, int] = {}
+    for node in report.nodes:
+        if node.index in folded:
+            continue
+        for tensor in node.inputs:
+            if tensor is not None and tensor.name in weights and tensor.is_known:
+                weight_bytes[tensor.name] = tensor.nbytes
+    peak, at = _peak_activations(report.nodes, folded, weights | cache_names, graph_inputs, graph_outputs)
+
+    present = {c.cache.name: c.cache.nbytes for c in caches if c.cache.is_known}
+    resident: dict[str, int] = dict(present)
+    for cache in caches:
+        if cache.past is not None and cache.present is not None and not (cache.shared or kv_inplace) and cache.past.is_known:
+            resident[cache.past.name] = cache.past.nbytes
+    return Footprint(
+        view="deployed" if deployed else "written",
+        weight_bytes=sum(weight_bytes.values()),
+        kv_cache_bytes=sum(present.values()),
+        kv_cache_bytes_per_sequence=_per_sequence(caches, sum(present.values())),
+        kv_cache_resident_bytes=sum(resident.values()),
+        peak_activation_bytes=peak,
+        peak_at=at,
+        capacity=report.hardware.memory_capacity,
+    )
+
+
+def _per_sequence(caches: list[KVCache], total: int) -> int | None:
+    """The cache bytes over the batch: the leading dim of [B, H, T, dh] caches, the second of the
+    [2, B, H, T, dh] ones; None without caches or when they disagree (a paged cache has blocks)."""
+    batches = set()
+    for cache in caches:
+        tensor = cache.cache
+        if not tensor.is_known or tensor.rank not in (4, 5) or (tensor.rank == 5 and tensor.shape[0] != 2):
+            return None
+        batches.add(tensor.shape[0] if tensor.rank == 4 else tensor.shape[1])
+    if len(batches) != 1:
+        return None
+    (batch,) = batches
+    return total // batch if batch else None
+
+
+def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> tuple[int, str | None]:
+    """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring.
+    One pass over the nodes (this runs over every node of the graph) finds each step's bytes
+    written and freed (sizes, views, last uses); the running total is then a sum over steps."""
+    alias: dict[str, str] = {}  # a view's output: the buffer it shares
+    sizes: dict[str, int] = {}  # each buffer a node writes, by name
+    inputs: dict[str, int] = {}  # the graph inputs read, live from the start
+    last_use: dict[str, int] = {}
+    order = [n for n in nodes if n.index not in skipped]
+    written = [0] * len(order)  # bytes each step's node writes (a name twice is one buffer)
+
+    def root(name: str) -> str:
+        while name in alias:
+            name = alias[name]
+        return name
+
+    for step, node in enumerate(order):
+        for tensor in node.inputs:
+            if tensor is not None:
+                name = tensor.name
+                last_use[root(name) if alias else name] = step
+                if name in graph_inputs and name not in excluded and tensor.is_known:
+                    inputs[name] = tensor.nbytes
+        outputs = node.outputs
+        if node.op_type in VIEW_OPS and node.inputs and node.inputs[0] is not None and outputs and outputs[0] is not None:
+            alias[outputs[0].name] = root(node.inputs[0].name)  # a view's output is in `alias`, never in `sizes`
+            continue
+        for tensor in outputs:
+            if tensor is not None and tensor.is_known and (name := tensor.name) not in excluded and name not in sizes:
+                sizes[name] = size = tensor.nbytes
+                written[step] += size
+                last_use.setdefault(name, step)
+    for name in graph_outputs:
+        if root(name) in sizes:
+            last_use[root(name)] = len(order)
+    freed = [0] * (len(order) + 1)  # bytes whose last use is each step (a graph output's: after the last)
+    for name, step in last_use.items():
+        freed[step] += sizes[name] if name in sizes else inputs.get(name, 0)
+    live = sum(inputs.values())
+    peak, at = live, None
+    for step, size in enumerate(written):
+        live += size
+        if live > peak:
+            peak, at = live, step
+        live -= freed[step]
+    return peak, None if at is None else order[at].name

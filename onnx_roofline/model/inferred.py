@@ -1,0 +1,61 @@
+"""A graph's declared value types, read without building protobuf objects for what is not read.
+
+`onnx.shape_inference.infer_shapes` parses the whole inferred model back into a ModelProto —
+every node and inline tensor again — where the analysis reads only its graph's declared types
+(input, output, value_info), and of each value its name and its type. The serialized result is
+parsed here as messages that declare just those, with GraphProto's and ValueInfoProto's field
+numbers: the nodes stay bytes protobuf skips over (half the parse), and each value's type stays
+its serialized TypeProto, which is what the reader keys its table of types by (a graph's values
+share few) and parses once per distinct type."""
+
+from __future__ import annotations
+
+import functools
+
+import onnx
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from onnx.onnx_cpp2py_export import shape_inference as _cpp
+
+DECLARED_FIELDS = {"input": 11, "output": 12, "value_info": 13}  # onnx.GraphProto's numbers
+GRAPH_FIELD = 7  # onnx.ModelProto's
+NAME_FIELD, TYPE_FIELD = 1, 2  # onnx.ValueInfoProto's
+
+
+DeclaredTypes = list  # of DeclaredValue: each input's, value_info's and output's `name` and `type` (bytes)
+
+
+def inferred_types(model: onnx.ModelProto) -> DeclaredTypes:
+    """The declared types of the model's graph after ONNX's inference (strict_mode off, data
+    propagation on). Raises what onnx raises."""
+    result = _messages()[0]()
+    result.ParseFromString(_cpp.infer_shapes(model.SerializeToString(), False, False, True))
+    graph = result.graph
+    return [*graph.input, *graph.value_info, *graph.output]
+
+
+def declared_types(graph: onnx.GraphProto) -> DeclaredTypes:
+    """A graph's own declared types, in the same form (a body's, or where ONNX's pass failed):
+    each value re-read as a DeclaredValue, never the whole graph (its nodes, its weights)."""
+    read = _messages()[1].FromString
+    return [read(value.SerializeToString()) for value in [*graph.input, *graph.value_info, *graph.output]]
+
+
+@functools.cache
+def _messages() -> tuple[type, type]:
+    """(DeclaredModel, DeclaredValue), built once: a file of three messages, registered beside onnx's."""
+    field = descriptor_pb2.FieldDescriptorProto
+    file = descriptor_pb2.FileDescriptorProto(name="onnx_roofline/model/inferred.proto", package="onnx_roofline", syntax="proto2")
+    value = file.message_type.add(name="DeclaredValue")
+    value.field.add(name="name", number=NAME_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
+    value.field.add(name="type", number=TYPE_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_BYTES)
+    graph = file.message_type.add(name="DeclaredGraph")
+    for name, number in DECLARED_FIELDS.items():
+        graph.field.add(name=name, number=number, label=field.LABEL_REPEATED, type=field.TYPE_MESSAGE, type_name=".onnx_roofline.DeclaredValue")
+    model = file.message_type.add(name="DeclaredModel")
+    model.field.add(name="graph", number=GRAPH_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_MESSAGE, type_name=".onnx_roofline.DeclaredGraph")
+    pool = descriptor_pool.Default()
+    try:
+        pool.FindFileByName(file.name)
+    except KeyError:
+        pool.Add(file)
+    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}")) for name in ("DeclaredModel", "DeclaredValue"))

@@ -1,0 +1,71 @@
+"""Read an ONNX graph without its weights: external data is never loaded, so a model whose
+data file is absent (or is over 2 GB) analyzes the same. The file is read through `files` (a
+regular file under protobuf's 2 GB, checked before a byte is read) and parsed from memory, so
+onnx itself opens nothing; `validation` then checks it is a graph at all."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import onnx
+import onnx.serialization
+from google.protobuf.message import DecodeError
+
+from onnx_roofline.model import files, heap
+from onnx_roofline.model.anonymous_dims import name_unnamed_dims
+from onnx_roofline.errors import ModelLoadError
+from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.validation import check_model
+
+
+def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    """The model's graph and small inline tensors; the caller's ModelProto is never modified."""
+    return load_with_nodes(source)[0]
+
+
+def load_with_nodes(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, list[Node]]:
+    """`load_model`, with the nodes its validation read, for the analysis to reuse."""
+    if isinstance(source, onnx.ModelProto):
+        model = onnx.ModelProto()
+        model.CopyFrom(source)
+        return model, _validated(model, "<in-memory model>")
+    model = _parse(Path(source))
+    return model, _validated(model, str(source))
+
+
+def referenced_files(source: str | os.PathLike) -> tuple[Path, ...]:
+    """The model file and the external-data files it names: what an output must never replace."""
+    return files.referenced_files(source, _parse(Path(source)))
+
+
+def _parse(path: Path) -> onnx.ModelProto:
+    """The file's ModelProto, parsed from memory (so onnx opens nothing; the format follows the
+    extension, as onnx.load's does)."""
+    data = files.read_bytes(path, "model file", files.MAX_MODEL_BYTES, ModelLoadError)
+    fmt = onnx.serialization.registry.get_format_from_file_extension(path.suffix) or "protobuf"
+    try:
+        return onnx.load_model_from_string(data, format=fmt)
+    except (DecodeError, ValueError, RuntimeError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"not a valid ONNX model: {path} ({_first_line(exc)})") from None
+
+
+def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
+    """Protobuf parses many non-ONNX or truncated byte strings without complaint: check the essentials.
+    Returns the graph's nodes."""
+    if model.ir_version <= 0 or not model.HasField("graph"):
+        raise ModelLoadError(f"not a valid ONNX model: {where} (no IR version or graph; truncated or not ONNX?)")
+    nodes = read_nodes(model.graph)
+    if not nodes:
+        raise ModelLoadError(f"not a valid ONNX model: {where} (the graph has no nodes)")
+    check_model(model, nodes, where)
+    heap.release(len(nodes))  # validation's tables of every name
+    name_unnamed_dims(model.graph)
+    return nodes
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+

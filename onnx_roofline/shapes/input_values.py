@@ -1,0 +1,91 @@
+"""Values for small graph inputs: `--value max_steps=16` gives a Loop's trip count, a scalar that
+sizes a Range, a shape tensor fed at run time. The analysis cannot cost what depends on a value
+it does not know; given one, it folds and costs as if the model held it as a constant."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS
+from onnx_roofline.errors import DimensionError
+
+_NAME_VALUE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(.+?)\s*$")
+_NUMBER = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$")
+
+
+def parse_value(text: str) -> tuple[str, tuple[float, ...] | float]:
+    """`steps=16` → ("steps", 16); `shape=1,3,224` → ("shape", (1, 3, 224)): a scalar, or a
+    1-D tensor written as a comma-separated list."""
+    match = _NAME_VALUE.match(text)
+    parts = [p.strip() for p in match.group(2).split(",")] if match else []
+    if not match or not parts or not all(_NUMBER.match(p) for p in parts):
+        raise DimensionError(f"malformed --value {text!r}: expected NAME=NUMBER or NAME=N,N,..., e.g. max_steps=16")
+    numbers = tuple(float(p) if any(c in p for c in ".eE") else int(p) for p in parts)
+    return match.group(1), numbers if "," in match.group(2) else numbers[0]
+
+
+def bind_values(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | float]) -> set[str]:
+    """Give graph inputs their values (in place, on the loader's copy): each becomes an
+    initializer of the input's declared element type, which every pass reads as a constant.
+    Returns the names bound, which are not weights."""
+    inputs = {value.name: value for value in model.graph.input}
+    for name, array in value_arrays(model, values).items():
+        model.graph.initializer.append(numpy_helper.from_array(array, name))
+        declared = inputs[name].type.tensor_type
+        declared.shape.Clear()
+        for size in array.shape:
+            declared.shape.dim.add().dim_value = size
+    return set(values)
+
+
+def value_arrays(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | float]) -> dict[str, np.ndarray]:
+    """Each value as an array of its graph input's element type and rank: what bind_values makes
+    a constant of, and what verify feeds the run."""
+    inputs = {value.name: value for value in model.graph.input}
+    initialized = {t.name for t in model.graph.initializer}
+    arrays = {}
+    for name, value in values.items():
+        declared = inputs.get(name)
+        if declared is None or name in initialized:
+            listed = ", ".join(n for n in inputs if n not in initialized)
+            raise DimensionError(f"values key {name!r} is not a model input (inputs: {listed})", cli=f"--value {name!r} is not a model input (inputs: {listed})")
+        arrays[name] = _typed(name, declared, value)
+    return arrays
+
+
+def _typed(name: str, declared: onnx.ValueInfoProto, value: Sequence[float] | float) -> np.ndarray:
+    """The value as an array of the input's element type and rank (a scalar or a 1-D tensor)."""
+    tensor_type = declared.type.tensor_type
+    try:
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)
+    except (KeyError, ValueError):
+        dtype = None
+    if dtype is None or dtype.kind not in "biuf":
+        raise _value_error(name, "the input is not a numeric tensor")
+    array = np.asarray(value)
+    if array.size > MAX_FOLDED_ELEMENTS:
+        raise _value_error(name, f"{array.size} elements; values are for small inputs (at most {MAX_FOLDED_ELEMENTS})")
+    if dtype.kind in "biu" and not np.all(np.equal(np.mod(array, 1), 0)):
+        raise _value_error(name, f"the input holds integers, {value!r} is not one")
+    if dtype.kind in "iu" and (np.any(array < np.iinfo(dtype).min) or np.any(array > np.iinfo(dtype).max)):
+        raise _value_error(name, f"{value!r} does not fit the input's {dtype.name}")
+    if tensor_type.HasField("shape"):
+        rank = len(tensor_type.shape.dim)
+        if rank == 1 and array.ndim == 0:
+            array = array.reshape(1)
+        if rank != array.ndim:
+            raise _value_error(name, f"a rank-{array.ndim} value for an input of rank {rank}")
+        for dim, size in zip(tensor_type.shape.dim, array.shape):
+            if dim.HasField("dim_value") and dim.dim_value != size:
+                raise _value_error(name, f"{size} elements where the model declares {dim.dim_value}")
+    return array.astype(dtype)
+
+
+def _value_error(name: str, what: str) -> DimensionError:
+    """`values['x']: ...` for Python, `--value x: ...` for the command line."""
+    return DimensionError(f"values[{name!r}]: {what}", cli=f"--value {name}: {what}")

@@ -1,0 +1,220 @@
+"""The deployed view: an estimate of what a runtime runs, beside the graph as written.
+
+Built on the fused view (fusion.py, flash.py), in this order:
+
+1. **Constant folding.** Nodes whose inputs are all weights or constants (`constant_foldable`,
+   marked by the analysis) are computed once at load, as onnxruntime's ConstantFolding does at
+   ORT_ENABLE_BASIC: each is a kernel of its own with no cost per run. Its outputs are weights.
+2. **Fusion**: MatMul/Gemm/Conv epilogues and elementwise chains, as `fuse` merges them.
+3. **Attention**: decomposed attention as one FlashAttention-style kernel, which here also takes in
+   the QKV Split and the layout ops of Q, K and V, and the KV-cache Concat (as
+   `flash_attn_with_kvcache` and GroupQueryAttention append the new rows themselves). A causal
+   kernel (its mask compares positions) is timed on its useful FLOPs — the scores on or below the
+   diagonal — since FlashAttention skips the blocks above it; `flops` stays what the graph executes.
+4. **KV cache** (`kv_cache`): `copy` (the default: what the graph says) writes the whole present
+   cache every step; `inplace` (a static, paged or shared-buffer cache) writes only the new rows.
+   It applies alike to a Concat cache and to the attention ops that carry one
+   (GroupQueryAttention, MultiHeadAttention, …) whose past and present are separate buffers; a
+   buffer the graph already shares is in place either way.
+
+The result is a Report (`view` "deployed") whose nodes are the kernels, in execution order, each
+a KernelResult naming the graph nodes it covers. Every renderer takes it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from onnx_roofline.costs.memory import kv_caches
+from onnx_roofline.records import record
+from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
+from onnx_roofline.report.units import duration, si
+from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
+from onnx_roofline.views.digraph import DiGraph
+from onnx_roofline.views.fusion import ATTENTION, FOLDED, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
+from onnx_roofline.views.ops import VIEWS
+
+COPY, INPLACE = "copy", "inplace"
+SHAPE_ONLY = frozenset({"Shape", "Size"})
+KV_MODES = (COPY, INPLACE)
+
+
+@record
+class KernelResult(NodeResult):
+    """One kernel of the deployed view: a NodeResult whose `index` is its place in the execution
+    order, `inputs`/`outputs` what it reads from and writes to memory, and `members` the graph
+    nodes it runs."""
+
+    members: tuple[int, ...] = ()
+    lead: int = 0  # the graph node that names it (its matrix op; Q·Kᵀ for attention)
+    kernel_matrix_flops: int = 0
+    launches: int = 1  # 0: a folded node or a pure view, which launch nothing
+
+    @property
+    def matrix_flops(self) -> int:
+        return self.kernel_matrix_flops
+
+
+def deployed_plan(report: Report) -> FusionPlan:
+    """The deployed fusion plan of an as-written report: structural, so valid at every dims."""
+    folded = frozenset(n.index for n in report.nodes if n.constant_foldable)
+    return plan_fusion(report, frozenset(report.model.graph_outputs), folded, _concat_caches(report))
+
+
+def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:
+    """The deployed view of an as-written `report` (`plan`: deployed_plan of the same graph)."""
+    if kv_cache not in KV_MODES:
+        raise ValueError(f"kv_cache must be one of {', '.join(KV_MODES)}, got {kv_cache!r}")
+    plan = plan or deployed_plan(report)
+    inplace = kv_cache == INPLACE
+    costed = _with_cache_updates(report, plan, inplace)
+    view = fuse(costed, plan, kv_inplace=inplace, useful=True)
+    kernels = tuple(_kernel(costed, position, group) for position, group in enumerate(_execution_order(view)))
+    members = tuple(k.members for k in kernels)
+    return Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
+                  members=members, notes=_notes(report, view, kv_cache))  # fmt: skip
+
+
+def kernel_count(report: Report) -> int:
+    """Kernels launched per run: deployed, those of KernelResult.launches; as written, every node
+    but the pure views (Reshape, Squeeze, … move nothing and launch nothing)."""
+    return report.kernels
+
+
+def _concat_caches(report: Report) -> dict:
+    inputs, outputs = frozenset(report.model.graph_inputs), frozenset(report.model.graph_outputs)
+    found = kv_caches(report.nodes, inputs, outputs)
+    return {c.present.name: c for c in found if c.new and c.present is not None}
+
+
+def _with_cache_updates(report: Report, plan: FusionPlan, inplace: bool) -> Report:
+    """`report` with the cache updates costed in place where asked: a Concat cache no attention
+    kernel takes in reads and writes only its new rows; an attention op with separate past and
+    present buffers writes the new rows only (bytes_written less the past's bytes)."""
+    if not inplace:
+        return report
+    absorbed = {c.concat for g in plan.groups if g.attention for c in g.attention.caches}
+    outputs = frozenset(report.model.graph_outputs)
+    changed: dict[int, NodeResult] = {}
+    for cache in kv_caches(report.nodes, frozenset(report.model.graph_inputs), outputs):
+        node = changed.get(cache.node, report.nodes[cache.node])
+        if node.status != OK or cache.node in absorbed or cache.past is None or cache.present is None or cache.shared:
+            continue
+        if cache.new:  # a Concat
+            rows = sum(t.nbytes for t in cache.new)
+            cost = dataclasses.replace(node.cost, bytes_read=rows, bytes_written=rows)
+        else:
+            cost = dataclasses.replace(node.cost, bytes_written=max(node.cost.bytes_written - cache.past.nbytes, 0))
+        placement = place(cost.flops, cost.bytes, node.peak, report.hardware.memory_bandwidth)
+        changed[cache.node] = dataclasses.replace(node, cost=cost, placement=placement)
+    if not changed:
+        return report
+    nodes = tuple(changed.get(n.index, n) for n in report.nodes)
+    return dataclasses.replace(report, nodes=nodes)
+
+
+def _execution_order(view: FusedView) -> list[FusedGroup]:
+    """The kernels in an order a runtime can run them: topological over the groups' dataflow,
+    ties broken by graph order. Shape and Size read only their input's shape, known before its
+    data (a Reshape in an attention kernel may take its target from the Shape of the cache the
+    kernel writes): they wait for nothing."""
+    owner = {index: gid for gid, group in enumerate(view.nodes) for index in group.members}
+    graph = DiGraph(range(len(view.nodes)))
+    for gid, group in enumerate(view.nodes):
+        for index in group.members:
+            node = view.report.nodes[index]
+            if node.op_type in SHAPE_ONLY and node.domain == "":
+                continue
+            for tensor in node.inputs:
+                producer = view.plan.producer.get(tensor.name) if tensor is not None else None
+                if producer is not None and owner[producer] != gid:
+                    graph.add_edge(owner[producer], gid)
+    first = [group.members[0] for group in view.nodes]
+    return [view.nodes[gid] for gid in graph.lexicographical_order(key=first.__getitem__)]
+
+
+def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
+    lead = report.nodes[group.lead]
+    nodes = [report.nodes[i] for i in group.members]
+    folded = group.kind == FOLDED
+    views_only = all(n.op_type in VIEWS for n in nodes)
+    single = len(nodes) == 1  # a folded node keeps its tensors: its outputs are weights from then on
+    inputs = lead.inputs if single or group.reads is None else group.reads
+    outputs = lead.outputs if single or group.writes is None else group.writes
+    placement = _timed(group.cost, group.placement, report.hardware, rescale=single)
+    return KernelResult(
+        index=position,
+        name=lead.name,
+        op_type=group.op_type,
+        domain=lead.domain,
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        status=group.status,
+        reason=next((n.reason for n in nodes if n.status != OK), None),
+        cost=group.cost,
+        parameters=0 if folded else sum(n.parameters or 0 for n in nodes),
+        unit=lead.unit,
+        dtype=lead.dtype,
+        peak=placement.ridge * report.hardware.memory_bandwidth if placement is not None else lead.peak,
+        placement=placement,
+        graph_node=lead.graph_node,
+        constant_foldable=folded,
+        members=group.members,
+        lead=group.lead,
+        kernel_matrix_flops=group.matrix_flops,
+        launches=0 if folded or views_only else 1,
+    )
+
+
+def _timed(cost, placement: Placement | None, hardware, rescale: bool) -> Placement | None:
+    """The deployed timing of a kernel: on its useful FLOPs (`rescale`: a node's own placement is
+    on all of them; a fused kernel's is on the useful ones already), with its transcendentals on
+    the special-function units beside the other units (the busiest sets the compute time)."""
+    if cost is None or placement is None:
+        return placement
+    share = cost.useful / cost.flops if cost.flops else 1.0
+    compute = placement.compute_time_s * (share if rescale else 1.0)
+    rate = hardware.special_function_rate
+    if rate and cost.transcendentals:
+        compute = max(compute, cost.transcendentals * share / rate)
+    if compute == placement.compute_time_s:
+        return placement
+    memory = placement.memory_time_s
+    useful = cost.useful
+    intensity = useful / cost.bytes if cost.bytes else None
+    ridge = (useful / compute) / hardware.memory_bandwidth if compute and useful else placement.ridge
+    bound = COMPUTE if compute and compute >= memory else MEMORY
+    return Placement(intensity, ridge, bound, max(compute, memory), compute, memory)
+
+
+def _notes(report: Report, view: FusedView, kv_cache: str) -> tuple[str, ...]:
+    """The assumptions this deployed estimate took, as the report prints and the JSON lists them."""
+    folded = [report.nodes[g.lead] for g, p in zip(view.nodes, view.plan.groups) if p.kind == FOLDED]
+    notes = []
+    if folded:
+        moved = sum(n.cost.bytes for n in folded if n.cost is not None)
+        spent = sum(n.time_s for n in folded if n.time_s is not None)
+        notes.append(f"constant folding: {len(folded)} node(s) computed once at load ({si(moved, 'B')}, {duration(spent)} as written)")
+    attention = [p.attention for p in view.plan.groups if p.kind == ATTENTION]
+    if attention:
+        causal = sum(a.causal for a in attention)
+        notes.append(f"attention: {len(attention)} FlashAttention-style kernel(s), {causal} causal, timed on useful FLOPs")
+    caches = sum(len(a.caches) for a in attention)
+    rate = report.hardware.special_function_rate
+    notes.append(f"transcendentals on the special-function units at {si(rate, 'op/s')}" if rate
+                 else "transcendentals not timed: the hardware gives no special-function rate")  # fmt: skip
+    notes.append(
+        f"KV cache {kv_cache}: " + ("the whole present cache written each step" if kv_cache == COPY else "only the new rows written")
+        + (f"; {caches} cache Concat(s) taken into attention" if caches else "")
+    )
+    return tuple(notes)
+
+
+def both_views(report: Report, kv_cache: str = COPY) -> tuple[Report, Report]:
+    """(as written, deployed) from either."""
+    if report.view == DEPLOYED:
+        return report.written, report  # type: ignore[return-value]
+    return report, deploy(report, kv_cache)
+
+
+__all__: Sequence[str] = ("COPY", "INPLACE", "KV_MODES", "KernelResult", "both_views", "deploy", "deployed_plan", "kernel_count")

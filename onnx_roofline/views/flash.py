@@ -1,0 +1,227 @@
+"""Decomposed attention, found in the graph so the fused view can run it as one kernel.
+
+The pattern: MatMul(Q, Kᵀ) → [scale] → [mask] → Softmax → [NaN guard, casts] → MatMul(·, V), every
+intermediate consumed only inside it. A FlashAttention-style kernel also takes over the layout ops
+and scalar scales that only prepare Q, K and V (Transpose, Reshape, Mul by 1/√dh) and the layout
+ops that only rearrange O, so it reads Q, K, V once and writes O once; the S×T scores never reach
+memory. Masks and constants feeding the pattern are taken as generated in the kernel (causal
+masking from indices, as FlashAttention's is_causal does) and are not read."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from onnx_roofline.views.graph import Dataflow
+from onnx_roofline.views.ops import LAYOUT, SCALES, VIEWS, elementwise_ops
+
+SOFTMAX = "Softmax"
+
+
+@dataclass(frozen=True)
+class CacheUpdate:
+    """A KV-cache Concat the deployed kernel takes in, as FlashAttention's `flash_attn_with_kvcache`
+    and onnxruntime's GroupQueryAttention do: it reads the past and the new rows, writes the present
+    (the whole cache when copying, the new rows alone when updating in place) and attends to it
+    without reading it back."""
+
+    concat: int
+    past: str  # the graph input holding the cache
+    new: str  # the rows appended (after absorbing their layout ops)
+    present: str  # the graph output: the cache after this step
+
+
+@dataclass(frozen=True)
+class AttentionMatch:
+    members: frozenset[int]  # node indices the kernel replaces
+    scores: int  # the Q·Kᵀ MatMul
+    values: int  # the P·V MatMul
+    q: str  # the tensors the kernel reads and writes (after absorbing layout ops and scales)
+    k: str
+    v: str
+    o: str
+    caches: tuple[CacheUpdate, ...] = ()  # deployed: the KV-cache Concats absorbed (K, V)
+    causal: bool = False  # the mask is built by comparing positions (Trilu, or a comparison of a Range)
+
+
+def find_attention(flow: Dataflow, graph_outputs: frozenset[str], caches: Mapping | None = None) -> list[AttentionMatch]:
+    """Every decomposed attention. `caches` (the deployed view: present name → memory.KVCache of
+    the Concat caches) also takes in the KV-cache Concats and a QKV Split whose outputs all feed
+    the kernel."""
+    matches = []
+    for node in flow.nodes:
+        if node.op_type == SOFTMAX and node.domain == "":
+            match = _match_at(flow, graph_outputs, node.index, caches)
+            if match is not None:
+                matches.append(match)
+    return matches
+
+
+def _body_ops() -> frozenset[str]:
+    """What may sit between the two MatMuls: elementwise ops (scale, mask, guards), views, Softmax."""
+    return elementwise_ops() | VIEWS | {SOFTMAX}
+
+
+def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, caches: Mapping | None = None) -> AttentionMatch | None:
+    body = _body_ops()
+    size = _numel(flow.node(softmax).outputs[0])
+    scores = [m for m in _reach(flow, softmax, body, upstream=True) if _numel(flow.node(m).outputs[0]) == size]
+    values = _reach(flow, softmax, body, upstream=False)
+    if len(scores) != 1 or len(values) != 1:
+        return None
+    (first,), (second,) = scores, values
+    members = {first, second} | (flow.digraph.descendants(first) & flow.digraph.ancestors(second))
+    inner = [flow.node(i) for i in members - {first, second}]
+    if any(n.op_type not in body for n in inner) or sum(n.op_type == SOFTMAX for n in inner) != 1:
+        return None
+    if not _closed(flow, graph_outputs, members, exempt=second):
+        return None
+    inner_members = frozenset(members)
+    q = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 0))
+    k = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 1))
+    v = _absorb_inputs(flow, graph_outputs, members, _input(flow, second, 1))
+    o = _absorb_output(flow, graph_outputs, members, flow.node(second).outputs[0].name)
+    updates: list[CacheUpdate] = []
+    if caches is not None:
+        k = _absorb_cache(flow, graph_outputs, members, k, caches, updates)
+        v = _absorb_cache(flow, graph_outputs, members, v, caches, updates)
+        q, k, v = _absorb_split(flow, graph_outputs, members, (q, k, v))
+    causal = _is_causal(flow, inner_members, {first, second})
+    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), causal)
+
+
+def _absorb_cache(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, caches: Mapping, updates: list) -> str:
+    """K or V read from a KV-cache Concat's output: the Concat joins the kernel, which then reads
+    the past and the new rows (their layout ops absorbed) instead of the present."""
+    cache = caches.get(tensor)
+    producer = flow.producer_of(tensor)
+    if cache is None or producer is None or producer.index != cache.node or len(cache.new) != 1:
+        return tensor
+    members.add(producer.index)
+    new = _absorb_inputs(flow, graph_outputs, members, cache.new[0].name)
+    updates.append(CacheUpdate(producer.index, cache.past.name, new, tensor))
+    return new
+
+
+def _absorb_split(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], roots: tuple[str, ...]) -> tuple[str, ...]:
+    """A Split (the QKV projection's) whose every output feeds only the kernel joins it: the kernel
+    reads Q, K and V where the projection wrote them, one buffer read once."""
+    producers = {flow.producer.get(name) for name in roots}
+    for index in producers:
+        node = flow.node(index) if index is not None else None
+        if node is None or node.op_type != "Split" or node.domain != "" or not _only_feeds(flow, graph_outputs, members, index):
+            continue
+        members.add(index)
+        source = _absorb_inputs(flow, graph_outputs, members, node.inputs[0].name)
+        outputs = {t.name for t in node.outputs if t is not None}
+        roots = tuple(source if name in outputs else name for name in roots)
+    return roots
+
+
+COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
+
+
+def _is_causal(flow: Dataflow, members: frozenset[int], matmuls: set[int]) -> bool:
+    """The mask feeding the pattern compares positions: a Trilu, or a comparison with a Range
+    upstream (how exporters build the causal mask). The kernel is then timed on the useful, lower-
+    triangle work, as FlashAttention's causal kernels skip the blocks above the diagonal."""
+    sources = set()
+    for index in members - matmuls:
+        for tensor in flow.node(index).inputs:
+            producer = flow.producer.get(tensor.name) if tensor is not None else None
+            if producer is not None and producer not in members:
+                sources.add(producer)
+    seen = set()
+    for source in sources:
+        upstream = flow.digraph.ancestors(source) | {source}
+        for index in upstream - seen:
+            node = flow.node(index)
+            if node.op_type == "Trilu":
+                return True
+            if node.op_type in COMPARISONS and any(flow.node(a).op_type == "Range" for a in flow.digraph.ancestors(index)):
+                return True
+        seen |= upstream
+    return False
+
+
+def _reach(flow: Dataflow, start: int, body: frozenset[str], upstream: bool) -> list[int]:
+    """MatMuls reached from `start` through body ops only: producers (upstream), or consumers that
+    take the reached tensor as their first input (downstream, the P of P·V)."""
+    found, seen, frontier = [], {start}, [start]
+    while frontier:
+        node = flow.node(frontier.pop())
+        if upstream:
+            steps = [(flow.producer.get(t.name), t.name) for t in node.inputs if t is not None]
+        else:
+            steps = [(c, t.name) for t in node.outputs if t is not None for c in flow.consumers.get(t.name, ())]
+        for index, tensor in steps:
+            if index is None or index in seen:
+                continue
+            seen.add(index)
+            nxt = flow.node(index)
+            if nxt.op_type == "MatMul":
+                if upstream or (nxt.inputs[0] is not None and nxt.inputs[0].name == tensor):
+                    found.append(index)
+            elif nxt.op_type in body:
+                frontier.append(index)
+    return found
+
+
+def _closed(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], exempt: int) -> bool:
+    """No intermediate escapes: every output of a member (but `exempt`'s) stays inside."""
+    for index in members - {exempt}:
+        for tensor in flow.node(index).outputs:
+            if tensor is None:
+                continue
+            if tensor.name in graph_outputs or not set(flow.consumers.get(tensor.name, ())) <= members:
+                return False
+    return True
+
+
+def _input(flow: Dataflow, index: int, position: int) -> str:
+    return flow.node(index).inputs[position].name
+
+
+def _absorb_inputs(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str) -> str:
+    """Walk up from a MatMul operand through layout ops and scalar scales that feed only the
+    kernel; adds them to `members` and returns the tensor the kernel actually reads."""
+    while (producer := flow.producer_of(tensor)) is not None:
+        data = _data_input(producer)
+        if data is None or not _only_feeds(flow, graph_outputs, members, producer.index):
+            break
+        members.add(producer.index)
+        tensor = data
+    return tensor
+
+
+def _absorb_output(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str) -> str:
+    """Walk down from the P·V output through layout ops that are its only consumer."""
+    while tensor not in graph_outputs and len(users := flow.consumers.get(tensor, ())) == 1:
+        user = flow.node(users[0])
+        if user.op_type not in LAYOUT or user.inputs[0].name != tensor:
+            break
+        members.add(user.index)
+        tensor = user.outputs[0].name
+    return tensor
+
+
+def _data_input(node) -> str | None:
+    """The input a layout op or scalar scale passes through, or None when the node is neither."""
+    if node.op_type in LAYOUT:
+        return node.inputs[0].name
+    if node.op_type in SCALES and len(node.inputs) == 2 and all(t is not None for t in node.inputs):
+        a, b = node.inputs
+        if _numel(b) == 1:
+            return a.name
+        if node.op_type == "Mul" and _numel(a) == 1:
+            return b.name
+    return None
+
+
+def _only_feeds(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], index: int) -> bool:
+    outputs = [t for t in flow.node(index).outputs if t is not None]
+    return all(t.name not in graph_outputs and set(flow.consumers.get(t.name, ())) <= members for t in outputs)
+
+
+def _numel(tensor) -> int | None:
+    return tensor.numel if tensor is not None and tensor.is_known else None

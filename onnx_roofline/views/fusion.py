@@ -1,0 +1,326 @@
+"""The fused view: what a runtime that fuses kernels moves, beside the graph-as-written view.
+
+Plan (from the graph's structure only, so one plan serves every dims): decomposed attention becomes
+one FlashAttention-style kernel (see flash.py); then, in topological order, each elementwise op or
+view joins the group of a producer — a MatMul/Gemm/Conv (as its epilogue: bias, activation,
+residual add) or another elementwise chain — merging chains it joins, with at most one matrix op per
+group and never a merge that would make the groups' graph cyclic (digraph.py checks the paths).
+
+Cost (per report): a group does the FLOPs of its members, reads each external input once and writes
+only what is consumed outside it or is a graph output; intermediates never touch memory. Views alias
+their input, so reading a reshaped tensor is reading the tensor. Its compute time assumes the units
+overlap (max over units of FLOPs/peak), its memory time is bytes/bandwidth: the same roofline."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+
+from onnx_roofline.costs.cost import Cost
+from onnx_roofline.report.model import OK, Report, Totals
+from onnx_roofline.costs.roofline import UNKNOWN, Placement, place
+from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.views.digraph import DiGraph
+from onnx_roofline.views.flash import AttentionMatch, find_attention
+from onnx_roofline.views.graph import Dataflow, tensor_table
+from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
+
+SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
+
+
+@dataclass(frozen=True)
+class PlannedGroup:
+    kind: str
+    members: tuple[int, ...]  # node indices, ascending
+    anchor: int | None = None  # the matrix op of an epilogue group
+    attention: AttentionMatch | None = None
+
+
+@dataclass(frozen=True)
+class FusionPlan:
+    groups: tuple[PlannedGroup, ...]
+    producer: dict[str, int]
+    consumers: dict[str, tuple[int, ...]]
+    graph_outputs: frozenset[str]
+
+
+@dataclass(frozen=True)
+class FusedGroup:
+    """One kernel of the fused view; quacks like a NodeResult where studies read one."""
+
+    kind: str
+    name: str
+    op_type: str  # "Gemm+7": the lead op and how many ops fused into it
+    lead: int  # the node that names the kernel: its matrix op (the Q·Kᵀ MatMul for attention)
+    members: tuple[int, ...]
+    status: str
+    cost: Cost | None
+    placement: Placement | None
+    matrix_flops: int = 0  # its members' FLOPs on the matrix unit
+    reads: tuple[TensorInfo, ...] | None = None  # a fused kernel's external reads and writes (None: its one node's)
+    writes: tuple[TensorInfo, ...] | None = None
+
+    @property
+    def bound(self) -> str:
+        return self.placement.bound if self.placement else UNKNOWN
+
+    @property
+    def time_s(self) -> float | None:
+        return self.placement.time_s if self.placement else None
+
+    def to_dict(self) -> dict:
+        cost, spot = self.cost, self.placement
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "op_type": self.op_type,
+            "lead": self.lead,
+            "members": list(self.members),
+            "status": self.status,
+            "flops": cost.flops if cost else None,
+            "bytes": cost.bytes if cost else None,
+            "intensity": spot.intensity if spot else None,
+            "ridge": spot.ridge if spot else None,
+            "bound": self.bound,
+            "time_s": self.time_s,
+        }
+
+
+@dataclass(frozen=True)
+class FusedView:
+    report: Report
+    plan: FusionPlan
+    nodes: tuple[FusedGroup, ...]
+
+    @property
+    def totals(self) -> Totals:
+        return Totals.over(self.nodes)  # duck-typed: groups carry .cost and .placement
+
+    def attention(self) -> list[tuple[PlannedGroup, FusedGroup]]:
+        return [(p, g) for p, g in zip(self.plan.groups, self.nodes) if p.kind == ATTENTION]
+
+
+# --- plan -------------------------------------------------------------------------------------
+
+
+def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None) -> FusionPlan:
+    """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
+    nothing joins. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
+    kernels may take in (flash.find_attention)."""
+    flow = Dataflow.of(report)
+    drafts = _Drafts(flow)
+    for match in find_attention(flow, graph_outputs, caches):
+        drafts.new(ATTENTION, match.members, attention=match)
+    for index in flow.digraph.topological_order():
+        if index not in drafts.owner:
+            if index in folded:
+                drafts.new(FOLDED, [index])
+            else:
+                drafts.place(index)
+        drafts.link(index)
+    return FusionPlan(drafts.finished(), flow.producer, flow.consumers, graph_outputs)
+
+
+class _Drafts:
+    """Groups under construction and the quotient graph between them (kept acyclic)."""
+
+    def __init__(self, flow: Dataflow):
+        self.flow = flow
+        self.owner: dict[int, int] = {}
+        self.members: dict[int, set[int]] = {}
+        self.kind: dict[int, str] = {}
+        self.anchor: dict[int, int | None] = {}
+        self.match: dict[int, AttentionMatch] = {}
+        self.quotient = DiGraph()
+        self._ids = itertools.count()  # merged groups leave gaps: ids are never reused
+
+    def new(self, kind: str, members, anchor: int | None = None, attention: AttentionMatch | None = None) -> int:
+        gid = next(self._ids)
+        self.kind[gid], self.members[gid], self.anchor[gid] = kind, set(members), anchor
+        if attention is not None:
+            self.match[gid] = attention
+        for index in members:
+            self.owner[index] = gid
+        self.quotient.add_node(gid)
+        return gid
+
+    def place(self, index: int) -> None:
+        node = self.flow.node(index)
+        if is_matrix(node.domain, node.op_type):
+            self.new(EPILOGUE, [index], anchor=index)
+            return
+        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS
+        target = None
+        for gid in self._fusible_producers(index) if fusible else ():
+            if target is None and self._can_join(gid, index):
+                target = gid
+                self.members[gid].add(index)
+                self.owner[index] = gid
+            elif target is not None and gid != target and self._can_merge(target, gid):
+                self._merge(target, gid)
+        if target is None:
+            self.new(ELEMENTWISE if node.op_type in elementwise_ops() else SINGLE, [index])
+
+    def link(self, index: int) -> None:
+        for producer in self.flow.digraph.predecessors(index):
+            a, b = self.owner[producer], self.owner[index]
+            if a != b:
+                self.quotient.add_edge(a, b)
+
+    def _fusible_producers(self, index: int) -> list[int]:
+        """Groups that may take this node: data producers' groups, epilogue (matrix) groups first."""
+        node = self.flow.node(index)
+        inputs = node.inputs[:1] if node.op_type in VIEWS else node.inputs
+        gids = []
+        for tensor in inputs:
+            producer = self.flow.producer.get(tensor.name) if tensor is not None else None
+            gid = self.owner.get(producer) if producer is not None else None
+            if gid is not None and self.kind[gid] in (EPILOGUE, ELEMENTWISE) and gid not in gids:
+                gids.append(gid)
+        return sorted(gids, key=lambda g: self.anchor[g] is None)
+
+    def _can_join(self, gid: int, index: int) -> bool:
+        others = {self.owner[p] for p in self.flow.digraph.predecessors(index)} - {gid}
+        return not any(self.quotient.has_path(gid, other) for other in others)
+
+    def _can_merge(self, a: int, b: int) -> bool:
+        if self.anchor[a] is not None and self.anchor[b] is not None:
+            return False
+        return not (self._detour(a, b) or self._detour(b, a))
+
+    def _detour(self, a: int, b: int) -> bool:
+        """A path a → x → … → b through some other group x: merging a and b would close a cycle."""
+        return any(x != b and self.quotient.has_path(x, b) for x in self.quotient.successors(a))
+
+    def _merge(self, into: int, other: int) -> None:
+        for index in self.members.pop(other):
+            self.owner[index] = into
+            self.members[into].add(index)
+        if self.anchor[into] is None:
+            self.anchor[into] = self.anchor[other]
+        self.kind[into] = ELEMENTWISE if self.anchor[into] is None else EPILOGUE
+        del self.kind[other], self.anchor[other]
+        self.quotient.contract(into, other)
+
+    def finished(self) -> tuple[PlannedGroup, ...]:
+        groups = []
+        for gid, members in self.members.items():
+            kind = self.kind[gid] if len(members) > 1 or gid in self.match or self.kind[gid] == FOLDED else SINGLE
+            groups.append(PlannedGroup(kind, tuple(sorted(members)), self.anchor[gid], self.match.get(gid)))
+        return tuple(sorted(groups, key=lambda g: g.members[0]))
+
+
+# --- cost -------------------------------------------------------------------------------------
+
+
+def fuse(report: Report, plan: FusionPlan, kv_inplace: bool = False, useful: bool = False) -> FusedView:
+    """The fused view of `report` (a report of the graph `plan` was made from, at any dims).
+    The deployed view also asks: `kv_inplace`, an absorbed KV-cache Concat writes only its new
+    rows; `useful`, a causal attention kernel is timed on its useful (lower-triangle) FLOPs."""
+    tensors = tensor_table(report)
+    bandwidth = report.hardware.memory_bandwidth
+    groups = (_cost_group(report, plan, group, tensors, bandwidth, kv_inplace, useful) for group in plan.groups)
+    return FusedView(report, plan, tuple(groups))
+
+
+def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, bandwidth: float,
+                kv_inplace: bool = False, useful: bool = False) -> FusedGroup:  # fmt: skip
+    nodes = [report.nodes[i] for i in group.members]
+    lead = report.nodes[_lead(group, nodes)]
+    label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
+    base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members,
+                matrix_flops=sum(n.matrix_flops for n in nodes if n.status == OK))  # fmt: skip
+    failed = next((n for n in nodes if n.status != OK), None)
+    if group.kind == FOLDED:  # computed once at load: nothing per run
+        cost, placement = Cost(bytes_read=0, bytes_written=0), place(0, 0, lead.peak or 1.0, bandwidth)
+        return FusedGroup(**{**base, "matrix_flops": 0}, status=OK, cost=cost, placement=placement, reads=(), writes=())
+    if failed is not None:
+        return FusedGroup(**base, status=failed.status, cost=None, placement=None)
+    if len(nodes) == 1:
+        return FusedGroup(**base, status=OK, cost=lead.cost, placement=lead.placement)
+    useful_flops = sum(n.cost.useful for n in nodes)
+    if group.attention:
+        match = group.attention
+        caches = match.caches
+        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v, *(c.past for c in caches)))]
+        writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
+        if useful and match.causal:
+            useful_flops = _causal_useful(report, match, nodes)
+    else:
+        reads, writes = _boundary(plan, set(group.members), report, tensors)
+    cost = Cost(
+        flops=sum(n.cost.flops for n in nodes),
+        transcendentals=sum(n.cost.transcendentals for n in nodes),
+        dequantize_flops=sum(n.cost.dequantize_flops for n in nodes),
+        bytes_read=sum(t.nbytes for t in reads),
+        bytes_written=sum(t.nbytes for t in writes),
+        useful_flops=useful_flops,
+    )
+    placement = _place(cost, nodes, bandwidth, timed_on_useful=useful)
+    return FusedGroup(**base, status=OK, cost=cost, placement=placement, reads=tuple(reads), writes=tuple(writes))
+
+
+def _rows(present: TensorInfo, new: TensorInfo) -> TensorInfo:
+    """The part of a cache an in-place update writes: the present, as big as the new rows."""
+    return TensorInfo(present.name, new.shape, new.dtype)
+
+
+def _causal_useful(report: Report, match: AttentionMatch, nodes) -> int:
+    """The kernel's FLOPs scaled to the scores on or below the diagonal: with S queries, the last
+    S of T positions, query i sees the P = T − S past keys and i + 1 new ones, S·P + S·(S+1)/2 of
+    the S·T scores (the rules' causal count, rules/attention.py)."""
+    *_, queries, keys = report.nodes[match.scores].outputs[0].shape
+    past = max(keys - queries, 0)
+    seen = queries * past + queries * (min(queries, keys) + 1) // 2
+    total = sum(n.cost.flops for n in nodes)
+    return total * seen // (queries * keys) if queries * keys else total
+
+
+def _lead(group: PlannedGroup, nodes) -> int:
+    """The node that names a kernel: Q·Kᵀ for attention, the matrix op of an epilogue, else the
+    member doing the most FLOPs."""
+    if group.attention:
+        return group.attention.scores
+    if group.anchor is not None:
+        return group.anchor
+    return max(nodes, key=lambda n: n.cost.flops if n.cost else -1).index
+
+
+def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> tuple[list[TensorInfo], list[TensorInfo]]:
+    """External inputs read once; outputs used outside (or graph outputs) written once; views alias."""
+    views = {report.nodes[i].outputs[0].name: report.nodes[i].inputs[0].name for i in members if report.nodes[i].op_type in VIEWS}
+
+    def root(name: str) -> str:
+        while name in views:
+            name = views[name]
+        return name
+
+    reads: dict[str, None] = {}
+    writes: dict[str, None] = {}
+    for index in sorted(members):
+        node = report.nodes[index]
+        if node.op_type not in VIEWS:
+            for tensor in node.inputs:
+                if tensor is not None and plan.producer.get(source := root(tensor.name)) not in members:
+                    reads[source] = None
+        for tensor in node.outputs:
+            if tensor is None:
+                continue
+            outside = set(plan.consumers.get(tensor.name, ())) - members
+            if outside or tensor.name in plan.graph_outputs:
+                writes[root(tensor.name)] = None
+    return [tensors[n] for n in reads], [tensors[n] for n in writes]
+
+
+def _place(cost: Cost, nodes, bandwidth: float, timed_on_useful: bool = False) -> Placement:
+    """Units overlap in one kernel: compute time is the busiest unit's FLOPs over its peaks.
+    `timed_on_useful`: the FLOPs placed are the useful ones (each unit's share scaled alike)."""
+    per_unit = Counter()
+    for node in nodes:
+        if node.cost.flops:
+            per_unit[node.unit] += node.cost.flops / node.peak
+    compute_time = max(per_unit.values(), default=0.0)
+    peak = cost.flops / compute_time if compute_time else max(n.peak for n in nodes)
+    flops = cost.useful if timed_on_useful else cost.flops
+    return place(flops, cost.bytes, peak, bandwidth)
