@@ -14,6 +14,9 @@ loads neither onnx nor numpy, so a Ctrl-C during start-up reaches the command li
 from __future__ import annotations
 
 import logging
+import os
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before any onnxruntime (or onnxruntime-genai) import: nothing leaves the machine
 
 logging.getLogger(__name__).addHandler(logging.NullHandler())  # a pass's warning is the report's (and the CLI's prefixed line), not Python's last-resort print
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
+
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before any test imports onnxruntime, the generators' included
 
 import numpy as np
 import onnx
