@@ -45,6 +45,10 @@ from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
 from onnx_roofline.model.tensors import TensorInfo, with_precision
 from onnx_roofline.model.validation import check_axes
 from onnx_roofline.shapes.runnable import check_runnable, implied_sizes
+from onnx_roofline.errors import DimensionError
+from onnx_roofline.model.weights import Weight, parameter_count, weights
+from onnx_roofline.shapes.plausible import Implausible, constant_lookup, contradicted, runs_at
+from onnx_roofline.shapes.roles import SOLVED, DimDefault, choose_defaults, suggested_defaults
 
 
 def analyze(
@@ -127,13 +131,14 @@ def _analyze(
     typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
-    initializers = {t.name for t in proto.graph.initializer} - typed.given
+    stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
+    initializers = {t.name for t in proto.graph.initializer} - typed.given | {w.name for w in stored}
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread, nonzero_fraction)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
     nodes = tuple([walk.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
-        _raise_if_blocked(nodes, unbound, dims, lambda: implied_sizes(graph_nodes, shapes.values))
+        _raise_if_blocked(nodes, unbound, dims, lambda: suggested_defaults(proto, graph_nodes, list(unbound), dims, implied_sizes(graph_nodes, shapes.values)))
     info = ModelInfo(
         path=None if isinstance(model, onnx.ModelProto) else str(model),
         node_count=len(graph_nodes),
@@ -141,15 +146,18 @@ def _analyze(
         dims=dims,
         defaulted_dims=tuple(typed.defaulted),
         solved_dims={dim: why for dim, (_, why) in typed.solved.items()},
+        dim_roles=typed.roles,
+        implausible=typed.implausible,
+        weight_tensors=stored,
         precision=precision,
-        parameters=_model_parameters(proto, typed.given, nodes),
+        parameters=_model_parameters(stored, nodes),
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
         graph_outputs=tuple(v.name for v in proto.graph.output),
-        weights=frozenset(initializers),
+        weights=frozenset(weight.name for weight in stored),  # small integer shape constants are no weights (model/weights.py)
         source=proto,
     )
     return Report(info, hardware, nodes)
@@ -167,6 +175,8 @@ class Typed:
     dims: dict[str, int]  # every dim bound: given, derived, defaulted
     defaulted: dict[str, int]  # those a default bound (solved ones included)
     solved: dict[str, tuple[int, str]]  # defaults replaced by the size the graph fixes, and why
+    roles: dict[str, DimDefault]  # each default's size, role and source (shapes/roles.py)
+    implausible: tuple[Implausible, ...]  # a node the defaults cannot run (shapes/plausible.py): said, not refused
 
 
 def bind_and_infer(
@@ -179,7 +189,8 @@ def bind_and_infer(
 ) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
-    graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load."""
+    graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
+    node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py)."""
     solved: dict[str, tuple[int, str]] = {}
     while True:
         proto, graph_nodes = load_with_nodes(model)
@@ -187,19 +198,30 @@ def bind_and_infer(
         dim_names = input_dim_names(proto.graph)
         dim_uses = symbolic_dims(proto.graph, dim_names)
         explicit = {**_derived(dim_uses, dims), **dims}  # `past + sequence` from the two given
-        defaulted = {**_defaults(dim_uses, explicit, input_shapes), **{dim: size for dim, (size, _) in solved.items()}} if default_dims else {}
+        chosen = _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, input_shapes, solved) if default_dims else {}
+        defaulted = {dim: choice.size for dim, choice in chosen.items()}
         bound = {**defaulted, **explicit}
         bind(proto, bound, input_shapes)
         shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction)
         check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
+        implausible: tuple[Implausible, ...] = ()
+        constants = constant_lookup(shapes.folded, lambda: constant_table(proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target
         try:
-            check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted)  # what cannot run at these dims (runnable.py)
+            check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted, constants)  # what cannot run at these dims (runnable.py)
         except DimensionConflict as conflict:
             if conflict.dim not in defaulted or conflict.dim in solved:
                 raise
             solved[conflict.dim] = (conflict.size, conflict.why)
             continue
-        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved)
+        except DimensionError as error:
+            if not defaulted:
+                raise
+            retry = lambda sizes: runs_at(model, {**bound, **sizes}, input_shapes, input_values or {}, nonzero_fraction)  # noqa: E731
+            flag = contradicted(error, chosen, retry, len(graph_nodes))
+            if flag is None:  # no default it rests on: the dims given cannot run
+                raise
+            implausible = (flag,)
+        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
@@ -228,16 +250,12 @@ def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: s
     return foldable
 
 
-def _model_parameters(proto: onnx.ModelProto, given: set[str], nodes: tuple[NodeResult, ...]) -> int:
-    """Elements of all initializers, a packed weight counted as the logical elements its rule says
-    (`Cost.parameters`: MatMulNBits' K·N; 0 for its scales and zero points)."""
-    elements = {t.name: math.prod(t.dims) for t in proto.graph.initializer if t.name not in given}
-    for node in nodes:
-        for slot, count in node.cost.parameters if node.cost is not None else ():
-            tensor = node.inputs[slot] if slot < len(node.inputs) else None
-            if tensor is not None and tensor.name in elements:
-                elements[tensor.name] = count
-    return sum(elements.values())
+def _model_parameters(stored: tuple[Weight, ...], nodes: tuple[NodeResult, ...]) -> int:
+    """Elements of every weight (model/weights.py), a packed weight counted as the logical elements
+    its rule says (`Cost.parameters`: MatMulNBits' K·N; 0 for its scales and zero points)."""
+    logical = [(node.inputs[slot].name, count) for node in nodes if node.cost is not None for slot, count in node.cost.parameters
+               if slot < len(node.inputs) and node.inputs[slot] is not None]  # fmt: skip
+    return parameter_count(stored, logical)
 
 
 def _derived(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int]) -> dict[str, int]:
@@ -246,13 +264,16 @@ def _derived(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int]) -> dict
     return derived_dims(dim_uses, dims)
 
 
-def _defaults(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None) -> dict[str, int]:
-    """The defaults (onnx_roofline.shapes.defaults) of the symbolic dims neither `dims` nor a whole
-    input shape binds."""
-    from onnx_roofline.shapes.defaults import default_dims
-
+def _defaults(proto: onnx.ModelProto, graph_nodes: list[Node], dim_names: Mapping[tuple[str, int], str], dim_uses: Mapping[str, list[str]],
+              dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None, solved: Mapping[str, tuple[int, str]]) -> dict[str, DimDefault]:
+    """The defaults of the symbolic dims neither `dims` nor a whole input shape binds: by name, else
+    by role in the graph (shapes/roles.py); those the graph fixes (`solved`) at that size."""
     unbound = [name for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)]
-    return {name: size for name, (size, _) in default_dims(unbound, dims).items()} if unbound else {}
+    metadata = {entry.key: entry.value for entry in proto.metadata_props}
+    chosen = choose_defaults(proto.graph, graph_nodes, dim_names, unbound, dims, metadata)
+    for dim, (size, why) in solved.items():
+        chosen[dim] = DimDefault(size, chosen[dim].role if dim in chosen else why, SOLVED, why)
+    return chosen
 
 
 def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None) -> bool:
@@ -528,9 +549,11 @@ def _shape_text(tensor: TensorInfo) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]" + ("" if tensor.dtype else " dtype?")
 
 
-def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]], dims: Mapping[str, int], implied: Callable[[], dict[str, int]]) -> None:
+def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]], dims: Mapping[str, int],
+                      suggest: Callable[[], dict[str, DimDefault]]) -> None:
     """An unbound dim that leaves a node uncostable is an error naming the dim and its inputs,
-    suggesting each its default or, where the graph fixes it, that size (`implied`, asked only then)."""
+    suggesting each its default by role or, where the graph fixes it, that size (`suggest`, asked
+    only then)."""
     blocked = {
         dim
         for node in nodes
@@ -543,7 +566,6 @@ def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str
     if not blocked and any(node.status == UNKNOWN_SHAPE for node in nodes):
         blocked = set(unbound)  # symbols were renamed or lost downstream: every unbound dim may be to blame
     if blocked:
-        from onnx_roofline.shapes.defaults import default_dims
-
-        suggested = {**{name: size for name, (size, _) in default_dims(unbound, dims).items()}, **implied()}
-        raise UnboundDimensionError(sorted(blocked), unbound, suggested)
+        suggested = suggest()
+        raise UnboundDimensionError(sorted(blocked), unbound, {name: d.size for name, d in suggested.items()},
+                                    {name: d.said for name, d in suggested.items() if d.said})

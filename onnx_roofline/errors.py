@@ -42,19 +42,26 @@ class UnboundDimensionError(DimensionError):
     """Symbolic dims left unbound that block a cost (Python: `dims={...}`; the command line: `--dim`).
 
     `dims`: the blocking dims, the one named first first; `inputs`: the graph inputs that use each;
-    `suggested`: a size for each (the command line's defaults, onnx_roofline.shapes.defaults), used to
-    print a call or a command that would work."""
+    `suggested`: a size for each (the command line's defaults, by name or role: shapes/roles.py),
+    used to print a call or a command that would work; `roles`: what each is (`image height`)."""
 
-    def __init__(self, dims: Sequence[str], inputs: Mapping[str, Sequence[str]], suggested: Mapping[str, int]) -> None:
+    def __init__(self, dims: Sequence[str], inputs: Mapping[str, Sequence[str]], suggested: Mapping[str, int],
+                 roles: Mapping[str, str] | None = None) -> None:
         self.dims = tuple(dims)
         self.inputs = {dim: tuple(inputs.get(dim, ())) for dim in self.dims}
         self.suggested = {dim: suggested.get(dim, 1) for dim in self.dims}
+        self.roles = {dim: roles[dim] for dim in self.dims if roles and dim in roles}
         given = ", ".join(f"{dim!r}: {size}" for dim, size in self.suggested.items())
-        super().__init__(f"{self._head()}: pass dims={{{given}}} (any sizes), or partial=True to report the nodes "
+        super().__init__(f"{self._head()}: pass dims={{{given}}} (any sizes{self._roles_text()}), or partial=True to report the nodes "
                          f"{'it blocks' if len(self.dims) == 1 else 'they block'} as unknown")
 
     def __reduce__(self):
-        return (type(self), (self.dims, self.inputs, self.suggested))
+        return (type(self), (self.dims, self.inputs, self.suggested, self.roles))
+
+    def _roles_text(self) -> str:
+        """`; image height, image width`: what the suggested sizes are for, where a role says."""
+        said = [f"{dim}: {role}" for dim, role in self.roles.items() if role and role != dim]
+        return f"; {', '.join(said)}" if said else ""
 
     def _head(self) -> str:
         first, *others = self.dims
@@ -67,8 +74,10 @@ class UnboundDimensionError(DimensionError):
         import shlex
 
         flags = [part for dim, size in self.suggested.items() for part in ("--dim", f"{dim}={size}")]
-        command = shlex.join(["onnx-roofline", *argv, *flags]) if argv else "--dim " + " --dim ".join(flags[1::2])
-        return f"{self._head()}: bind {'it' if len(self.dims) == 1 else 'them'}, e.g. `{command}`, or pass --partial to report the nodes blocked as unknown"
+        command = shlex.join(["onnx-roofline", *argv, *flags] if argv else flags)  # quoted: a dim named `?` is a glob to a shell
+        roles = self._roles_text()
+        return (f"{self._head()}: bind {'it' if len(self.dims) == 1 else 'them'}, e.g. `{command}`{f' ({roles[2:]})' if roles else ''}, "
+                f"or pass --partial to report the nodes blocked as unknown")
 
 
 class DimensionConflict(DimensionError):

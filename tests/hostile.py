@@ -142,6 +142,15 @@ def with_dim(dim: int) -> onnx.ModelProto:
     return proto
 
 
+def with_weight_dim(dim: int) -> onnx.ModelProto:
+    """x [2, 4] + w, w an initializer declared [dim, 4] (written raw): a negative dim that is not a
+    graph input's or output's, which no converter writes for a dynamic one."""
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [2, 4])],
+                  [numpy_helper.from_array(np.zeros((1, 4), np.float32), "w")])  # fmt: skip
+    proto.graph.initializer[0].dims[0] = dim
+    return proto
+
+
 def named(name: str) -> onnx.ModelProto:
     proto = relu()
     proto.graph.node[0].name = name

@@ -9,6 +9,7 @@ import sys
 import onnx
 import pytest
 
+import onnx_roofline
 from onnx_roofline.commands.cli import main
 from tests.conftest import one_node_model, symbolic_matmul
 
@@ -59,8 +60,11 @@ def test_unbound_dim_message_names_the_inputs(model_path):
 
 
 def test_partial_reports_blocked_nodes_as_unknown(model_path, capsys):
-    assert main([str(model_path), "--dim", "sequence=8", "--partial", "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    # The one node blocked, nothing is costed: the command line says so and exits 2 (no JSON of
+    # unknowns that reads as an answer); the report itself holds the blocked node as unknown.
+    assert main([str(model_path), "--dim", "sequence=8", "--partial", "--format", "json"]) == 2
+    assert "fix: bind the dims (--dim batch=N)" in capsys.readouterr().err
+    report = onnx_roofline.analyze(model_path, dims={"sequence": 8}, partial=True).to_dict()
     (node,) = report["nodes"]
     assert node["status"] == "unknown-shape"
     assert node["flops"] is None and node["bound"] == "unknown"  # unknown is never zero

@@ -20,7 +20,8 @@ from tests.corpus import MODELS as CORPUS
 from tests.test_audit import audited, inside
 
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx"))
-BYTES_PER = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.INT64: 8}
+BYTES_PER = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.INT64: 8, onnx.TensorProto.INT32: 4,
+             onnx.TensorProto.BOOL: 1, onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1, onnx.TensorProto.DOUBLE: 8}
 
 
 def dims_of(value: onnx.ValueInfoProto) -> list:
@@ -42,8 +43,13 @@ def test_json_matches_the_protobuf(fixture, capsys):
     assert info["model"]["producer"] == proto.producer_name and info["model"]["ir_version"] == proto.ir_version
     assert info["ops"] == dict(Counter(n.op_type for n in proto.graph.node))
     assert info["node_count"] == len(proto.graph.node)
-    assert info["parameters"] == sum(math.prod(t.dims) for t in proto.graph.initializer)
-    assert info["weight_bytes"] == sum(math.prod(t.dims) * BYTES_PER[t.data_type] for t in proto.graph.initializer)
+    # Every weight: the initializers and Constant-node tensors (the fixtures have no bodies), but the
+    # small integer shape constants (an integer tensor of rank <= 1 and <= 16 elements: docs/cost-model.md).
+    stored = list(proto.graph.initializer) + [n.attribute[0].t for n in proto.graph.node if n.op_type == "Constant" and n.attribute[0].name == "value"]
+    integer = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
+    weights = [t for t in stored if not (t.data_type in integer and len(t.dims) <= 1 and math.prod(t.dims) <= 16)]
+    assert info["parameters"] == sum(math.prod(t.dims) for t in weights)
+    assert info["weight_bytes"] == sum(math.prod(t.dims) * BYTES_PER[t.data_type] for t in weights)
     symbolic = {d for v in graph_inputs for d in dims_of(v) if isinstance(d, str)}
     assert set(info["dims"]) == symbolic
     for name, entry in info["dims"].items():

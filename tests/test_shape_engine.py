@@ -242,21 +242,23 @@ def test_a_value_computed_from_a_graph_input_names_that_input():
     whose Shape reads no value. A NonZero of the mask, the same."""
     cause = analyze(_masked(expand=True)).uncosted.root_cause
     assert cause.op_type == "Expand"
-    assert cause.reason.endswith("not a constant the analysis could fold (computed from the values of graph input 'mask')")
+    assert cause.reason.endswith("not a constant the analysis could fold (computed from the values of graph input 'mask': give it with --value mask=N)")
     cause = analyze(_masked(expand=False)).uncosted.root_cause
-    assert cause.reason == ("NonZero's output size depends on the values of its input data (computed from the values of graph input 'mask'); "
+    assert cause.reason == ("NonZero's output size depends on the values of its input data (computed from the values of graph input 'mask': "
+                            "give it with --value mask=N); "
                             "--nonzero-fraction F sizes it as if F of its candidates were selected")
 
 
 def test_the_cli_says_so_on_stderr_and_in_the_table_and_check_fails(tmp_path, capsys):
     path = tmp_path / "m.onnx"
-    nodes = [helper.make_node("Mystery", ["x"], ["b"], domain="acme"), helper.make_node("Relu", ["b"], ["y"])]
+    nodes = [helper.make_node("Mystery", ["x"], ["b"], domain="acme"), helper.make_node("Relu", ["b"], ["y"]), helper.make_node("Neg", ["x"], ["z"])]
     onnx.save(_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], extra=("acme",)), path)
-    assert main([str(path)]) == 0
+                     [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
+                     extra=("acme",)), path)  # fmt: skip
+    assert main([str(path)]) == 0  # a partial answer (Neg is costed); with nothing costed, exit 2 (test_nothing_costed.py)
     out, err = capsys.readouterr()
-    assert "UNCOSTED  2 of 2 nodes uncosted, downstream of Mystery_0 (Mystery)" in out
-    assert "warning: 2 of 2 nodes uncosted, downstream of Mystery_0 (Mystery): no shape rule for acme::Mystery" in err
+    assert "UNCOSTED  2 of 3 nodes uncosted, downstream of Mystery_0 (Mystery)" in out
+    assert "warning: 2 of 3 nodes uncosted, downstream of Mystery_0 (Mystery): no shape rule for acme::Mystery" in err
     assert main(["check", str(path), "--max-latency", "1s"]) == 1  # a gate cannot vouch for a partial answer
     capsys.readouterr()
     assert main(["check", str(path), "--max-latency", "1s", "--max-unsupported", "2", "--max-unknown-shape", "2"]) == 0

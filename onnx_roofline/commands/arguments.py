@@ -131,6 +131,29 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     return deployed_from(report, options) if getattr(options, "view", None) == "deployed" else report
 
 
+def refuse_if_nothing_costed(report) -> None:
+    """No node at all costed is not an answer: a RooflineError (exit 2, one line) naming the root
+    cause and the fix. A partial answer is one (its UNCOSTED block says what it leaves out)."""
+    from onnx_roofline.errors import RooflineError
+    from onnx_roofline.report.model import UNSUPPORTED
+
+    written = report.written if getattr(report, "written", None) is not None else report
+    if not written.nodes or written.totals.costed_nodes:
+        return
+    cause = written.uncosted.root_cause
+    where = f"{cause.name} ({cause.op_type}): {cause.reason}" if cause is not None else "no node to blame"
+    advice = written.advice_when_nothing_costed()
+    if advice.startswith("see why"):  # the root cause's own reason says what to give, where an input's value or shape would do
+        statuses = {node.status for node in written.nodes}
+        if statuses == {UNSUPPORTED}:
+            advice = "a cost rule for its ops (docs/architecture.md says where one goes; docs/operators.md lists the ops that have one)"
+        elif "--value" in where or "--input" in where or "--nonzero-fraction" in where:
+            advice = "give what the root cause names"
+        else:
+            advice = "bind the input shapes (--dim NAME=N, --input NAME=AxB) or see docs/cost-model.md on uncosted nodes"
+    raise RooflineError(f"none of the {len(written.nodes)} nodes could be costed, so there is no answer: the root cause is {where}; fix: {advice}")
+
+
 def protected_files(options: argparse.Namespace, *more: str | None, report=None) -> tuple:
     """What a command's outputs must never replace: the model and its external-data files (as the
     analysis `report` of it found them; else read again, only when some output goes to a file),
@@ -147,22 +170,22 @@ def protected_files(options: argparse.Namespace, *more: str | None, report=None)
 
 
 def _notice_defaults(report) -> None:
-    """One line on stderr naming each default taken (unless --quiet)."""
+    """One line on stderr naming each default taken with its role (unless --quiet), and a warning
+    for a node the defaults cannot run (model.implausible)."""
     from onnx_roofline.shapes.defaults import notice
 
     why = _default_reasons(report.model)
     notice_text = notice({name: (report.model.dims[name], why[name]) for name in report.model.defaulted_dims})
     print(f"onnx-roofline: note: {one_line(notice_text)}", file=sys.stderr)
+    for flag in report.model.implausible:
+        print(f"onnx-roofline: warning: IMPLAUSIBLE: {one_line(flag.message)}", file=sys.stderr)
 
 
 def _default_reasons(model) -> dict[str, str]:
-    """Why each defaulted dim took its size: its name's rule (onnx_roofline.shapes.defaults), or what in
-    the graph fixes it (model.solved_dims)."""
-    from onnx_roofline.shapes.defaults import default_dims
-
-    defaulted = model.defaulted_dims
-    chosen = default_dims(defaulted, {name: size for name, size in model.dims.items() if name not in defaulted}) if defaulted else {}
-    return {name: model.solved_dims.get(name) or chosen[name][1] for name in defaulted}
+    """Why each defaulted dim took its size: its role (shapes/roles.py) where its name does not say
+    it, or what in the graph fixes it (model.solved_dims); "name" where the name says it."""
+    said = {name: role.said for name, role in model.dim_roles.items() if role.said}
+    return {name: model.solved_dims.get(name) or (f"{said[name]}" if name in said else "name") for name in model.defaulted_dims}
 
 
 def _say_what_ran(report, seconds: float) -> None:
@@ -170,6 +193,7 @@ def _say_what_ran(report, seconds: float) -> None:
     nodes by status, the hardware figures' source, the time taken."""
     model = report.model
     why = _default_reasons(model)
+    why = {k: model.dim_roles[k].role if reason == "name" and k in model.dim_roles else reason for k, reason in why.items()}  # the name's rule: its role
     dims = ", ".join(f"{k}={v}" + (f" (default: {why[k]})" if k in why else " (given)") for k, v in sorted(model.dims.items()))
     outputs = [t for node in report.nodes for t in node.outputs if t is not None]
     typed = sum(1 for t in outputs if t.is_known)

@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, analyze_from_options, deployed_from, protected_files
+from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, analyze_from_options, deployed_from, protected_files, refuse_if_nothing_costed
 from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, RooflineError, one_line
 from onnx_roofline.version import __version__
 
@@ -134,6 +134,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
         return _run_summary(options)
     options.model = options.model[0]
     report = analyze_from_options(options, default_dims=True)
+    refuse_if_nothing_costed(report)  # exit 2, the root cause and the fix: not a table of unknowns
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
     def table(r):  # the default table shows both views' totals (the deployed one planned for graphs of a usual size)
         from onnx_roofline.report.table import render_table

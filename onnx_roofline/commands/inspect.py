@@ -69,18 +69,21 @@ class Inspection:
     inputs: tuple[ValueSummary, ...]
     outputs: tuple[ValueSummary, ...]
     dims: dict[str, tuple[str, ...]]  # symbolic dim → the inputs that use it
-    default_dims: dict[str, int]  # what `onnx-roofline MODEL` binds them to (onnx_roofline.shapes.defaults, solved_dims)
+    default_dims: dict[str, int]  # what `onnx-roofline MODEL` binds them to (by name or role: shapes/roles.py, solved_dims)
     node_count: int
     ops: dict[str, int]  # op histogram, "domain::Op" for a domain other than ai.onnx, most frequent first
     functions: int
     subgraph_nodes: int  # nodes inside If/Loop/Scan bodies (not in node_count)
     initializers: int
-    parameters: int  # elements of all initializers
+    parameters: int  # elements of every weight (model/weights.py): initializers and Constant-node tensors, bodies' too
     weight_bytes: int  # their bytes, by dtype width (inline and external alike, never read)
     weight_bytes_by_dtype: dict[str, int]
     external_data: tuple[DataFile, ...]
     metadata: dict[str, str] = field(default_factory=dict)  # the model's metadata_props
     solved_dims: dict[str, str] = field(default_factory=dict)  # defaults the graph fixes instead of the name's, and why
+    dim_roles: dict[str, str] = field(default_factory=dict)  # each default's role where its name does not say it (`image height`)
+    weight_tensors: int = 0  # the weights counted: initializers and Constant-node tensors, in every graph
+    constant_weights: int = 0  # of them, Constant nodes' tensors
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,13 +94,15 @@ class Inspection:
             "opsets": self.opsets,
             "inputs": [v.to_dict() for v in self.inputs],
             "outputs": [v.to_dict() for v in self.outputs],
-            "dims": {name: {"inputs": list(uses), "default": self.default_dims.get(name), "solved": self.solved_dims.get(name)}
-                     for name, uses in self.dims.items()},
+            "dims": {name: {"inputs": list(uses), "default": self.default_dims.get(name), "solved": self.solved_dims.get(name),
+                            "role": self.dim_roles.get(name)} for name, uses in self.dims.items()},
             "node_count": self.node_count,
             "subgraph_nodes": self.subgraph_nodes,
             "functions": self.functions,
             "ops": self.ops,
             "initializers": self.initializers,
+            "weight_tensors": self.weight_tensors,
+            "constant_weights": self.constant_weights,
             "parameters": self.parameters,
             "weight_bytes": self.weight_bytes,
             "weight_bytes_by_dtype": self.weight_bytes_by_dtype,
@@ -116,6 +121,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     from onnx_roofline.model.loader import load_model
     from onnx_roofline.model.schemas import opsets
     from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
+    from onnx_roofline.model.weights import CONSTANT, weights as stored_weights
 
     proto = load_model(model)
     in_memory = isinstance(model, onnx.ModelProto)
@@ -124,17 +130,14 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     inputs = tuple(_value(v) for v in graph.input if v.name not in initialized)
     outputs = tuple(_value(v) for v in graph.output)
     dims = {name: tuple(uses) for name, uses in symbolic_dims(graph).items()}
-    defaults, solved = _defaults(proto, dims)
+    defaults, solved, roles = _defaults(proto, dims)
 
     ops = Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in graph.node)
-    weights = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
+    initializers = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
+    weights = stored_weights(graph)  # the analysis' parameters: initializers and Constant-node tensors, bodies' too
     by_dtype: Counter[str] = Counter()
-    parameters = 0
-    for tensor in weights:
-        elements = math.prod(tensor.dims)
-        parameters += elements
-        dtype = dtype_name(tensor.data_type) or "undefined"
-        by_dtype[dtype] += (elements * DTYPE_BITS.get(dtype, 0) + 7) // 8
+    for weight in weights:
+        by_dtype[weight.dtype or "undefined"] += weight.nbytes
 
     external: dict[str, list[onnx.TensorProto]] = {}
     for tensor in files.external_tensors(proto):
@@ -174,12 +177,15 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
         ops=dict(sorted(ops.items(), key=lambda kv: (-kv[1], kv[0]))),
         functions=len(proto.functions),
         subgraph_nodes=_subgraph_nodes(graph),
-        initializers=len(weights),
-        parameters=parameters,
+        initializers=len(initializers),
+        parameters=sum(weight.elements for weight in weights),
         weight_bytes=sum(by_dtype.values()),
         weight_bytes_by_dtype=dict(sorted(by_dtype.items(), key=lambda kv: -kv[1])),
         external_data=tuple(data_files),
         metadata={p.key: p.value for p in proto.metadata_props},
+        dim_roles=roles,
+        weight_tensors=len(weights),
+        constant_weights=sum(weight.kind == CONSTANT for weight in weights),
     )
 
 
@@ -196,23 +202,30 @@ def _value(value) -> ValueSummary:
     return ValueSummary(value.name, dtype_name(tensor_type.elem_type), shape)
 
 
-def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], dict[str, str]]:
-    """The dims `onnx-roofline MODEL` binds, and those of them the graph fixes, with why: the
-    name's default, unless a node cannot run at it (a head size named like a batch: genai's
-    `kv_cache_dim`), which the analysis finds by binding and inferring as it does. A graph it
-    refuses at its defaults keeps the names' defaults: inspect describes any model."""
+def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+    """The dims `onnx-roofline MODEL` binds, those of them the graph fixes, with why, and each
+    one's role where its name does not say it: the default by name or role (shapes/roles.py),
+    unless a node cannot run at it (a head size named like a batch: genai's `kv_cache_dim`),
+    which the analysis finds by binding and inferring as it does. A graph it refuses at its
+    defaults keeps them as chosen: inspect describes any model."""
     from onnx_roofline.analysis import bind_and_infer
-    from onnx_roofline.shapes.defaults import default_dims
     from onnx_roofline.errors import RooflineError
+    from onnx_roofline.model.nodes import read_nodes
+    from onnx_roofline.shapes.dims import input_dim_names
+    from onnx_roofline.shapes.roles import choose_defaults
 
-    named = {name: size for name, (size, _) in default_dims(dims).items()}
     if not dims:
-        return named, {}
+        return {}, {}, {}
+    metadata = {entry.key: entry.value for entry in proto.metadata_props}
+    chosen = choose_defaults(proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata)
+    roles = {name: choice.said for name, choice in chosen.items() if choice.said}
     try:
         typed = bind_and_infer(proto, {}, default_dims=True)  # the loaded model, not the file read again
     except RooflineError:
-        return named, {}
-    return {name: typed.dims.get(name, size) for name, size in named.items()}, {dim: why for dim, (_, why) in typed.solved.items()}
+        return {name: choice.size for name, choice in chosen.items()}, {}, roles
+    roles = {name: choice.said for name, choice in typed.roles.items() if choice.said}
+    return ({name: typed.dims.get(name, choice.size) for name, choice in chosen.items()},
+            {dim: why for dim, (_, why) in typed.solved.items()}, roles)
 
 
 def _subgraph_nodes(graph) -> int:
@@ -249,13 +262,14 @@ def render_text(info: Inspection) -> str:
             lines.append(f"{title:<11} none")
     if info.dims:
         listed = ", ".join(f"{name} ({len(uses)} input{'s' if len(uses) > 1 else ''}; default {info.default_dims[name]}"
-                           f"{': ' + info.solved_dims[name] if name in info.solved_dims else ''})" for name, uses in info.dims.items())  # fmt: skip
+                           f"{': ' + (info.solved_dims.get(name) or info.dim_roles[name]) if name in info.solved_dims or name in info.dim_roles else ''})"
+                           for name, uses in info.dims.items())  # fmt: skip
         lines.append(f"dims        {listed}")
     else:
         lines.append("dims        none symbolic: every input shape is fixed")
     dtypes = ", ".join(f"{d} {si(b, 'B')}" for d, b in info.weight_bytes_by_dtype.items())
     lines.append(
-        f"parameters  {si(info.parameters, '').strip()} in {_count(info.initializers, 'initializer')}, {si(info.weight_bytes, 'B')}" + (f" ({dtypes})" if dtypes else "")
+        f"parameters  {si(info.parameters, '').strip()} in {_weights_text(info)}, {si(info.weight_bytes, 'B')}" + (f" ({dtypes})" if dtypes else "")
     )
     if info.external_data:
         for index, data in enumerate(info.external_data):
@@ -271,9 +285,20 @@ def render_text(info: Inspection) -> str:
     if info.path is not None:
         import shlex
 
-        flags = "".join(f" --dim {name}={size}" for name, size in info.default_dims.items())
-        lines.append(f"analyze     {shlex.join(['onnx-roofline', info.path])} --hw h100{flags}")
+        flags = [part for name, size in info.default_dims.items() for part in ("--dim", f"{name}={size}")]
+        lines.append(f"analyze     {shlex.join(['onnx-roofline', info.path, '--hw', 'h100', *flags])}")  # quoted: a dim named `?` is a glob
     return "\n".join(lines) + "\n"
+
+
+def _weights_text(info: Inspection) -> str:
+    """`3 initializers`; `28 weights (28 Constant nodes)`; `12 weights (10 initializers, 2 Constant nodes)`."""
+    from_initializers = info.weight_tensors - info.constant_weights
+    if not info.constant_weights and from_initializers == info.initializers:
+        return _count(info.initializers, "initializer")
+    parts = [_count(from_initializers, "initializer") if from_initializers == info.initializers
+             else f"{from_initializers} of {_count(info.initializers, 'initializer')}"] if from_initializers else []  # fmt: skip
+    parts += [_count(info.constant_weights, "Constant node")] if info.constant_weights else []
+    return f"{_count(info.weight_tensors, 'weight')} ({', '.join(parts) or 'none'})"
 
 
 def _count(n: int, what: str) -> str:

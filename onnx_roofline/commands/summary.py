@@ -57,10 +57,11 @@ def summarize(paths: list[str], options: argparse.Namespace, jobs: int) -> list[
 
 
 def _row(options: argparse.Namespace) -> ModelRow:
-    from onnx_roofline.commands.arguments import analyze_from_options
+    from onnx_roofline.commands.arguments import analyze_from_options, refuse_if_nothing_costed
 
     try:
         report = analyze_from_options(options, default_dims=True)
+        refuse_if_nothing_costed(report)  # nothing costed is an error row, as in the single command
     except RooflineError as exc:
         return ModelRow(options.model, error=one_line(str(exc)))
     totals = report.totals

@@ -1,8 +1,10 @@
 """The memory a model holds while it runs: weights, the KV cache, and the peak of live activations.
 
-- **Weights**: the bytes of every distinct initializer a node reads, in the dtype costed (`--dtype`
-  applies). In the deployed view the outputs of folded nodes are weights too (a runtime stores the
-  transposed embedding it folded) and an initializer read only by folded nodes is not.
+- **Weights**: the bytes of every weight (model/weights.py: initializers and the tensors of Constant
+  nodes, small integer shape constants aside, in the main graph and every body), each once, in the
+  dtype costed (`--dtype` applies). In the deployed view the outputs of folded nodes are weights
+  too (a runtime stores the transposed embedding it folded) and a weight read only by folded nodes
+  is not.
 - **KV cache** (`kv_caches`): the cache tensors a decode graph carries from step to step — a
   `Concat` of a graph input (past) into a graph output (present), or the past/present slots of the
   attention ops that take a cache (GroupQueryAttention, MultiHeadAttention, contrib Attention, …).
@@ -26,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from onnx_roofline.model.tensors import TensorInfo, is_floating
+from onnx_roofline.model.tensors import TensorInfo, is_floating, with_precision
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "BitCast"})
 
@@ -131,15 +133,20 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         weights |= {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
     caches = kv_caches(report.written.nodes if deployed else report.nodes, graph_inputs, graph_outputs)
     cache_names = {t.name for c in caches for t in (c.past, c.present) if t is not None}
+    stored = {t.name for n in report.nodes if n.op_type == "Constant" and not n.domain for t in n.outputs if t is not None}  # a stored tensor: never an activation
 
-    weight_bytes: dict[str, int] = {}
+    weight_bytes: dict[str | tuple[str, str], int] = {}
     for node in report.nodes:
         if node.index in folded:
             continue
         for tensor in node.inputs:
             if tensor is not None and tensor.name in weights and tensor.is_known:
                 weight_bytes[tensor.name] = tensor.nbytes
-    peak, at = _peak_activations(report.nodes, folded, weights | cache_names, graph_inputs, graph_outputs)
+    read = {t.name for n in (report.written.nodes if deployed else report.nodes) for t in n.inputs if t is not None}
+    for weight in model.weight_tensors:  # a body's weights (no row of the graph reads them), and those nothing reads
+        if weight.name not in read and weight.name not in weight_bytes:
+            weight_bytes[(weight.graph, weight.name)] = _costed_bytes(weight.info(), model.precision)
+    peak, at = _peak_activations(report.nodes, folded, weights | cache_names | stored, graph_inputs, graph_outputs)
 
     present = {c.cache.name: c.cache.nbytes for c in caches if c.cache.is_known}
     resident: dict[str, int] = dict(present)
@@ -156,6 +163,11 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         peak_at=at,
         capacity=report.hardware.memory_capacity,
     )
+
+
+def _costed_bytes(tensor: TensorInfo, precision: str | None) -> int:
+    """A weight's bytes in the dtype costed (`--dtype`: floating-point tensors in that precision)."""
+    return (with_precision({tensor.name: tensor}, precision)[tensor.name] if precision else tensor).nbytes
 
 
 def _per_sequence(caches: list[KVCache], total: int) -> int | None:

@@ -4,10 +4,12 @@
   function inlining on the way in; `files`: every file a model, spec, policy or baseline names,
   opened only inside the model's folder; `validation`: is this an ONNX graph at all;
   `anonymous_dims`: graph-input dims with no size and no name, named at load; `inlining`:
-  model-local functions at their call sites; `heap`: memory handed back after a pass.
+  model-local functions at their call sites; `heap`: memory handed back after a pass;
+  `isolation`: a C++ pass (ONNX's inference, onnxruntime) run where its crash cannot end the process.
 - What the later wings read of the graph: `nodes` (a node's fields read once), `schemas` (what
   ONNX's operator schemas say, opsets and domains), `scopes` (what a body reads from outside),
-  `constants` (constant values read on demand, weights never), `inferred` (declared value types),
+  `constants` (constant values read on demand, weights never), `weights` (every weight tensor of
+  every graph, by dims and dtype: the parameters), `inferred` (declared value types),
   `tensors` and `precisions` (`TensorInfo`: a tensor's name, shape and dtype), `op_node`
   (`OpNode`: one node as a shape or cost rule sees it) and `status` (a node's status, `Uncostable`).
 """

@@ -15,6 +15,7 @@ import onnx.checker
 import onnx.defs
 
 from onnx_roofline.errors import ModelLoadError
+from onnx_roofline.model.anonymous_dims import dynamic_negative_dims
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.schemas import may_have_attribute
 from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
@@ -217,11 +218,16 @@ def _node(nodes: list[Node], index: int) -> str:
 
 def _check_declared_shapes(graph: onnx.GraphProto, where: str) -> None:
     """Dims a file declares (inputs, outputs, initializers): 0 ≤ dim, and every tensor
-    within MAX_TENSOR_BYTES. A dim of -5, -2⁶³ or 2⁶² is refused, not costed."""
+    within MAX_TENSOR_BYTES. A dim of 2⁶² is refused, not costed; so is a negative dim of an
+    initializer. A negative dim of a graph input or output (paddle2onnx writes `dim_value: -1`
+    for a dynamic one, which ONNX's checker and onnxruntime accept) is a dynamic dim: it is made
+    one, in place on the loader's copy (anonymous_dims.dynamic_negative_dims), and a main-graph
+    input's is then named like any anonymous dim."""
     for value in (*graph.input, *graph.output):  # value_info: the analysis drops it before inference
         if type(value.name) is bytes:
             raise ModelLoadError(f"not a valid ONNX model: {where} (a graph input or output name is not valid UTF-8)")
         if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
+            dynamic_negative_dims(value)
             dims = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
             check_tensor_size(value.name, dims, value.type.tensor_type.elem_type, where)
     for tensor in graph.initializer:

@@ -8,6 +8,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
+from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_path
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.html_points import interactive_svg, page_parts, zero_flop_strip
@@ -68,7 +69,8 @@ _TEXT_COLUMNS = {"node", "op", "module", "output", "unit", "bound"}
 def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3) -> str:
     model, hw = report.model, report.hardware
     name = Path(model.path).name if model.path else "model"
-    dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items())) or "no symbolic dims"
+    defaults = {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}
+    dims = listed_dims(model.dims, defaults) or "no symbolic dims"  # each default with its role (shapes/roles.py)
     svg = interactive_svg(report)  # the plot, inline (no XML prolog), with a hover layer naming each point
     extras = page_parts()
     sections = "".join(_breakdown(report, family, depth) for family in by)
@@ -114,6 +116,8 @@ def _summary(report: Report) -> str:
     if report.unsupported:
         listed = ", ".join(f"{op}×{n}" for op, n in report.unsupported.items())
         warning = f'<p class="warn">{totals.uncosted_nodes} nodes not costed (not in the totals): {_e(listed)}</p>'
+    for flag in report.model.implausible:  # the defaults taken cannot run: said where the figures are
+        warning += f'<p class="warn">IMPLAUSIBLE: {_e(flag.message)}</p>'
     return f'<div class="figures">{cards}</div>{warning}'
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections import Counter
 from collections.abc import Iterator, Mapping
 import functools
@@ -18,6 +19,9 @@ from onnx_roofline.records import record
 from onnx_roofline.costs.roofline import UNKNOWN, Placement
 from onnx_roofline.costs.rules.registry import MATRIX
 from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.model.weights import Weight
+from onnx_roofline.shapes.plausible import Implausible
+from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.model.tensors import TensorInfo
 from onnx_roofline.report.totals import Totals
 
@@ -165,7 +169,7 @@ class ModelInfo:
     opsets: dict[str, int]
     dims: dict[str, int]
     precision: str | None  # the --dtype override, when the graph is costed in another precision
-    parameters: int  # elements of all distinct initializers
+    parameters: int  # elements of every weight, each once: initializers and Constant-node tensors, bodies' too (model/weights.py)
     shape_inference: str
     shape_root_cause: RootCause | None = None  # why shapes stayed unknown, where they did
     shape_warnings: tuple[str, ...] = ()  # shape passes that failed
@@ -174,6 +178,9 @@ class ModelInfo:
     weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
     defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.shapes.defaults), not by the caller
     solved_dims: Mapping[str, str] = field(default_factory=dict)  # defaulted dims the graph fixes (runnable.py), and what fixes each
+    dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # each defaulted dim's size, role and source (shapes/roles.py)
+    implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run, and the sizes that fix it (shapes/plausible.py)
+    weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
     """The model as loaded (no weight bytes; its nodes' protos keep it alive anyway): what a command
@@ -187,6 +194,8 @@ class ModelInfo:
             "dims": dict(sorted(self.dims.items())),
             "defaulted_dims": sorted(self.defaulted_dims),
             "solved_dims": dict(sorted(self.solved_dims.items())),
+            "dim_roles": {name: self.dim_roles[name].to_dict() for name in sorted(self.dim_roles)},
+            "implausible": [flag.to_dict() for flag in self.implausible],
             "precision": self.precision,
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,
@@ -240,7 +249,7 @@ class Report:
         unbound = sorted({d for n in self.nodes for t in n.inputs if t is not None and t.name in inputs and t.shape
                           for d in t.shape if isinstance(d, str)})  # fmt: skip
         if unbound:
-            return f"bind the dims ({', '.join(f'--dim {d}=N' for d in unbound)}), or drop --partial to take the defaults"
+            return f"bind the dims ({', '.join('--dim ' + shlex.quote(d + '=N') for d in unbound)}), or drop --partial to take the defaults"
         return "see why in the uncosted nodes' root cause"
 
     @property

@@ -9,6 +9,7 @@ from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, gr
 from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.units import duration, flops_text, number, percent, si
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY
+from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ WHAT_TIME_IS = {WRITTEN: "lower bound, as written", DEPLOYED: "deployed estimate
 
 def _summary(report: Report, other: Report | None = None) -> str:
     totals, model, hw = report.totals, report.model, report.hardware
-    dims = ", ".join(f"{k}={v}" + (" (default)" if k in model.defaulted_dims else "") for k, v in sorted(model.dims.items())) or "none"
+    dims = listed_dims(model.dims, {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}) or "none"
     how = "sum of per-node bounds" if report.view == WRITTEN else "sum of per-kernel bounds"
     lines = [
         f"model     {model.path or '<in-memory>'}  ({model.node_count} nodes, {si(model.parameters, '')} parameters, dims: {dims})",
@@ -66,6 +67,8 @@ def _summary(report: Report, other: Report | None = None) -> str:
         )
     if model.assumed is not None:
         lines.append(f"ASSUMED   {model.assumed.message}")
+    for flag in model.implausible:  # the defaults taken cannot run: the figures are not a result to act on
+        lines.append(f"IMPLAUSIBLE {flag.message}")
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
         lines.append(f"UNCOSTED  {report.uncosted.message}")

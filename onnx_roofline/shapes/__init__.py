@@ -4,10 +4,12 @@
   new is typed; `infer_body` does the same for a control-flow body. `pieces` runs ONNX's pass on a
   very large graph a piece at a time; `completion` finishes ONNX's partial result by arithmetic.
 - `dims` binds symbolic dims (`--dim`, `--input`), `defaults` chooses the size of a dim left
-  unbound, `input_values` gives small graph inputs a value (`--value`), `selection` sizes what a
-  NonZero or Compress selects (`--nonzero-fraction`).
+  unbound by its name, `roles` by its role in the graph where the name says nothing (an image's
+  sides, a token input's sequence), `input_values` gives small graph inputs a value (`--value`),
+  `selection` sizes what a NonZero or Compress selects (`--nonzero-fraction`).
 - `folding` evaluates the small integer subgraphs that compute shapes; `spec_defaults` spells out
   attribute defaults ONNX's inference reads otherwise; `runnable` refuses what cannot run at the
-  bound dims; `root_cause` names the node to blame when values stay untyped.
+  bound dims, `plausible` says a result the defaults taken cannot run (with sizes that run);
+  `root_cause` names the node to blame when values stay untyped.
 - `rules/`: shape rules for the ops ONNX's inference does not type, registered by op.
 """

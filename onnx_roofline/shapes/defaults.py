@@ -46,6 +46,11 @@ def words(name: str) -> tuple[str, ...]:
     return tuple(w for w in re.split(r"[^a-z0-9]+", spaced.lower()) if w)
 
 
+def name_kind(name: str) -> str:
+    """The rule a name matches: "batch", "total", "past", "encoder", "sequence", "spatial" or "other"."""
+    return _kind(name)
+
+
 def _kind(name: str) -> str:
     w = set(words(name))
     joined = "".join(words(name))
@@ -152,12 +157,13 @@ def evaluate(expression: str, values: Mapping[str, int]) -> int | None:
     return value(tree.body)
 
 
-_RULES = frozenset({"batch", "past", "encoder", "sequence", "decode step", "spatial", "past + sequence", "expression"})
-"""The reasons the table's rows give, which the notice leaves unsaid (the name says it)."""
+_RULES = frozenset({"name"})
+"""The reason the notice leaves unsaid: the dim's name gave its default (the name says what it is)."""
 
 
 def notice(chosen: Mapping[str, tuple[int, str]]) -> str:
-    """The one line on stderr: `unbound dims set to defaults: batch=1, past_sequence=511 (...)`;
-    a reason the name does not say is said: no default for it, or what in the graph fixed it."""
+    """The one line on stderr: `unbound dims set to defaults: batch=1, x_dim2=224 (image height), ...`;
+    a reason the name does not say is said: the dim's role in the graph (shapes/roles.py), what
+    in the graph fixed it, or that no role was found."""
     listed = ", ".join(f"{name}={value}" + ("" if why in _RULES else f" ({why})") for name, (value, why) in chosen.items())
     return f"unbound dims set to defaults: {listed} (bind them with --dim NAME=N; see docs/defaults.md)"

@@ -36,6 +36,7 @@ from onnx_roofline.model.inferred import DeclaredTypes, declared_types, inferred
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
 from onnx_roofline.shapes.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
@@ -392,7 +393,8 @@ class _Sweep:
                 reason = self.failures.get(id(node), "its outputs could not be typed")
                 sources = self.value_sources(node, nodes)
                 if sources:
-                    reason += f" (computed from the values of graph input{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))})"
+                    reason += (f" (computed from the values of graph input{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))}: "
+                               f"give {'it' if len(sources) == 1 else 'them'} with {' '.join(value_flag(source) for source in sources)})")
                 if node.op_type in SELECTING_OPS and not node.domain:
                     reason += "; --nonzero-fraction F sizes it as if F of its candidates were selected"
                 return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)

@@ -5,6 +5,7 @@ it does not know; given one, it folds and costs as if the model held it as a con
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -27,6 +28,18 @@ def parse_value(text: str) -> tuple[str, tuple[float, ...] | float]:
         raise DimensionError(f"malformed --value {text!r}: expected NAME=NUMBER or NAME=N,N,..., e.g. max_steps=16")
     numbers = tuple(float(p) if any(c in p for c in ".eE") else int(p) for p in parts)
     return match.group(1), numbers if "," in match.group(2) else numbers[0]
+
+
+_RATE_WORDS = frozenset({"sr", "rate", "samplerate", "sample_rate", "sampling_rate", "sampling", "fs"})
+SAMPLE_RATE = 16_000  # what a speech model's rate input (Silero VAD's `sr`) takes most often
+
+
+def value_flag(name: str) -> str:
+    """The flag that gives a graph input its value, quoted for a shell: `--value sr=16000` for a
+    sample rate (the 16 kHz speech models take), `--value 'max steps=N'` otherwise."""
+    words = {w for w in re.split(r"[^a-z0-9]+", name.lower()) if w}
+    example = SAMPLE_RATE if words & _RATE_WORDS or name.lower() in _RATE_WORDS else "N"
+    return f"--value {shlex.quote(f'{name}={example}')}"
 
 
 def bind_values(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | float]) -> set[str]:
@@ -88,4 +101,4 @@ def _typed(name: str, declared: onnx.ValueInfoProto, value: Sequence[float] | fl
 
 def _value_error(name: str, what: str) -> DimensionError:
     """`values['x']: ...` for Python, `--value x: ...` for the command line."""
-    return DimensionError(f"values[{name!r}]: {what}", cli=f"--value {name}: {what}")
+    return DimensionError(f"values[{name!r}]: {what}", cli=f"--value {shlex.quote(name)}: {what}")

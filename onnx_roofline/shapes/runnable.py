@@ -6,10 +6,17 @@ an error naming the node, the sizes and the dims (docs/hostile-inputs.md).
   padded. ONNX's inference divides the negative remainder toward zero and gives one output where
   there is none (a 2×2 kernel, stride 2, on a 1×1 input: [N, C, 1, 1]), or an empty one;
   onnxruntime refuses either ("Invalid input shape"). A ConvNeXt at 7×7 pixels (its stem divides
-  by 4, its stages by 2). Pools in that case run, with the output ONNX gives them.
+  by 4, its stages by 2). A pool runs where onnxruntime's output size, (padded − window) / stride
+  + 1 divided toward zero, is 0 or more (a 2×2 window, stride 2, on 1×1 gives 1×1); where it is
+  negative (a 3×3 window on 1×1), onnxruntime refuses it, and so does this check.
+- A Pad its input's axis cannot take: a reflect pad as wide as the axis or wider (onnxruntime
+  refuses a pad over size − 1: a 1-D audio front end reflect-pads 32 samples, which a 1-sample
+  input cannot give), an edge pad of an empty axis, negative pads that crop more than the axis.
 - A Reshape whose target does not hold its input's elements: ONNX's inference takes a target with
   no -1 as it is. A TorchScript export traces sizes into targets (MultiheadAttention with kdim:
-  the key length it was traced at); bound to other sizes, the graph cannot run.
+  the key length it was traced at); bound to other sizes, the graph cannot run. Nor can a
+  Reshape whose target's other sizes do not divide the input's elements (ONNX's inference leaves
+  its output untyped: "incompatible shapes").
 - A GroupQueryAttention whose past holds heads of another size than its query packs: the
   onnxruntime-genai builder names the head dim of its KV-cache inputs (`kv_cache_dim`), which
   the query's width and the op's head counts fix. That one is a DimensionConflict: a default
@@ -20,8 +27,10 @@ an error naming the node, the sizes and the dims (docs/hostile-inputs.md).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import shlex
+from collections.abc import Callable, Iterable, Mapping
 
+import numpy as np
 import onnx
 
 from onnx_roofline.shapes.completion import BROADCASTING
@@ -35,23 +44,29 @@ past the second give the kernel where no kernel_shape says it."""
 
 
 def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str],
-                   defaulted: Iterable[str] = ()) -> None:
+                   defaulted: Iterable[str] = (), constant: Callable[[str], np.ndarray | None] | None = None) -> None:
     """Raises DimensionError (DimensionConflict where a dim the graph fixes was bound otherwise) at
     the first node that cannot run. `dim_names`: the graph inputs' symbolic dims by (input, axis);
-    `defaulted`: the dims that took a default, which the message marks (`seq=512 (default)`)."""
+    `defaulted`: the dims that took a default, which the message marks (`seq=512 (default)`);
+    `constant`: a small constant's value by name (a Pad's pads, a Reshape's target), where known."""
     checks = _CHECKS
+    constant = constant or _no_constant
     for node in nodes:  # one dict lookup for most nodes: this runs over every node of the graph
         check = checks.get(node.op_type)
         if check is None or check[0] != node.domain:
             continue
-        problem = check[1](node, values, dim_names)
+        problem = check[1](node, values, dim_names, constant)
         if problem is None:
             continue
         message = f"node {_label(node)} cannot run at {_at(dims, defaulted)}: {problem}"
         if isinstance(problem, _Solvable):
             raise DimensionConflict(f"{message}: pass dims={{{problem.dim!r}: {problem.size}}}", problem.dim, problem.size,
-                                    problem.why, cli=f"{message}: bind --dim {problem.dim}={problem.size}")  # fmt: skip
+                                    problem.why, cli=f"{message}: bind --dim {shlex.quote(f'{problem.dim}={problem.size}')}")  # fmt: skip
         raise DimensionError(message)
+
+
+def _no_constant(name: str) -> None:
+    return None
 
 
 class _Solvable(str):
@@ -110,7 +125,105 @@ def _reshape_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | 
             f"{result.numel:,}: a size the graph fixed when it was exported (traced) disagrees with these dims")  # fmt: skip
 
 
-def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str]) -> str | None:
+def _reshape_divides_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, constant) -> str | None:
+    """A target with a -1 whose other sizes do not divide the input's elements (ONNX's inference
+    leaves the output untyped; onnxruntime refuses: "incompatible shapes")."""
+    problem = _reshape_problem(node, values)
+    if problem is not None or len(node.inputs) < 2 or not node.inputs[1]:
+        return problem
+    data, result = values.get(node.inputs[0]), values.get(node.outputs[0]) if node.outputs else None
+    if data is None or not data.is_known or (result is not None and result.is_known):
+        return None
+    target = constant(node.inputs[1])
+    if target is None or target.ndim != 1 or target.dtype.kind not in "iu" or -1 not in target.tolist():
+        return None
+    allow_zero = any(attr.name == "allowzero" and attr.i for attr in node.attributes)
+    sizes = [data.shape[axis] if size == 0 and not allow_zero and axis < len(data.shape) else size for axis, size in enumerate(target.tolist())]
+    others = 1
+    for size in sizes:
+        others *= size if size != -1 else 1
+    if others and data.numel % others == 0:
+        return None
+    return (f"its input {data.name!r} {list(data.shape)} has {data.numel:,} elements, which its target {target.tolist()} "
+            f"cannot divide ({others:,} elements besides the -1)")  # fmt: skip
+
+
+def _pad_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, constant) -> str | None:
+    """A pad the input's axis cannot take, as onnxruntime checks it: reflect needs each pad under
+    the axis' size (the mirrored samples must exist), edge a non-empty axis, and negative pads
+    (a crop) must leave the axis 0 or more."""
+    data = values.get(node.inputs[0]) if node.inputs else None
+    if data is None or not data.is_known:
+        return None
+    mode, pads = b"constant", None
+    for attr in node.attributes:
+        if attr.name == "mode":
+            mode = attr.s
+        elif attr.name == "pads":
+            pads = list(attr.ints)
+    if pads is None and len(node.inputs) > 1 and node.inputs[1]:
+        array = constant(node.inputs[1])
+        pads = array.tolist() if array is not None and array.ndim == 1 else None
+    rank = len(data.shape)
+    axes = list(range(rank))
+    if len(node.inputs) > 3 and node.inputs[3]:
+        array = constant(node.inputs[3])
+        if array is None or array.ndim != 1:
+            return None
+        axes = [axis + rank if axis < 0 else axis for axis in array.tolist()]
+    if pads is None or len(pads) != 2 * len(axes) or not all(0 <= axis < rank for axis in axes):
+        return None
+    for index, axis in enumerate(axes):
+        size, before, after = data.shape[axis], pads[index], pads[index + len(axes)]
+        if mode == b"reflect" and (before > 0 or after > 0) and max(before, after) >= size:
+            return (f"it reflect-pads {before} and {after} on axis {axis} of its input {data.name!r} {list(data.shape)}: "
+                    f"a reflect pad must be smaller than its axis ({max(before, after) + 1} or more)")  # fmt: skip
+        if mode == b"edge" and (before > 0 or after > 0) and size == 0:
+            return f"it edge-pads axis {axis} of its input {data.name!r} {list(data.shape)}, which is empty"
+        if size + before + after < 0:
+            return f"its pads {before} and {after} crop axis {axis} of its input {data.name!r} {list(data.shape)} below nothing"
+    return None
+
+
+def _pool_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | None:
+    """A window that leaves onnxruntime's output size negative: (padded − extent (+ stride − 1 in
+    ceil mode)) / stride + 1, divided toward zero, under 0. ONNX's inference types it all the same."""
+    data = values.get(node.inputs[0]) if node.inputs else None
+    if data is None or not data.is_known or len(data.shape) < 3:
+        return None
+    spatial = data.shape[2:]
+    kernel = pads = strides = dilations = None
+    auto_pad, ceil = b"NOTSET", 0
+    for attr in node.attributes:
+        name = attr.name
+        if name == "kernel_shape":
+            kernel = list(attr.ints)
+        elif name == "pads":
+            pads = list(attr.ints)
+        elif name == "strides":
+            strides = list(attr.ints)
+        elif name == "dilations":
+            dilations = list(attr.ints)
+        elif name == "auto_pad":
+            auto_pad = attr.s
+        elif name == "ceil_mode":
+            ceil = attr.i
+    if kernel is None or len(kernel) != len(spatial) or auto_pad in (b"SAME_UPPER", b"SAME_LOWER"):
+        return None
+    pads = [0] * 2 * len(spatial) if auto_pad == b"VALID" or pads is None else pads
+    strides, dilations = strides or [1] * len(spatial), dilations or [1] * len(spatial)
+    if len(pads) != 2 * len(spatial) or len(strides) != len(spatial) or len(dilations) != len(spatial) or 0 in strides:
+        return None
+    padded = [size + pads[axis] + pads[axis + len(spatial)] for axis, size in enumerate(spatial)]
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+    outputs = [int((p - e + (s - 1 if ceil else 0)) / s) + 1 for p, e, s in zip(padded, extent, strides)]
+    if all(out >= 0 for out in outputs):
+        return None
+    return (f"its input {data.name!r} is {_by(spatial)} (padded {_by(padded)}), smaller than its {_by(extent)} window "
+            f"(kernel {_by(kernel)}, strides {strides}): onnxruntime's output size would be negative")  # fmt: skip
+
+
+def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
     heads = _kv_head(node, values)
     if heads is None or heads[1].shape[3] == heads[2]:
         return None
@@ -120,7 +233,7 @@ def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_nam
     return problem if dim is None else _Solvable(problem, dim, head, f"the head size of {_label(node)}")
 
 
-def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str]) -> str | None:
+def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
     """Inputs that do not broadcast (ONNX's inference fails: "Incompatible dimensions"): a size the
     exporter fixed (onnxsim's folded position table [1, 8, 32]) against a bound dim. Where that
     dim is a graph input's own, the size it must take is the graph's (a DimensionConflict)."""
@@ -149,10 +262,12 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
 
 _CHECKS = {
     **{op: ("", _window_problem) for op in WINDOW_OPS},
-    "Reshape": ("", _reshape_problem),
+    "Reshape": ("", _reshape_divides_problem),
+    "Pad": ("", _pad_problem),
+    **{op: ("", _pool_problem) for op in ("MaxPool", "AveragePool", "LpPool")},
     "GroupQueryAttention": ("com.microsoft", _grouped_heads_problem),
     **{op: ("", _broadcast_problem) for op in BROADCASTING},
-}  # op type: (domain, the check: (node, values, dim_names) → the problem, or None)
+}  # op type: (domain, the check: (node, values, dim_names, constant) → the problem, or None)
 
 
 def implied_sizes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> dict[str, int]:

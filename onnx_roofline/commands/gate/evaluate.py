@@ -36,7 +36,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
     return GateResult(
         model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
         baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
-        assumed=report.model.assumed,
+        assumed=report.model.assumed, dim_roles=dict(report.model.dim_roles), implausible=report.model.implausible,
     )
 
 

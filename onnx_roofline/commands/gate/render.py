@@ -6,8 +6,10 @@ All four read a GateResult only and are deterministic: no timestamps, no host na
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 import xml.etree.ElementTree as ET
 
+from onnx_roofline.shapes.roles import DimDefault, listed as listed_dims
 from onnx_roofline.commands.gate.result import FAIL, SKIP, Contributor, GateResult, formatted
 
 LISTED = 20  # baseline node changes listed in the text summary (the JSON lists all)
@@ -21,9 +23,10 @@ def render_text(result: GateResult) -> str:
         counts += f", {len(result.skipped)} skipped"
     lines = [
         f"onnx-roofline check: {verdict} ({counts})",
-        f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims)}; "
+        f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims, result.dim_roles)}; "
         + ("times: deployed estimate" if result.view == "deployed" else "times: lower bound, as written"),
         *([f"assumed: {result.assumed.message}"] if result.assumed else []),
+        *[f"IMPLAUSIBLE: {flag.message}" for flag in result.implausible],
         "",
     ]
     for check in result.checks:
@@ -93,8 +96,9 @@ def _comparison_lines(result: GateResult) -> list[str]:
     return lines + entries[:LISTED] + more
 
 
-def _dims(dims: dict[str, int]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted(dims.items())) or "none"
+def _dims(dims: dict[str, int], roles: Mapping[str, DimDefault]) -> str:
+    """`batch=8, p2o.DynamicDimension.1=224 (image height, default)`: a default with its role."""
+    return listed_dims(dims, roles) or "none"
 
 
 def _data(text: str) -> str:

@@ -6,11 +6,14 @@ result, ordered and free of timestamps so the same input gives the same bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_roofline.commands.gate.baseline import Comparison, NodeFigures
 from onnx_roofline.report.model import Assumed
+from onnx_roofline.shapes.plausible import Implausible
+from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.report.units import duration, percent, si
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -72,6 +75,8 @@ class GateResult:
     comparison: Comparison | None = None
     view: str = "written"  # the report's view: times are lower bounds as written, or deployed estimates
     assumed: Assumed | None = None  # the data-dependent size the figures assume (report.model.assumed), where one is
+    dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # the defaults taken, each with its role (report.model.dim_roles)
+    implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run (report.model.implausible)
 
     @property
     def passed(self) -> bool:
@@ -91,7 +96,9 @@ class GateResult:
             "kind": "check",
             "passed": self.passed,
             "summary": {"checks": len(self.checks), "failed": len(self.failed), "skipped": len(self.skipped)},
-            "model": {"path": self.model, "dims": dict(sorted(self.dims.items())), "nonzero_fraction": self.assumed and self.assumed.nonzero_fraction},
+            "model": {"path": self.model, "dims": dict(sorted(self.dims.items())), "nonzero_fraction": self.assumed and self.assumed.nonzero_fraction,
+                      "dim_roles": {name: self.dim_roles[name].to_dict() for name in sorted(self.dim_roles)},
+                      "implausible": [flag.to_dict() for flag in self.implausible]},
             "hardware": self.hardware,
             "view": self.view,
             "checks": [c.to_dict() for c in self.checks],

@@ -24,6 +24,7 @@ from onnx import TensorProto, helper
 from onnx_roofline.costs.cost import CompositeCost, Cost
 from onnx_roofline.model.status import DATA_DEPENDENT, UNSUPPORTED, Uncostable
 from onnx_roofline.shapes.rules.contrib_quantized import decoder_attention_keys, matmul_fpq4_sizes, vocabulary
+from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.costs.rules.attention import longformer_attention, score_cost
 from onnx_roofline.costs.rules.contrib import GELU_ERF, layer_norm, norm_rows
 from onnx_roofline.model.op_node import OpNode
@@ -209,7 +210,7 @@ def constant_scalar(node: OpNode, index: int, what: str) -> int:
     value = node.input_value(index)
     if value is None or value.size != 1:
         name = node.inputs[index].name if node.input(index) is not None else what
-        raise Uncostable(DATA_DEPENDENT, f"{node.op_type}: {what} {name!r} is runtime data; the decoder runs up to max_length − sequence_length times (give it a value: --value {name}=N)")
+        raise Uncostable(DATA_DEPENDENT, f"{node.op_type}: {what} {name!r} is runtime data; the decoder runs up to max_length − sequence_length times (give it a value: {value_flag(name)})")
     return int(value.reshape(-1)[0])
 
 
