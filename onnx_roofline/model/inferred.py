@@ -6,7 +6,11 @@ every node and inline tensor again — where the analysis reads only its graph's
 parsed here as messages that declare just those, with GraphProto's and ValueInfoProto's field
 numbers: the nodes stay bytes protobuf skips over (half the parse), and each value's type stays
 its serialized TypeProto, which is what the reader keys its table of types by (a graph's values
-share few) and parses once per distinct type."""
+share few) and parses once per distinct type.
+
+ONNX's pass over a model it may crash on (isolation.crash_prone: skl2onnx's decision-path tree)
+runs in a child process: a crash is PassCrashed, not the end of the process. The child sends back
+the declared types alone, re-serialized without the rest (the nodes, inline weights)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ import functools
 import onnx
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from onnx.onnx_cpp2py_export import shape_inference as _cpp
+
+from onnx_roofline.model.isolation import crash_prone, isolated
 
 DECLARED_FIELDS = {"input": 11, "output": 12, "value_info": 13}  # onnx.GraphProto's numbers
 GRAPH_FIELD = 7  # onnx.ModelProto's
@@ -26,11 +32,20 @@ DeclaredTypes = list  # of DeclaredValue: each input's, value_info's and output'
 
 def inferred_types(model: onnx.ModelProto) -> DeclaredTypes:
     """The declared types of the model's graph after ONNX's inference (strict_mode off, data
-    propagation on). Raises what onnx raises."""
-    result = _messages()[0]()
-    result.ParseFromString(_cpp.infer_shapes(model.SerializeToString(), False, False, True))
+    propagation on). Raises what onnx raises, and PassCrashed where it crashes."""
+    serialized = model.SerializeToString()
+    declared = isolated("ONNX's C++ shape inference", _declared_after_inference, serialized, risky=crash_prone(model))
+    result = _messages()[0].FromString(declared)
     graph = result.graph
     return [*graph.input, *graph.value_info, *graph.output]
+
+
+def _declared_after_inference(serialized: bytes) -> bytes:
+    """ONNX's inference of a serialized model, its result cut to the declared types (a
+    DeclaredModel's fields: what the parent reads, and a pipe carries quickly)."""
+    result = _messages()[0].FromString(_cpp.infer_shapes(serialized, False, False, True))
+    result.DiscardUnknownFields()
+    return result.SerializeToString()
 
 
 def declared_types(graph: onnx.GraphProto) -> DeclaredTypes:

@@ -30,6 +30,7 @@ from onnx_roofline.version import __version__
 from onnx_roofline.shapes.dims import bind
 from onnx_roofline.model import files
 from onnx_roofline.errors import RooflineError
+from onnx_roofline.model.inferred import declared_types, inferred_types
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.output import link_or_copy, write_bytes, write_text
 from onnx_roofline.report.breakdown import module_path
@@ -229,16 +230,23 @@ def _text(value: str | bytes) -> str:
 
 
 def _declared_types(proto: onnx.ModelProto) -> dict[str, int]:
-    """Each value's real element type (the report's dtypes may be a --dtype override)."""
+    """Each value's real element type (the report's dtypes may be a --dtype override): as ONNX's
+    inference declares them (run where a crash of it cannot end the process: inferred.py), or
+    where it fails or crashes, as the model does."""
     graph = proto.graph
     try:
-        graph = onnx.shape_inference.infer_shapes(proto, strict_mode=False).graph
-    except (onnx.shape_inference.InferenceError, ValueError, RuntimeError):
-        pass
+        declared = inferred_types(proto)
+    except Exception:  # what onnx raises (InferenceError, ValueError, RuntimeError), or PassCrashed
+        declared = declared_types(graph)
     types = {t.name: t.data_type for t in graph.initializer}
-    for value in (*graph.input, *graph.output, *graph.value_info):
-        if value.type.HasField("tensor_type") and value.type.tensor_type.elem_type:
-            types[value.name] = value.type.tensor_type.elem_type
+    elements: dict[bytes, int] = {}  # by serialized TypeProto: a graph's values share few
+    for value in declared:
+        element = elements.get(value.type)
+        if element is None:
+            read = onnx.TypeProto.FromString(value.type)
+            element = elements[value.type] = read.tensor_type.elem_type if read.HasField("tensor_type") else 0
+        if element:
+            types[value.name] = element
     return types
 
 

@@ -33,6 +33,7 @@ from onnx_roofline.shapes.completion import complete
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.shapes.folding import Folder
 from onnx_roofline.model.inferred import DeclaredTypes, declared_types, inferred_types
+from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isolated
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.shapes.root_cause import RootCause
@@ -71,7 +72,8 @@ def infer(
     or Compress selects, where its input is data (selection.py); None leaves their outputs unknown."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
-    values = collect(model.graph, nodes, _onnx_inference(model, nodes, warnings))
+    crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
+    values = collect(model.graph, nodes, _onnx_inference(model, nodes, warnings, crashed))
     heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
     _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
     _clear_misinferred(values, nodes)
@@ -79,7 +81,7 @@ def infer(
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
-    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction)
+    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction, warnings, bool(crashed))
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
@@ -100,8 +102,13 @@ class _Sweep:
         values: dict[str, TensorInfo],
         constants: Mapping[str, ConstantSource],
         nonzero_fraction: float | None = None,
+        warnings: list[str] | None = None,
+        crashed: bool = False,
     ):
         self.values = values
+        self.warnings = [] if warnings is None else warnings  # a one-node inference that crashed is said there too
+        self.crashed = crashed  # ONNX's pass crashed on this graph: each later call of it is isolated
+        self.crashes: dict[int, str] = {}  # the nodes whose one-node inference crashed, by id(Node): not run again
         self.folder = Folder(nodes, self.tensor, constants)
         self.failures: dict[int, str] = {}  # why a node's outputs could not be typed, by id(Node)
         self.symbols: dict[str, int] = {}  # what ONNX's symbolic dims turned out to be
@@ -269,20 +276,38 @@ class _Sweep:
             and tensor.numel <= MAX_FOLDED_ELEMENTS
             and (value := self.folder.value(name)) is not None
         }
+        if id(node) in self.crashes:
+            return {}, self.crashes[id(node)]
         try:
             if schema is None:
-                outputs = self.function_inference(node, types, data)
+                call = self.function_call(node, types, data)
+                outputs = self.isolated(node, lambda: _infer_function_call(call))
             else:
-                outputs = onnx.shape_inference.infer_node_outputs(
-                    schema, with_defaults(node.proto), types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
-                )
+                proto = with_defaults(node.proto)
+                outputs = self.isolated(node, lambda: onnx.shape_inference.infer_node_outputs(
+                    schema, proto, types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
+                ))
+        except PassCrashed as exc:
+            message = f"ONNX shape inference of node {node.name or node.op_type!r} ({_qualified(node)}) {CRASHED} ({exc.how})"
+            log.warning(message)
+            self.warnings.append(message)
+            self.crashed = True
+            self.crashes[id(node)] = reason = f"ONNX shape inference of {_qualified(node)} {CRASHED} ({exc.how})"
+            return {}, reason
         except Exception as exc:  # onnx raises InferenceError, RuntimeError, ValueError, …: it is the reason
             return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
         typed = {name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()}
         unknown = [name for name in node.outputs if name and not _known(typed.get(name))]
         return typed, _unknown_output_reason(node, unknown, outputs) if unknown else None
 
-    def function_inference(self, node: Node, types, data) -> dict[str, onnx.TypeProto]:
+    def isolated(self, node: Node, fn: Callable[[], dict[str, onnx.TypeProto]]) -> dict[str, onnx.TypeProto]:
+        """A one-node ONNX call, in a child process (isolation.py) where the node's domain is
+        CRASH_PRONE or ONNX's pass crashed on this graph; in-process otherwise (a fork for each
+        node a sweep visits would cost far more than the inference)."""
+        return isolated(f"ONNX's C++ shape inference of {_qualified(node)}", fn, risky=self.crashed or node.domain in CRASH_PRONE_DOMAINS)
+
+    def function_call(self, node: Node, types, data) -> onnx.ModelProto:
+        """A one-node model calling a model-local function, for ONNX's inference to type."""
         graph = onnx.helper.make_graph(
             [node.proto],
             "call",
@@ -290,9 +315,7 @@ class _Sweep:
             [onnx.helper.make_empty_tensor_value_info(name) for name in node.outputs if name],
             initializer=list(data.values()),
         )
-        call = onnx.helper.make_model(graph, opset_imports=self.opset_imports, ir_version=self.ir_version, functions=self.model.functions)
-        inferred = onnx.shape_inference.infer_shapes(call, strict_mode=True, data_prop=True).graph
-        return {value.name: value.type for value in [*inferred.value_info, *inferred.output]}
+        return onnx.helper.make_model(graph, opset_imports=self.opset_imports, ir_version=self.ir_version, functions=self.model.functions)
 
     def body(self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]) -> tuple[onnx.GraphProto, ShapeResult]:
         graph = next(attr.g for attr in node.attributes if attr.name == attribute)
@@ -601,6 +624,15 @@ def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str])
     return unknown, unread
 
 
+CRASHED = "crashed in a child process"  # what a warning says of an ONNX pass that crashed (isolation.py)
+
+
+def _infer_function_call(call: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """ONNX's inference of a one-node model that calls a model-local function: its values' types."""
+    inferred = onnx.shape_inference.infer_shapes(call, strict_mode=True, data_prop=True).graph
+    return {value.name: value.type for value in [*inferred.value_info, *inferred.output]}
+
+
 MISINFERRED = frozenset({"MaxPool", "AveragePool"})
 """ai.onnx ops ONNX's inference types wrong in some form: a pool under ceil_mode keeps a last window
 that would start in the end padding (onnx 1.23; onnxruntime, PyTorch and the reference drop it)."""
@@ -647,13 +679,17 @@ def _for_inference(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto
     return copy
 
 
-def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[str]) -> DeclaredTypes:
+def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[str], crashed: list[str]) -> DeclaredTypes:
     """ONNX's inference over the whole graph (in pieces where it is very large: pieces.py): the
     value types it declares (inferred.py); where it fails, the model's own, and the sweep types
-    node by node."""
+    node by node. Where it crashed (isolation.py), the part it crashed on is added to `crashed`."""
 
     def failed(where: str, exc: Exception) -> None:
-        message = f"ONNX shape inference of {where} failed ({_first_line(exc)}); typed node by node instead"
+        if isinstance(exc, PassCrashed):
+            crashed.append(where)
+            message = f"ONNX shape inference of {where} {CRASHED} ({exc.how}); typed node by node instead"
+        else:
+            message = f"ONNX shape inference of {where} failed ({_first_line(exc)}); typed node by node instead"
         log.warning(message)
         warnings.append(message)
 

@@ -6,7 +6,11 @@ Memory stays at the weights and about twice the largest set of activations alive
 weights are fed as the arrays `weights.materialize` made (one copy, where a model with them inline
 costs three: the proto, its bytes and the session's), and the outputs are observed a chunk at a
 time, each chunk's run returning at most `chunk_bytes` of them (their shapes and dtypes are kept,
-the arrays dropped) while onnxruntime frees the rest as it goes."""
+the arrays dropped) while onnxruntime frees the rest as it goes.
+
+The runs happen in a child process (model/isolation.py): onnxruntime crashing on a model (a
+signal in its C++) is a VerifyError, exit 2 with one line, not the end of the tool. The child
+shares the weights copy-on-write, and sends back only the observed shapes and dtypes."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Any
 import numpy as np
 import onnx
 
+from onnx_roofline.model.isolation import PassCrashed, isolated
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
 from onnx_roofline.commands.verify.budget import FED_TYPES
 from onnx_roofline.commands.verify.errors import VerifyError
@@ -82,7 +87,21 @@ def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Ma
             sizes: Mapping[str, int | None], chunk_bytes: int, threads: int | None = None) -> dict[str, TensorInfo]:
     """Every node output's runtime shape and dtype (tensors and sequences of tensors: maps are left out).
     `model` as loaded (external initializers without data), `weights` their values, `sizes` each
-    node output's expected bytes (None where unknown) to cut the chunks by."""
+    node output's expected bytes (None where unknown) to cut the chunks by. Run in a child
+    process: a crash of onnxruntime is a VerifyError."""
+    return in_child("running the model", _observe, model, feeds, weights, sizes, chunk_bytes, threads)
+
+
+def in_child(what: str, fn, *args):
+    """`fn(*args)` in a child process (model/isolation.py), onnxruntime crashing in it a VerifyError."""
+    try:
+        return isolated(f"onnxruntime {what}", fn, *args)
+    except PassCrashed as exc:
+        raise VerifyError(f"onnxruntime crashed {what} ({exc.how}); nothing of it could be checked") from None
+
+
+def _observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
+             sizes: Mapping[str, int | None], chunk_bytes: int, threads: int | None = None) -> dict[str, TensorInfo]:
     from onnx_roofline.commands.verify.compare import observed_info
 
     fed = {t.name: weights[t.name] for t in model.graph.initializer if t.name in weights and t.data_type in FED_TYPES}

@@ -2,7 +2,10 @@
 dropped, the median over the measured runs. Optimizations off, each graph node is one kernel
 (nodes are renamed `v<index>` in the timed copy, so the mapping is exact). Optimizations on
 (ORT_ENABLE_EXTENDED: fusions, but not the NCHWc layout pass, which renames every value), each
-kernel of the optimized graph is attributed by dataflow to the original nodes it replaced."""
+kernel of the optimized graph is attributed by dataflow to the original nodes it replaced.
+
+The session runs in a child process (run.in_child): onnxruntime crashing is a VerifyError. The
+child writes its profile and optimized graph in a folder this process made and removes."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import numpy as np
 import onnx
 
 from onnx_roofline.commands.verify.errors import VerifyError
-from onnx_roofline.commands.verify.run import open_session, runtime_feeds, session_options
+from onnx_roofline.commands.verify.run import in_child, open_session, runtime_feeds, session_options
 
 RESOLUTION_S = 1e-6  # the profiler's `dur` is in whole microseconds, truncated
 _TIMED_NAME = re.compile(r"^v(\d+)$")
@@ -50,20 +53,11 @@ def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int =
         raise VerifyError("timing needs --runs ≥ 1 and --warmup ≥ 0")
     timed = _indexed_copy(model)
     with tempfile.TemporaryDirectory(prefix="onnx-roofline-profile-") as folder:
-        options = session_options(optimize=optimize, threads=threads)
-        if optimize:
-            import onnxruntime as ort
-
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-            options.optimized_model_filepath = os.path.join(folder, "optimized.onnx")
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(folder, "profile")
-        session = open_session(timed, options)
-        for _ in range(warmup + runs):
-            session.run(None, runtime_feeds(feeds))
-        with open(session.end_profiling()) as stream:
+        optimized = os.path.join(folder, "optimized.onnx")
+        written = in_child("timing the model", _profiled_runs, timed, feeds, runs + warmup, optimized if optimize else None, threads, folder)
+        with open(written) as stream:
             events = json.load(stream)
-        executed = onnx.load(options.optimized_model_filepath, load_external_data=False) if optimize else timed
+        executed = onnx.load(optimized, load_external_data=False) if optimize else timed
     per_run = _kernel_times(events)[warmup:]
     if len(per_run) != runs:
         raise VerifyError(f"the profile holds {len(per_run) + warmup} runs, expected {runs + warmup}")
@@ -78,6 +72,24 @@ def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int =
     covered = {index for kernel in kernels for index in kernel.originals}
     not_run = tuple(i for i in range(len(model.graph.node)) if i not in covered)
     return Profile(kernels, runs, warmup, optimize, not_run, unattributed)
+
+
+def _profiled_runs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int, optimized: str | None,
+                   threads: int | None, folder: str) -> str:
+    """Run `model` `runs` times in one profiled session; the profile's path (in `folder`). With
+    `optimized`, graph optimizations are on and the optimized graph is written there."""
+    options = session_options(optimize=optimized is not None, threads=threads)
+    if optimized is not None:
+        import onnxruntime as ort
+
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        options.optimized_model_filepath = optimized
+    options.enable_profiling = True
+    options.profile_file_prefix = os.path.join(folder, "profile")
+    session = open_session(model, options)
+    for _ in range(runs):
+        session.run(None, runtime_feeds(feeds))
+    return session.end_profiling()
 
 
 def _indexed_copy(model: onnx.ModelProto) -> onnx.ModelProto:
