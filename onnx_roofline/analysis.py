@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import math
 import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import onnx
@@ -32,6 +33,7 @@ from onnx_roofline.report.model import (
     UNKNOWN_SHAPE,
     UNSUPPORTED,
     Assumed,
+    Branch,
     ModelInfo,
     NodeResult,
     Report,
@@ -41,6 +43,8 @@ from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.model.op_node import ATTRIBUTES, OpNode
 from onnx_roofline.costs.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes.selection import check_fraction
+from onnx_roofline.model.scopes import graph_outer_references
+from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, choose_branch, bodies
 from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
 from onnx_roofline.model.tensors import TensorInfo, with_precision
 from onnx_roofline.model.validation import check_axes
@@ -133,9 +137,11 @@ def _analyze(
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
     initializers = {t.name for t in proto.graph.initializer} - typed.given | {w.name for w in stored}
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread, nonzero_fraction)
+    inputs = {v.name: values[v.name] for v in proto.graph.input if v.name not in initializers and v.name in values}
+    shared = _Shared(precision, frozenset(typed.given), inputs)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread, nonzero_fraction, shared)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
-    nodes = tuple([walk.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
+    nodes = walk.rows(graph_nodes, foldable)
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
         _raise_if_blocked(nodes, unbound, dims, lambda: suggested_defaults(proto, graph_nodes, list(unbound), dims, implied_sizes(graph_nodes, shapes.values)))
@@ -155,8 +161,10 @@ def _analyze(
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
+        branches=tuple(shared.branches),
+        body_outputs=tuple(shared.aliases),
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
-        graph_outputs=tuple(v.name for v in proto.graph.output),
+        graph_outputs=_with_aliases([v.name for v in proto.graph.output], shared.aliases),
         weights=frozenset(weight.name for weight in stored),  # small integer shape constants are no weights (model/weights.py)
         source=proto,
     )
@@ -280,10 +288,25 @@ def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None
     return bool(input_shapes) and all(name in input_shapes for name in uses)
 
 
-class _Walk:
-    """Costs nodes against one graph's value table; holds the lookups the per-node step needs."""
+@dataclass
+class _Shared:
+    """What every walk of one analysis shares, the main graph's and its bodies': the precision
+    costed, the graph inputs (and which were given a value), and what the bodies found: the
+    branches taken, the body outputs that are the node outputs of the same position."""
 
-    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(), nonzero_fraction=None):
+    precision: str | None
+    given: frozenset[str]
+    graph_inputs: dict[str, TensorInfo]
+    branches: list[Branch] = field(default_factory=list)
+    aliases: list[tuple[str, str]] = field(default_factory=list)
+
+
+class _Walk:
+    """Costs nodes against one graph's value table; holds the lookups the per-node step needs.
+    It owns the recursion into control-flow bodies (`rows`): a rule costs one node, never a body."""
+
+    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(), nonzero_fraction=None,
+                 shared: _Shared | None = None, producers: Mapping[str, Node] | None = None, scope: str = ""):  # fmt: skip
         self.values: dict[str, TensorInfo] = values
         self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
         self.nonzero_fraction: float | None = nonzero_fraction  # for the bodies it types (selection.py)
@@ -299,6 +322,9 @@ class _Walk:
         self._placements: dict[tuple[int, int, float], Placement] = {}
         self._costed: dict[tuple, tuple[Cost, str, str, float, Placement]] = {}  # by op and tensor signature (and attributes)
         self._read_attributes: set[tuple] = set()  # the signatures whose rule read the attributes: they key the result too
+        self.shared = shared if shared is not None else _Shared(None, frozenset(), {})
+        self.producers: Mapping[str, Node] = producers if producers is not None else {}  # outer scopes' producers, for a condition's sources
+        self.scope = scope  # where this graph lives ("" for the main graph): the rows' scope, as the report names it
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
         """The hardware's peak for (unit, dtype), memoized: every node asks, few pairs occur."""
@@ -345,6 +371,112 @@ class _Walk:
             self._rules[key] = rule, opset
         return self._rules[key]
 
+    def rows(self, graph_nodes: list[Node], foldable: set[int] = frozenset()) -> tuple[NodeResult, ...]:
+        """Every node's result in execution order, each If, Loop or Scan followed by the rows of the
+        body it runs; `index` is a row's position (a graph's stored position where it has no body)."""
+        if not any(node.op_type in CONTROL_FLOW and not node.domain for node in graph_nodes):
+            return tuple([self.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
+        self.producers = ChainMap({output: node for node in graph_nodes for output in node.outputs if output}, self.producers)
+        rows: list[NodeResult] = []
+        for index, node in enumerate(graph_nodes):
+            result = self.cost(index, node, index in foldable)
+            if node.op_type in CONTROL_FLOW and not node.domain and result.status != UNSUPPORTED:
+                result, inner = self.body_rows(result, node)
+                rows.append(result)
+                rows.extend(inner)
+            else:
+                rows.append(result)
+        return tuple([row if row.index == position else dataclasses.replace(row, index=position) for position, row in enumerate(rows)])
+
+    def body_rows(self, result: NodeResult, node: Node) -> tuple[NodeResult, list[NodeResult]]:
+        """The control-flow node's own row (its outputs typed from the body where the shape engine
+        left them unknown) and its body's rows, named by where they live and × its trips."""
+        op = OpNode(node.proto, self.opsets.get(""), result.inputs, result.outputs, self.constant, self.subgraph)
+        try:
+            found = bodies(op)
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):  # a malformed node: its own row says what the rule made of it
+            return result, []
+        self.shared.aliases.extend(alias for body in found for alias in body.aliases)
+        if node.op_type == "If":
+            body, (rows, child) = self.branch(result, op, found)
+        else:
+            (body,) = found
+            if body.trips is None or result.status != OK:
+                return result, []  # the node's row says why its trips are unknown
+            rows, child = self.walk_body(result, body)
+        scope = f"{result.name}/{body.attribute}"
+        rows = [_in_scope(row, scope, body.trips or 1) for row in rows]
+        outputs = {outer: child.values.get(inner) for inner, outer in body.aliases}
+        if any(t is not None and not t.is_known and outputs.get(t.name) is not None for t in result.outputs):
+            typed = tuple([dataclasses.replace(outputs[t.name], name=t.name) if t is not None and not t.is_known and outputs.get(t.name) else t for t in result.outputs])
+            result = dataclasses.replace(result, outputs=typed)
+            self.values.update((t.name, t) for t in typed if t is not None and t.is_known)  # the nodes after it read them too
+        return result, rows
+
+    def branch(self, result: NodeResult, op: OpNode, branches: list[Body]) -> tuple[Body, tuple[tuple[NodeResult, ...], _Walk]]:
+        """The If's branch to walk: the one its condition, a --value or the bound dims imply
+        (bodies.choose_branch), else both walked and the heavier counted, the other's totals kept."""
+        condition = op.inputs[0].name if op.inputs and op.inputs[0] is not None else ""
+        choice = choose_branch(op, self.sources(condition), self.shared.graph_inputs, self.shared.given)
+        node = self.scoped(result.name)
+        if choice.taken is not None:
+            body, other = branches if branches[0].attribute == choice.taken else branches[::-1]
+            self.shared.branches.append(Branch(node, body.attribute, choice.why, choice.inputs, None, choice.implied, frozenset(graph_outer_references(other.graph))))
+            return body, self.walk_body(result, body)
+        position = len(self.shared.branches)  # this If before the Ifs inside its branches
+        walked = [(body, self.walk_body(result, body)) for body in branches]
+        times = [Totals.over(rows) for _, (rows, _) in walked]
+        heavier = 0 if times[0].time_s >= times[1].time_s else 1
+        other = walked[1 - heavier][0].graph
+        self.shared.branches.insert(position, Branch(node, walked[heavier][0].attribute, choice.why, choice.inputs, times[1 - heavier], reads=frozenset(graph_outer_references(other))))
+        return walked[heavier]
+
+    def scoped(self, name: str) -> str:
+        """A name in this graph as the report says it: behind its scope."""
+        return f"{self.scope}/{name}" if self.scope else name
+
+    def sources(self, name: str) -> tuple[str, ...]:
+        """The graph inputs a value is computed from (a condition's: `sr` behind `Equal(sr, 16000)`)."""
+        found, seen, pending = set(), set(), [name]
+        while pending:
+            current = pending.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if current in self.shared.graph_inputs:
+                found.add(current)
+            elif (producer := self.producers.get(current)) is not None:
+                pending.extend(i for i in producer.inputs if i)
+        return tuple(sorted(found))
+
+    def walk_body(self, result: NodeResult, body: Body) -> tuple[tuple[NodeResult, ...], _Walk]:
+        """The rows of the body of `result`'s node, walked in this scope, and the walk that typed it."""
+        child, nodes = self.child(body.graph, body.inputs, self.scoped(f"{result.name}/{body.attribute}"))
+        return child.rows(nodes), child
+
+    def child(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None, scope: str = "") -> tuple[_Walk, list[Node]]:
+        """A walk over a body graph in this scope: outer values stay visible, as ONNX scoping says,
+        and the outer value is the source of an outer name (a body's value_info for it is only a
+        declaration). `inputs`: the body's inputs as the call site types them; when the body leaves
+        values unknown (its inputs often carry no shapes), its shapes are inferred from them first."""
+        nodes = read_nodes(graph)
+        declared = collect(graph, nodes)
+        for name in graph_outer_references(graph):
+            if name in self.values:
+                declared.pop(name, None)
+        precision = self.shared.precision
+        values = ChainMap(declared if precision is None else with_precision(declared, precision), self.values)  # the body's names over its scope's
+        constants = ChainMap(constant_table(graph, nodes), self.constants)
+        unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
+        if inputs is not None and unknown:
+            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.nonzero_fraction)
+            inferred = shapes.values if precision is None else with_precision(dict(shapes.values), precision)
+            values.update((name, info) for name, info in inferred.items() if info.is_known or name not in values)
+            constants.update(shapes.folded)
+        child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware,
+                      nonzero_fraction=self.nonzero_fraction, shared=self.shared, producers=self.producers, scope=scope)  # fmt: skip
+        return child, nodes
+
     def cost(self, index: int, node: Node, foldable: bool = False) -> NodeResult:
         """The node's result; `foldable`: a runtime computes it once at load (constant_foldable)."""
         # This runs for every node of the graph: lookups are local, the common path has no call it can avoid.
@@ -359,7 +491,7 @@ class _Walk:
         if rule is None:
             return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", graph_node=node, constant_foldable=foldable)
         tensors = inputs + outputs
-        blocker = _blocker(tensors)
+        blocker = _blocker(inputs if op_type == "If" and not domain else tensors)  # an If's outputs are its branch's: typed from it (body_rows)
         if blocker is not None:
             return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, graph_node=node, constant_foldable=foldable)
         signature = (domain, op_type, len(inputs), _signature(tensors))
@@ -425,18 +557,9 @@ class _Walk:
         return sum(weights.values()) if weights else 0
 
     def subgraph(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None = None) -> CompositeCost:
-        """Cost a body graph in this scope: outer values stay visible, as ONNX scoping says.
-        `inputs`: the body's inputs as the call site types them; when the body leaves values
-        unknown (its inputs often carry no shapes), its shapes are inferred from them first."""
-        nodes = read_nodes(graph)
-        values = ChainMap(collect(graph, nodes), self.values)  # the body's names over its scope's, without a copy
-        constants = ChainMap(constant_table(graph, nodes), self.constants)
-        unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
-        if inputs is not None and unknown:
-            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.nonzero_fraction)
-            values.update((name, info) for name, info in shapes.values.items() if info.is_known or name not in values)
-            constants.update(shapes.folded)
-        child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware, nonzero_fraction=self.nonzero_fraction)
+        """The summed cost of a body that is part of one node's work (a FlexAttention modifier,
+        SequenceMap's body, a generation loop's decoder): `child`'s walk, totalled."""
+        child, nodes = self.child(graph, inputs)
         return child.total(nodes)
 
     def function_call(self, op: OpNode) -> CompositeCost:
@@ -469,7 +592,7 @@ class _Walk:
 
     def total(self, graph_nodes: list[Node]) -> CompositeCost:
         """The summed cost of a graph's nodes; any uncosted node makes the whole unknown."""
-        nodes = [self.cost(index, node) for index, node in enumerate(graph_nodes)]
+        nodes = self.rows(graph_nodes)
         for inner in nodes:
             if inner.status != OK:
                 raise Uncostable(inner.status, f"body node {inner.name} ({inner.op_type}): {inner.reason}")
@@ -485,6 +608,34 @@ class _Walk:
             memory_bound_time_s=totals.memory_bound_time_s,
             matrix_flops=totals.matrix_flops,
         )
+
+
+def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
+    """A body's row as the enclosing graph reports it: named by where it lives, and its cost and
+    time the totals over the body's `trips` runs."""
+    name, inner = f"{scope}/{row.name}", f"{scope}/{row.scope}" if row.scope else scope
+    if trips == 1 or row.cost is None or row.placement is None:
+        return dataclasses.replace(row, name=name, scope=inner, trips=row.trips * trips)
+    cost, place = row.cost, row.placement
+    scaled = {f: getattr(cost, f) * trips for f in _SCALED if hasattr(cost, f)}
+    scaled["useful_flops"] = None if cost.useful_flops is None else cost.useful_flops * trips
+    placement = dataclasses.replace(place, time_s=place.time_s * trips, compute_time_s=place.compute_time_s * trips, memory_time_s=place.memory_time_s * trips)
+    return dataclasses.replace(row, name=name, scope=inner, trips=row.trips * trips, cost=dataclasses.replace(cost, **scaled), placement=placement)
+
+
+_SCALED = ("flops", "transcendentals", "bytes_read", "bytes_written", "dequantize_flops", "time_s", "memory_bound_time_s", "matrix_flops")
+
+
+def _with_aliases(outputs: list[str], aliases: list[tuple[str, str]]) -> tuple[str, ...]:
+    """The graph's outputs and the body outputs that are them (a merged decoder's present, as its
+    branch names it): what the KV-cache detection and the activations' lifetimes read."""
+    names = dict.fromkeys(outputs)
+    grown = True
+    while grown:
+        before = len(names)
+        names.update((inner, None) for inner, outer in aliases if outer in names)
+        grown = len(names) > before
+    return tuple(names)
 
 
 def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:

@@ -62,6 +62,12 @@ def test_a_function_attribute_left_at_its_default_is_costed_and_runs(tmp_path):
     assert verify(path).comparison.disagreements == ()  # onnxruntime runs the inlined copy (the default given to the call)
 
 
+def _body(report):
+    """The rows of the report that live in a body, and their summed FLOPs and bytes."""
+    rows = [n for n in report.nodes if n.scope]
+    return rows, sum(n.cost.flops for n in rows), sum(n.cost.bytes for n in rows)
+
+
 def _branch(name, op, shape):
     return helper.make_graph([helper.make_node(op, ["x", "x"], [f"{name}_out"])], name, [], [_vi(f"{name}_out", shape)])
 
@@ -72,10 +78,16 @@ def test_if_takes_the_costlier_branch():
         "If", ["cond"], ["y"], then_branch=_branch("then", "MatMul", [32, 32]), else_branch=_branch("else", "Add", [32, 32])
     )
     model = _model([node], [_vi("cond", [], TensorProto.BOOL), _vi("x", [32, 32])], [_vi("y", [32, 32])])
-    (result,) = analyze(model).nodes
-    assert result.status == "ok"
-    assert result.cost.flops == 2 * 32 * 32 * 32
-    assert result.cost.bytes == 4 * 32 * 32 * 2  # the body MatMul reads x once (same tensor twice) and writes y
+    report = analyze(model)
+    node, matmul = report.nodes  # the If's own row, then its branch's
+    assert node.op_type == "If" and node.status == "ok" and node.cost.flops == 0 and node.cost.bytes == 1  # it reads its bool condition
+    assert matmul.name == "If_0/then_branch/MatMul_0" and matmul.scope == "If_0/then_branch" and matmul.own_name == "MatMul_0"
+    assert matmul.cost.flops == 2 * 32 * 32 * 32
+    assert matmul.cost.bytes == 4 * 32 * 32 * 2  # the body MatMul reads x once (same tensor twice) and writes y
+    assert report.totals.flops == 2 * 32 * 32 * 32  # the rows add up: the If itself computes nothing
+    (branch,) = report.model.branches  # nothing says which branch runs: both analyzed, the heavier counted, the other said
+    assert branch.taken == "then_branch" and branch.other.flops == 32 * 32 and branch.inputs == ("cond",)
+    assert "--value cond=" in branch.why
 
 
 def test_an_if_whose_condition_is_given_costs_the_branch_it_takes():
@@ -86,13 +98,15 @@ def test_an_if_whose_condition_is_given_costs_the_branch_it_takes():
     broken = helper.make_graph([helper.make_node("Reshape", ["x", "nowhere"], ["else_out"])], "else", [], [_vi("else_out", None)])
     node = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "Add", [32, 32]), else_branch=broken)
     model = _model([node], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32]), _vi("nowhere", None, TensorProto.INT64)], [_vi("y", None)])
-    (taken,) = analyze(model, values={"use_cache": 1}).nodes
+    report = analyze(model, values={"use_cache": 1})
+    _, taken = report.nodes
     assert taken.status == "ok" and taken.cost.flops == 32 * 32  # the Add: one FLOP per element
+    assert report.model.branches[0].why == "--value use_cache"
     costlier = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "MatMul", [32, 32]), else_branch=_branch("else", "Add", [32, 32]))
     model = _model([costlier], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32])], [_vi("y", [32, 32])])
-    assert analyze(model, values={"use_cache": 0}).nodes[0].cost.flops == 32 * 32  # else: the Add, though the MatMul costs more
-    assert analyze(model, values={"use_cache": 1}).nodes[0].cost.flops == 2 * 32 * 32 * 32
-    assert analyze(model).nodes[0].cost.flops == 2 * 32 * 32 * 32  # not given: the worse case
+    assert analyze(model, values={"use_cache": 0}).totals.flops == 32 * 32  # else: the Add, though the MatMul costs more
+    assert analyze(model, values={"use_cache": 1}).totals.flops == 2 * 32 * 32 * 32
+    assert analyze(model).totals.flops == 2 * 32 * 32 * 32  # not given: the worse case
 
 
 def _loop_body():
@@ -110,10 +124,14 @@ def test_loop_with_constant_trip_count_is_body_times_trips():
     cond = numpy_helper.from_array(np.array(True), "cond")
     node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=_loop_body())
     model = _model([node], [_vi("acc0", [8]), _vi("x", [8])], [_vi("acc", [8])], initializers=[trips, cond])
-    (result,) = analyze(model).nodes
-    assert result.status == "ok"
-    assert result.cost.flops == 5 * 8  # one add per element per iteration; Identity is a view
-    assert result.cost.bytes == 5 * (4 * 8 * 3)  # per trip the Add reads acc and x, writes acc
+    report = analyze(model)
+    loop = report.nodes[0]
+    rows, flops, moved = _body(report)
+    assert loop.status == "ok" and loop.cost.flops == 0 and loop.cost.bytes == 8 + 1  # it reads M (int64) and cond
+    assert [(r.own_name, r.trips) for r in rows] == [("Identity_0", 5), ("Add_1", 5)]
+    assert flops == 5 * 8  # one add per element per iteration; Identity is a view
+    assert moved == 5 * (4 * 8 * 3)  # per trip the Add reads acc and x, writes acc
+    assert report.totals.flops == 5 * 8 and report.totals.bytes == moved + 9
 
 
 def test_loop_with_runtime_trip_count_is_unknown_not_zero():
@@ -149,9 +167,10 @@ def test_scan_is_body_times_scan_length():
     )
     node = helper.make_node("Scan", ["s0", "x"], ["s", "ys"], body=body, num_scan_inputs=1)
     model = _model([node], [_vi("s0", [4]), _vi("x", [6, 4])], [_vi("s", [4]), _vi("ys", [6, 4])])
-    (result,) = analyze(model).nodes
-    assert result.status == "ok"
-    assert result.cost.flops == 6 * 4
+    report = analyze(model)
+    scan = report.nodes[0]
+    assert scan.status == "ok" and scan.cost.bytes == 2 * 4 * 6 * 4  # it copies each trip's y_t into ys: [6, 4] read and written
+    assert _body(report)[1] == 6 * 4
 
 
 # --- bodies whose inputs carry no shapes: typed from the call site ----------------------------------
@@ -183,17 +202,18 @@ def test_scan_body_typed_from_the_call_site():
     axes = [numpy_helper.from_array(np.array([v], dtype=np.int64), n) for n, v in (("minus_one", -1), ("minus_two", -2))]
     model = _model([node], [_vi("s0", [2, 8, 8]), _vi("q", [5, 2, 8]), _vi("k", [5, 2, 8])], [_vi("s", [2, 8, 8]), _vi("ys", [5, 2, 8])],
                    initializers=axes)  # fmt: skip
-    (result,) = analyze(model).nodes
-    assert result.status == "ok", result.reason
+    report = analyze(model)
+    assert all(n.status == "ok" for n in report.nodes), report.nodes
+    rows, flops, moved = _body(report)
     outer, add, reduce = 2 * 1 * (2 * 8 * 8), 2 * 8 * 8, 2 * 8 * 7
-    assert result.cost.flops == 5 * (outer + add + reduce)
+    assert flops == 5 * (outer + add + reduce)
     step_bytes = (
         2 * 8  # each Unsqueeze reads its int64 axes; the data is a view
         + 4 * (2 * 8 + 2 * 8 + 2 * 8 * 8)  # MatMul reads column, row; writes outer
         + 4 * (3 * 2 * 8 * 8)  # Add reads s and outer, writes s'
         + 4 * (2 * 8 * 8) + 8 + 4 * (2 * 8)  # ReduceSum reads s' and its axes, writes y_t
     )
-    assert result.cost.bytes == 5 * step_bytes
+    assert moved == 5 * step_bytes
 
 
 def test_scan_input_axes_are_removed_from_the_body_input():
@@ -204,9 +224,9 @@ def test_scan_input_axes_are_removed_from_the_body_input():
     )
     node = helper.make_node("Scan", ["x"], ["ys"], body=body, num_scan_inputs=1, scan_input_axes=[1])
     model = _model([node], [_vi("x", [3, 6])], [_vi("ys", [6, 3])], initializers=[two])
-    (result,) = analyze(model).nodes
-    assert result.status == "ok", result.reason
-    assert result.cost.flops == 6 * 3
+    report = analyze(model)
+    assert report.nodes[0].status == "ok", report.nodes[0].reason
+    assert _body(report)[1] == 6 * 3
 
 
 def test_loop_body_typed_from_the_call_site():
@@ -228,10 +248,11 @@ def test_loop_body_typed_from_the_call_site():
     cond = numpy_helper.from_array(np.array(True), "cond")
     node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
     model = _model([node], [_vi("acc0", [16, 32]), _vi("w", [32, 32])], [_vi("acc", [16, 32])], initializers=[trips, cond])
-    (result,) = analyze(model).nodes
-    assert result.status == "ok", result.reason
-    assert result.cost.flops == 4 * (2 * 16 * 32 * 32 + 16 * 32)
-    assert result.cost.bytes_written == 4 * (4 * 16 * 32 + 4 * 1 + 4 * 16 * 32)  # product, i_float, acc' per trip
+    report = analyze(model)
+    rows, flops, _ = _body(report)
+    assert all(n.status == "ok" for n in report.nodes)
+    assert flops == 4 * (2 * 16 * 32 * 32 + 16 * 32)
+    assert sum(r.cost.bytes_written for r in rows) == 4 * (4 * 16 * 32 + 4 * 1 + 4 * 16 * 32)  # product, i_float, acc' per trip
 
 
 def test_if_inside_a_loop_body_is_typed_too():
@@ -257,9 +278,11 @@ def test_if_inside_a_loop_body_is_typed_too():
     cond = numpy_helper.from_array(np.array(True), "cond")
     node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
     model = _model([node], [_vi("acc0", [8]), _vi("x", [8])], [_vi("acc", [8])], initializers=[trips, cond])
-    (result,) = analyze(model).nodes
-    assert result.status == "ok", result.reason
-    assert result.cost.flops == 3 * (8 + 8)
+    report = analyze(model)
+    assert all(n.status == "ok" for n in report.nodes)
+    assert report.totals.flops == 3 * (8 + 8)
+    relu = next(n for n in report.nodes if n.op_type == "Relu")  # nested: the Loop's body, then the If's branch
+    assert relu.scope == "Loop_0/body/If_1/then_branch" and relu.trips == 3
 
 
 def test_loop_carried_value_that_grows_is_unknown_not_guessed():

@@ -347,9 +347,11 @@ def test_a_loop_trip_count_given_on_the_command_line(tmp_path, capsys):
     onnx.save(_loop_model(), path)
     (loop,) = analyze(path).nodes
     assert loop.status == "unknown-trip-count" and "--value trips=N" in loop.reason
-    (loop,) = analyze(path, values={"trips": 10}).nodes
-    assert loop.cost.flops == 10 * 4 * 8  # ten trips of a [4, 8] Add
-    assert loop.cost.bytes == 10 * (2 + 1) * 4 * 8 * 4  # each trip reads two [4, 8] float32 and writes one
+    report = analyze(path, values={"trips": 10})
+    loop, *body = report.nodes
+    assert sum(n.cost.flops for n in body) == 10 * 4 * 8  # ten trips of a [4, 8] Add
+    assert sum(n.cost.bytes for n in body) == 10 * (2 + 1) * 4 * 8 * 4  # each trip reads two [4, 8] float32 and writes one
+    assert loop.cost.bytes == 8  # the Loop itself reads its int64 trip count
     assert loop.parameters == 0  # a value given is not a weight
     assert main([str(path), "--value", "trips=10", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["totals"]["flops"] == 320

@@ -629,8 +629,8 @@ def test_a_value_given_is_fed_to_the_run_too(tmp_path, value, shape, flops):
     """The branch costed is the branch run: the If's output shape, which differs by branch, agrees
     with onnxruntime's; its cost is that branch's (MatMul 2·4·8·16, or the Add's 4·8)."""
     result = verify(_merged_decoder(tmp_path), values={"use_cache_branch": value})
-    (node,) = result.report.nodes
-    assert result.passed and node.outputs[0].shape == shape and node.cost.flops == flops
+    node, branch = result.report.nodes  # the If, and its branch's one node
+    assert result.passed and node.outputs[0].shape == shape and result.report.totals.flops == branch.cost.flops == flops
 
 
 def test_verify_refuses_partial_in_one_line(tmp_path, capsys):

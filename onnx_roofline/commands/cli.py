@@ -200,6 +200,11 @@ def warn_if_incomplete(report, quiet: bool = False) -> None:
         print(f"onnx-roofline: warning: {one_line(warning)}", file=sys.stderr)
     if report.model.assumed is not None:
         print(f"onnx-roofline: warning: assumed: {report.model.assumed.message}", file=sys.stderr)
+    for branch in report.model.branches:
+        if branch.other is not None:
+            print(f"onnx-roofline: warning: branch: {branch.message}", file=sys.stderr)
+        elif branch.why.startswith("default"):
+            print(f"onnx-roofline: note: branch taken: {branch.message}", file=sys.stderr)
     if report.uncosted.count:
         print(f"onnx-roofline: warning: {one_line(report.uncosted.message)}; the totals leave them out", file=sys.stderr)
     if report.nodes and not report.totals.costed_nodes:

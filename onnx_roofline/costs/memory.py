@@ -2,7 +2,9 @@
 
 - **Weights**: the bytes of every weight (model/weights.py: initializers and the tensors of Constant
   nodes, small integer shape constants aside, in the main graph and every body), each once, in the
-  dtype costed (`--dtype` applies). In the deployed view the outputs of folded nodes are weights
+  dtype costed (`--dtype` applies). `weight_bytes` are those the run reads (and any nothing reads);
+  `untaken_branch_weight_bytes` those only an If branch the run does not take reads, which the
+  runtime holds all the same (a merged decoder whose branches each keep a copy of the weights). In the deployed view the outputs of folded nodes are weights
   too (a runtime stores the transposed embedding it folded) and a weight read only by folded nodes
   is not.
 - **KV cache** (`kv_caches`): the cache tensors a decode graph carries from step to step — a
@@ -16,8 +18,8 @@
   the kernels' order deployed). A tensor is allocated when its producer runs (a graph input from the
   start) and freed after its last reader (a graph output at the end); a view (Reshape, Squeeze, …)
   shares its input's buffer. Weights and cache tensors are not activations. The peak is the largest
-  sum of live bytes at any node, its inputs and outputs live together; a Loop/If body's own
-  intermediates are not counted (their node's outputs are).
+  sum of live bytes at any node, its inputs and outputs live together. A body's nodes are rows
+  after their If, Loop or Scan, and the node's outputs are its body's (one buffer, not two).
 
 `fits`: weights + resident KV cache + peak activations ≤ the hardware's `memory_capacity` (None
 where the spec gives none). Workspace, allocator fragmentation and the runtime's own memory come
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onnx_roofline.model.tensors import TensorInfo, is_floating, with_precision
+from onnx_roofline.shapes.bodies import CONTROL_FLOW
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "BitCast"})
 
@@ -90,7 +93,8 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
 @dataclass(frozen=True)
 class Footprint:
     view: str  # "written" or "deployed"
-    weight_bytes: int
+    weight_bytes: int  # the weights the run reads (and those nothing reads)
+    untaken_branch_weight_bytes: int  # held for an If branch the run does not take: in memory all the same
     kv_cache_bytes: int
     kv_cache_bytes_per_sequence: int | None  # None when the caches have no common batch dim
     kv_cache_resident_bytes: int
@@ -100,7 +104,7 @@ class Footprint:
 
     @property
     def total_bytes(self) -> int:
-        return self.weight_bytes + self.kv_cache_resident_bytes + self.peak_activation_bytes
+        return self.weight_bytes + self.untaken_branch_weight_bytes + self.kv_cache_resident_bytes + self.peak_activation_bytes
 
     @property
     def fits(self) -> bool | None:
@@ -110,6 +114,7 @@ class Footprint:
         return {
             "view": self.view,
             "weight_bytes": self.weight_bytes,
+            "untaken_branch_weight_bytes": self.untaken_branch_weight_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
             "kv_cache_bytes_per_sequence": self.kv_cache_bytes_per_sequence,
             "kv_cache_resident_bytes": self.kv_cache_resident_bytes,
@@ -128,10 +133,12 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
     graph_inputs, graph_outputs = frozenset(model.graph_inputs), frozenset(model.graph_outputs)
     deployed = getattr(report, "view", "written") == "deployed"
     folded = {n.index for n in report.nodes if n.constant_foldable} if deployed else set()
-    weights = set(model.weights)
+    rows = report.written.nodes if deployed else report.nodes
+    walked = {""} | {row.scope for row in rows}  # the graphs whose nodes are rows: the main graph, the bodies run
+    weights = {w.name for w in model.weight_tensors if w.graph in walked}  # a name is a weight only where it is one (sibling bodies reuse names)
     if deployed:
         weights |= {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
-    caches = kv_caches(report.written.nodes if deployed else report.nodes, graph_inputs, graph_outputs)
+    caches = kv_caches(rows, graph_inputs, graph_outputs)
     cache_names = {t.name for c in caches for t in (c.past, c.present) if t is not None}
     stored = {t.name for n in report.nodes if n.op_type == "Constant" and not n.domain for t in n.outputs if t is not None}  # a stored tensor: never an activation
 
@@ -142,11 +149,13 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         for tensor in node.inputs:
             if tensor is not None and tensor.name in weights and tensor.is_known:
                 weight_bytes[tensor.name] = tensor.nbytes
-    read = {t.name for n in (report.written.nodes if deployed else report.nodes) for t in n.inputs if t is not None}
-    for weight in model.weight_tensors:  # a body's weights (no row of the graph reads them), and those nothing reads
-        if weight.name not in read and weight.name not in weight_bytes:
-            weight_bytes[(weight.graph, weight.name)] = _costed_bytes(weight.info(), model.precision)
-    peak, at = _peak_activations(report.nodes, folded, weights | cache_names | stored, graph_inputs, graph_outputs)
+    read = {t.name for n in rows for t in n.inputs if t is not None}
+    untaken: dict[tuple[str, str], int] = {}  # the weights only a branch the run does not take reads
+    for weight in model.weight_tensors:  # those no row reads: a branch's not taken, or nobody's
+        if weight.graph not in walked or (weight.name not in read and weight.name not in weight_bytes):
+            held = untaken if _not_taken(weight, model.branches) else weight_bytes
+            held[(weight.graph, weight.name)] = _costed_bytes(weight.info(), model.precision)
+    peak, at = _peak_activations(report.nodes, folded, weights | cache_names | stored, graph_inputs, graph_outputs, model.body_outputs)
 
     present = {c.cache.name: c.cache.nbytes for c in caches if c.cache.is_known}
     resident: dict[str, int] = dict(present)
@@ -156,6 +165,7 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
     return Footprint(
         view="deployed" if deployed else "written",
         weight_bytes=sum(weight_bytes.values()),
+        untaken_branch_weight_bytes=sum(untaken.values()),
         kv_cache_bytes=sum(present.values()),
         kv_cache_bytes_per_sequence=_per_sequence(caches, sum(present.values())),
         kv_cache_resident_bytes=sum(resident.values()),
@@ -163,6 +173,16 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         peak_at=at,
         capacity=report.hardware.memory_capacity,
     )
+
+
+def _not_taken(weight, branches) -> bool:
+    """Whether only an If branch the run does not take reads the weight: stored in that branch (or
+    a body inside it), or an outer weight it alone reads."""
+    for branch in branches:
+        scope = branch.not_taken
+        if weight.graph == scope or weight.graph.startswith(scope + "/") or weight.name in branch.reads:
+            return True
+    return False
 
 
 def _costed_bytes(tensor: TensorInfo, precision: str | None) -> int:
@@ -185,11 +205,13 @@ def _per_sequence(caches: list[KVCache], total: int) -> int | None:
     return total // batch if batch else None
 
 
-def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> tuple[int, str | None]:
+def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str],
+                      body_outputs: tuple[tuple[str, str], ...] = ()) -> tuple[int, str | None]:  # fmt: skip
     """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring.
     One pass over the nodes (this runs over every node of the graph) finds each step's bytes
     written and freed (sizes, views, last uses); the running total is then a sum over steps."""
-    alias: dict[str, str] = {}  # a view's output: the buffer it shares
+    alias: dict[str, str] = {outer: inner for inner, outer in body_outputs if inner != outer}  # a view's output, a control-flow node's: the buffer it shares
+    from_bodies = {outer for _, outer in body_outputs}  # written by the body's node, after the control-flow node's own row
     sizes: dict[str, int] = {}  # each buffer a node writes, by name
     inputs: dict[str, int] = {}  # the graph inputs read, live from the start
     last_use: dict[str, int] = {}
@@ -213,7 +235,7 @@ def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs
             alias[outputs[0].name] = root(node.inputs[0].name)  # a view's output is in `alias`, never in `sizes`
             continue
         for tensor in outputs:
-            if tensor is not None and tensor.is_known and (name := tensor.name) not in excluded and name not in sizes:
+            if tensor is not None and tensor.is_known and (name := tensor.name) not in excluded and name not in sizes and name not in alias and (name not in from_bodies or node.op_type not in CONTROL_FLOW):
                 sizes[name] = size = tensor.nbytes
                 written[step] += size
                 last_use.setdefault(name, step)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,15 +65,17 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     if source is None:
         raise RooflineError("annotate needs the model: pass source= for a report of an in-memory model")
     proto = load_model(source)
-    if len(proto.graph.node) != len(report.nodes) or any(
-        node.op_type != result.op_type for node, result in zip(proto.graph.node, report.nodes)
-    ):
+    main = [result for result in report.nodes if not result.scope]
+    inner = [result for result in report.nodes if result.scope]
+    named = dict(graph_nodes(proto.graph)) if inner else {}
+    targets = [*zip(proto.graph.node, main), *((named.get(result.name), result) for result in inner)]
+    if len(proto.graph.node) != len(main) or any(node is None or node.op_type != result.op_type for node, result in targets):
         raise RooflineError("the report does not belong to this model (its nodes differ)")
     destination = Path(destination)
     types = _declared_types(proto)
     bind(proto, report.model.dims)
     total = report.totals.time_s
-    for node, result in zip(proto.graph.node, report.nodes):
+    for node, result in targets:  # body nodes too, where they live
         _annotate_node(node, result, report.hardware.key, total)
     _annotate_model(proto, report)
     _write_shapes(proto.graph, report, types)
@@ -85,6 +88,17 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     sidecar = sidecar_path(destination)
     write_text(_attachment_text(netron_attachment(report)), str(sidecar), protect=protect)
     return Annotated(destination, sidecar, plan.locations, action)
+
+
+def graph_nodes(graph: onnx.GraphProto, scope: str = "") -> Iterator[tuple[str, onnx.NodeProto]]:
+    """Every node of the graph and of its bodies, by the name its report row has: its own (or
+    `OpType_index`), under the scope of the control-flow node and body that hold it."""
+    for index, node in enumerate(graph.node):
+        name = f"{scope}/{node.name or f'{node.op_type}_{index}'}" if scope else node.name or f"{node.op_type}_{index}"
+        yield name, node
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from graph_nodes(attribute.g, f"{name}/{attribute.name}")
 
 
 # --- what goes in ---------------------------------------------------------------------------------
@@ -153,7 +167,7 @@ def netron_attachment(report: Report) -> dict:
     total = report.totals.time_s
     metrics = [_metric("model", "", name, value) for name, value in _model_metrics(report)]
     for result in report.nodes:
-        metrics += [_metric("node", result.name, name, value) for name, value in _node_metrics(result, total)]
+        metrics += [_metric("node", result.own_name, name, value) for name, value in _node_metrics(result, total)]  # Netron names a body node by its own name
     return {"signature": "netron:attachment", "metadata": [], "metrics": metrics}
 
 

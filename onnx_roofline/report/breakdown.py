@@ -54,7 +54,7 @@ def scopes(node: NodeResult) -> tuple[str, ...]:
     """The qualified module names the node sits in, outermost first; () for a top-level node."""
     graph_node = node.graph_node
     from_metadata = _metadata_scopes(node.metadata) if graph_node is not None and graph_node.has_metadata else None
-    return from_metadata if from_metadata is not None else _name_scopes(node.name)
+    return from_metadata if from_metadata is not None else _name_scopes(node.own_name)  # a body node: its own name, not its scope
 
 
 def module_path(node: NodeResult) -> str:

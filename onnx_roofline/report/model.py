@@ -52,6 +52,17 @@ class NodeResult:
     constant_foldable: bool = False
     """Every input is a weight, a constant or the output of another such node: a runtime computes
     it once at load (onnxruntime's constant folding), so it costs 0 in the deployed view."""
+    scope: str = ""
+    """Where a body node lives: the control-flow node and body above it (`If_0/then_branch`,
+    nested: `loop/body/if/else_branch`); "" in the main graph. Its `name` is `scope/own name`."""
+    trips: int = 1
+    """How many times the node runs per run of the model (a Loop's or Scan's trip count, nested
+    ones multiplied): its cost and time are the totals over all of them."""
+
+    @property
+    def own_name(self) -> str:
+        """The node's name in its own graph, without its scope."""
+        return self.name[len(self.scope) + 1 :] if self.scope else self.name
 
     @property
     def proto(self) -> onnx.NodeProto | None:
@@ -90,6 +101,8 @@ class NodeResult:
             "name": self.name,
             "op_type": self.op_type,
             "domain": self.domain,
+            "scope": self.scope,
+            "trips": self.trips,
             "inputs": [None if t is None else t.to_dict() for t in self.inputs],
             "outputs": [None if t is None else t.to_dict() for t in self.outputs],
         }
@@ -160,6 +173,38 @@ class Assumed:
 
 
 @dataclass(frozen=True)
+class Branch:
+    """An If whose branch the analysis chose: which, and why. Where nothing says which (`other`
+    set), both were analyzed: the heavier is counted, and `other` holds the totals of the one not
+    counted, whose rows are not in the report."""
+
+    node: str
+    taken: str  # "then_branch" or "else_branch"
+    why: str
+    inputs: tuple[str, ...]  # the graph inputs its condition rests on
+    other: Totals | None = None
+    implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (a run fed it takes this branch)
+    reads: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
+    """The names the branch not counted reads from outside it: weights held for it alone."""
+
+    @property
+    def not_taken(self) -> str:
+        """Where the branch not counted lives (the scope its rows would have)."""
+        return f"{self.node}/{'else_branch' if self.taken == 'then_branch' else 'then_branch'}"
+
+    @property
+    def message(self) -> str:
+        line = f"{self.node}: {self.taken} ({self.why})"
+        if self.other is not None:
+            line += f"; the other branch, not counted: {self.other.flops:,} FLOPs, {self.other.time_s * 1e6:.2f} µs"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "taken": self.taken, "why": self.why, "inputs": list(self.inputs),
+                "other_branch": None if self.other is None else self.other.to_dict()}
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What the report says of the model: path, node count, opsets, the dims bound (and which
     took a default), the precision override, parameters, the shape passes that ran."""
@@ -182,6 +227,8 @@ class ModelInfo:
     implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run, and the sizes that fix it (shapes/plausible.py)
     weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
+    branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
+    body_outputs: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)  # (body output, the node output it is): one buffer
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
     """The model as loaded (no weight bytes; its nodes' protos keep it alive anyway): what a command
     reads of it later, as Report.data_files."""
@@ -201,6 +248,7 @@ class ModelInfo:
             "shape_inference": self.shape_inference,
             "shape_warnings": list(self.shape_warnings),
             "assumed": None if self.assumed is None else self.assumed.to_dict(),
+            "branches": [branch.to_dict() for branch in self.branches],
         }
 
 

@@ -65,6 +65,8 @@ def _summary(report: Report, other: Report | None = None) -> str:
             f"foldable  {len(folded)} constant-foldable node{'s' if len(folded) > 1 else ''} (inputs all weights or constants; "
             f"a runtime computes {'them' if len(folded) > 1 else 'it'} once at load): {si(moved, 'B')}, {duration(spent)}, {share} of the time"
         )
+    for branch in model.branches:  # where an If's branch was chosen, and why; BOTH where nothing said which
+        lines.append(f"{'branch' if branch.other is None else 'BOTH':<9} {branch.message}")
     if model.assumed is not None:
         lines.append(f"ASSUMED   {model.assumed.message}")
     for flag in model.implausible:  # the defaults taken cannot run: the figures are not a result to act on
@@ -89,6 +91,8 @@ def memory_line(report: Report) -> str:
     """`memory    weights … + KV cache … + peak activations … = … of 80 GB: fits`."""
     memory = report.memory
     parts = [f"weights {si(memory.weight_bytes, 'B')}"]
+    if memory.untaken_branch_weight_bytes:
+        parts.append(f"{si(memory.untaken_branch_weight_bytes, 'B')} held for If branches not taken")
     if memory.kv_cache_bytes:
         each = memory.kv_cache_bytes_per_sequence
         per = f", {si(each, 'B')} per sequence" if each is not None and each != memory.kv_cache_bytes else ""

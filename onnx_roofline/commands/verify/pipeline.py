@@ -26,6 +26,7 @@ from onnx_roofline.shapes.input_values import bind_values, value_arrays
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes.engine import infer
+from onnx_roofline.commands.verify.bodies import expose_loop_values, implied_values, inline_taken_branches, unstacked
 from onnx_roofline.commands.verify import budget as budgets
 from onnx_roofline.commands.verify.compare import Comparison, compare, observed_infos
 from onnx_roofline.commands.verify.inputs import bound_inputs, make_feeds
@@ -73,15 +74,19 @@ def verify(
         report = dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
     base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
     files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
+    values = {**implied_values(report), **values}  # the branch a default took is the branch run
     bound = load_model(proto)
     bind_values(bound, values)
     folded = infer(bind(bound, dims, input_shapes)).folded
     chunk = chunk_bytes(report.memory.peak_activation_bytes)
     budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget, chunk)
+    proto = inline_taken_branches(proto, report)  # the branches taken: their values observed, their rows checked
+    proto, stacked = expose_loop_values(proto, report)  # a Loop's or Scan's body values, as extra scan outputs
     weights = materialize(proto, base_dir, seed)
     feeds = {**make_feeds(proto, dims, input_shapes, seed), **value_arrays(proto, values)}
     sizes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
     observed = {**observed_infos(proto, feeds), **observe(proto, feeds, weights.arrays, sizes, chunk, threads=threads)}
+    observed.update(unstacked(observed, stacked))
     comparison = compare(report, proto, observed, folded)
     timed = None
     if timing is not None:

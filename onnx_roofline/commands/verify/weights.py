@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import math
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def materialize(model: onnx.ModelProto, base_dir: str | Path | None, seed: int =
     """The values of `model`'s external initializers (`model` is not modified)."""
     arrays: dict[str, np.ndarray] = {}
     loaded = 0
-    for tensor in model.graph.initializer:
+    for tensor in initializers(model.graph):
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         data = _load(tensor, Path(base_dir)) if base_dir is not None else None
@@ -62,12 +63,24 @@ def materialize(model: onnx.ModelProto, base_dir: str | Path | None, seed: int =
 
 
 def inline(model: onnx.ModelProto, arrays: dict[str, np.ndarray]) -> None:
-    """Puts these values into `model`'s initializers of their names, in place of their external data."""
-    for tensor in model.graph.initializer:
+    """Puts these values into `model`'s initializers of their names (bodies' too), in place of their external data."""
+    for tensor in initializers(model.graph):
         if tensor.name in arrays:
             del tensor.external_data[:]
             tensor.data_location = onnx.TensorProto.DEFAULT
             tensor.raw_data = numpy_helper.from_array(arrays[tensor.name], tensor.name).raw_data
+
+
+def initializers(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
+    """The graph's initializers, then those of every body in it (If branches, Loop and Scan bodies)."""
+    yield from graph.initializer
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.type == onnx.AttributeProto.GRAPH:
+                yield from initializers(attribute.g)
+            elif attribute.type == onnx.AttributeProto.GRAPHS:
+                for body in attribute.graphs:
+                    yield from initializers(body)
 
 
 def synthetic(tensor: onnx.TensorProto, seed: int) -> np.ndarray:

@@ -1,73 +1,54 @@
-"""Control flow: If, Loop, Scan, SequenceMap. A body costs the sum of its nodes (each placed on the roofline on
-its own); the node's time is the sum of their times.
+"""Control flow: If, Loop, Scan, SequenceMap.
 
-A body's inputs are typed from the call site, as ONNX's own inference types them: Loop's
-iteration number int64 [] and condition bool [], then the loop-carried values as the node passes
-them in; Scan's states as passed in, and each scan input without its scan axis. Where the body's
-values are not all declared, its shapes are inferred from those inputs before it is costed. A
-carried value whose shape changes between iterations leaves the node's own outputs unknown at
-the call site, so such a node is reported unknown-shape before its body is costed."""
+The walk descends into If branches and Loop/Scan bodies (analysis.py, shapes/bodies.py): each body
+node is a row of its own, a Loop's or Scan's scaled by its trip count. The rules here cost what the
+control-flow node itself does beside its body: it reads its condition or trip count, and a Loop or
+Scan copies each trip's scan outputs into its stacked outputs. SequenceMap's body runs once per
+element of its sequences, which are data: it stays one row, its body costed run by run."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from onnx_roofline.costs.cost import CompositeCost
-from onnx_roofline.model.status import Uncostable
+from onnx_roofline.costs.cost import CompositeCost, Cost
 from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.status import Uncostable
 from onnx_roofline.costs.rules.registry import register
-from onnx_roofline.model.tensors import TensorInfo, element_inputs
+from onnx_roofline.model.tensors import element_inputs
 
 UNKNOWN_TRIPS = "unknown-trip-count"
 
 
 @register("If")
-def if_(node: OpNode) -> CompositeCost:
-    """The branch its condition chooses, where the condition is a constant (a value given a graph
-    input: optimum's merged decoder with --value use_cache_branch=1); the other is not costed, nor
-    need it be typed. Else both are costed and the node takes the costlier by time: which branch
-    runs is not knowable statically, so the report shows the worse case."""
-    condition = node.input_value(0)
-    if condition is not None and condition.size == 1:
-        return node.subgraph(node.attrs["then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"], ())
-    then_cost = node.subgraph(node.attrs["then_branch"], ())
-    else_cost = node.subgraph(node.attrs["else_branch"], ())
-    return max(then_cost, else_cost, key=lambda cost: cost.time_s)
+def if_(node: OpNode) -> Cost:
+    """0 FLOPs; reads its condition (one bool). Its branch's nodes are rows of their own: the walk
+    takes the branch the condition, a --value or the bound dims imply (shapes/bodies.py), or
+    costs both and counts the heavier."""
+    return Cost(bytes_read=node.inputs[0].nbytes if node.inputs and node.inputs[0] is not None else 0, bytes_written=0)
 
 
 @register("Loop")
-def loop(node: OpNode) -> CompositeCost:
-    """Body cost × trip count M, when M is a constant. A loop that may stop early on its condition
-    is costed at M trips (its upper bound). Without a constant M the cost is unknown, not zero."""
+def loop(node: OpNode) -> Cost:
+    """0 FLOPs; reads its trip count M and condition, and copies each trip's scan outputs into
+    its stacked outputs (their bytes read and written once). Its body's nodes are rows, each × M.
+    A loop that may stop early on its condition is costed at M trips (its upper bound). Without a
+    constant M the trip count is unknown, not zero: the node is uncosted, naming the input to give."""
     if not node.inputs or node.inputs[0] is None:
         raise Uncostable(UNKNOWN_TRIPS, "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant")
-    trips = node.input_value(0)
-    if trips is None:
+    if node.input_value(0) is None:
         source = node.inputs[0].name
         raise Uncostable(UNKNOWN_TRIPS, f"Loop trip count {source!r} is not a constant (where it is a graph input, give it one: --value {source}=N)")
-    inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:]]
-    return _repeat(node.subgraph(node.attrs["body"], inputs), int(trips.reshape(-1)[0]))
-
-
-@register("Scan", since=9)
-def scan(node: OpNode) -> CompositeCost:
-    """Body cost × the scan length: the first scan input's size along its scan axis."""
-    states = len(node.inputs) - node.attrs["num_scan_inputs"]
-    scans = node.inputs[states:]
-    axes = [axis % x.rank for x, axis in zip(scans, node.attrs.get("scan_input_axes") or [0] * len(scans))]
-    scanned = [_drop(x, axis) for x, axis in zip(scans, axes)]
-    length = node.inputs[states].shape[axes[0]]
-    return _repeat(node.subgraph(node.attrs["body"], [*node.inputs[:states], *scanned]), length)
+    stacked = sum(t.nbytes for t in node.outputs[len(node.inputs) - 2 :] if t is not None)
+    return Cost(bytes_read=sum(t.nbytes for t in node.inputs[:2] if t is not None) + stacked, bytes_written=stacked)
 
 
 @register("Scan", since=8)
-def scan_v8(node: OpNode) -> CompositeCost:
-    """Opset 8: input 0 is the optional sequence_lens and scan inputs carry a batch axis first;
-    the scan axis is 1. Body cost × batch × scan length."""
-    states = len(node.inputs) - node.attrs["num_scan_inputs"]
-    first = node.inputs[states]
-    inputs = [_drop(s, 0) for s in node.inputs[1:states]] + [_drop(_drop(x, 0), 0) for x in node.inputs[states:]]
-    return _repeat(node.subgraph(node.attrs["body"], inputs), first.shape[0] * first.shape[1])
+def scan(node: OpNode) -> Cost:
+    """0 FLOPs; copies each trip's scan outputs into its stacked outputs (their bytes read and
+    written once). Its body's nodes are rows, each × the scan length."""
+    states = len(node.inputs) - node.attrs["num_scan_inputs"] - (1 if node.opset is not None and node.opset < 9 else 0)
+    stacked = sum(t.nbytes for t in node.outputs[states:] if t is not None)
+    return Cost(bytes_read=stacked, bytes_written=stacked)
 
 
 @register("SequenceMap", since=17)
@@ -81,15 +62,6 @@ def sequence_map(node: OpNode) -> CompositeCost:
         runs.setdefault(key, [index, 0])[1] += 1
     body = node.attrs["body"]
     return repeated((node.subgraph(body, element_inputs(node.inputs, first)), count) for first, count in runs.values())
-
-
-def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:
-    """The tensor as one iteration sees it: without `axis` (a scan axis, Scan-8's batch axis)."""
-    return TensorInfo(tensor.name, tensor.shape[:axis] + tensor.shape[axis + 1 :], tensor.dtype)
-
-
-def _repeat(body: CompositeCost, trips: int) -> CompositeCost:
-    return repeated([(body, trips)])
 
 
 _SUMMED = ("flops", "transcendentals", "bytes_read", "bytes_written", "dequantize_flops", "time_s", "memory_bound_time_s", "matrix_flops")

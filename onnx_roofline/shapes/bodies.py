@@ -1,0 +1,122 @@
+"""How a control-flow node's bodies see their inputs, how many times they run, and which branch of
+an If runs: what the walk needs to descend into If branches and Loop/Scan bodies as it walks the
+main graph (DESIGN.md, "Control flow is transparent").
+
+A body's inputs are typed from the call site, as ONNX's own inference types them: Loop's
+iteration number int64 [] and condition bool [], then the loop-carried values as the node passes
+them in; Scan's states as passed in, and each scan input without its scan axis (Scan-8: without
+its batch axis too). A carried value is the same tensor from trip to trip: its body output takes
+over the node's output of the same position (`aliases`), as an If branch's outputs become the If's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+
+from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.tensors import TensorInfo
+
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+"""The ai.onnx ops whose bodies the walk descends into, their nodes rows of the report."""
+
+
+@dataclass(frozen=True)
+class Body:
+    """One body of a control-flow node as it runs at this call site."""
+
+    attribute: str  # "then_branch", "else_branch", "body"
+    graph: onnx.GraphProto
+    inputs: tuple[TensorInfo | None, ...]  # the body's inputs as the call site types them
+    trips: int | None  # runs per run of the node; None where it is not a constant
+    aliases: tuple[tuple[str, str], ...]  # (body output, node output): the same tensor under two names
+
+
+def bodies(node: OpNode) -> list[Body]:
+    """The bodies of an If (both branches, each run once), a Loop or a Scan."""
+    if node.op_type == "If":
+        return [_branch(node, "then_branch"), _branch(node, "else_branch")]
+    if node.op_type == "Loop":
+        return [_loop_body(node)]
+    return [_scan_body(node) if node.opset is None or node.opset >= 9 else _scan_v8_body(node)]
+
+
+def _branch(node: OpNode, attribute: str) -> Body:
+    graph = node.attrs[attribute]
+    return Body(attribute, graph, (), 1, _aliases(graph.output, node.proto.output))
+
+
+def _loop_body(node: OpNode) -> Body:
+    graph = node.attrs["body"]
+    trips = node.input_value(0) if node.inputs and node.inputs[0] is not None else None
+    inputs = (TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:])
+    carried = len(node.inputs) - 2
+    return Body("body", graph, inputs, _count(trips), _aliases(graph.output[1 : 1 + carried], node.proto.output[:carried]))
+
+
+def _scan_body(node: OpNode) -> Body:
+    graph = node.attrs["body"]
+    states = len(node.inputs) - node.attrs["num_scan_inputs"]
+    scans = node.inputs[states:]
+    axes = [axis % x.rank for x, axis in zip(scans, node.attrs.get("scan_input_axes") or [0] * len(scans))]
+    inputs = (*node.inputs[:states], *[_drop(x, axis) for x, axis in zip(scans, axes)])
+    length = scans[0].shape[axes[0]] if scans else None
+    return Body("body", graph, inputs, length, _aliases(graph.output[:states], node.proto.output[:states]))
+
+
+def _scan_v8_body(node: OpNode) -> Body:
+    """Opset 8: input 0 is the optional sequence_lens and scan inputs carry a batch axis first;
+    the body runs batch × scan length times."""
+    graph = node.attrs["body"]
+    states = len(node.inputs) - node.attrs["num_scan_inputs"]
+    first = node.inputs[states]
+    inputs = (*[_drop(s, 0) for s in node.inputs[1:states]], *[_drop(_drop(x, 0), 0) for x in node.inputs[states:]])
+    return Body("body", graph, inputs, first.shape[0] * first.shape[1], ())
+
+
+def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:
+    """The tensor as one iteration sees it: without `axis` (a scan axis, Scan-8's batch axis)."""
+    return TensorInfo(tensor.name, tensor.shape[:axis] + tensor.shape[axis + 1 :], tensor.dtype)
+
+
+def _count(value: np.ndarray | None) -> int | None:
+    return int(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
+
+
+def _aliases(body_outputs, node_outputs) -> tuple[tuple[str, str], ...]:
+    return tuple((inner.name, outer) for inner, outer in zip(body_outputs, node_outputs) if outer and inner.name)
+
+
+@dataclass(frozen=True)
+class BranchChoice:
+    """Which branch of an If the analysis takes, and why. `taken` None: nothing says which, both
+    are analyzed and the heavier counted (the walk decides, once it has costed both)."""
+
+    taken: str | None  # "then_branch" or "else_branch"
+    why: str
+    inputs: tuple[str, ...]  # the graph inputs the condition rests on (to name with --value)
+    implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (use_cache_branch=1)
+
+
+def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs: dict[str, TensorInfo], given: frozenset[str]) -> BranchChoice:
+    """The branch the condition's value takes (a constant, or a graph input given --value); else
+    the one its meaning and the bound dims imply: a merged decoder's `use_cache_branch` is true
+    when its past inputs are not empty (optimum writes the with-past decoder as then_branch); else
+    None: both branches, said as such."""
+    condition = node.input_value(0)
+    if condition is not None and condition.size == 1:
+        taken = "then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"
+        source = [name for name in condition_inputs if name in given]
+        why = f"--value {source[0]}" if source else "its condition is a constant"
+        return BranchChoice(taken, why, condition_inputs)
+    name = node.inputs[0].name if node.inputs and node.inputs[0] is not None else ""
+    if name in graph_inputs and "use_cache" in name.lower():
+        pasts = [info for input_name, info in graph_inputs.items() if "past" in input_name.lower() and info.is_known]
+        if pasts:
+            empty = [info for info in pasts if 0 in info.shape]
+            taken, value = ("else_branch", 0) if empty else ("then_branch", 1)
+            state = f"{empty[0].name!r} is empty" if empty else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
+            return BranchChoice(taken, f"default: {name}={value}, as {state}; --value {name}={1 - value} for the other", (name,), (name, value))
+    listed = ", ".join(f"--value {source}=..." for source in condition_inputs) or "a constant condition"
+    return BranchChoice(None, f"its condition is data: both branches analyzed, the heavier counted ({listed} picks one)", condition_inputs)
