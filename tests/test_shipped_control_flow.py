@@ -198,3 +198,118 @@ def test_verify_fails_on_a_wrong_body_rule(monkeypatch):
     assert not result.passed
     wrong = {(d.what, d.observed) for d in result.comparison.disagreements if d.op_type == "Tanh" and "/body/" in d.node}
     assert wrong == {("bytes_read", 2 * 64 * 4), ("bytes_written", 2 * 64 * 4)}
+
+
+def _cache_step(name: str = "gpt2_decoder_model_merged") -> list[str]:
+    """The merged decoder's CLI arguments at its manifest's cache-branch binding."""
+    dims, values, _ = next(_bindings(name))
+    return [str(SHIPPED / f"{name}.onnx"), *[f"--dim={k}={v}" for k, v in dims.items()], *[f"--value={k}={v}" for k, v in values.items()]]
+
+
+def _then_branch_nodes(name: str = "gpt2_decoder_model_merged") -> list[onnx.NodeProto]:
+    graph = onnx.load(SHIPPED / f"{name}.onnx", load_external_data=False).graph
+    (node,) = graph.node
+    return list(next(a.g for a in node.attribute if a.name == "then_branch").node)
+
+
+def test_every_body_node_is_a_row_in_json_csv_and_html(tmp_path, capsys):
+    """One row per body node (and the If's own) in each format, named by where it lives."""
+    body = _then_branch_nodes()
+    expected = {f"optimum::if/then_branch/{n.name}" for n in body}
+    assert main([*_cache_step(), "--format", "json", "-o", str(tmp_path / "r.json")]) == 0
+    rows = json.loads((tmp_path / "r.json").read_text())["nodes"]
+    assert len(rows) == 1 + len(body) and {r["name"] for r in rows if r["scope"]} == expected
+    assert [r["index"] for r in rows] == list(range(len(rows)))  # the row's position
+
+    assert main([*_cache_step(), "--format", "csv", "-o", str(tmp_path / "r.csv")]) == 0
+    import csv
+
+    with open(tmp_path / "r.csv", newline="") as handle:
+        names = {row["name"] for row in csv.DictReader(handle)}
+    assert expected <= names and len(names) == 1 + len(body)
+
+    assert main([*_cache_step(), "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert all(json.dumps(name)[1:-1] in html or name in html for name in expected)
+
+
+def test_every_body_node_is_annotated_for_netron(tmp_path):
+    """--annotate: each node of the branch taken carries rl.* figures inside the If's body, the
+    figures of its row (FLOPs as the report counts them)."""
+    from onnx_roofline.report.annotate import NAMESPACE
+
+    out = tmp_path / "annotated.onnx"
+    assert main([*_cache_step(), "--annotate", str(out), "-o", str(tmp_path / "r.txt")]) == 0
+    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", **_kwargs())
+    flops = {row.own_name: row.cost.flops for row in report.nodes if row.scope}
+    (node,) = onnx.load(out, load_external_data=False).graph.node
+    body = next(a.g for a in node.attribute if a.name == "then_branch").node
+    for inner in body:
+        props = {p.key: p.value for p in inner.metadata_props}
+        assert props[NAMESPACE + "flops"] == str(flops[inner.name]), inner.name
+
+
+def _kwargs(name: str = "gpt2_decoder_model_merged") -> dict:
+    dims, values, _ = next(_bindings(name))
+    return {"dims": dims, "values": values}
+
+
+def test_modules_deployed_check_and_diff_see_body_nodes(tmp_path, capsys):
+    """Body rows have the modules their own names give (those of the un-merged graph of the same
+    branch); the deployed view's kernels run every row; check and diff read them like any node."""
+    from onnx_roofline.report.breakdown import module_path
+
+    dims, values, counterpart = next(_bindings("gpt2_decoder_model_merged"))
+    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", dims=dims, values=values)
+    path = SHIPPED / f"{counterpart}.onnx"
+    alone = analyze(path, dims={k: v for k, v in dims.items() if k in _symbols(path)})
+    assert {module_path(n) for n in report.nodes if n.scope} == {module_path(n) for n in alone.nodes}
+
+    assert main([*_cache_step(), "--view", "deployed", "--format", "json", "-o", str(tmp_path / "d.json")]) == 0
+    kernels = json.loads((tmp_path / "d.json").read_text())["nodes"]
+    folded = {n.index for n in report.nodes if n.constant_foldable}
+    assert {m for kernel in kernels for m in kernel["members"]} | folded == set(range(len(report.nodes)))
+
+    assert main(["check", "--max-latency", "1ns", *_cache_step()]) == 1  # the body's time counts against the limit
+    assert "optimum::if/then_branch//model/lm_head/MatMul" in capsys.readouterr().out  # named among the slowest
+
+    longer = {**dims, "past_sequence_length": dims["past_sequence_length"] * 2, "attention_mask_sequence_length": dims["past_sequence_length"] * 2 + 1}
+    for label, bound in (("a", dims), ("b", longer)):
+        args = [str(SHIPPED / "gpt2_decoder_model_merged.onnx"), *[f"--dim={k}={v}" for k, v in bound.items()], "--value=use_cache_branch=1"]
+        assert main([*args, "--format", "json", "-o", str(tmp_path / f"{label}.json")]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "json"]) == 1  # a longer past: the body's attention grows
+    assert "optimum::if/then_branch//model/transformer/h.0/attn/" in capsys.readouterr().out
+
+
+def test_a_body_declaring_an_outer_name_takes_the_outer_type():
+    """onnxslim writes value_info for the outer-scope names a branch reads, with the outer graph's
+    symbolic dims: a declaration, not a source. The bound dims reach the branch's MatMul."""
+    onnxslim = pytest.importorskip("onnxslim")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    def branch(name):
+        nodes = [helper.make_node("MatMul", ["x", "w"], [f"{name}_m"]), helper.make_node("Relu", [f"{name}_m"], [f"{name}_out"])]
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)])
+
+    graph = helper.make_graph(
+        [helper.make_node("If", ["c"], ["y"], then_branch=branch("then"), else_branch=branch("else"), name="choose")], "g",
+        [helper.make_tensor_value_info("c", TensorProto.BOOL, [1]), helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(np.ones((64, 64), np.float32), "w")],
+    )  # fmt: skip
+    slim = onnxslim.slim(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    declared = {v.name for a in slim.graph.node[0].attribute if a.name == "then_branch" for v in a.g.value_info}
+    assert "x" in declared  # the layout under test: the branch declares the outer name
+    report = analyze(slim, dims={"batch": 2, "seq": 5}, values={"c": [1]})
+    (matmul,) = [n for n in report.nodes if n.op_type == "MatMul"]
+    assert report.uncosted.count == 0 and matmul.outputs[0].shape == (2, 5, 64)
+    assert matmul.cost.flops == 2 * (2 * 5) * 64 * 64  # 2·M·K·N, M = batch·seq
+
+
+def test_a_loop_trip_count_without_a_value_names_the_input_and_the_flag(capsys):
+    manifest = _manifest("loop_scripted_gemm")
+    assert main([str(SHIPPED / "loop_scripted_gemm.onnx"), *[f"--dim={k}={v}" for k, v in manifest["dims"].items()]]) == 0
+    captured = capsys.readouterr()
+    assert "Loop trip count 'steps' is not a constant" in captured.err and "--value steps=N" in captured.err
+    assert "UNCOSTED" in captured.out  # the partial totals are said in the table too
