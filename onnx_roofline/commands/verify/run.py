@@ -199,9 +199,8 @@ _SOURCE_LOCATION = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[\w:~<>]+\(.*?\) )?"
 
 
 def _first_line(exc: BaseException) -> str:
-    """onnxruntime's message on one line: without the source location and C++ signature it starts
-    with (`graph.cc:1357 onnxruntime::Graph::Graph(const onnxruntime::Model&, …)`, hundreds of
-    characters before what went wrong), at most 300 characters of it."""
+    """onnxruntime's message on one line, whole: without the source location and C++ signature it
+    starts with (`graph.cc:1357 onnxruntime::Graph::Graph(const onnxruntime::Model&, …)`, hundreds
+    of characters before what went wrong). Never cut: its end says what went wrong."""
     text = str(exc).strip() or type(exc).__name__
-    line = _SOURCE_LOCATION.sub("", text.splitlines()[0])
-    return line if len(line) <= 300 else line[:297] + "..."
+    return _SOURCE_LOCATION.sub("", " ".join(line.strip() for line in text.splitlines() if line.strip()))
