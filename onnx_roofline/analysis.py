@@ -139,7 +139,7 @@ def _analyze(
     initializers = {t.name for t in proto.graph.initializer} - typed.given | {w.name for w in stored}
     inputs = {v.name: values[v.name] for v in proto.graph.input if v.name not in initializers and v.name in values}
     shared = _Shared(precision, frozenset(typed.given), inputs)
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, initializers, proto, hardware, shapes.unread, nonzero_fraction, shared)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, nonzero_fraction, shared)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
     nodes = walk.rows(graph_nodes, foldable)
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
@@ -305,13 +305,13 @@ class _Walk:
     """Costs nodes against one graph's value table; holds the lookups the per-node step needs.
     It owns the recursion into control-flow bodies (`rows`): a rule costs one node, never a body."""
 
-    def __init__(self, values, constants, initializers: set[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(), nonzero_fraction=None,
+    def __init__(self, values, constants, weights: frozenset[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(), nonzero_fraction=None,
                  shared: _Shared | None = None, producers: Mapping[str, Node] | None = None, scope: str = ""):  # fmt: skip
         self.values: dict[str, TensorInfo] = values
         self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
         self.nonzero_fraction: float | None = nonzero_fraction  # for the bodies it types (selection.py)
         self.constants = constants
-        self.initializers = initializers  # weights, inline or external: they count as parameters
+        self.weights = weights  # the model's weights (model/weights.py: every graph's, shape constants aside): a node's parameters
         self.model = model  # for its opsets and local functions
         self.opsets: dict[str, int] = opsets(model)
         self.functions = {("" if f.domain == "ai.onnx" else f.domain, f.name): f for f in model.functions}
@@ -473,7 +473,7 @@ class _Walk:
             inferred = shapes.values if precision is None else with_precision(dict(shapes.values), precision)
             values.update((name, info) for name, info in inferred.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
-        child = _Walk(values, constants, self.initializers | {t.name for t in graph.initializer}, self.model, self.hardware,
+        child = _Walk(values, constants, self.weights, self.model, self.hardware,
                       nonzero_fraction=self.nonzero_fraction, shared=self.shared, producers=self.producers, scope=scope)  # fmt: skip
         return child, nodes
 
@@ -541,15 +541,15 @@ class _Walk:
         return cost, unit, dtype, peak, self.place(cost.flops, cost.bytes, peak)
 
     def parameters(self, inputs: tuple[TensorInfo | None, ...], counted: tuple[tuple[int, int], ...] = ()) -> int:
-        """Elements of the distinct weights (initializers) among a node's inputs; `counted`, the
-        rule's (slot, elements) overrides (a packed weight's logical elements)."""
-        initializers = self.initializers
+        """Elements of the distinct weights among a node's inputs; `counted`, the rule's (slot,
+        elements) overrides (a packed weight's logical elements)."""
+        stored = self.weights
         for tensor in inputs:  # most nodes read no weight, or one: the dict only where there is one
-            if tensor is not None and tensor.name in initializers:
+            if tensor is not None and tensor.name in stored:
                 break
         else:
             return 0
-        weights = {t.name: t.numel for t in inputs if t is not None and t.name in initializers}
+        weights = {t.name: t.numel for t in inputs if t is not None and t.name in stored}
         if counted:
             for slot, elements in counted:
                 if slot < len(inputs) and inputs[slot] is not None and inputs[slot].name in weights:
@@ -583,7 +583,7 @@ class _Walk:
         child = _Walk(
             ChainMap(dict(shapes.values), self.values),
             ChainMap({**shapes.folded, **constant_table(body.graph, nodes)}, self.constants),
-            self.initializers,
+            self.weights,
             self.model,
             self.hardware,
             nonzero_fraction=self.nonzero_fraction,

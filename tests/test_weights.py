@@ -6,6 +6,7 @@ and equal the sum over the weight tensors, counted here by hand."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -169,3 +170,15 @@ def test_a_value_given_is_no_weight():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
     report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), values={"offset": [1.0, 2.0, 3.0, 4.0]})
     assert report.model.parameters == 0
+
+
+def test_a_nodes_parameters_are_its_weights_shape_constants_aside():
+    """ResNet-50: torchvision's 25,557,032 parameters, less one per BatchNorm channel (the exporter
+    folds each BN's scale and shift into its Conv's weight and bias: 2 per channel become 1), the
+    BN channels being 64 (stem) + 3·(64+64+256)+256 + 4·(128+128+512)+512 + 6·(256+256+1024)+1024
+    + 3·(512+512+2048)+2048 = 26,560. Each weight is read by one node, so the nodes' parameters add
+    up to the model's; the Reshape's int64 target is a shape constant, no parameter."""
+    report = onnx_roofline.analyze(Path(__file__).resolve().parents[1] / "fixtures" / "resnet50_fp32.onnx", dims={"batch": 1})
+    assert report.model.parameters == 25_557_032 - 26_560
+    assert sum(n.parameters for n in report.nodes) == report.model.parameters
+    assert all(n.parameters == 0 for n in report.nodes if n.op_type == "Reshape")
