@@ -10,6 +10,7 @@ over the node's output of the same position (`aliases`), as an If branch's outpu
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +18,7 @@ import onnx
 
 from onnx_roofline.model.op_node import OpNode
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.shapes.input_values import value_flag
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 """The ai.onnx ops whose bodies the walk descends into, their nodes rows of the report."""
@@ -117,6 +119,6 @@ def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs:
             empty = [info for info in pasts if 0 in info.shape]
             taken, value = ("else_branch", 0) if empty else ("then_branch", 1)
             state = f"{empty[0].name!r} is empty" if empty else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
-            return BranchChoice(taken, f"default: {name}={value}, as {state}; --value {name}={1 - value} for the other", (name,), (name, value))
-    listed = ", ".join(f"--value {source}=..." for source in condition_inputs) or "a constant condition"
+            return BranchChoice(taken, f"default: {name}={value}, as {state}; --value {shlex.quote(f'{name}={1 - value}')} for the other", (name,), (name, value))
+    listed = ", ".join(value_flag(source) for source in condition_inputs) or "a constant condition"
     return BranchChoice(None, f"its condition is data: both branches analyzed, the heavier counted ({listed} picks one)", condition_inputs)
