@@ -18,9 +18,12 @@ def outer_references(node: onnx.NodeProto) -> list[str]:
 
 def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
     """Names the graph's nodes (nested bodies included) read from an enclosing scope."""
-    local = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {o for n in graph.node for o in n.output}
-    names: dict[str, None] = {}
-    for node in graph.node:
-        names.update((name, None) for name in node.input if name and name not in local)
-        names.update((name, None) for name in outer_references(node) if name not in local)
-    return list(names)
+    nodes = graph.node
+    local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    read: dict[str, None] = {}
+    for node in nodes:  # one pass, each field read once: this runs over every node of every body
+        local.update(node.output)
+        read.update(dict.fromkeys(node.input))
+        if node.attribute:
+            read.update(dict.fromkeys(outer_references(node)))
+    return [name for name in read if name and name not in local]
