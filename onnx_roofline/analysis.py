@@ -23,6 +23,7 @@ from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, c
 from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.model.inlining import inline_functions
 from onnx_roofline.shapes.input_values import bind_values
+from onnx_roofline.model.conformance import Invalid, conformance
 from onnx_roofline.model.loader import load_with_nodes
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
@@ -154,6 +155,7 @@ def _analyze(
         solved_dims={dim: why for dim, (_, why) in typed.solved.items()},
         dim_roles=typed.roles,
         implausible=typed.implausible,
+        invalid=typed.invalid,
         weight_tensors=stored,
         precision=precision,
         parameters=_model_parameters(stored, nodes),
@@ -185,6 +187,7 @@ class Typed:
     solved: dict[str, tuple[int, str]]  # defaults replaced by the size the graph fixes, and why
     roles: dict[str, DimDefault]  # each default's size, role and source (shapes/roles.py)
     implausible: tuple[Implausible, ...]  # a node the defaults cannot run (shapes/plausible.py): said, not refused
+    invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): said, not refused
 
 
 def bind_and_infer(
@@ -194,14 +197,19 @@ def bind_and_infer(
     input_values: Mapping[str, Sequence[float] | float] | None = None,
     default_dims: bool = False,
     nonzero_fraction: float | None = None,
+    conform: bool = True,
 ) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
     graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
-    node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py)."""
+    node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py).
+    `conform`: check, as loaded, whether a runtime would load it (conformance.py)."""
     solved: dict[str, tuple[int, str]] = {}
+    invalid: tuple[Invalid, ...] | None = None if conform else ()
     while True:
         proto, graph_nodes = load_with_nodes(model)
+        if invalid is None:  # before the dims are bound: the file's own consistency
+            invalid = conformance(proto, graph_nodes, None if isinstance(model, onnx.ModelProto) else model)
         given = bind_values(proto, input_values or {})
         dim_names = input_dim_names(proto.graph)
         dim_uses = symbolic_dims(proto.graph, dim_names)
@@ -229,7 +237,7 @@ def bind_and_infer(
             if flag is None:  # no default it rests on: the dims given cannot run
                 raise
             implausible = (flag,)
-        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible)
+        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible, invalid)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",

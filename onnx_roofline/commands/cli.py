@@ -166,6 +166,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
         done = annotate(report.written if report.view == "deployed" else report, options.annotate)  # per graph node: as written
         if not options.quiet:
             print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
+    warn_if_invalid(report)
     return EXIT_OK
 
 
@@ -189,6 +190,13 @@ def _run_summary(options: argparse.Namespace) -> int:
 
 
 
+
+
+def warn_if_invalid(report) -> None:
+    """A file a runtime would refuse (model/conformance.py), said last, once every output is
+    written (a refused output is the one line then), and even with --quiet."""
+    for flag in report.model.invalid:
+        print(f"onnx-roofline: warning: INVALID: {one_line(str(flag))}", file=sys.stderr)
 
 
 def warn_if_incomplete(report, quiet: bool = False) -> None:

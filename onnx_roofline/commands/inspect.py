@@ -84,6 +84,7 @@ class Inspection:
     dim_roles: dict[str, str] = field(default_factory=dict)  # each default's role where its name does not say it (`image height`)
     weight_tensors: int = 0  # the weights counted: initializers and Constant-node tensors, in every graph
     constant_weights: int = 0  # of them, Constant nodes' tensors
+    invalid: tuple[str, ...] = ()  # why a runtime would refuse the file (model/conformance.py), each "source: root cause"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -107,6 +108,7 @@ class Inspection:
             "weight_bytes": self.weight_bytes,
             "weight_bytes_by_dtype": self.weight_bytes_by_dtype,
             "external_data": [f.to_dict() for f in self.external_data],
+            "invalid": list(self.invalid),
         }
 
 
@@ -118,13 +120,15 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     from onnx_roofline.model import files
     from onnx_roofline.shapes.dims import symbolic_dims
     from onnx_roofline.errors import ExternalDataError
-    from onnx_roofline.model.loader import load_model
+    from onnx_roofline.model.conformance import conformance
+    from onnx_roofline.model.loader import load_with_nodes
     from onnx_roofline.model.schemas import opsets
     from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
     from onnx_roofline.model.weights import CONSTANT, weights as stored_weights
 
-    proto = load_model(model)
+    proto, nodes = load_with_nodes(model)
     in_memory = isinstance(model, onnx.ModelProto)
+    invalid = tuple(str(flag) for flag in conformance(proto, nodes, None if in_memory else model))
     graph = proto.graph
     initialized = {t.name for t in graph.initializer}
     inputs = tuple(_value(v) for v in graph.input if v.name not in initialized)
@@ -186,6 +190,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
         dim_roles=roles,
         weight_tensors=len(weights),
         constant_weights=sum(weight.kind == CONSTANT for weight in weights),
+        invalid=invalid,
     )
 
 
@@ -220,7 +225,7 @@ def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
     chosen = choose_defaults(proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata)
     roles = {name: choice.said for name, choice in chosen.items() if choice.said}
     try:
-        typed = bind_and_infer(proto, {}, default_dims=True)  # the loaded model, not the file read again
+        typed = bind_and_infer(proto, {}, default_dims=True, conform=False)  # the loaded model, not the file read again (checked already)
     except RooflineError:
         return {name: choice.size for name, choice in chosen.items()}, {}, roles
     roles = {name: choice.said for name, choice in typed.roles.items() if choice.said}
@@ -287,6 +292,7 @@ def render_text(info: Inspection) -> str:
 
         flags = [part for name, size in info.default_dims.items() for part in ("--dim", f"{name}={size}")]
         lines.append(f"analyze     {shlex.join(['onnx-roofline', info.path, '--hw', 'h100', *flags])}")  # quoted: a dim named `?` is a glob
+    lines += [f"INVALID     {flag}" for flag in info.invalid]  # a runtime would refuse the file (model/conformance.py)
     return "\n".join(lines) + "\n"
 
 
@@ -337,10 +343,14 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_inspect(options: argparse.Namespace) -> int:
-    from onnx_roofline.errors import EXIT_OK
+    import sys
+
+    from onnx_roofline.errors import EXIT_OK, one_line
     from onnx_roofline.report.output import write_text
 
     info = inspect_model(options.model)
+    for flag in info.invalid:
+        print(f"onnx-roofline: warning: INVALID: {one_line(flag)}", file=sys.stderr)
     text = render_json(info) if options.format == "json" else render_text(info)
     data = [Path(options.model).parent / f.location for f in info.external_data if f.location and "\0" not in f.location]
     write_text(text, options.output, protect=[Path(options.model), *data])

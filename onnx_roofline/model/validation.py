@@ -31,6 +31,7 @@ _GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 def check_model(model: onnx.ModelProto, nodes: list[Node], where: str) -> None:
     """Every check of this module on a loaded model (`nodes` are its top-level nodes, read once)."""
     _check_versions(model, where)
+    _check_unique(model, where)
     _check_functions(model, where)
     _Graphs(model, where).check(model.graph, nodes, set(), top_level=True)
 
@@ -40,7 +41,7 @@ def _check_versions(model: onnx.ModelProto, where: str) -> None:
         raise ModelLoadError(
             f"not a valid ONNX model: {where} (IR version {model.ir_version}; this onnx {onnx.__version__} knows up to {onnx.IR_VERSION})"
         )
-    if model.ir_version >= 3 and not model.opset_import:
+    if not model.opset_import:
         raise ModelLoadError(f"not a valid ONNX model: {where} (no opset_import: the operator versions are unknown)")
     for entry in model.opset_import:
         domain = "" if entry.domain == "ai.onnx" else entry.domain
@@ -50,6 +51,20 @@ def _check_versions(model: onnx.ModelProto, where: str) -> None:
             raise ModelLoadError(
                 f"not a valid ONNX model: {where} (opset {entry.version} of domain {entry.domain or 'ai.onnx'!r}{known})"
             )
+
+
+def _check_unique(model: onnx.ModelProto, where: str) -> None:
+    """A name defined twice (two graph inputs, two initializers, two local functions) has no one
+    meaning to cost: which type, which shape? onnxruntime refuses it too."""
+    graph = model.graph
+    kinds = (("graph input", [v.name for v in graph.input]),
+             ("initializer", [t.name for t in graph.initializer] + [s.values.name for s in graph.sparse_initializer]),
+             ("model-local function", [f"{f.domain}::{f.name}" for f in model.functions]))
+    for kind, names in kinds:
+        if len(set(names)) < len(names):
+            seen: set[str] = set()
+            twice = next(name for name in names if name in seen or seen.add(name))
+            raise ModelLoadError(f"not a valid ONNX model: {where} ({kind} {twice!r} is defined twice)")
 
 
 def _check_functions(model: onnx.ModelProto, where: str) -> None:

@@ -118,6 +118,8 @@ def _summary(report: Report) -> str:
         warning = f'<p class="warn">{totals.uncosted_nodes} nodes not costed (not in the totals): {_e(listed)}</p>'
     for flag in report.model.implausible:  # the defaults taken cannot run: said where the figures are
         warning += f'<p class="warn">IMPLAUSIBLE: {_e(flag.message)}</p>'
+    for flag in report.model.invalid:  # a runtime would refuse the file (model/conformance.py)
+        warning += f'<p class="warn">INVALID: {_e(str(flag))}</p>'
     return f'<div class="figures">{cards}</div>{warning}'
 
 

@@ -20,6 +20,7 @@ from onnx_roofline.costs.roofline import UNKNOWN, Placement
 from onnx_roofline.costs.rules.registry import MATRIX
 from onnx_roofline.shapes.root_cause import RootCause
 from onnx_roofline.model.weights import Weight
+from onnx_roofline.model.conformance import Invalid
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.model.tensors import TensorInfo
@@ -225,6 +226,7 @@ class ModelInfo:
     solved_dims: Mapping[str, str] = field(default_factory=dict)  # defaulted dims the graph fixes (runnable.py), and what fixes each
     dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # each defaulted dim's size, role and source (shapes/roles.py)
     implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run, and the sizes that fix it (shapes/plausible.py)
+    invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): flagged, `check` fails
     weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
     branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
@@ -243,6 +245,7 @@ class ModelInfo:
             "solved_dims": dict(sorted(self.solved_dims.items())),
             "dim_roles": {name: self.dim_roles[name].to_dict() for name in sorted(self.dim_roles)},
             "implausible": [flag.to_dict() for flag in self.implausible],
+            "invalid": [flag.to_dict() for flag in self.invalid],
             "precision": self.precision,
             "parameters": self.parameters,
             "shape_inference": self.shape_inference,

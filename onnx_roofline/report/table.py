@@ -71,6 +71,8 @@ def _summary(report: Report, other: Report | None = None) -> str:
         lines.append(f"ASSUMED   {model.assumed.message}")
     for flag in model.implausible:  # the defaults taken cannot run: the figures are not a result to act on
         lines.append(f"IMPLAUSIBLE {flag.message}")
+    for flag in model.invalid:  # a runtime would refuse the file (model/conformance.py)
+        lines.append(f"INVALID   {flag}")
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
         lines.append(f"UNCOSTED  {report.uncosted.message}")

@@ -25,6 +25,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
     gate = _Gate(tuple(NodeFigures.of(n) for n in report.nodes), top)
     modules = {n.index: module_path(n) for n in report.nodes}  # name_scopes metadata, else the node name
     checks = [
+        *_validity(report),
         *_model_checks(gate, report.hardware.key, policy),
         *_group_checks(gate, "op_type", policy.op_type, lambda node, name: node.op_type == name),
         *_group_checks(gate, "module", policy.module, lambda node, name: in_module(modules[node.index], name)),
@@ -84,6 +85,16 @@ class _Gate:
         hit = [n for n in self.nodes if (n.status != OK if statuses is None else n.status in statuses)]
         contributors = [Contributor(n, "count", None, note=n.reason) for n in hit[: self.top]]
         return self.limit(id, title, "count", len(hit), limit, contributors)
+
+
+def _validity(report: Report) -> list[Check]:
+    """A model a runtime would refuse (report.model.invalid) fails the gate, whatever the policy:
+    "costed fine" on a file no runtime loads is a false pass. No check where it is valid."""
+    invalid = report.model.invalid
+    if not invalid:
+        return []
+    more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
+    return [Check("valid", "model validity", FAIL, "count", len(invalid), 0, f"INVALID: a runtime would refuse this model: {invalid[0]}{more}")]
 
 
 def _model_checks(gate: _Gate, hardware: str, policy: Policy) -> list[Check]:

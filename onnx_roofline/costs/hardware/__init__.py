@@ -378,8 +378,9 @@ def _load_file(path: Path, key: str | None) -> Hardware:
     default_source = f"user spec file {path}"
     # One entry at the top level (has the entry's own fields), or one table per entry.
     if any(name in data for name in ("memory_bandwidth", "peaks", "name", "source")):
-        entry_key = key or path.stem
-        return _entry_from_mapping(data, entry_key, f"{path}", default_source)
+        if key is not None and key.lower() != path.stem.lower():  # one entry, keyed by the file's stem: no other NAME is in it
+            raise HardwareSpecError(f"hardware spec file {path}: no entry `{key}` (it holds one spec, `{path.stem}`)")
+        return _entry_from_mapping(data, path.stem, f"{path}", default_source)
     tables = {name: value for name, value in data.items() if isinstance(value, Mapping)}
     if len(tables) != len(data):
         stray = next(name for name in data if name not in tables)

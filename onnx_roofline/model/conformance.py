@@ -1,0 +1,296 @@
+"""Would a runtime load this file? A model can be costed and still be one that onnxruntime refuses
+(a value_info contradicting the inferred type, uint8 fed to LayerNormalization, an initializer's
+raw_data shorter than its dims, an external-data location outside the model's folder). Such a
+model is analyzed, and flagged: each finding an `Invalid`, in the report (model.invalid), on
+stderr, and a failed `check`.
+
+One mechanism, onnx's own: `onnx.checker.check_model(full_check=True)` (structure, tensors, sparse
+initializers, then type-checked strict shape inference) on a *skeleton* of the model, which holds
+no external tensor (the checker would look for it relative to the working directory): an external
+initializer becomes a graph input of its declared type, and the other few become zeros of their
+size, within SKELETON_BYTES. Nothing is read from a weight file; external locations are checked
+here instead, by files.locate (a stat, inside the model's folder). Where the checker and
+onnxruntime disagree, onnxruntime decides: an op onnxruntime registers in the default domain
+(ORT_DEFAULT_DOMAIN) or an op ONNX deprecated is moved to a domain of its own in the skeleton,
+and a graph stored out of topological order (onnxruntime sorts it) is checked sorted.
+docs/hostile-inputs.md, "Invalid is said", lists the classes."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import onnx.checker
+import onnx.defs
+import onnx.helper
+
+from onnx_roofline.errors import ExternalDataError, one_line
+from onnx_roofline.model import files
+from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
+from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
+
+log = logging.getLogger(__name__)
+
+CHECKER, EXTERNAL_DATA = "onnx checker", "external data"  # Invalid.source
+
+ORT_DEFAULT_DOMAIN = frozenset({
+    "Affine", "Crop", "DynamicSlice", "GRUUnit", "GivenTensorFill", "ImageScaler", "MemcpyFromHost", "MemcpyToHost",
+    "ParametricSoftplus", "Scale", "ScaledTanh", "SimplifiedLayerNormalization",
+    "DisentangledAttention_TRT", "EfficientNMS_TRT", "MultilevelCropAndResize_TRT", "PyramidROIAlign_TRT",
+})  # fmt: skip
+"""Ops onnxruntime 1.32 registers in the default domain that ONNX has no schema for
+(`onnxruntime.capi.onnxruntime_pybind11_state.get_all_operator_schema()`, domain "", less
+`onnx.defs`): onnxruntime-genai writes SimplifiedLayerNormalization there. Not invalid."""
+
+SKELETON_BYTES = 64 * 2**20
+"""External tensors the skeleton cannot make graph inputs (a Constant's value, a body's
+initializer) become zeros of their size; past this many bytes of them the checker is not run
+(said at debug level): the analysis never allocates a model's weights."""
+
+_PRIVATE = "onnx_roofline.unchecked"  # the skeleton's domain for ops onnxruntime knows and ONNX does not
+_EXTERNAL = onnx.TensorProto.EXTERNAL
+_GRAPHS = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """Why a runtime would refuse the model: `source` (CHECKER, EXTERNAL_DATA) and the root cause."""
+
+    source: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"source": self.source, "message": self.message}
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.message}"
+
+
+def conformance(model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLike | None) -> tuple[Invalid, ...]:
+    """The findings on a loaded model (`nodes`: its main graph's, read once; `path`: the file, None
+    for an in-memory model, whose external locations cannot be placed)."""
+    external = list(files.external_tensors(model, nodes))
+    found = _external_data(external, None if path is None else files.model_folder(path))
+    initializers = sum(1 for tensor in model.graph.initializer if tensor.data_location == _EXTERNAL) if external else 0
+    problem = _checker(model, nodes, elsewhere=len(external) > initializers)
+    if problem:
+        found.append(Invalid(CHECKER, problem))
+    return tuple(found)
+
+
+# --- external data ---------------------------------------------------------------------------------
+
+
+def _external_data(tensors: list[onnx.TensorProto], folder: Path | None) -> list[Invalid]:
+    """Each external location, checked as `verify` would follow it (files.locate: a stat, never
+    opened), once per location; and no external tensor's bytes also inline. One finding per problem."""
+    found: dict[str, Invalid] = {}
+    located: set[str] = set()
+    for tensor in tensors:
+        try:
+            if tensor.raw_data or tensor.float_data or tensor.int32_data or tensor.int64_data or tensor.string_data \
+                    or tensor.double_data or tensor.uint64_data:
+                raise ExternalDataError(f"tensor {tensor.name!r} is stored externally and also holds data in the file")
+            _check_length(tensor)
+            location = files.location_of(tensor)
+            if location in located:
+                continue
+            located.add(location)
+            if folder is not None:
+                files.locate(tensor, folder)
+            elif not location:  # an in-memory model's: nowhere to place it, but it needs one
+                raise ExternalDataError(f"external data of tensor {tensor.name!r}: no location")
+        except ExternalDataError as exc:
+            key = str(exc).split(": ", 1)[-1]
+            found.setdefault(key, Invalid(EXTERNAL_DATA, f"{one_line(str(exc))}; the model cannot be loaded safely"))
+    return list(found.values())
+
+
+def _check_length(tensor: onnx.TensorProto) -> None:
+    """A `length` that is not the tensor's size (its dims and type): onnxruntime refuses it,
+    whether or not the file is there."""
+    length = next((entry.value for entry in tensor.external_data if entry.key == "length"), None)
+    size = _bytes(tensor)
+    if length is not None and size is not None and length != str(size):
+        raise ExternalDataError(f"external data of tensor {tensor.name!r}: length {length[:40]!r} is not its size, {size} bytes")
+
+
+# --- onnx's checker on a skeleton ------------------------------------------------------------------
+
+
+def _checker(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> str | None:
+    """onnx's full check of the model's skeleton: its first problem, in one line; None when it
+    passes (or cannot be run: a crash, a skeleton too large). `elsewhere`: whether external
+    tensors lie outside the main graph's initializers."""
+    skeleton = _skeleton(model, nodes, elsewhere)
+    if skeleton is None:
+        return None
+    try:
+        check = lambda: isolated("ONNX's checker", _check, skeleton.SerializeToString(), risky=crash_prone(model))  # noqa: E731
+        problem = check()
+        if problem and "topologically sorted" in problem:  # onnxruntime sorts the graph: check it sorted
+            _sort(skeleton.graph)
+            problem = check()
+        if problem and _SHAPELESS_INPUT in problem:  # onnx requires a main-graph input's shape; onnxruntime does not
+            return None
+        if problem and "existing shape differ" in problem:  # onnxruntime keeps the shape it infers over a declared one
+            for value in skeleton.graph.value_info:
+                if value.type.HasField("tensor_type"):
+                    value.type.tensor_type.ClearField("shape")
+            problem = check()
+    except PassCrashed as crash:
+        log.debug("%s", crash)
+        return None
+    return problem
+
+
+_SHAPELESS_INPUT = "Field 'shape' of 'type' is required but missing"
+
+
+def _shaped(value: onnx.ValueInfoProto) -> bool:
+    kind = value.type.WhichOneof("value")
+    return kind is not None and (kind != "tensor_type" or value.type.tensor_type.HasField("shape"))
+
+
+def _check(serialized: bytes) -> str | None:
+    try:
+        onnx.checker.check_model(serialized, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
+        return _one_line(exc)
+    return None
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = "; ".join(line.removeprefix("==> Context: ") for line in lines) or type(exc).__name__
+    return one_line(text if len(text) <= 400 else text[:399] + "…")
+
+
+def _skeleton(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> onnx.ModelProto | None:
+    """The model without external tensors (see the module's docstring); None past SKELETON_BYTES."""
+    skeleton = onnx.ModelProto(ir_version=model.ir_version, producer_name=model.producer_name)
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    graph, source = skeleton.graph, model.graph
+    graph.name = source.name
+    for field in ("input", "value_info", "node", "sparse_initializer"):
+        getattr(graph, field).extend(getattr(source, field))
+    graph.output.extend(value for value in source.output if _shaped(value))  # onnxruntime types an output without a type or shape
+    initializers = list(source.initializer)
+    graph.initializer.extend([tensor for tensor in initializers if tensor.data_location != _EXTERNAL])
+    declared, inputs = {value.name for value in source.input}, {}
+    for tensor in initializers:
+        if tensor.data_location == _EXTERNAL and tensor.name not in declared:
+            inputs.setdefault(tensor.name, onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+    graph.input.extend(inputs.values())
+    if elsewhere and not _zero_filled(skeleton):
+        return None
+    _tolerate(skeleton, nodes)
+    return skeleton
+
+
+def _zero_filled(skeleton: onnx.ModelProto) -> bool:
+    """The skeleton's other external tensors made zeros of their size, in place; False past SKELETON_BYTES."""
+    left = SKELETON_BYTES
+    for tensor in files.external_tensors(skeleton):
+        size = _bytes(tensor)
+        if size is None or size > left:
+            log.debug("external tensors beyond %d bytes outside the initializers: onnx's checker not run", SKELETON_BYTES)
+            return False
+        left -= size
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+        tensor.raw_data = bytes(size)
+    return True
+
+
+def _bytes(tensor: onnx.TensorProto) -> int | None:
+    bits = DTYPE_BITS.get(dtype_name(tensor.data_type) or "")
+    if not bits:
+        return None
+    count = 1
+    for dim in tensor.dims:
+        count *= max(dim, 0)
+    return (count * bits + 7) // 8
+
+
+def _tolerate(skeleton: onnx.ModelProto, nodes: list[Node]) -> None:
+    """Default-domain ops onnxruntime runs and ONNX has no current schema for, moved to a domain
+    of their own (the checker skips its ops): the main graph's from `nodes`, bodies' and functions'
+    by a walk."""
+    opsets = {entry.domain or "": entry.version for entry in skeleton.opset_import}
+    version = opsets.get("", opsets.get("ai.onnx"))
+    if version is None:
+        return
+    moved = False
+    for index, node in enumerate(nodes):
+        if not node.domain and _tolerated(node.op_type, version):
+            skeleton.graph.node[index].domain = _PRIVATE
+            moved = True
+    for proto in _inner_nodes(skeleton):
+        if proto.domain in ("", "ai.onnx") and _tolerated(proto.op_type, version):
+            proto.domain = _PRIVATE
+            moved = True
+    if moved:
+        skeleton.opset_import.append(onnx.helper.make_opsetid(_PRIVATE, 1))
+        for function in skeleton.functions:
+            function.opset_import.append(onnx.helper.make_opsetid(_PRIVATE, 1))
+
+
+def _inner_nodes(skeleton: onnx.ModelProto):
+    """Every node of a body or a model-local function (the main graph's come from `nodes`)."""
+    pending = [attr for node in skeleton.graph.node for attr in node.attribute if attr.type in _GRAPHS]
+    for function in skeleton.functions:
+        yield from function.node
+    while pending:
+        attr = pending.pop()
+        for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            for node in body.node:
+                yield node
+                pending.extend(a for a in node.attribute if a.type in _GRAPHS)
+
+
+@functools.cache
+def _tolerated(op_type: str, version: int) -> bool:
+    """An op of the default domain that onnxruntime loads though ONNX's checker would not: one of
+    ORT_DEFAULT_DOMAIN, or one ONNX deprecated (Upsample after opset 9, the experimental ops)."""
+    try:
+        schema = onnx.defs.get_schema(op_type, version, "")
+    except onnx.defs.SchemaError:
+        return op_type in ORT_DEFAULT_DOMAIN
+    return schema.deprecated
+
+
+def _sort(graph: onnx.GraphProto) -> None:
+    """The graph's nodes in a topological order (stable: stored order where it allows). A cycle
+    cannot be here: validation refused it."""
+    written = {name: index for index, node in enumerate(graph.node) for name in node.output if name}
+    needs = [{written[name] for name in node.input if name in written} for node in graph.node]
+    users: list[list[int]] = [[] for _ in graph.node]
+    for index, producers in enumerate(needs):
+        for producer in producers:
+            users[producer].append(index)
+    waiting = [len(producers) for producers in needs]
+    ready = deque(index for index, count in enumerate(waiting) if not count)
+    order = []
+    while ready:
+        index = ready.popleft()
+        order.append(index)
+        for user in users[index]:
+            waiting[user] -= 1
+            if not waiting[user]:
+                ready.append(user)
+    if len(order) != len(graph.node):
+        return
+    ordered = [graph.node[index] for index in order]
+    copies = [onnx.NodeProto() for _ in ordered]
+    for copy, node in zip(copies, ordered):
+        copy.CopyFrom(node)
+    del graph.node[:]
+    graph.node.extend(copies)

@@ -1,0 +1,281 @@
+"""Invalid is said (issue 32): a model onnxruntime cannot load is never reported clean. Each class
+the fuzz campaign found, built with onnx.helper: flagged in the report (model.invalid) and on
+stderr, `check` fails (exit 1); what cannot be made consistent at all is exit 2 with one line.
+Valid real models are never flagged (the corpus test at the end)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.helper as h
+import onnx.numpy_helper as nh
+import pytest
+
+from onnx_roofline.analysis import analyze
+from onnx_roofline.commands.cli import main
+from onnx_roofline.errors import ModelLoadError
+from onnx_roofline.model.conformance import CHECKER, EXTERNAL_DATA, conformance
+from onnx_roofline.model.loader import load_with_nodes
+
+TP = onnx.TensorProto
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _model(nodes, inputs, outputs, initializers=(), value_info=(), opset=17, ir=8) -> onnx.ModelProto:
+    graph = h.make_graph(nodes, "g", inputs, outputs, initializer=list(initializers), value_info=list(value_info))
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", opset)], ir_version=ir)
+
+
+def _matmul(weight: onnx.TensorProto | None = None, **kwargs) -> onnx.ModelProto:
+    """x[2,4] · w[4,3]: the smallest model with a weight."""
+    weight = weight if weight is not None else nh.from_array(np.ones((4, 3), np.float32), "w")
+    return _model([h.make_node("MatMul", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+                  [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])], [weight], **kwargs)
+
+
+def _flags(model: onnx.ModelProto, path=None) -> tuple:
+    proto, nodes = load_with_nodes(model)
+    return conformance(proto, nodes, path)
+
+
+def _save(model: onnx.ModelProto, folder: Path, name: str = "m.onnx") -> Path:
+    path = folder / name
+    path.write_bytes(model.SerializeToString())
+    return path
+
+
+# --- flagged: the report says it, `check` fails -------------------------------------------------
+
+
+def test_a_valid_model_is_not_flagged():
+    assert _flags(_matmul()) == ()
+    assert analyze(_matmul()).model.invalid == ()
+
+
+def test_truncated_raw_data_is_flagged():
+    weight = nh.from_array(np.ones((4, 3), np.float32), "w")
+    weight.raw_data = weight.raw_data[:20]  # 20 of 4·3·4 = 48 bytes
+    (flag,) = _flags(_matmul(weight))
+    assert flag.source == CHECKER and "raw_data size (20 bytes) is too small" in flag.message
+
+
+def test_initializer_of_undefined_type_is_flagged():
+    weight = nh.from_array(np.ones((4, 3), np.float32), "w")
+    weight.data_type = TP.UNDEFINED
+    (flag,) = _flags(_matmul(weight))
+    assert "UNDEFINED is not allowed" in flag.message
+
+
+def test_value_info_contradicting_the_inferred_type_is_flagged():
+    model = _matmul(value_info=[])
+    model.graph.node.append(h.make_node("Relu", ["y"], ["z"]))
+    model.graph.output[0].name = "z"
+    model.graph.value_info.append(h.make_tensor_value_info("y", TP.INT64, [2, 3]))  # MatMul of floats writes float
+    (flag,) = _flags(model)
+    assert "Inferred elem type differs from existing elem type" in flag.message
+
+
+def test_an_op_fed_a_type_its_schema_does_not_allow_is_flagged():
+    """uint8 into LayerNormalization: onnxruntime refuses the graph (T is a float type)."""
+    model = _model([h.make_node("LayerNormalization", ["x", "s", "b"], ["y"])],
+                   [h.make_tensor_value_info("x", TP.UINT8, [2, 4])], [h.make_tensor_value_info("y", TP.UINT8, [2, 4])],
+                   [nh.from_array(np.ones(4, np.uint8), "s"), nh.from_array(np.zeros(4, np.uint8), "b")])
+    (flag,) = _flags(model)
+    assert "LayerNormalization" in flag.message and "tensor(uint8)" in flag.message
+
+
+def test_a_gemm_with_mixed_input_types_is_flagged():
+    model = _model([h.make_node("Gemm", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+                   [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])], [nh.from_array(np.ones((4, 3), np.float16), "w")])
+    (flag,) = _flags(model)
+    assert "Gemm" in flag.message and "float16" in flag.message
+
+
+def test_a_cast_contradicting_its_value_info_is_flagged():
+    model = _model([h.make_node("Cast", ["x"], ["c"], to=TP.FLOAT16), h.make_node("Relu", ["c"], ["y"])],
+                   [h.make_tensor_value_info("x", TP.FLOAT, [2])], [h.make_tensor_value_info("y", TP.FLOAT16, [2])],
+                   value_info=[h.make_tensor_value_info("c", TP.FLOAT, [2])])  # Cast to float16 writes float16
+    (flag,) = _flags(model)
+    assert "Inferred elem type differs" in flag.message
+
+
+def test_a_sequence_input_where_a_tensor_is_needed_is_flagged():
+    sequence = h.make_tensor_sequence_value_info("x", TP.INT64, [2])
+    model = _model([h.make_node("Shape", ["x"], ["y"])], [sequence], [h.make_tensor_value_info("y", TP.INT64, [1])])
+    (flag,) = _flags(model)
+    assert "seq(tensor(int64))" in flag.message
+
+
+def test_out_of_order_nodes_are_checked_as_onnxruntime_sorts_them():
+    """Stored order is not topological: onnxruntime sorts it (not a finding); a type error found
+    in the sorted graph is."""
+    relu, matmul = h.make_node("Relu", ["y"], ["z"]), h.make_node("MatMul", ["x", "w"], ["y"])
+    model = _matmul()
+    del model.graph.node[:]
+    model.graph.node.extend([relu, matmul])
+    model.graph.output[0].name = "z"
+    assert _flags(model) == ()
+    model.graph.node[0].op_type = "Not"  # Not of a float: onnxruntime refuses
+    (flag,) = _flags(model)
+    assert "Not" in flag.message and "tensor(float)" in flag.message
+
+
+def test_ir_version_below_3_is_flagged():
+    (flag,) = _flags(_matmul(ir=2))
+    assert flag.source == CHECKER and "IR version < 3 cannot have opset_import" in flag.message
+
+
+def test_a_sparse_initializer_index_out_of_range_is_flagged():
+    values = nh.from_array(np.ones(2, np.float32), "w")
+    indices = nh.from_array(np.array([0, 99], np.int64), "w_idx")  # 99 of 4·3 = 12 elements
+    model = _matmul()
+    del model.graph.initializer[:]
+    model.graph.sparse_initializer.append(h.make_sparse_tensor(values, indices, [4, 3]))
+    (flag,) = _flags(model)
+    assert "out of range" in flag.message
+
+
+def test_an_op_onnx_does_not_know_in_the_default_domain_is_flagged_unless_onnxruntime_registers_it():
+    """RotaryEmbedding at opset 17 (ONNX has it from 23): refused; onnxruntime-genai's
+    SimplifiedLayerNormalization in the default domain: onnxruntime registers it there."""
+    def model(op):
+        return _model([h.make_node(op, ["x", "s"], ["y"])], [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+                      [h.make_tensor_value_info("y", TP.FLOAT, [2, 4])], [nh.from_array(np.ones(4, np.float32), "s")])
+    (flag,) = _flags(model("RotaryEmbedding"))
+    assert "No Op registered for RotaryEmbedding with domain_version of 17" in flag.message
+    assert _flags(model("SimplifiedLayerNormalization")) == ()
+
+
+# --- external data: said without opening the file -----------------------------------------------
+
+
+def _external(location: str, length: int | None = 48) -> onnx.ModelProto:
+    weight = onnx.TensorProto(name="w", data_type=TP.FLOAT, dims=[4, 3], data_location=TP.EXTERNAL)
+    if location is not None:
+        weight.external_data.add(key="location", value=location)
+    if length is not None:
+        weight.external_data.add(key="length", value=str(length))
+    return _matmul(weight)
+
+
+@pytest.mark.parametrize("location, said", [
+    ("../x.bin", "leaves the model's folder"),
+    (".", "not a regular file (a directory)"),
+    ("sub", "not a regular file (a directory)"),
+    ("up.bin", "leads outside the model's folder (through a symlink)"),
+    ("", "no location"),
+])  # fmt: skip
+def test_an_external_location_that_may_not_be_followed_is_flagged(tmp_path, location, said):
+    folder = tmp_path / "model"
+    (folder / "sub").mkdir(parents=True)
+    (tmp_path / "x.bin").write_bytes(bytes(48))
+    (folder / "up.bin").symlink_to(tmp_path / "x.bin")
+    path = _save(_external(location), folder)
+    (flag,) = analyze(path, default_dims=True).model.invalid
+    assert flag.source == EXTERNAL_DATA and said in flag.message and "cannot be loaded safely" in flag.message
+
+
+def test_an_absent_data_file_is_not_flagged_and_a_wrong_length_is(tmp_path):
+    """The fixtures ship without their data files: absent is fine. A `length` that is not the
+    tensor's size (4·3 floats = 48 bytes) is refused by onnxruntime, file or not."""
+    assert analyze(_save(_external("w.bin"), tmp_path), default_dims=True).model.invalid == ()
+    (flag,) = analyze(_save(_external("w.bin", length=2**62), tmp_path), default_dims=True).model.invalid
+    assert "is not its size, 48 bytes" in flag.message
+
+
+def test_the_data_file_is_never_opened(tmp_path, monkeypatch):
+    """Only stat()ed: a FIFO as the location would block an open."""
+    os.mkfifo(tmp_path / "w.bin")
+    (flag,) = analyze(_save(_external("w.bin"), tmp_path), default_dims=True).model.invalid
+    assert "not a regular file (a FIFO)" in flag.message
+
+
+# --- the commands ------------------------------------------------------------------------------
+
+
+def _invalid_file(folder: Path) -> Path:
+    weight = nh.from_array(np.ones((4, 3), np.float32), "w")
+    weight.raw_data = weight.raw_data[:20]
+    return _save(_matmul(weight), folder)
+
+
+def test_analyze_says_it_in_every_output(tmp_path, capsys):
+    path = _invalid_file(tmp_path)
+    assert main([str(path), "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "INVALID   onnx checker: " in out and "onnx-roofline: warning: INVALID: onnx checker:" in err
+    assert main([str(path), "--format", "json"]) == 0
+    (flag,) = json.loads(capsys.readouterr().out)["model"]["invalid"]
+    assert flag["source"] == "onnx checker" and "too small" in flag["message"]
+
+
+def test_check_fails_on_an_invalid_model(tmp_path, capsys):
+    path = _invalid_file(tmp_path)
+    assert main(["check", str(path), "--max-latency", "1s"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  INVALID: a runtime would refuse this model: onnx checker:" in out
+    assert main(["check", str(_save(_matmul(), tmp_path, "ok.onnx")), "--max-latency", "1s"]) == 0
+
+
+def test_inspect_says_it(tmp_path, capsys):
+    assert main(["inspect", str(_invalid_file(tmp_path)), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    (flag,) = json.loads(out)["invalid"]
+    assert flag.startswith("onnx checker: ") and "INVALID" in err
+
+
+# --- what cannot be made consistent: exit 2, one line -------------------------------------------
+
+
+def test_duplicate_graph_inputs_are_refused(tmp_path, capsys):
+    model = _matmul()
+    model.graph.input.append(h.make_tensor_value_info("x", TP.INT64, [2, 4]))
+    with pytest.raises(ModelLoadError, match="graph input 'x' is defined twice"):
+        analyze(model)
+    assert main([str(_save(model, tmp_path))]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_duplicate_initializers_are_refused():
+    model = _matmul()
+    model.graph.initializer.append(nh.from_array(np.zeros((4, 3), np.float32), "w"))
+    with pytest.raises(ModelLoadError, match="initializer 'w' is defined twice"):
+        analyze(model)
+
+
+def test_no_opset_import_is_refused():
+    for ir in (2, 8):
+        model = _matmul(ir=ir)
+        del model.opset_import[:]
+        with pytest.raises(ModelLoadError, match="no opset_import"):
+            analyze(model)
+
+
+def test_a_hardware_name_the_spec_file_lacks_is_refused(tmp_path, capsys):
+    spec = tmp_path / "mine.toml"
+    spec.write_text('name = "Mine"\nmemory_bandwidth = 1e12\n[peaks]\nvector = {fp32 = 1e12}\n')
+    model = str(_save(_matmul(), tmp_path))
+    assert main([model, "--hw", f"{spec}:NOPE"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("no entry `NOPE` (it holds one spec, `mine`)")
+    assert main([model, "--hw", f"{spec}:mine"]) == 0
+
+
+# --- valid real models are never flagged ---------------------------------------------------------
+
+CORPUS = sorted(glob.glob(str(ROOT / "fixtures" / "*.onnx")) + glob.glob(str(ROOT / "tests" / "corpus" / "models" / "*.onnx"))
+                + glob.glob(str(ROOT / "tests" / "corpus" / "shipped" / "*.onnx")))  # fmt: skip
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: Path(p).name)
+def test_no_valid_model_is_flagged(path):
+    assert _flags_of_file(path) == ()
+
+
+def _flags_of_file(path: str) -> tuple:
+    proto, nodes = load_with_nodes(path)
+    return conformance(proto, nodes, path)
