@@ -402,7 +402,7 @@ class _Walk:
         op = OpNode(node.proto, self.opsets.get(""), result.inputs, result.outputs, self.constant, self.subgraph)
         try:
             found = bodies(op)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError):  # a malformed node: its own row says what the rule made of it
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, ZeroDivisionError):  # a malformed node: its own row says what the rule made of it
             return result, []
         self.shared.aliases.extend(alias for body in found for alias in body.aliases)
         if node.op_type == "If":

@@ -71,7 +71,7 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
     for node in nodes:
         if node.op_type == "Concat" and node.domain == "" and node.outputs and node.outputs[0] is not None:
             present = node.outputs[0]
-            pasts = [t for t in node.inputs if t is not None and t.name in graph_inputs and (t.rank or 0) >= 3]
+            pasts = [t for t in node.inputs if t is not None and t.name in graph_inputs and t.shape is not None and len(t.shape) >= 3]
             if pasts and present.name in graph_outputs and is_floating(present.dtype):  # the first cache-like operand: Concat(past, new)
                 new = tuple(t for t in dict.fromkeys(node.inputs) if t is not None and t.name != pasts[0].name)
                 found.append(KVCache(node.index, pasts[0], present, new, False))

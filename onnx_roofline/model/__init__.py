@@ -5,7 +5,8 @@
   opened only inside the model's folder; `validation`: is this an ONNX graph at all;
   `anonymous_dims`: graph-input dims with no size and no name, named at load; `inlining`:
   model-local functions at their call sites; `heap`: memory handed back after a pass;
-  `isolation`: a C++ pass (ONNX's inference, onnxruntime) run where its crash cannot end the process.
+  `isolation`: a C++ pass (ONNX's inference, onnxruntime) run where its crash cannot end the process;
+  `text`: free text that is not UTF-8 (a dim's name, metadata) decoded at load.
 - What the later wings read of the graph: `nodes` (a node's fields read once), `schemas` (what
   ONNX's operator schemas say, opsets and domains), `scopes` (what a body reads from outside),
   `constants` (constant values read on demand, weights never), `weights` (every weight tensor of

@@ -9,9 +9,10 @@ from collections.abc import Iterable
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
 MAX_FOLDED_ELEMENTS = 4096  # shape values are small; anything larger is data, not a shape
 
@@ -35,13 +36,34 @@ RAW_DTYPES = {
 }
 
 
-def tensor_array(tensor: onnx.TensorProto) -> np.ndarray:
-    """`numpy_helper.to_array`, with a fast path for inline raw data of a plain numeric type (the
-    common case, at half the cost: a TorchScript export has a thousand Constant nodes)."""
+def tensor_array(tensor: onnx.TensorProto) -> np.ndarray | None:
+    """The tensor's value; None where its bytes cannot be that value (`readable`). Inline raw data
+    of a plain numeric type takes a fast path (a TorchScript export has a thousand Constant nodes)."""
+    if not readable(tensor):
+        return None
     dtype = RAW_DTYPES.get(tensor.data_type)
-    if dtype is not None and tensor.raw_data and tensor.data_location != onnx.TensorProto.EXTERNAL:
+    if dtype is not None and tensor.raw_data:
         return np.frombuffer(tensor.raw_data, dtype).reshape(tuple(tensor.dims))
     return numpy_helper.to_array(tensor)
+
+
+def readable(tensor: onnx.TensorProto) -> bool:
+    """Whether the tensor holds, inline, the value its dims and type declare. Not where it is
+    external (never read here), of an element type ONNX does not define (0, 255), or where what it
+    stores disagrees with its dims (a truncated `raw_data`, `string_data` on a number). A
+    stranger's file may hold any of these: the value is then unknown, as a weight's is.
+    Raw data is counted in bytes (sub-byte types packed); a typed field in entries (a complex
+    number takes two, sub-byte values pack into bytes of one entry each)."""
+    name = dtype_name(tensor.data_type)
+    if name is None or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return False
+    count, bits = math.prod(tensor.dims), DTYPE_BITS[name]
+    if tensor.raw_data:
+        return name != "string" and len(tensor.raw_data) == (count * bits + 7) // 8
+    entries = len(getattr(tensor, helper.tensor_dtype_to_field(tensor.data_type)))
+    if name == "string" or bits >= 8:
+        return entries == (2 * count if name.startswith("complex") else count)
+    return entries == (count * bits + 7) // 8
 
 
 def constant_value(attributes: Iterable[onnx.AttributeProto]) -> np.ndarray | None:

@@ -16,6 +16,7 @@ from onnx_roofline.model import files, heap
 from onnx_roofline.model.anonymous_dims import name_unnamed_dims
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.text import decode_text_fields
 from onnx_roofline.model.validation import check_model
 
 
@@ -60,6 +61,7 @@ def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
         raise ModelLoadError(f"not a valid ONNX model: {where} (the graph has no nodes)")
     check_model(model, nodes, where)
     heap.release(len(nodes))  # validation's tables of every name
+    decode_text_fields(model, nodes)
     name_unnamed_dims(model.graph)
     return nodes
 

@@ -43,6 +43,7 @@ from onnx_roofline.model.scopes import graph_outer_references, outer_references
 from onnx_roofline.shapes.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
 from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
 from onnx_roofline.model.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, sequence_of
+from onnx_roofline.model.text import as_text
 
 log = logging.getLogger(__name__)
 
@@ -345,15 +346,21 @@ class _Sweep:
     def scan_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
         """A Scan's (opset ≥ 9) outputs from its body, which sees each scan input with its scan axis
         removed: states end with the body's state shape (when it keeps its input's), each scan
-        output stacks the body's per-iteration output along its scan_output_axes entry."""
+        output stacks the body's per-iteration output along its scan_output_axes entry. Attributes
+        a runtime would refuse (2^31 - 1 scan inputs, an axis outside a scan input's rank) type
+        nothing here: ONNX's inference of the node says what is wrong."""
         if self.opsets.get("", 0) < 9:
             return {}
         attrs = {attr.name: attr for attr in node.attributes}
-        scans = attrs["num_scan_inputs"].i
+        scans = attrs["num_scan_inputs"].i if "num_scan_inputs" in attrs else 0
+        if not 0 < scans <= len(inputs):
+            return {}
         states, sliced = inputs[: len(inputs) - scans], inputs[len(inputs) - scans :]
-        if not sliced or any(t is None for t in sliced):
+        if any(t is None or t.shape is None for t in sliced):
             return {}
         input_axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else [0] * scans
+        if len(input_axes) != scans or not all(-len(t.shape) <= axis < len(t.shape) for axis, t in zip(input_axes, sliced)):
+            return {}
         axes = [axis % t.rank for axis, t in zip(input_axes, sliced)]
         length = sliced[0].shape[axes[0]]
         slices = [TensorInfo(t.name, t.shape[:axis] + t.shape[axis + 1 :], t.dtype) for t, axis in zip(sliced, axes)]
@@ -366,7 +373,7 @@ class _Sweep:
         per_step = ends[len(states) :]
         output_axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else [0] * len(per_step)
         for name, step, axis in zip(node.outputs[len(states) :], per_step, output_axes):
-            if name and _known(step):
+            if name and _known(step) and -len(step.shape) - 1 <= axis <= len(step.shape):
                 axis %= len(step.shape) + 1
                 typed[name] = TensorInfo(name, (*step.shape[:axis], length, *step.shape[axis:]), step.dtype)
         return typed
@@ -769,9 +776,9 @@ def _read_map_type(value_type: onnx.TypeProto, kind: str | None) -> _TensorType 
 
 
 def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
-    """A dim whose dim_value reads 0: a 0, a symbol, or unknown."""
+    """A dim whose dim_value reads 0: a 0, a symbol (text.py: a value_info's may not be UTF-8), or unknown."""
     kind = dim.WhichOneof("value")
-    return 0 if kind == "dim_value" else (dim.dim_param if kind == "dim_param" else None)
+    return 0 if kind == "dim_value" else (as_text(dim.dim_param) if kind == "dim_param" else None)
 
 
 def _more_known(new: TensorInfo, old: TensorInfo) -> bool:

@@ -2,17 +2,20 @@
 
 ONNX's data propagation stops at ops like Range, so their outputs stay unknown. Here small values
 are evaluated with numpy from constants and known shapes (never from weights), one node at a time
-as the shape engine's sweep reaches it, so the nodes downstream see them."""
+as the shape engine's sweep reaches it, so the nodes downstream see them. One rule bounds them:
+a result of more than MAX_FOLDED_ELEMENTS is not folded, and where an op's result can outgrow its
+inputs (a Range to a dim of 10^12) its size is computed before anything is allocated."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from itertools import zip_longest
 
 import numpy as np
-from onnx import helper, numpy_helper
+from onnx import helper
 
-from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_array
+from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_array, tensor_array
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.tensors import TensorInfo
 
@@ -63,7 +66,7 @@ def _one_hot(inputs: list, attrs: Mapping) -> np.ndarray | None:
     where it equals the index (a negative index counts from `depth`; one out of range, none)."""
     indices, depth, values = inputs
     depth = int(np.asarray(depth).reshape(-1)[0])
-    if depth < 0 or np.size(indices) * depth > MAX_FOLDED_ELEMENTS:
+    if depth < 0:
         return None
     indices = np.asarray(indices).astype(np.int64)
     indices = np.where(indices < 0, indices + depth, indices)
@@ -71,6 +74,14 @@ def _one_hot(inputs: list, attrs: Mapping) -> np.ndarray | None:
     result = np.where(chosen, values.reshape(-1)[1], values.reshape(-1)[0]).astype(values.dtype)
     axis = attrs.get("axis", -1)
     return np.moveaxis(result, -1, axis if axis >= 0 else result.ndim + axis)
+
+
+def _constant_of_shape(inputs: list, attrs: Mapping) -> np.ndarray | None:
+    """ConstantOfShape(shape): its one-element `value` everywhere (0.0 as float32 without one)."""
+    value = tensor_array(attrs["value"]) if "value" in attrs else np.zeros(1, np.float32)
+    if value is None or value.size != 1:
+        return None  # an unreadable value: shape inference says what it can
+    return np.full([int(s) for s in inputs[0]], value.reshape(-1)[0])
 
 
 _COMBINE = {"none": lambda old, new: new, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
@@ -170,9 +181,7 @@ _EVALUATORS: dict[str, Evaluator] = {
     "Or": lambda i, a: np.logical_or(i[0], i[1]),
     "Where": lambda i, a: np.where(i[0], i[1], i[2]),
     "Range": lambda i, a: np.arange(i[0], i[1], i[2]).astype(np.result_type(i[0], i[1], i[2])),
-    "ConstantOfShape": lambda i, a: np.full(
-        [int(s) for s in i[0]], numpy_helper.to_array(a["value"]).reshape(-1)[0] if "value" in a else np.float32(0)
-    ),
+    "ConstantOfShape": _constant_of_shape,
     "Expand": lambda i, a: i[0] * np.ones([int(s) for s in i[1]], dtype=i[0].dtype),
     "NonZero": lambda i, a: np.array(np.nonzero(i[0]), dtype=np.int64).reshape(np.ndim(i[0]), -1),
     "Transpose": lambda i, a: np.transpose(i[0], a.get("perm")),
@@ -197,12 +206,37 @@ _BROADCASTING = {"Add", "Sub", "Mul", "Div", "Mod", "Pow", "Min", "Max", "Where"
 _BROADCASTING |= {"Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"}
 
 
-def _broadcast_size(inputs: list) -> int:
-    """Elements of the broadcast of the inputs (0 where they don't broadcast: the evaluator says why)."""
-    try:
-        return math.prod(np.broadcast_shapes(*[np.shape(x) for x in inputs]))
-    except ValueError:
-        return 0
+def _result_size(op: str, inputs: list, attrs: Mapping) -> int:
+    """How many elements the op's result will have, in Python ints (no overflow), for the ops whose
+    result can be far larger than their inputs: a Range to a dim of 10^12, a ConstantOfShape of
+    [2^32, 2^32], a broadcast of two ranges. 0 for the rest, whose inputs, small, bound it. An
+    upper bound where broadcasting is involved (inputs that do not broadcast: the evaluator says)."""
+    if op == "Range":
+        start, limit, delta = (float(np.asarray(x).reshape(-1)[0]) for x in inputs)
+        return max(0, math.ceil((limit - start) / delta))  # delta 0, inf or nan raise: not folded
+    if op == "ConstantOfShape":
+        return math.prod(int(d) for d in inputs[0].reshape(-1))
+    if op == "Expand":
+        return _broadcast_bound([inputs[0].shape, [int(d) for d in inputs[1].reshape(-1)]])
+    if op == "Tile":
+        return inputs[0].size * math.prod(int(r) for r in inputs[1].reshape(-1))
+    if op == "OneHot":
+        return np.size(inputs[0]) * int(np.asarray(inputs[1]).reshape(-1)[0])
+    if op == "Gather":
+        data, indices = inputs
+        axis = attrs.get("axis", 0) % max(data.ndim, 1)
+        return np.size(indices) * math.prod(d for i, d in enumerate(data.shape) if i != axis)
+    if op == "GatherND":
+        data, indices = inputs
+        return math.prod(indices.shape[:-1]) * math.prod(data.shape[indices.shape[-1] if indices.ndim else 0 :])
+    if op in _BROADCASTING:
+        return _broadcast_bound([np.shape(x) for x in inputs])
+    return 0
+
+
+def _broadcast_bound(shapes: list) -> int:
+    """At most how many elements the broadcast of these shapes has: the largest dim on each axis."""
+    return math.prod(max(dims) for dims in zip_longest(*(reversed(list(s)) for s in shapes), fillvalue=1))
 
 
 class Folder:
@@ -319,25 +353,26 @@ def _all_known(names: list[str], known: Mapping[str, np.ndarray]) -> bool:
 
 
 def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
-    """Shape or Size of an input whose shape is known."""
+    """Shape or Size of an input whose shape is known (None past int64: a runtime could not say it)."""
     if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
         return None
     if node.op_type == "Size":
-        return np.array(int(np.prod(source.shape)), dtype=np.int64)
-    attrs = {a.name: a.i for a in node.attributes}
-    return np.array(source.shape[attrs.get("start", 0) : attrs.get("end", None)], dtype=np.int64)
+        values = [math.prod(source.shape)]
+    else:
+        attrs = {a.name: a.i for a in node.attributes}
+        values = list(source.shape[attrs.get("start", 0) : attrs.get("end", None)])
+    if any(v >= 2**63 for v in values):
+        return None
+    return np.array(values[0] if node.op_type == "Size" else values, dtype=np.int64)
 
 
 def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """The node's output from its inputs' values, or None where it is large or an unusual form."""
-    inputs = [known[name] if name else None for name in node.inputs]
-    if node.op_type == "Tile" and inputs[0].size * np.prod(inputs[1]) > MAX_FOLDED_ELEMENTS:
-        return None
-    if node.op_type in ("Expand", "ConstantOfShape") and np.prod(inputs[-1]) > MAX_FOLDED_ELEMENTS:
-        return None  # a large tensor (a mask, a broadcast) is data, not a shape: don't materialize it
-    if node.op_type in _BROADCASTING and _broadcast_size(inputs) > MAX_FOLDED_ELEMENTS:
-        return None  # the same for a large result of small inputs (a causal mask from two ranges)
+    inputs, attrs = [known[name] if name else None for name in node.inputs], _attributes(node)
     try:
-        return np.asarray(_EVALUATORS[node.op_type](inputs, _attributes(node)))
-    except (ValueError, TypeError, IndexError, KeyError, OverflowError):
-        return None  # an unusual form: leave it to shape inference
+        if _result_size(node.op_type, inputs, attrs) > MAX_FOLDED_ELEMENTS:
+            return None  # a large tensor (a mask, a broadcast, a Range to a huge dim) is data, not a shape: never allocated
+        result = _EVALUATORS[node.op_type](inputs, attrs)
+    except (ValueError, TypeError, IndexError, KeyError, OverflowError, ZeroDivisionError):
+        return None  # an unusual form (a Range of step 0): leave it to shape inference
+    return None if result is None else np.asarray(result)

@@ -25,6 +25,7 @@ from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import outer_references
+from onnx_roofline.model.text import as_text
 from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults
 
 PIECE_NODES = 10_000  # nodes above which a graph is inferred in pieces of this many (shapes.py)
@@ -132,7 +133,7 @@ def _symbols(values: Iterable) -> set[str]:
 def _add_symbols(value_type: onnx.TypeProto, symbols: set[str]) -> None:
     kind = value_type.WhichOneof("value")
     if kind in ("tensor_type", "sparse_tensor_type"):
-        symbols.update(dim.dim_param for dim in getattr(value_type, kind).shape.dim if dim.dim_param)
+        symbols.update(as_text(dim.dim_param) for dim in getattr(value_type, kind).shape.dim if dim.dim_param)
     elif kind in ("sequence_type", "optional_type"):
         _add_symbols(getattr(value_type, kind).elem_type, symbols)
     elif kind == "map_type":

@@ -241,8 +241,8 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
     if result is not None and result.is_known:
         return None
     inputs = [values.get(name) for name in node.inputs if name]
-    if len(inputs) < 2 or any(t is None or not t.is_known for t in inputs):
-        return None
+    if len(inputs) < 2 or any(t is None or not t.is_known or t.sequence for t in inputs):
+        return None  # a sequence where a tensor belongs (a mutated op type): ONNX's inference says so
     rank = max(len(t.shape) for t in inputs)
     for axis in range(-rank, 0):  # aligned from the last axis, as broadcasting aligns them
         sizes = {t.shape[axis] for t in inputs if len(t.shape) >= -axis} - {1}

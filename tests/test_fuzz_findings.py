@@ -1,0 +1,288 @@
+"""One small graph for each class of input the fuzz campaign (tests/fuzz/, issue 32) found to end
+in a traceback or a memory blow-up, built with onnx.helper. Each ends in a report, or in one
+line and exit 2, never a traceback (docs/hostile-inputs.md, "Malformed values and structures")."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_roofline import analyze
+from onnx_roofline.model.constants import tensor_array
+from tests import hostile
+from tests.test_hostile import run
+
+MAX_VIRTUAL_MEMORY = 2 * 2**30  # a CLI process needs ~0.5 GiB of address space; an unbounded fold, terabytes
+
+
+def clean(code: int, err: str, allowed=(0, 2)) -> None:
+    """The exit codes the case may give; every stderr line the tool's own; exit 2 with one error."""
+    assert code in allowed, err
+    lines = err.splitlines()
+    assert all(line.startswith("onnx-roofline: ") for line in lines), err
+    if code == 2:
+        assert sum(line.startswith("onnx-roofline: error: ") for line in lines) == 1, err
+
+
+# --- a stored tensor whose bytes are not its value ------------------------------------------------------------
+
+
+def int64_shape(values, name="shape") -> TensorProto:
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def truncated(tensor: TensorProto) -> TensorProto:
+    tensor.raw_data = tensor.raw_data[:-1]
+    return tensor
+
+
+def extended(tensor: TensorProto) -> TensorProto:
+    tensor.raw_data = tensor.raw_data + b"\x01"
+    return tensor
+
+
+def strings_on_a_number(tensor: TensorProto) -> TensorProto:
+    tensor.ClearField("raw_data")
+    tensor.string_data.extend([b"fuzz", b""])
+    return tensor
+
+
+def undefined_type(code: int):
+    def retype(tensor: TensorProto) -> TensorProto:
+        tensor.data_type = code
+        return tensor
+
+    return retype
+
+
+MALFORMED = {
+    "raw_data one byte short": truncated,
+    "string_data on an int64": strings_on_a_number,
+    "data_type 255": undefined_type(255),
+    "data_type 0 (UNDEFINED)": undefined_type(0),
+}
+
+
+@pytest.mark.parametrize("malform", [*MALFORMED.values(), extended], ids=[*MALFORMED.keys(), "raw_data one byte long"])
+def test_a_malformed_tensor_has_no_value(malform):
+    assert tensor_array(malform(int64_shape([2, 4]))) is None
+
+
+def test_well_formed_tensors_read_as_stored():
+    for array in (np.arange(6, dtype=np.float32).reshape(2, 3), np.array(7, np.int64), np.array([True, False]),
+                  np.array([1 + 2j], np.complex64), np.array(["ab", "c"], dtype=object), np.zeros((0, 3), np.float16)):
+        np.testing.assert_array_equal(tensor_array(numpy_helper.from_array(array, "t")), array)
+    int4 = helper.make_tensor("t", TensorProto.INT4, [3], [1, -2, 3])  # two to a byte
+    np.testing.assert_array_equal(tensor_array(int4), [1, -2, 3])
+
+
+def reshape_model(shape: TensorProto) -> onnx.ModelProto:
+    """x [2, 4] → Reshape(x, shape) → Relu: the Reshape's target is the constant."""
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"), helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    return hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, None)], [shape])
+
+
+@pytest.mark.parametrize("malform", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_shape_constant_leaves_its_node_uncosted(tmp_path, capsys, malform):
+    path = hostile.save(reshape_model(malform(int64_shape([8]))), tmp_path / "m.onnx")
+    code, _, err = run(capsys, path)
+    clean(code, err, allowed=(2,))
+    assert "none of the 2 nodes could be costed" in err and "root cause is reshape (Reshape)" in err
+
+
+def test_a_shape_constant_one_byte_long(tmp_path, capsys):
+    """ONNX's own inference of the whole graph reads the first 8 bytes as the target, and types
+    the Reshape with it (onnxruntime refuses the file); the analysis reads no value of it."""
+    code, _, err = run(capsys, hostile.save(reshape_model(extended(int64_shape([8]))), tmp_path / "m.onnx"))
+    clean(code, err, allowed=(0, 2))
+
+
+@pytest.mark.parametrize("malform", [truncated, extended], ids=["short", "long"])
+def test_a_malformed_weight_is_costed_by_its_dims(tmp_path, capsys, malform):
+    """A weight is never read: its dims and type size it, whatever its bytes."""
+    weight = malform(numpy_helper.from_array(np.ones((4, 8), np.float32), "w"))
+    proto = hostile.model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+                          [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [2, 8])], [weight])
+    code, out, err = run(capsys, hostile.save(proto, tmp_path / "m.onnx"), "--format", "json")
+    clean(code, err, allowed=(0,))
+    assert json.loads(out)["nodes"][0]["flops"] == 2 * 2 * 4 * 8  # M·K·N multiply-adds
+
+
+def test_a_constant_node_of_an_undefined_type(tmp_path, capsys):
+    value = undefined_type(255)(numpy_helper.from_array(np.ones(4, np.float32), "v"))
+    nodes = [helper.make_node("Constant", [], ["c"], name="const", value=value), helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [4])], [("y", TensorProto.FLOAT, None)])
+    for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"]):
+        code, _, err = run(capsys, *command, hostile.save(proto, tmp_path / "m.onnx"))
+        clean(code, err, allowed=(0, 1, 2))
+
+
+# --- a graph input with no type, or no shape (valid ONNX) -----------------------------------------------------
+
+
+def untyped_past_model(keep_type: bool) -> onnx.ModelProto:
+    """A decoder step: x → MatMul → k; past (no type, or a type without a shape) → Concat(past, k)
+    → present, a graph output, as a KV cache is."""
+    past = helper.make_tensor_value_info("past", TensorProto.FLOAT, None) if keep_type else onnx.ValueInfoProto(name="past")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["k"], name="mm"), helper.make_node("Concat", ["past", "k"], ["present"], name="cat", axis=2)],
+        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 1, 4]), past],
+        [helper.make_tensor_value_info("present", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", hostile.OPSET)])
+
+
+@pytest.mark.parametrize("keep_type", [False, True], ids=["no type", "no shape"])
+def test_an_input_of_unknown_rank_leaves_its_readers_uncosted(tmp_path, capsys, keep_type):
+    path = hostile.save(untyped_past_model(keep_type), tmp_path / "m.onnx")
+    code, out, err = run(capsys, path, "--format", "json")
+    clean(code, err, allowed=(0,))
+    assert "1 of 2 nodes uncosted" in err and "cat (Concat)" in err  # said, not silent
+    assert {n["name"]: n["status"] for n in json.loads(out)["nodes"]}["mm"] == "ok"
+    for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"], ["analyze", "--view", "deployed"]):
+        clean(*run(capsys, *command, path)[::2], allowed=(0, 1))
+
+
+# --- structures the spec or a runtime forbids -----------------------------------------------------------------
+
+
+def scan_model(attrs: dict, scanned_shape: list[int]) -> onnx.ModelProto:
+    """A Scan (opset 9+) summing the rows of `xs` into a state of 4."""
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "x_t"], ["s_next"]), helper.make_node("Identity", ["x_t"], ["y_t"])], "body",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [4])])
+    node = helper.make_node("Scan", ["init", "xs"], ["state", "ys"], name="scan", body=body, **{"num_scan_inputs": 1, **attrs})
+    return hostile.model([node], [("init", TensorProto.FLOAT, [4]), ("xs", TensorProto.FLOAT, scanned_shape)],
+                         [("state", TensorProto.FLOAT, None), ("ys", TensorProto.FLOAT, None)])
+
+
+SCANS = {
+    "2^31-1 scan inputs": ({"num_scan_inputs": 2**31 - 1}, [3, 4]),
+    "no scan input": ({"num_scan_inputs": 0}, [3, 4]),
+    "a scan axis outside the rank": ({"scan_input_axes": [-9]}, [3, 4]),
+    "an output axis outside the rank": ({"scan_output_axes": [-9]}, [3, 4]),
+    "a scalar to scan": ({}, []),
+}
+
+
+@pytest.mark.parametrize(("attrs", "shape"), SCANS.values(), ids=SCANS.keys())
+def test_a_scan_a_runtime_refuses(tmp_path, capsys, attrs, shape):
+    code, _, err = run(capsys, hostile.save(scan_model(attrs, shape), tmp_path / "m.onnx"))
+    clean(code, err)
+
+
+def test_a_scan_over_an_empty_axis_runs_no_trip(tmp_path, capsys):
+    code, out, err = run(capsys, hostile.save(scan_model({}, [0, 4]), tmp_path / "m.onnx"), "--format", "json")
+    clean(code, err, allowed=(0,))
+    assert {n["name"]: n["outputs"][0]["shape"] for n in json.loads(out)["nodes"]}["scan"] == [4]
+
+
+def test_a_sequence_where_a_broadcast_wants_a_tensor(tmp_path, capsys):
+    """A mutated op type made a SequenceConstruct feed an Add (the broadcast check skips it)."""
+    nodes = [helper.make_node("SequenceConstruct", ["x", "x"], ["s"], name="seq"), helper.make_node("Add", ["s", "x"], ["y"], name="add")]
+    proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, None)])
+    code, _, err = run(capsys, hostile.save(proto, tmp_path / "m.onnx"))
+    clean(code, err)
+
+
+def test_an_unsorted_graph_folds_as_the_sorted_one(tmp_path, capsys):
+    """Stored out of topological order (a shuffle), a Shape → Gather → Range → Reshape chain folds
+    and the totals equal the sorted graph's: the shape engine visits until nothing new is typed."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+             helper.make_node("Gather", ["shape", "one"], ["n"], name="gather", axis=0),
+             helper.make_node("Range", ["zero", "n", "step"], ["r"], name="range"),
+             helper.make_node("Cast", ["r"], ["rf"], name="cast", to=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "rf"], ["y"], name="add")]
+    scalars = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("one", 1), ("zero", 0), ("step", 1))]
+
+    def totals(order):
+        proto = hostile.model([nodes[i] for i in order], [("x", TensorProto.FLOAT, [3, 5])], [("y", TensorProto.FLOAT, None)], scalars)
+        code, out, err = run(capsys, hostile.save(proto, tmp_path / "m.onnx"), "--format", "json")
+        clean(code, err, allowed=(0,))
+        return json.loads(out)["totals"]
+
+    assert totals([4, 2, 0, 3, 1]) == totals([0, 1, 2, 3, 4])
+
+
+# --- text that is not UTF-8 -------------------------------------------------------------------------------------
+
+
+def with_invalid_text(marker: bytes) -> bytes:
+    """A model whose text field holding `marker` has its first byte replaced by 0xff (not UTF-8)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["Zdim", 4])
+    node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
+    node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value="['', 'Zscope']")
+    graph = helper.make_graph([node], "Zgraph", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", hostile.OPSET)], producer_name="Zproducer",
+                              producer_version="Zversion")
+    proto.metadata_props.add(key="Zkey", value="imgsz Zvalue")
+    data = proto.SerializeToString()
+    at = data.index(marker)
+    return data[:at] + b"\xff" + data[at + 1 :]
+
+
+@pytest.mark.parametrize("marker", [b"Zdim", b"Zscope", b"Zgraph", b"Zproducer", b"Zversion", b"Zkey", b"Zvalue"])
+def test_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path, capsys, marker):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(with_invalid_text(marker))
+    dim = "\ufffddim" if marker == b"Zdim" else "Zdim"
+    for command in (["analyze", "--format", "json"], ["inspect"], ["check", "--max-latency", "1s", "--dim", f"{dim}=2"], ["analyze"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err, allowed=(0, 1) if command[0] == "check" else (0,))
+    if marker == b"Zdim":  # the dim keeps a name the user can bind (above) and the report shows
+        assert json.loads(run(capsys, path, "--format", "json")[1])["model"]["dims"] == {dim: 1}
+
+
+# --- folds that would allocate terabytes -------------------------------------------------------------------------
+
+
+def folding_model(op: str) -> onnx.ModelProto:
+    """x [n] (n a dim) feeding `op` through its Shape: the result would hold n or n² elements."""
+    made = {
+        "Range": [helper.make_node("Range", ["zero", "n", "one"], ["big"], name="big")],
+        "ConstantOfShape": [helper.make_node("ConstantOfShape", ["nn"], ["big"], name="big")],
+        "Expand": [helper.make_node("Expand", ["one", "nn"], ["big"], name="big")],
+        "Tile": [helper.make_node("Tile", ["shape", "shape"], ["big"], name="big")],
+        "OneHot": [helper.make_node("OneHot", ["shape", "n", "onoff"], ["big"], name="big")],
+    }[op]
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"), helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
+             helper.make_node("Concat", ["shape", "shape"], ["nn"], name="nn", axis=0), *made,
+             helper.make_node("Size", ["big"], ["size"], name="size")]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1), ("onoff", [0, 1]))]
+    return hostile.model(nodes, [("x", TensorProto.FLOAT, ["n"])], [("size", TensorProto.INT64, None)], constants)
+
+
+@pytest.mark.parametrize("op", ["Range", "ConstantOfShape", "Expand", "Tile", "OneHot"])
+def test_a_fold_is_bounded_before_it_allocates(tmp_path, op):
+    """At n = 2^32 each result would take 32 GiB or more (2^64 elements for the square ones, which
+    int64 arithmetic wraps to 0): under a 2 GiB address-space limit, a fold that allocated it would
+    fail. None is allocated: the analysis ends cleanly, in a process of its own."""
+    path = hostile.save(folding_model(op), tmp_path / "m.onnx")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (MAX_VIRTUAL_MEMORY, MAX_VIRTUAL_MEMORY))
+
+    done = subprocess.run([sys.executable, "-m", "onnx_roofline", str(path), "--dim", f"n={2**32}", "--partial"], check=False, capture_output=True,
+                          text=True, timeout=120, preexec_fn=limit, env={**os.environ, "ORT_DISABLE_TELEMETRY": "1"})
+    clean(done.returncode, done.stderr, allowed=(0,))
+
+
+def test_the_fold_cap_keeps_small_values():
+    """A Range to a small dim still folds (ONNX's data propagation stops at a Range): the Reshape
+    it feeds is typed, Range(2, 4) = [2, 3]."""
+    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"), helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
+             helper.make_node("Range", ["two", "n", "one"], ["target"], name="range"),
+             helper.make_node("Reshape", ["y0", "target"], ["y"], name="reshape")]
+    constants = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1), ("two", 2))]
+    proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [4]), ("y0", TensorProto.FLOAT, [6])], [("y", TensorProto.FLOAT, None)],
+                          constants)
+    assert {n.name: n.outputs[0].shape for n in analyze(proto, hw="h100").nodes}["reshape"] == (2, 3)
