@@ -269,7 +269,7 @@ class Report:
     hardware: Hardware
     nodes: tuple[NodeResult, ...]
     view: str = WRITTEN
-    kv_cache: str | None = None  # deployed: "copy" or "inplace"
+    kv_cache: str | None = None  # deployed: "copy" or "inplace"; None without a KV cache
     written: Report | None = field(default=None, repr=False, compare=False)
     members: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)  # deployed: per kernel
     notes: tuple[str, ...] = field(default=(), compare=False)  # deployed: the assumptions taken

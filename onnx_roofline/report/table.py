@@ -84,8 +84,8 @@ def _other_line(other: Report) -> str:
     """The other view's total, one line: the default table shows both."""
     totals = other.totals
     if other.view == DEPLOYED:
-        return (f"deployed  {duration(totals.time_s)} {WHAT_TIME_IS[DEPLOYED]} ({si(totals.bytes, 'B')}, {other.kernels} kernels; "
-                f"KV cache {other.kv_cache}): --view deployed")  # fmt: skip
+        cache = f"; KV cache {other.kv_cache}" if other.kv_cache is not None else ""  # only a model with a cache
+        return f"deployed  {duration(totals.time_s)} {WHAT_TIME_IS[DEPLOYED]} ({si(totals.bytes, 'B')}, {other.kernels} kernels{cache}): --view deployed"
     return f"written   {duration(totals.time_s)} {WHAT_TIME_IS[WRITTEN]} ({si(totals.bytes, 'B')}, {other.kernels} kernels): --view written"
 
 

@@ -62,10 +62,14 @@ def deployed_plan(report: Report) -> FusionPlan:
 
 
 def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:
-    """The deployed view of an as-written `report` (`plan`: deployed_plan of the same graph)."""
+    """The deployed view of an as-written `report` (`plan`: deployed_plan of the same graph).
+    Its `kv_cache` is the mode asked for where the model has a KV cache, None where it has none
+    (a ResNet has nothing to copy: saying "KV cache copy" of it would mislead)."""
     if kv_cache not in KV_MODES:
         raise ValueError(f"kv_cache must be one of {', '.join(KV_MODES)}, got {kv_cache!r}")
     plan = plan or deployed_plan(report)
+    if not has_kv_cache(report):
+        kv_cache = None  # no cache to copy or update: no mode to print
     inplace = kv_cache == INPLACE
     costed = _with_cache_updates(report, plan, inplace)
     view = fuse(costed, plan, kv_inplace=inplace, useful=True)
@@ -79,6 +83,12 @@ def kernel_count(report: Report) -> int:
     """Kernels launched per run: deployed, those of KernelResult.launches; as written, every node
     but the pure views (Reshape, Squeeze, … move nothing and launch nothing)."""
     return report.kernels
+
+
+def has_kv_cache(report: Report) -> bool:
+    """Whether the graph carries a KV cache (a Concat of a past input into a present output, or an
+    attention op with cache slots): where it does not, the --kv-cache mode means nothing."""
+    return bool(kv_caches(report.nodes, frozenset(report.model.graph_inputs), frozenset(report.model.graph_outputs)))
 
 
 def _concat_caches(report: Report) -> dict:
@@ -187,7 +197,7 @@ def _timed(cost, placement: Placement | None, hardware, rescale: bool) -> Placem
     return Placement(intensity, ridge, bound, max(compute, memory), compute, memory)
 
 
-def _notes(report: Report, view: FusedView, kv_cache: str) -> tuple[str, ...]:
+def _notes(report: Report, view: FusedView, kv_cache: str | None) -> tuple[str, ...]:
     """The assumptions this deployed estimate took, as the report prints and the JSON lists them."""
     folded = [report.nodes[g.lead] for g, p in zip(view.nodes, view.plan.groups) if p.kind == FOLDED]
     notes = []
@@ -203,10 +213,11 @@ def _notes(report: Report, view: FusedView, kv_cache: str) -> tuple[str, ...]:
     rate = report.hardware.special_function_rate
     notes.append(f"transcendentals on the special-function units at {si(rate, 'op/s')}" if rate
                  else "transcendentals not timed: the hardware gives no special-function rate")  # fmt: skip
-    notes.append(
-        f"KV cache {kv_cache}: " + ("the whole present cache written each step" if kv_cache == COPY else "only the new rows written")
-        + (f"; {caches} cache Concat(s) taken into attention" if caches else "")
-    )
+    if kv_cache is not None:
+        notes.append(
+            f"KV cache {kv_cache}: " + ("the whole present cache written each step" if kv_cache == COPY else "only the new rows written")
+            + (f"; {caches} cache Concat(s) taken into attention" if caches else "")
+        )
     return tuple(notes)
 
 
@@ -217,4 +228,4 @@ def both_views(report: Report, kv_cache: str = COPY) -> tuple[Report, Report]:
     return report, deploy(report, kv_cache)
 
 
-__all__: Sequence[str] = ("COPY", "INPLACE", "KV_MODES", "KernelResult", "both_views", "deploy", "deployed_plan", "kernel_count")
+__all__: Sequence[str] = ("COPY", "INPLACE", "KV_MODES", "KernelResult", "both_views", "deploy", "deployed_plan", "has_kv_cache", "kernel_count")

@@ -49,6 +49,7 @@ class Session:
         self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
         self._plan = None
         self._deployed_plan = None
+        self._has_kv_cache: bool | None = None  # learned from the first deployed view
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
         """The unfused report at the session's dims overridden by `dims`."""
@@ -73,7 +74,9 @@ class Session:
 
             if self._deployed_plan is None:
                 self._deployed_plan = deployed_plan(report)
-            return deploy(report, self.kv_cache, self._deployed_plan)
+            deployed = deploy(report, self.kv_cache, self._deployed_plan)
+            self._has_kv_cache = deployed.kv_cache is not None
+            return deployed
         from onnx_roofline.views.fusion import fuse  # only when asked
 
         return fuse(report, self.fusion_plan(report))
@@ -102,7 +105,7 @@ class Session:
             "hardware": self.hardware.key,
             "dims": dict(sorted(self.dims.items())),
             "precision": self.precision,
-            "kv_cache": self.kv_cache,
+            "kv_cache": None if self._has_kv_cache is False else self.kv_cache,  # null: the model has no cache
             "fp32_matmul": self.fp32_matmul,
             "nonzero_fraction": self.nonzero_fraction,
         }
