@@ -49,3 +49,49 @@ def test_a_study_of_a_model_without_a_cache_says_no_mode(capsys):
     assert "KV cache" not in _out(capsys, ["sweep", str(RESNET), "--dim", "batch=1", "--view", "deployed"])
     decoder = sweep(Session(DECODE, dims={"past_sequence": 15}, kv_cache=INPLACE), {"batch": [1]}, "deployed")
     assert decoder.setup["kv_cache"] == INPLACE
+
+
+# --- no blended peaks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.onnx")), ids=lambda p: p.name)
+def test_no_peak_or_ridge_is_above_the_hardware_table(path):
+    """Every node (written) and kernel (deployed) of every fixture: its `peak` is at most the
+    table's entry for its unit and dtype, its ridge at most that over the bandwidth, and a kernel's
+    compute time is its busiest unit's, each unit timed at its own table peak."""
+    written = analyze(path, default_dims=True)
+    hardware = written.hardware
+    for report in (written, deploy(written, INPLACE)):
+        for node in report.nodes:
+            if node.placement is None or node.peak is None or node.unit is None:
+                continue
+            table, _, _ = hardware.peak(node.unit, node.dtype)
+            assert node.peak <= table * (1 + 1e-12), (report.view, node.name)
+            assert node.placement.ridge <= table / hardware.memory_bandwidth * (1 + 1e-12), (report.view, node.name)
+            for share in getattr(node, "units", ()):
+                if share.unit != "special":
+                    assert share.peak <= hardware.peak(share.unit, share.dtype)[0] * (1 + 1e-12)
+                    assert share.time_s == pytest.approx(share.work / share.peak)
+
+
+def test_a_fused_kernel_is_timed_by_its_busiest_unit_and_reports_each_share():
+    """GPT-2 prefill's attention kernel: two MatMuls on the tensor cores, scale/mask/softmax on
+    the vector unit, exp on the special-function units. Its compute time is the largest of the
+    three, not all its FLOPs over one blended peak."""
+    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 1024})
+    deployed = deploy(written)
+    flash = next(k for k in deployed.nodes if k.op_type == "FlashAttention")
+    hardware = deployed.hardware
+    units = {share.unit for share in flash.units}
+    assert {"matrix", "vector", "special"} <= units
+    assert flash.placement.compute_time_s == pytest.approx(max(
+        sum(s.time_s for s in flash.units if s.unit == unit) for unit in units))  # fmt: skip
+    assert flash.peak == hardware.peak("matrix", "fp16")[0] == 989.4e12  # the H100's dense fp16 tensor-core figure
+    assert flash.unit == "matrix" and flash.dtype == "fp16"
+    scale = flash.cost.useful_flops / flash.cost.flops  # causal: every unit does the useful part
+    matrix = sum(written.nodes[i].cost.flops for i in flash.members if written.nodes[i].unit == "matrix")
+    (tensor_cores,) = [s for s in flash.units if s.unit == "matrix"]
+    assert tensor_cores.work == pytest.approx(matrix * scale)
+    data = json.loads(json.dumps(deployed.to_dict()))
+    node = next(n for n in data["nodes"] if n["op_type"] == "FlashAttention")
+    assert node["peak"] == 989.4e12 and {u["unit"] for u in node["units"]} == units

@@ -29,10 +29,11 @@ from onnx_roofline.costs.memory import kv_caches
 from onnx_roofline.records import record
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
-from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
+from onnx_roofline.costs.roofline import place
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.fusion import ATTENTION, FOLDED, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
 from onnx_roofline.views.ops import VIEWS
+from onnx_roofline.views.units import UnitShare
 
 COPY, INPLACE = "copy", "inplace"
 SHAPE_ONLY = frozenset({"Shape", "Size"})
@@ -49,10 +50,19 @@ class KernelResult(NodeResult):
     lead: int = 0  # the graph node that names it (its matrix op; Q·Kᵀ for attention)
     kernel_matrix_flops: int = 0
     launches: int = 1  # 0: a folded node or a pure view, which launch nothing
+    units: tuple[UnitShare, ...] = ()  # each unit's work, peak and time: the busiest sets the compute time
 
     @property
     def matrix_flops(self) -> int:
         return self.kernel_matrix_flops
+
+    @property
+    def figures_key(self) -> tuple:
+        return (*NodeResult.figures_key.fget(self), id(self.units))  # type: ignore[attr-defined]
+
+    def figures(self) -> dict:
+        """A node's figures, and each unit's share (`peak` and `ridge` are the busiest unit's)."""
+        return {**NodeResult.figures(self), "units": [u.to_dict() for u in self.units]}
 
 
 def deployed_plan(report: Report) -> FusionPlan:
@@ -72,7 +82,7 @@ def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None)
         kv_cache = None  # no cache to copy or update: no mode to print
     inplace = kv_cache == INPLACE
     costed = _with_cache_updates(report, plan, inplace)
-    view = fuse(costed, plan, kv_inplace=inplace, useful=True)
+    view = fuse(costed, plan, kv_inplace=inplace, useful=True, special=True)
     kernels = tuple(_kernel(costed, position, group) for position, group in enumerate(_execution_order(view)))
     members = tuple(k.members for k in kernels)
     return Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
@@ -151,7 +161,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
     single = len(nodes) == 1  # a folded node keeps its tensors: its outputs are weights from then on
     inputs = lead.inputs if single or group.reads is None else group.reads
     outputs = lead.outputs if single or group.writes is None else group.writes
-    placement = _timed(group.cost, group.placement, report.hardware, rescale=single)
+    roof = group.roof
     return KernelResult(
         index=position,
         name=lead.name,
@@ -163,38 +173,18 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
         reason=next((n.reason for n in nodes if n.status != OK), None),
         cost=group.cost,
         parameters=0 if folded else sum(n.parameters or 0 for n in nodes),
-        unit=lead.unit,
-        dtype=lead.dtype,
-        peak=placement.ridge * report.hardware.memory_bandwidth if placement is not None else lead.peak,
-        placement=placement,
+        unit=roof.unit if roof else lead.unit,
+        dtype=roof.dtype if roof else lead.dtype,
+        peak=roof.peak if roof else lead.peak,
+        placement=group.placement,
         graph_node=lead.graph_node,
         constant_foldable=folded,
         members=group.members,
         lead=group.lead,
         kernel_matrix_flops=group.matrix_flops,
         launches=0 if folded or views_only else 1,
+        units=group.units,
     )
-
-
-def _timed(cost, placement: Placement | None, hardware, rescale: bool) -> Placement | None:
-    """The deployed timing of a kernel: on its useful FLOPs (`rescale`: a node's own placement is
-    on all of them; a fused kernel's is on the useful ones already), with its transcendentals on
-    the special-function units beside the other units (the busiest sets the compute time)."""
-    if cost is None or placement is None:
-        return placement
-    share = cost.useful / cost.flops if cost.flops else 1.0
-    compute = placement.compute_time_s * (share if rescale else 1.0)
-    rate = hardware.special_function_rate
-    if rate and cost.transcendentals:
-        compute = max(compute, cost.transcendentals * share / rate)
-    if compute == placement.compute_time_s:
-        return placement
-    memory = placement.memory_time_s
-    useful = cost.useful
-    intensity = useful / cost.bytes if cost.bytes else None
-    ridge = (useful / compute) / hardware.memory_bandwidth if compute and useful else placement.ridge
-    bound = COMPUTE if compute and compute >= memory else MEMORY
-    return Placement(intensity, ridge, bound, max(compute, memory), compute, memory)
 
 
 def _notes(report: Report, view: FusedView, kv_cache: str | None) -> tuple[str, ...]:

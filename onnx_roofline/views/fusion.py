@@ -9,12 +9,12 @@ group and never a merge that would make the groups' graph cyclic (digraph.py che
 Cost (per report): a group does the FLOPs of its members, reads each external input once and writes
 only what is consumed outside it or is a graph output; intermediates never touch memory. Views alias
 their input, so reading a reshaped tensor is reading the tensor. Its compute time assumes the units
-overlap (max over units of FLOPs/peak), its memory time is bytes/bandwidth: the same roofline."""
+overlap (units.py: the busiest unit's FLOPs over its own peak, never a blended peak), its memory
+time is bytes/bandwidth: the same roofline."""
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
 from dataclasses import dataclass
 
 from onnx_roofline.costs.cost import Cost
@@ -25,6 +25,7 @@ from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
 from onnx_roofline.views.graph import Dataflow, tensor_table
 from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
+from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, single_shares, unit_shares
 
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
 
@@ -60,6 +61,8 @@ class FusedGroup:
     matrix_flops: int = 0  # its members' FLOPs on the matrix unit
     reads: tuple[TensorInfo, ...] | None = None  # a fused kernel's external reads and writes (None: its one node's)
     writes: tuple[TensorInfo, ...] | None = None
+    units: tuple[UnitShare, ...] = ()  # each unit's work and time (units.py); the busiest sets the compute time
+    roof: UnitShare | None = None  # the busiest FLOP unit: its peak and ridge are the kernel's (None: no FLOPs)
 
     @property
     def bound(self) -> str:
@@ -81,7 +84,9 @@ class FusedGroup:
             "flops": cost.flops if cost else None,
             "bytes": cost.bytes if cost else None,
             "intensity": spot.intensity if spot else None,
+            "peak": self.roof.peak if self.roof else None,
             "ridge": spot.ridge if spot else None,
+            "units": [u.to_dict() for u in self.units],
             "bound": self.bound,
             "time_s": self.time_s,
         }
@@ -214,18 +219,26 @@ class _Drafts:
 # --- cost -------------------------------------------------------------------------------------
 
 
-def fuse(report: Report, plan: FusionPlan, kv_inplace: bool = False, useful: bool = False) -> FusedView:
+def fuse(report: Report, plan: FusionPlan, kv_inplace: bool = False, useful: bool = False, special: bool = False) -> FusedView:
     """The fused view of `report` (a report of the graph `plan` was made from, at any dims).
     The deployed view also asks: `kv_inplace`, an absorbed KV-cache Concat writes only its new
-    rows; `useful`, a causal attention kernel is timed on its useful (lower-triangle) FLOPs."""
+    rows; `useful`, every kernel is timed on its useful FLOPs (a causal attention kernel's lower
+    triangle); `special`, transcendentals are timed on the special-function units."""
     tensors = tensor_table(report)
-    bandwidth = report.hardware.memory_bandwidth
-    groups = (_cost_group(report, plan, group, tensors, bandwidth, kv_inplace, useful) for group in plan.groups)
+    rate = report.hardware.special_function_rate if special else None
+    timing = _Timing(report.hardware.memory_bandwidth, useful, rate)
+    groups = (_cost_group(report, plan, group, tensors, timing, kv_inplace) for group in plan.groups)
     return FusedView(report, plan, tuple(groups))
 
 
-def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, bandwidth: float,
-                kv_inplace: bool = False, useful: bool = False) -> FusedGroup:  # fmt: skip
+@dataclass(frozen=True)
+class _Timing:
+    bandwidth: float
+    useful: bool  # timed on useful FLOPs
+    special_rate: float | None  # transcendentals on the special-function units at this rate
+
+
+def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, timing: _Timing, kv_inplace: bool = False) -> FusedGroup:
     nodes = [report.nodes[i] for i in group.members]
     lead = report.nodes[_lead(group, nodes)]
     label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
@@ -233,19 +246,19 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
                 matrix_flops=sum(n.matrix_flops for n in nodes if n.status == OK))  # fmt: skip
     failed = next((n for n in nodes if n.status != OK), None)
     if group.kind == FOLDED:  # computed once at load: nothing per run
-        cost, placement = Cost(bytes_read=0, bytes_written=0), place(0, 0, lead.peak or 1.0, bandwidth)
+        cost, placement = Cost(bytes_read=0, bytes_written=0), place(0, 0, lead.peak or 1.0, timing.bandwidth)
         return FusedGroup(**{**base, "matrix_flops": 0}, status=OK, cost=cost, placement=placement, reads=(), writes=())
     if failed is not None:
         return FusedGroup(**base, status=failed.status, cost=None, placement=None)
     if len(nodes) == 1:
-        return FusedGroup(**base, status=OK, cost=lead.cost, placement=lead.placement)
+        return _single(base, lead, timing)
     useful_flops = sum(n.cost.useful for n in nodes)
     if group.attention:
         match = group.attention
         caches = match.caches
         reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v, *(c.past for c in caches)))]
         writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
-        if useful and match.causal:
+        if timing.useful and match.causal:
             useful_flops = _causal_useful(report, match, nodes)
     else:
         reads, writes = _boundary(plan, set(group.members), report, tensors)
@@ -257,8 +270,27 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
         bytes_written=sum(t.nbytes for t in writes),
         useful_flops=useful_flops,
     )
-    placement = _place(cost, nodes, bandwidth, timed_on_useful=useful)
-    return FusedGroup(**base, status=OK, cost=cost, placement=placement, reads=tuple(reads), writes=tuple(writes))
+    scale = cost.useful / cost.flops if timing.useful and cost.flops else 1.0
+    shares = unit_shares(nodes, scale, timing.special_rate)
+    _, roof = busiest(shares)
+    ridge = (roof.peak if roof else lead.peak) / timing.bandwidth
+    flops = cost.useful if timing.useful else cost.flops
+    placement = kernel_placement(flops, cost.bytes, cost.bytes / timing.bandwidth, shares, ridge)
+    return FusedGroup(**base, status=OK, cost=cost, placement=placement, reads=tuple(reads), writes=tuple(writes), units=shares, roof=roof)
+
+
+def _single(base: dict, node, timing: _Timing) -> FusedGroup:
+    """A kernel of one node: its own placement, unless the deployed view times it on its useful
+    FLOPs or its transcendentals on the special-function units and that changes its time."""
+    scale = node.cost.useful / node.cost.flops if timing.useful and node.cost.flops else 1.0
+    shares = single_shares(node, scale, timing.special_rate)
+    roof = shares[0] if node.cost.flops else None
+    compute, _ = busiest(shares)
+    placement = node.placement
+    if compute != placement.compute_time_s:
+        flops = node.cost.useful if timing.useful else node.cost.flops
+        placement = kernel_placement(flops, node.cost.bytes, placement.memory_time_s, shares, placement.ridge)
+    return FusedGroup(**base, status=OK, cost=node.cost, placement=placement, units=shares, roof=roof)
 
 
 def _rows(present: TensorInfo, new: TensorInfo) -> TensorInfo:
@@ -311,16 +343,3 @@ def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> t
             if outside or tensor.name in plan.graph_outputs:
                 writes[root(tensor.name)] = None
     return [tensors[n] for n in reads], [tensors[n] for n in writes]
-
-
-def _place(cost: Cost, nodes, bandwidth: float, timed_on_useful: bool = False) -> Placement:
-    """Units overlap in one kernel: compute time is the busiest unit's FLOPs over its peaks.
-    `timed_on_useful`: the FLOPs placed are the useful ones (each unit's share scaled alike)."""
-    per_unit = Counter()
-    for node in nodes:
-        if node.cost.flops:
-            per_unit[node.unit] += node.cost.flops / node.peak
-    compute_time = max(per_unit.values(), default=0.0)
-    peak = cost.flops / compute_time if compute_time else max(n.peak for n in nodes)
-    flops = cost.useful if timed_on_useful else cost.flops
-    return place(flops, cost.bytes, peak, bandwidth)
