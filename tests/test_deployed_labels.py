@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import Session, sweep
 from onnx_roofline.views.deployed import COPY, INPLACE, deploy
 from tests.conftest import FIXTURES
+from tests.conftest import fp16_graph as graph_model
 
 RESNET = FIXTURES / "resnet50_fp32.onnx"
 DECODE = FIXTURES / "gpt2_decode_fp16.onnx"
+LAYERS, DH = 12, 64  # GPT-2 small
 
 
 def _out(capsys, argv) -> str:
@@ -95,3 +99,55 @@ def test_a_fused_kernel_is_timed_by_its_busiest_unit_and_reports_each_share():
     data = json.loads(json.dumps(deployed.to_dict()))
     node = next(n for n in data["nodes"] if n["op_type"] == "FlashAttention")
     assert node["peak"] == 989.4e12 and {u["unit"] for u in node["units"]} == units
+
+
+# --- a mask all of whose readers were fused is dropped ----------------------------------------------
+
+
+def masked_attention(seq: int, mask_is_output: bool = False):
+    """Attention whose additive mask is built per run from a position input: Unsqueeze both ways,
+    LessOrEqual, Where(0, −inf), added to the scores (how exporters write a causal mask)."""
+    nodes = [
+        helper.make_node("Unsqueeze", ["pos", "ax1"], ["rows"], name="rows"),
+        helper.make_node("Unsqueeze", ["pos", "ax0"], ["cols"], name="cols"),
+        helper.make_node("LessOrEqual", ["cols", "rows"], ["allowed"], name="compare"),
+        helper.make_node("Where", ["allowed", "zero", "neg"], ["mask"], name="mask"),
+        helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2], name="kt"),
+        helper.make_node("MatMul", ["q", "kt"], ["scores"], name="qk"),
+        helper.make_node("Add", ["scores", "mask"], ["masked"], name="add_mask"),
+        helper.make_node("Softmax", ["masked"], ["p"], axis=-1, name="softmax"),
+        helper.make_node("MatMul", ["p", "v"], ["o"], name="pv"),
+    ]
+    outputs = [("o", [1, 4, seq, DH])] + ([("mask", [seq, seq])] if mask_is_output else [])
+    m = graph_model(nodes, [("q", [1, 4, seq, DH]), ("k", [1, 4, seq, DH]), ("v", [1, 4, seq, DH])], outputs)
+    m.graph.input.append(helper.make_tensor_value_info("pos", TensorProto.INT64, [seq]))
+    m.graph.initializer.extend([numpy_helper.from_array(np.array([1], np.int64), "ax1"), numpy_helper.from_array(np.array([0], np.int64), "ax0"),
+                                numpy_helper.from_array(np.array(0, np.float16), "zero"),
+                                numpy_helper.from_array(np.array(-np.inf, np.float16), "neg")])  # fmt: skip
+    return m
+
+
+def test_a_mask_read_only_by_an_attention_kernel_is_dropped():
+    seq = 128
+    deployed = deploy(analyze(masked_attention(seq)))
+    qkvo = 4 * (1 * 4 * seq * DH) * 2  # Q, K, V read, O written: fp16
+    assert deployed.totals.bytes == qkvo  # the mask, its comparison and its views cost nothing
+    dropped = {deployed.written.nodes[k.lead].name for k in deployed.nodes if k.cost.bytes == 0 and k.launches == 0}
+    assert {"rows", "cols", "compare", "mask"} <= dropped
+    assert any("dropped" in note for note in deployed.notes)
+
+
+def test_a_mask_someone_else_reads_is_kept():
+    seq = 128
+    deployed = deploy(analyze(masked_attention(seq, mask_is_output=True)))
+    mask = next(k for k in deployed.nodes if "mask" in {deployed.written.nodes[i].name for i in k.members})
+    assert mask.cost.bytes_written == seq * seq * 2 and mask.launches == 1  # the graph's output: [seq, seq] fp16, written
+    assert deployed.totals.bytes >= 4 * (1 * 4 * seq * DH) * 2 + seq * seq * 2  # Q, K, V, O and the mask
+
+
+def test_gpt2_prefill_causal_mask_is_not_charged():
+    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 1024})
+    deployed = deploy(written)
+    charged = {i for k in deployed.nodes if k.cost is not None and k.cost.bytes for i in k.members}
+    wheres = [n for n in written.nodes if n.op_type == "Where" and list(n.outputs[0].shape) == [1, 1, 1024, 1024]]
+    assert wheres and not any(n.index in charged for n in wheres)  # the mask Where the 12 attention kernels share

@@ -11,6 +11,9 @@ Built on the fused view (fusion.py, flash.py), in this order:
    `flash_attn_with_kvcache` and GroupQueryAttention append the new rows themselves). A causal
    kernel (its mask compares positions) is timed on its useful FLOPs — the scores on or below the
    diagonal — since FlashAttention skips the blocks above it; `flops` stays what the graph executes.
+   A mask or guard only attention kernels read, not as data (the causal `Where`, the `Expand`
+   and comparison building it, the shape arithmetic of a head reshape), is dropped: the kernel
+   generates it, so nothing runs it (dead.py).
 4. **KV cache** (`kv_cache`): `copy` (the default: what the graph says) writes the whole present
    cache every step; `inplace` (a static, paged or shared-buffer cache) writes only the new rows.
    It applies alike to a Concat cache and to the attention ops that carry one
@@ -31,7 +34,7 @@ from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
 from onnx_roofline.views.digraph import DiGraph
-from onnx_roofline.views.fusion import ATTENTION, FOLDED, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
+from onnx_roofline.views.fusion import ATTENTION, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
 from onnx_roofline.views.ops import VIEWS
 from onnx_roofline.views.units import UnitShare
 
@@ -68,7 +71,7 @@ class KernelResult(NodeResult):
 def deployed_plan(report: Report) -> FusionPlan:
     """The deployed fusion plan of an as-written report: structural, so valid at every dims."""
     folded = frozenset(n.index for n in report.nodes if n.constant_foldable)
-    return plan_fusion(report, frozenset(report.model.graph_outputs), folded, _concat_caches(report))
+    return plan_fusion(report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), drop_dead=True)
 
 
 def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:
@@ -172,7 +175,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
         status=group.status,
         reason=next((n.reason for n in nodes if n.status != OK), None),
         cost=group.cost,
-        parameters=0 if folded else sum(n.parameters or 0 for n in nodes),
+        parameters=0 if group.kind in FREE else sum(n.parameters or 0 for n in nodes),
         unit=roof.unit if roof else lead.unit,
         dtype=roof.dtype if roof else lead.dtype,
         peak=roof.peak if roof else lead.peak,
@@ -182,7 +185,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
         members=group.members,
         lead=group.lead,
         kernel_matrix_flops=group.matrix_flops,
-        launches=0 if folded or views_only else 1,
+        launches=0 if group.kind in FREE or views_only else 1,
         units=group.units,
     )
 
@@ -195,6 +198,9 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None) -> tuple[str, 
         moved = sum(n.cost.bytes for n in folded if n.cost is not None)
         spent = sum(n.time_s for n in folded if n.time_s is not None)
         notes.append(f"constant folding: {len(folded)} node(s) computed once at load ({si(moved, 'B')}, {duration(spent)} as written)")
+    dropped = sum(p.kind == DROPPED for p in view.plan.groups)
+    if dropped:
+        notes.append(f"masks and guards: {dropped} node(s) dropped, read only by attention kernels that generate what they compute")
     attention = [p.attention for p in view.plan.groups if p.kind == ATTENTION]
     if attention:
         causal = sum(a.causal for a in attention)

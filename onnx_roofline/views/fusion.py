@@ -21,6 +21,7 @@ from onnx_roofline.costs.cost import Cost
 from onnx_roofline.report.model import OK, Report, Totals
 from onnx_roofline.costs.roofline import UNKNOWN, Placement, place
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.views.dead import dead_nodes
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
 from onnx_roofline.views.graph import Dataflow, tensor_table
@@ -28,6 +29,8 @@ from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
 from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, single_shares, unit_shares
 
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
+DROPPED = "dropped"  # deployed: a mask or guard only attention kernels read, which generate it (dead.py)
+FREE = frozenset({FOLDED, DROPPED})  # kinds that cost nothing per run and launch nothing
 
 
 @dataclass(frozen=True)
@@ -109,18 +112,24 @@ class FusedView:
 # --- plan -------------------------------------------------------------------------------------
 
 
-def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None) -> FusionPlan:
+def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None,
+                drop_dead: bool = False) -> FusionPlan:  # fmt: skip
     """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
     nothing joins. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
-    kernels may take in (flash.find_attention)."""
+    kernels may take in (flash.find_attention). `drop_dead` (deployed): a node only attention
+    kernels read, not as data, is its own DROPPED group (dead.py)."""
     flow = Dataflow.of(report)
     drafts = _Drafts(flow)
-    for match in find_attention(flow, graph_outputs, caches):
+    matches = find_attention(flow, graph_outputs, caches)
+    for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
+    dead = dead_nodes(flow, matches, graph_outputs) if drop_dead else frozenset()
     for index in flow.digraph.topological_order():
         if index not in drafts.owner:
             if index in folded:
                 drafts.new(FOLDED, [index])
+            elif index in dead:
+                drafts.new(DROPPED, [index])
             else:
                 drafts.place(index)
         drafts.link(index)
@@ -211,7 +220,7 @@ class _Drafts:
     def finished(self) -> tuple[PlannedGroup, ...]:
         groups = []
         for gid, members in self.members.items():
-            kind = self.kind[gid] if len(members) > 1 or gid in self.match or self.kind[gid] == FOLDED else SINGLE
+            kind = self.kind[gid] if len(members) > 1 or gid in self.match or self.kind[gid] in FREE else SINGLE
             groups.append(PlannedGroup(kind, tuple(sorted(members)), self.anchor[gid], self.match.get(gid)))
         return tuple(sorted(groups, key=lambda g: g.members[0]))
 
@@ -245,7 +254,7 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members,
                 matrix_flops=sum(n.matrix_flops for n in nodes if n.status == OK))  # fmt: skip
     failed = next((n for n in nodes if n.status != OK), None)
-    if group.kind == FOLDED:  # computed once at load: nothing per run
+    if group.kind in FREE:  # computed once at load, or by the kernels that read it: nothing per run
         cost, placement = Cost(bytes_read=0, bytes_written=0), place(0, 0, lead.peak or 1.0, timing.bandwidth)
         return FusedGroup(**{**base, "matrix_flops": 0}, status=OK, cost=cost, placement=placement, reads=(), writes=())
     if failed is not None:
