@@ -545,6 +545,7 @@ class _Walk:
                 cost.unit,
                 cost.dequantize_flops,
                 cost.parameters,
+                cost.load_flops,
             )
         return cost, unit, dtype, peak, self.place(cost.flops, cost.bytes, peak)
 

@@ -151,3 +151,36 @@ def test_gpt2_prefill_causal_mask_is_not_charged():
     charged = {i for k in deployed.nodes if k.cost is not None and k.cost.bytes for i in k.members}
     wheres = [n for n in written.nodes if n.op_type == "Where" and list(n.outputs[0].shape) == [1, 1, 1024, 1024]]
     assert wheres and not any(n.index in charged for n in wheres)  # the mask Where the 12 attention kernels share
+
+
+# --- zero points of constant weights are folded at load ---------------------------------------------
+
+
+def matmul_integer(m: int, k: int, n: int, weight_is_input: bool = False):
+    """A [m, k] uint8 with a runtime zero point × B [k, n] uint8 with a constant zero point 128."""
+    node = helper.make_node("MatMulInteger", ["a", "b", "a_zp", "b_zp"], ["y"], name="mmi")
+    inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k]), helper.make_tensor_value_info("a_zp", TensorProto.UINT8, [])]
+    weights = [numpy_helper.from_array(np.array(128, np.uint8), "b_zp")]
+    if weight_is_input:
+        inputs.append(helper.make_tensor_value_info("b", TensorProto.UINT8, [k, n]))
+    else:
+        weights.append(numpy_helper.from_array(np.zeros([k, n], np.uint8), "b"))
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])], initializer=weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
+
+
+def test_a_constant_weights_zero_point_is_subtracted_at_load_deployed():
+    m, k, n = 16, 1024, 8210
+    written = analyze(matmul_integer(m, k, n))
+    deployed = deploy(written)
+    product = 2 * m * k * n  # the integer product
+    assert written.totals.flops == product + m * k + k * n  # as written: A's and B's zero points subtracted every run
+    assert deployed.totals.flops == product + m * k  # B − 128 done once at load; A's zero point is a runtime input
+    assert k * n == 8_407_040  # the issue's 8.4 M FLOPs a run for a 1024×8210 weight
+    assert any("zero points" in note and "folded at load" in note for note in deployed.notes)
+
+
+def test_a_weight_given_at_run_time_keeps_its_zero_point_work():
+    m, k, n = 16, 256, 512
+    deployed = deploy(analyze(matmul_integer(m, k, n, weight_is_input=True)))
+    assert deployed.totals.flops == 2 * m * k * n + m * k + k * n  # B is a graph input: nothing to fold

@@ -33,6 +33,10 @@ class Cost:
     count: a packed quantized weight counts its logical K·N weights, its scales and zero points 0
     (quantization metadata). The walk counts a slot only where it holds an initializer; slots not
     listed count their elements as stored."""
+    load_flops: tuple[tuple[tuple[int, ...], int], ...] = ()
+    """(input slots, FLOPs) pairs: FLOPs in `flops` that read only those inputs (a weight's zero
+    point subtracted from it, QLinearMatMul, MatMulInteger, ...). As written they run every time;
+    where every one of those inputs is constant the deployed view folds them at load."""
 
     @property
     def useful(self) -> int:
@@ -47,7 +51,7 @@ class Cost:
         for cost in (self, other):
             if cost.bytes_read is None or cost.bytes_written is None:
                 raise ValueError("only costs with resolved bytes can be added")
-        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name not in ("useful_flops", "unit", "parameters")}
+        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name not in ("useful_flops", "unit", "parameters", "load_flops")}
         return Cost(**summed, useful_flops=self.useful + other.useful)
 
 

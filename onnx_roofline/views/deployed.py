@@ -13,7 +13,8 @@ Built on the fused view (fusion.py, flash.py), in this order:
    diagonal — since FlashAttention skips the blocks above it; `flops` stays what the graph executes.
    A mask or guard only attention kernels read, not as data (the causal `Where`, the `Expand`
    and comparison building it, the shape arithmetic of a head reshape), is dropped: the kernel
-   generates it, so nothing runs it (dead.py).
+   generates it, so nothing runs it (dead.py). A constant weight's zero-point subtract is done at
+   load (load.py).
 4. **KV cache** (`kv_cache`): `copy` (the default: what the graph says) writes the whole present
    cache every step; `inplace` (a static, paged or shared-buffer cache) writes only the new rows.
    It applies alike to a Concat cache and to the attention ops that carry one
@@ -35,6 +36,7 @@ from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.fusion import ATTENTION, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
+from onnx_roofline.views.load import fold_constant_operand_work
 from onnx_roofline.views.ops import VIEWS
 from onnx_roofline.views.units import UnitShare
 
@@ -84,12 +86,12 @@ def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None)
     if not has_kv_cache(report):
         kv_cache = None  # no cache to copy or update: no mode to print
     inplace = kv_cache == INPLACE
-    costed = _with_cache_updates(report, plan, inplace)
+    costed, load_flops = fold_constant_operand_work(_with_cache_updates(report, plan, inplace))
     view = fuse(costed, plan, kv_inplace=inplace, useful=True, special=True)
     kernels = tuple(_kernel(costed, position, group) for position, group in enumerate(_execution_order(view)))
     members = tuple(k.members for k in kernels)
     return Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
-                  members=members, notes=_notes(report, view, kv_cache))  # fmt: skip
+                  members=members, notes=_notes(report, view, kv_cache, load_flops))  # fmt: skip
 
 
 def kernel_count(report: Report) -> int:
@@ -190,7 +192,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
     )
 
 
-def _notes(report: Report, view: FusedView, kv_cache: str | None) -> tuple[str, ...]:
+def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: int = 0) -> tuple[str, ...]:
     """The assumptions this deployed estimate took, as the report prints and the JSON lists them."""
     folded = [report.nodes[g.lead] for g, p in zip(view.nodes, view.plan.groups) if p.kind == FOLDED]
     notes = []
@@ -198,6 +200,8 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None) -> tuple[str, 
         moved = sum(n.cost.bytes for n in folded if n.cost is not None)
         spent = sum(n.time_s for n in folded if n.time_s is not None)
         notes.append(f"constant folding: {len(folded)} node(s) computed once at load ({si(moved, 'B')}, {duration(spent)} as written)")
+    if load_flops:
+        notes.append(f"zero points: {si(load_flops, 'FLOP')} on constant weights folded at load")
     dropped = sum(p.kind == DROPPED for p in view.plan.groups)
     if dropped:
         notes.append(f"masks and guards: {dropped} node(s) dropped, read only by attention kernels that generate what they compute")

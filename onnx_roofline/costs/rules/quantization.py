@@ -68,10 +68,12 @@ def quantize(node: OpNode, zero_point: int | None) -> int:
     return 5 if zero_point is not None and nonzero_zero_point(node, zero_point) else 4
 
 
-def _zero_point_subtracts(node: OpNode, *pairs: tuple[int, int]) -> int:
+def _zero_points(node: OpNode, *pairs: tuple[int, int]) -> tuple[int, tuple[tuple[tuple[int, ...], int], ...]]:
     """One subtract per element of operand `data` for each (data, zero_point) pair whose zero point
-    may be non-zero."""
-    return sum(node.inputs[data].numel for data, zp in pairs if nonzero_zero_point(node, zp))
+    may be non-zero: their sum, and each as Cost.load_flops — work on those two inputs alone, which
+    a runtime does once at load where both are constant (a weight and its zero point)."""
+    load = tuple(((data, zp), node.inputs[data].numel) for data, zp in pairs if nonzero_zero_point(node, zp))
+    return sum(flops for _, flops in load), load
 
 
 # --- QuantizeLinear / DequantizeLinear ---------------------------------------------------------
@@ -112,7 +114,8 @@ def matmul_integer(node: OpNode) -> Cost:
     """(A − a_zero_point)·(B − b_zero_point) accumulated in int32: 2·K per output element, plus one
     subtract per element of A and of B for a zero point that is not a constant 0."""
     k = node.inputs[0].shape[-1]
-    return Cost(flops=2 * k * node.outputs[0].numel + _zero_point_subtracts(node, (0, 2), (1, 3)))
+    subtracts, load = _zero_points(node, (0, 2), (1, 3))
+    return Cost(flops=2 * k * node.outputs[0].numel + subtracts, load_flops=load)
 
 
 @register("ConvInteger", since=10, unit=MATRIX)
@@ -121,7 +124,8 @@ def conv_integer(node: OpNode) -> Cost:
     (taps = (Cin/group)·kH·kW from w), plus one subtract per element of x and of w for a zero point
     that is not a constant 0."""
     taps = math.prod(node.inputs[1].shape[1:])
-    return Cost(flops=2 * taps * node.outputs[0].numel + _zero_point_subtracts(node, (0, 2), (1, 3)))
+    subtracts, load = _zero_points(node, (0, 2), (1, 3))
+    return Cost(flops=2 * taps * node.outputs[0].numel + subtracts, load_flops=load)
 
 
 @register("QLinearMatMul", since=10, unit=MATRIX)
@@ -132,8 +136,9 @@ def qlinear_matmul(node: OpNode) -> Cost:
     without zero point)."""
     outputs = node.outputs[0].numel
     k = node.inputs[0].shape[-1]
-    flops = 2 * k * outputs + _zero_point_subtracts(node, (0, 2), (3, 5)) + quantize(node, 7) * outputs
-    return Cost(flops=flops)
+    subtracts, load = _zero_points(node, (0, 2), (3, 5))
+    flops = 2 * k * outputs + subtracts + quantize(node, 7) * outputs
+    return Cost(flops=flops, load_flops=load)
 
 
 @register("QLinearConv", since=10, unit=MATRIX)
@@ -145,9 +150,10 @@ def qlinear_conv(node: OpNode) -> Cost:
     4 without y_zero_point)."""
     outputs = node.outputs[0].numel
     taps = math.prod(node.inputs[3].shape[1:])
-    flops = 2 * taps * outputs + _zero_point_subtracts(node, (0, 2), (3, 5))
+    subtracts, load = _zero_points(node, (0, 2), (3, 5))
+    flops = 2 * taps * outputs + subtracts
     flops += (outputs if node.input(8) is not None else 0) + quantize(node, 7) * outputs
-    return Cost(flops=flops)
+    return Cost(flops=flops, load_flops=load)
 
 
 @register("QGemm", domain=MS, unit=MATRIX)
@@ -158,10 +164,11 @@ def qgemm(node: OpNode) -> Cost:
     a = node.inputs[0].shape
     k = a[0] if node.attrs.get("transA", 0) else a[1]
     outputs = node.outputs[0].numel
-    flops = 2 * k * outputs + _zero_point_subtracts(node, (0, 2), (3, 5))
+    subtracts, load = _zero_points(node, (0, 2), (3, 5))
+    flops = 2 * k * outputs + subtracts
     flops += outputs if node.input(6) is not None else 0
     flops += (quantize(node, 8) if node.input(7) is not None else 1) * outputs
-    return Cost(flops=flops)
+    return Cost(flops=flops, load_flops=load)
 
 
 @register("DynamicQuantizeMatMul", domain=MS, unit=MATRIX, compute_dtype=1)
@@ -172,9 +179,10 @@ def dynamic_quantize_matmul(node: OpNode) -> Cost:
     Computes in B's 8-bit dtype."""
     a = node.inputs[0]
     outputs = node.outputs[0].numel
-    flops = 7 * a.numel + 7 + a.numel + _zero_point_subtracts(node, (1, 3))
+    subtracts, load = _zero_points(node, (1, 3))
+    flops = 7 * a.numel + 7 + a.numel + subtracts
     flops += 2 * a.shape[-1] * outputs + outputs + (outputs if node.input(4) is not None else 0)
-    return Cost(flops=flops)
+    return Cost(flops=flops, load_flops=load)
 
 
 @register("MatMulIntegerToFloat", domain=MS, unit=MATRIX)
@@ -182,9 +190,10 @@ def matmul_integer_to_float(node: OpNode) -> Cost:
     """MatMulInteger then (a_scale·b_scale)·Y + bias to float: zero-point subtracts on A and B (when
     not constant 0), 2·K per output, one multiply per output, one add per output for the bias."""
     outputs = node.outputs[0].numel
-    flops = 2 * node.inputs[0].shape[-1] * outputs + _zero_point_subtracts(node, (0, 4), (1, 5))
+    subtracts, load = _zero_points(node, (0, 4), (1, 5))
+    flops = 2 * node.inputs[0].shape[-1] * outputs + subtracts
     flops += outputs + (outputs if node.input(6) is not None else 0)
-    return Cost(flops=flops)
+    return Cost(flops=flops, load_flops=load)
 
 
 @register("QOrderedMatMul", domain=MS, unit=MATRIX)
