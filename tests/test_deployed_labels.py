@@ -184,3 +184,19 @@ def test_a_weight_given_at_run_time_keeps_its_zero_point_work():
     m, k, n = 16, 256, 512
     deployed = deploy(analyze(matmul_integer(m, k, n, weight_is_input=True)))
     assert deployed.totals.flops == 2 * m * k * n + m * k + k * n  # B is a graph input: nothing to fold
+
+
+# --- a fused attention's useful FLOPs leave out the graph-only work ----------------------------------
+
+
+def test_gpt2_decode_attention_useful_flops_leave_out_the_graph_only_work():
+    written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
+    deployed = deploy(written, INPLACE)
+    flash = next(k for k in deployed.nodes if k.op_type == "FlashAttention")
+    heads, keys, queries = 12, 1024, 1  # one new token against past 1023 + 1
+    k_scale = heads * keys * DH  # K·(1/√dh) over the whole cache, one multiply per element, every step
+    nan_guard = 2 * heads * queries * keys  # IsNaN and its Where over the probabilities
+    assert flash.cost.flops - flash.cost.useful_flops == k_scale + nan_guard  # causal at S = 1: every score is seen
+    assert flash.cost.flops / flash.cost.useful_flops == pytest.approx(1.25, abs=0.01)  # the issue's +25 %
+    assert any("graph-only work" in note for note in deployed.notes)
+    assert deployed.totals.bytes == pytest.approx(285.7e6, rel=0.003)  # decode in place unchanged

@@ -208,7 +208,8 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: in
     attention = [p.attention for p in view.plan.groups if p.kind == ATTENTION]
     if attention:
         causal = sum(a.causal for a in attention)
-        notes.append(f"attention: {len(attention)} FlashAttention-style kernel(s), {causal} causal, timed on useful FLOPs")
+        notes.append(f"attention: {len(attention)} FlashAttention-style kernel(s), {causal} causal, timed on useful FLOPs"
+                     + (" (without the graph-only work: K scaled over the whole cache, NaN guards)" if any(a.graph_only for a in attention) else ""))
     caches = sum(len(a.caches) for a in attention)
     rate = report.hardware.special_function_rate
     notes.append(f"transcendentals on the special-function units at {si(rate, 'op/s')}" if rate

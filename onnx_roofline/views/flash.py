@@ -5,7 +5,12 @@ intermediate consumed only inside it. A FlashAttention-style kernel also takes o
 and scalar scales that only prepare Q, K and V (Transpose, Reshape, Mul by 1/√dh) and the layout
 ops that only rearrange O, so it reads Q, K, V once and writes O once; the S×T scores never reach
 memory. Masks and constants feeding the pattern are taken as generated in the kernel (causal
-masking from indices, as FlashAttention's is_causal does) and are not read."""
+masking from indices, as FlashAttention's is_causal does) and are not read.
+
+Some of the graph's work inside the pattern a fused kernel does not do (`graph_only`): K scaled
+over the whole cache each step (the kernel scales the scores, or Q), and a NaN guard after the
+softmax (IsNaN and its Where: an online softmax never makes the NaN). Its FLOPs stay in `flops`,
+what the graph executes, and leave `useful_flops`."""
 
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ class AttentionMatch:
     o: str
     caches: tuple[CacheUpdate, ...] = ()  # deployed: the KV-cache Concats absorbed (K, V)
     causal: bool = False  # the mask is built by comparing positions (Trilu, or a comparison of a Range)
+    graph_only: frozenset[int] = frozenset()  # members whose work a fused kernel does not do (graph_only_work)
 
 
 def find_attention(flow: Dataflow, graph_outputs: frozenset[str], caches: Mapping | None = None) -> list[AttentionMatch]:
@@ -78,7 +84,9 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
         return None
     inner_members = frozenset(members)
     q = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 0))
+    before_k = set(members)
     k = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 1))
+    k_scales = frozenset(i for i in members - before_k if flow.node(i).op_type in SCALES)
     v = _absorb_inputs(flow, graph_outputs, members, _input(flow, second, 1))
     o = _absorb_output(flow, graph_outputs, members, flow.node(second).outputs[0].name)
     updates: list[CacheUpdate] = []
@@ -87,7 +95,17 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
         v = _absorb_cache(flow, graph_outputs, members, v, caches, updates)
         q, k, v = _absorb_split(flow, graph_outputs, members, (q, k, v))
     causal = _is_causal(flow, inner_members, {first, second})
-    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), causal)
+    graph_only = k_scales | _nan_guards(flow, inner_members)
+    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), causal, graph_only)
+
+
+def _nan_guards(flow: Dataflow, members: frozenset[int]) -> frozenset[int]:
+    """An IsNaN of the probabilities and the Where it steers (exporters guard a fully masked row):
+    a fused kernel's online softmax never makes the NaN, so it does neither."""
+    guards = {i for i in members if flow.node(i).op_type == "IsNaN"}
+    tests = {t.name for i in guards for t in flow.node(i).outputs if t is not None}
+    return frozenset(guards | {i for i in members if flow.node(i).op_type == "Where" and flow.node(i).inputs[0] is not None
+                               and flow.node(i).inputs[0].name in tests})  # fmt: skip
 
 
 def _absorb_cache(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, caches: Mapping, updates: list) -> str:

@@ -267,8 +267,9 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
         caches = match.caches
         reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v, *(c.past for c in caches)))]
         writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
+        useful_flops = sum(n.cost.useful for n in nodes if n.index not in match.graph_only)
         if timing.useful and match.causal:
-            useful_flops = _causal_useful(report, match, nodes)
+            useful_flops = _causal_useful(report, match, useful_flops)
     else:
         reads, writes = _boundary(plan, set(group.members), report, tensors)
     cost = Cost(
@@ -307,14 +308,13 @@ def _rows(present: TensorInfo, new: TensorInfo) -> TensorInfo:
     return TensorInfo(present.name, new.shape, new.dtype)
 
 
-def _causal_useful(report: Report, match: AttentionMatch, nodes) -> int:
-    """The kernel's FLOPs scaled to the scores on or below the diagonal: with S queries, the last
-    S of T positions, query i sees the P = T − S past keys and i + 1 new ones, S·P + S·(S+1)/2 of
-    the S·T scores (the rules' causal count, rules/attention.py)."""
+def _causal_useful(report: Report, match: AttentionMatch, total: int) -> int:
+    """The kernel's FLOPs (`total`, its graph-only work left out) scaled to the scores on or below
+    the diagonal: with S queries, the last S of T positions, query i sees the P = T − S past keys
+    and i + 1 new ones, S·P + S·(S+1)/2 of the S·T scores (the rules' causal count, rules/attention.py)."""
     *_, queries, keys = report.nodes[match.scores].outputs[0].shape
     past = max(keys - queries, 0)
     seen = queries * past + queries * (min(queries, keys) + 1) // 2
-    total = sum(n.cost.flops for n in nodes)
     return total * seen // (queries * keys) if queries * keys else total
 
 
