@@ -73,7 +73,7 @@ class KernelResult(NodeResult):
 def deployed_plan(report: Report) -> FusionPlan:
     """The deployed fusion plan of an as-written report: structural, so valid at every dims."""
     folded = frozenset(n.index for n in report.nodes if n.constant_foldable)
-    return plan_fusion(report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), drop_dead=True)
+    return plan_fusion(report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), deployed=True)
 
 
 def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:

@@ -31,6 +31,11 @@ from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, sing
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
 DROPPED = "dropped"  # deployed: a mask or guard only attention kernels read, which generate it (dead.py)
 FREE = frozenset({FOLDED, DROPPED})  # kinds that cost nothing per run and launch nothing
+STORES = frozenset({"Split", "Transpose"})
+"""Deployed: ops that only choose where a matrix op's output tiles are stored. The epilogue writes
+each tile to its part (Split: the QKV projection's Q, K and V) in its layout (Transpose: K and V
+in the cache's [batch, heads, sequence, head] layout, as `present`), so the output is written
+once, where it is read, and never copied."""
 
 
 @dataclass(frozen=True)
@@ -113,17 +118,18 @@ class FusedView:
 
 
 def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None,
-                drop_dead: bool = False) -> FusionPlan:  # fmt: skip
+                deployed: bool = False) -> FusionPlan:  # fmt: skip
     """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
     nothing joins. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
-    kernels may take in (flash.find_attention). `drop_dead` (deployed): a node only attention
-    kernels read, not as data, is its own DROPPED group (dead.py)."""
+    kernels may take in (flash.find_attention). `deployed`: a node only attention kernels read, not
+    as data, is its own DROPPED group (dead.py), and a matrix op's epilogue also takes the Split and
+    Transposes of its output (STORES)."""
     flow = Dataflow.of(report)
-    drafts = _Drafts(flow)
+    drafts = _Drafts(flow, stores=deployed)
     matches = find_attention(flow, graph_outputs, caches)
     for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
-    dead = dead_nodes(flow, matches, graph_outputs) if drop_dead else frozenset()
+    dead = dead_nodes(flow, matches, graph_outputs) if deployed else frozenset()
     for index in flow.digraph.topological_order():
         if index not in drafts.owner:
             if index in folded:
@@ -139,8 +145,9 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
 class _Drafts:
     """Groups under construction and the quotient graph between them (kept acyclic)."""
 
-    def __init__(self, flow: Dataflow):
+    def __init__(self, flow: Dataflow, stores: bool = False):
         self.flow = flow
+        self.stores = stores  # a matrix op's epilogue takes STORES too
         self.owner: dict[int, int] = {}
         self.members: dict[int, set[int]] = {}
         self.kind: dict[int, str] = {}
@@ -164,9 +171,12 @@ class _Drafts:
         if is_matrix(node.domain, node.op_type):
             self.new(EPILOGUE, [index], anchor=index)
             return
-        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS
+        store = self.stores and node.op_type in STORES and node.domain == ""
+        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store
         target = None
         for gid in self._fusible_producers(index) if fusible else ():
+            if store and self.anchor[gid] is None:
+                continue  # only a matrix op's epilogue writes its tiles wherever they go
             if target is None and self._can_join(gid, index):
                 target = gid
                 self.members[gid].add(index)
@@ -185,7 +195,7 @@ class _Drafts:
     def _fusible_producers(self, index: int) -> list[int]:
         """Groups that may take this node: data producers' groups, epilogue (matrix) groups first."""
         node = self.flow.node(index)
-        inputs = node.inputs[:1] if node.op_type in VIEWS else node.inputs
+        inputs = node.inputs[:1] if node.op_type in VIEWS or node.op_type in STORES else node.inputs
         gids = []
         for tensor in inputs:
             producer = self.flow.producer.get(tensor.name) if tensor is not None else None
