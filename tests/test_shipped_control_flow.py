@@ -22,6 +22,7 @@ from onnx_roofline.commands.cli import main
 
 SHIPPED = Path(__file__).resolve().parent / "corpus" / "shipped"
 MERGED = [f"{family}_decoder_model_merged{layout}" for family in ("gpt2", "llama", "whisper") for layout in ("", "_dup")]
+MERGED += [f"optimum_{family}_decoder_model_merged" for family in ("gpt2", "llama")]  # optimum's own merge (tests/corpus/optimum_merged.py)
 
 
 def _manifest(name: str) -> dict:
@@ -31,9 +32,14 @@ def _manifest(name: str) -> dict:
 def _bindings(name: str):
     """(dims, values, counterpart) of the manifest's main binding and of each variant."""
     manifest = _manifest(name)
-    yield manifest["dims"], manifest["values"], manifest["counterpart"]
-    for variant in manifest.get("variants", []):
-        yield variant["dims"], variant["values"], variant["counterpart"]
+    for binding in [manifest, *manifest.get("variants", [])]:
+        yield binding["dims"], binding["values"], binding["counterpart"]
+
+
+def _inputs(name: str) -> list[dict]:
+    """The whole input shapes each binding gives (optimum-onnx's merged attention_mask), in _bindings' order."""
+    manifest = _manifest(name)
+    return [binding.get("inputs", {}) for binding in [manifest, *manifest.get("variants", [])]]
 
 
 def _symbols(path: Path) -> set[str]:
@@ -57,8 +63,8 @@ def _figures(report) -> dict[str, float]:
 @pytest.mark.parametrize("precision", [None, "fp16"])
 @pytest.mark.parametrize("name", MERGED)
 def test_merged_equals_unmerged(name, precision):
-    for dims, values, counterpart in _bindings(name):
-        merged = analyze(SHIPPED / f"{name}.onnx", dims=dims, values=values, precision=precision)
+    for (dims, values, counterpart), inputs in zip(_bindings(name), _inputs(name)):
+        merged = analyze(SHIPPED / f"{name}.onnx", dims=dims, values=values, precision=precision, input_shapes=inputs)
         path = SHIPPED / f"{counterpart}.onnx"
         alone = analyze(path, dims={k: v for k, v in dims.items() if k in _symbols(path)}, precision=precision)
         assert merged.uncosted.count == 0 and alone.uncosted.count == 0
@@ -152,7 +158,7 @@ def test_loop_and_scan_bodies_are_rows_times_their_trips(name, trips, per_trip):
     assert products == trips * per_trip  # the products alone (a Gemm's bias add, one FLOP per output, aside)
 
 
-VERIFIED = ["gpt2_decoder_model_merged", "llama_decoder_model_merged_dup", "vad_sr_if", "loop_scripted_gemm", "scan_jax_rnn"]
+VERIFIED = ["gpt2_decoder_model_merged", "llama_decoder_model_merged_dup", "optimum_llama_decoder_model_merged", "vad_sr_if", "loop_scripted_gemm", "scan_jax_rnn"]
 
 
 @pytest.mark.parametrize("name", VERIFIED)
@@ -162,7 +168,7 @@ def test_verify_checks_every_body_node(name):
     from onnx_roofline.commands.verify import verify
 
     manifest = _manifest(name)
-    result = verify(SHIPPED / f"{name}.onnx", dims=manifest["dims"], values=manifest["values"])
+    result = verify(SHIPPED / f"{name}.onnx", dims=manifest["dims"], values=manifest["values"], input_shapes=manifest.get("inputs"))
     body = [check for check, row in zip(result.comparison.nodes, result.report.nodes) if row.scope]
     assert body and all(check.outcome == "checked" for check in body), [c for c in body if c.outcome != "checked"][:3]
     assert result.passed and result.comparison.disagreements == ()

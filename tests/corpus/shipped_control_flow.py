@@ -79,15 +79,19 @@ def graphs(graph: onnx.GraphProto):
                     yield from graphs(g)
 
 
-def save_stripped(model: onnx.ModelProto, path: Path) -> Path:
+def save_stripped(model: onnx.ModelProto, path: Path, constants: bool = False) -> Path:
     """``exporters.strip.save_stripped`` for a model with bodies: every initializer over 1 KiB, in the
-    main graph *and every body*, goes to ``<file>.data`` (that one marks the main graph's only).
-    Shape constants and scalars stay inline, so shapes infer without the data file."""
+    main graph *and every body*, goes to ``<file>.data`` (that one marks the main graph's only);
+    `constants`: every Constant node's tensor over 1 KiB too (an exporter that writes its weights
+    as Constants). Shape constants and scalars stay inline, so shapes infer without the data file."""
     model = copy.deepcopy(model)
     data = path.with_name(path.name + ".data")
     data.unlink(missing_ok=True)  # onnx.save appends to an existing file
     for graph in graphs(model.graph):
-        for tensor in graph.initializer:
+        tensors = list(graph.initializer)
+        if constants:
+            tensors += [a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+        for tensor in tensors:
             if tensor.data_type == TensorProto.STRING or _nbytes(tensor) <= SIZE_THRESHOLD:
                 continue
             if not tensor.HasField("raw_data"):
@@ -123,32 +127,34 @@ class Built:
     """One model to write: the graph with its weights, its manifest fields, and the feeds (one set per
     binding: the main one, then one per variant) that onnxruntime runs to record the output shapes."""
 
-    def __init__(self, model, *, tool, dims, feeds, values=None, counterpart=None, notes="", variants=()):
+    def __init__(self, model, *, tool, dims, feeds, values=None, counterpart=None, notes="", variants=(), inputs=None):
         self.model, self.tool, self.dims, self.feeds = model, tool, dims, feeds
         self.values, self.counterpart, self.notes = values or {}, counterpart, notes
-        self.variants = list(variants)  # {"label", "dims", "values", "counterpart", "feeds"}
+        self.inputs = inputs or {}  # whole input shapes to give (`--input NAME=AxB`) where the dims cannot say them
+        self.variants = list(variants)  # {"label", "dims", "values", "counterpart", "feeds"[, "inputs"]}
 
 
-def emit(name: str, built: Built, out: Path, keep_data: bool = False) -> dict:
+def emit(name: str, built: Built, out: Path, keep_data: bool = False, generator: str = GENERATOR, strip_constants: bool = False) -> dict:
     """Run ``built`` in onnxruntime at each binding, write ``<name>.onnx`` (weight-stripped) and
     ``<name>.json``; return the manifest entry."""
     onnx.checker.check_model(built.model)
     shapes = _output_shapes(built.model, built.feeds)
-    path = save_stripped(built.model, out / f"{name}.onnx")
+    path = save_stripped(built.model, out / f"{name}.onnx", strip_constants)
     if not keep_data:
         path.with_name(path.name + ".data").unlink(missing_ok=True)
     every = [n for g in graphs(built.model.graph) for n in g.node]
     entry = {
         "name": name,
-        "generator": GENERATOR,
+        "generator": generator,
         "tool": built.tool,
         "dims": built.dims,
         "values": built.values,
+        **({"inputs": built.inputs} if built.inputs else {}),
         "counterpart": built.counterpart,
         "output_shapes": shapes,
         "variants": [
             {"label": v["label"], "dims": v["dims"], "values": v.get("values", {}), "counterpart": v.get("counterpart"),
-             "output_shapes": _output_shapes(built.model, v["feeds"])}
+             **({"inputs": v["inputs"]} if v.get("inputs") else {}), "output_shapes": _output_shapes(built.model, v["feeds"])}
             for v in built.variants
         ],
         "nodes": len(built.model.graph.node),
@@ -840,8 +846,6 @@ def jobs():
 def build_all(out_dir: str | Path, keep_data: bool = False, only: list[str] | None = None) -> list[dict]:
     """Write every model (or those named in ``only``) to ``out_dir``; return their manifest entries.
     Raises on the first failure: every model here is built by this file alone."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     entries = []
     for name, make in jobs().items():
         if only and name not in only:
@@ -849,7 +853,19 @@ def build_all(out_dir: str | Path, keep_data: bool = False, only: list[str] | No
         began = time.perf_counter()
         with quiet():
             built = make()
-        entry = emit(name, built, out, keep_data)
+        entries += build_entries({name: built}, out_dir, keep_data=keep_data, began=began)
+    return entries
+
+
+def build_entries(built: dict[str, Built], out_dir: str | Path, generator: str = GENERATOR, *, keep_data: bool = False,
+                  strip_constants: bool = False, began: float | None = None) -> list[dict]:  # fmt: skip
+    """Write each built model to ``out_dir`` (emit), saying its size and time; their manifest entries."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.perf_counter() if began is None else began
+    entries = []
+    for name, one in built.items():
+        entry = emit(name, one, out, keep_data, generator, strip_constants)
         warn = "  (over 300 kB)" if entry["bytes"] > MAX_BYTES else ""
         print(f"{name:36s} {entry['nodes']:4d} nodes ({entry['nodes_with_bodies']:4d} with bodies) {entry['bytes']:>8,} B "
               f"{time.perf_counter() - began:5.1f} s{warn}", flush=True)
