@@ -384,6 +384,20 @@ def make_baseline(tmp_path, model: onnx.ModelProto, *flags: str):
     return out
 
 
+def test_check_without_dims_takes_the_baseline_dims_and_says_so(tmp_path):
+    """GPT-2 decode's baseline made at past 1023: `check` with no --dim analyzes at the baseline's
+    own dims (not the defaults, which would make the comparison refuse) and names them on stderr."""
+    model = FIXTURES / "gpt2_decode_fp16.onnx"
+    out = tmp_path / "baseline.json"
+    assert main(["analyze", str(model), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json", "-o", str(out)]) == 0
+    result = run_check(str(model), "--baseline", str(out), "--format", "json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"dims from the baseline {out}: batch=1, past_sequence=1023" in result.stderr
+    assert all(check["status"] == "pass" for check in json.loads(result.stdout)["checks"])
+    given = run_check(str(model), "--baseline", str(out), "--dim", "past_sequence=511")
+    assert given.returncode == 2 and "past_sequence=511" in given.stderr  # a dim given still wins, and is refused
+
+
 def test_unchanged_model_passes_against_its_baseline(tmp_path, block_path):
     baseline = make_baseline(tmp_path, block_model(), "--dim", "batch=1")
     result = run_check(str(block_path), "--dim", "batch=1", "--baseline", str(baseline), "--format", "json")
@@ -408,6 +422,9 @@ def test_regression_beyond_tolerance_fails_and_names_the_nodes(tmp_path):
     assert flops["measured"] == (after - before) / before and flops["limit"] == 0.05
     grew = {c["name"] for c in flops["contributors"]}
     assert grew == {"/transformer/h.0/mlp/c_fc/MatMul", "/transformer/h.0/mlp/act/Relu", "/lm_head/MatMul"}
+    text = run_check(str(grown), "--dim", "batch=1", "--baseline", str(baseline), "--max-regression", "5%").stdout
+    # c_fc grows by 2·64·768·3072 = 301,989,888 FLOP, as lm_head does; with the Relu's 64·3072 more, each is ~50.0 %
+    assert "+301.99 MFLOP grown (50.0% of the growth)  /transformer/h.0/mlp/c_fc/MatMul (MatMul)" in text
     loose = run_check(str(grown), "--dim", "batch=1", "--baseline", str(baseline), "--max-regression", "150%")
     assert loose.returncode == 0, loose.stdout
 
@@ -581,6 +598,8 @@ def test_junit_has_a_testcase_per_check(tmp_path, block_path):
     failure = cases["latency"].find("failure")
     assert "exceeds 1.0 ns" in failure.get("message") and "/lm_head/MatMul" in failure.text
     assert cases["bytes"].find("failure") is None
+    # each model has its own classname, so two models' testcases in one CI report do not collide
+    assert {case.get("classname") for case in cases.values()} == {f"onnx-roofline[h100] {block_path}"}
 
 
 def test_github_annotations(tmp_path, block_path):

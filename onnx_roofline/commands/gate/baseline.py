@@ -82,8 +82,8 @@ def ensure_comparable(baseline: Baseline, report: Report) -> None:
         )
     if baseline.dims != report.model.dims:
         raise BaselineError(
-            f"baseline {baseline.path} was made with dims {_dims_text(baseline.dims)}, this check binds "
-            f"{_dims_text(report.model.dims)}: bind the same dims, or make a new baseline"
+            f"baseline {baseline.path} was made with dims {dims_text(baseline.dims)}, this check binds "
+            f"{dims_text(report.model.dims)}: bind the same dims, or make a new baseline"
         )
 
 
@@ -156,5 +156,5 @@ def _optional(value: Any, kind: type) -> Any:
     return None if value is None else _typed(value, kind)
 
 
-def _dims_text(dims: dict[str, int]) -> str:
+def dims_text(dims: dict[str, int]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(dims.items())) or "none"

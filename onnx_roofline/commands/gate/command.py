@@ -6,6 +6,7 @@ Limits come from a policy file and/or flags; a flag overrides the policy's value
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
@@ -13,7 +14,7 @@ from functools import partial
 from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, analyze_from_options, protected_files
 from onnx_roofline.shapes.dims import parse_dim
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
-from onnx_roofline.commands.gate.baseline import ensure_comparable, load_baseline
+from onnx_roofline.commands.gate.baseline import Baseline, dims_text, ensure_comparable, load_baseline
 from onnx_roofline.commands.gate.evaluate import evaluate
 from onnx_roofline.commands.gate.policy import Policy, PolicyError, load_policy
 from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
@@ -64,7 +65,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 def run(options: argparse.Namespace) -> int:
     policy = _policy(options)
     baseline = load_baseline(policy.baseline) if policy.baseline else None
-    report = analyze_from_options(_analysis_options(options, policy))
+    report = analyze_from_options(_analysis_options(options, policy, baseline))
     if baseline is not None:
         ensure_comparable(baseline, report)
     result = evaluate(report, policy, baseline, top=options.top)
@@ -95,10 +96,16 @@ def _strict_about_uncosted(policy: Policy) -> Policy:
     return policy
 
 
-def _analysis_options(options: argparse.Namespace, policy: Policy) -> argparse.Namespace:
-    """The options `analyze` reads, with the policy's hw, dims and nonzero_fraction where the flags give none."""
+def _analysis_options(options: argparse.Namespace, policy: Policy, baseline: Baseline | None) -> argparse.Namespace:
+    """The options `analyze` reads, with the policy's hw, dims and nonzero_fraction where the flags
+    give none; a dim neither gives is the baseline's (a comparison is only made at its dims)."""
     given = {parse_dim(text)[0] for text in options.dim}
     dims = [f"{name}={size}" for name, size in policy.dims.items() if name not in given] + list(options.dim)
+    if baseline is not None:
+        taken = {name: size for name, size in baseline.dims.items() if name not in given and name not in policy.dims}
+        dims += [f"{name}={size}" for name, size in taken.items()]
+        if taken and not getattr(options, "quiet", False):
+            print(f"onnx-roofline: note: dims from the baseline {baseline.path}: {dims_text(taken)}", file=sys.stderr)
     fraction = options.nonzero_fraction if options.nonzero_fraction is not None else policy.nonzero_fraction
     return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW, "nonzero_fraction": fraction})
 

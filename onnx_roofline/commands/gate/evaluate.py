@@ -161,7 +161,7 @@ def _regression(gate: _Gate, metric: str, baseline: Baseline, comparison: Compar
     deltas += [(a, a.value(metric) or 0) for a in comparison.added]
     grew = sorted(((n, d) for n, d in deltas if d > 0), key=lambda nd: (-nd[1], nd[0].index))
     increase = after - before
-    contributors = tuple(Contributor(n, kind, d, d / increase if increase > 0 else None) for n, d in grew[: gate.top])
+    contributors = tuple(Contributor(n, kind, d, d / increase if increase > 0 else None, growth=True) for n, d in grew[: gate.top])
     status = FAIL if failed else PASS
     return Check(f"regression.{metric}", f"{name} regression", status, "growth", growth, tolerance, text, contributors)
 

@@ -42,6 +42,7 @@ class Contributor:
     value: float | int | None
     share: float | None = None  # of the quantity the check measured
     note: str | None = None  # why the node is listed, where its value can't say (e.g. uncosted)
+    growth: bool = False  # `value` is how much the node grew against the baseline (a regression's culprit)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.node.index, "name": self.node.name, "op_type": self.node.op_type,
