@@ -17,7 +17,7 @@ import onnx
 from onnx_roofline.costs import rules
 from onnx_roofline.costs.cost import CompositeCost, Cost
 from onnx_roofline.model.status import Uncostable
-from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes, symbolic_dims
+from onnx_roofline.shapes.dims import bind, checked_sizes, input_dim_names, map_shapes, symbolic_dims
 from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
@@ -93,8 +93,9 @@ def analyze(
     hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
     if nonzero_fraction is not None:
         check_fraction(nonzero_fraction)
+    dims, input_shapes = checked_sizes(dims, input_shapes)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dict(dims or {}), input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction)
+        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,24 @@ def test_repr_is_one_short_line(decode):
     assert "memory-bound>" in text
 
 
+def test_node_and_breakdown_reprs_are_short(decode):
+    """A node or a breakdown at the REPL is a line each, not the tensors and graph nodes they hold."""
+    matmul = next(n for n in decode.nodes if n.op_type == "MatMul")
+    assert repr(matmul).startswith(f"<NodeResult {matmul.index} {matmul.name} (MatMul): ") and len(repr(matmul)) < 200
+    groups = decode.breakdown()
+    assert len(repr(groups)) < 120 * len(groups)
+    assert repr(groups[0]).startswith(f"<Group {groups[0].key}: {len(groups[0].nodes)} nodes, ")
+
+
+@pytest.mark.parametrize("dims, shapes", [
+    ({"batch": "1"}, None), ({"batch": 1.5}, None), ({"batch": True}, None), ({"batch": -1}, None), ({1: 1}, None),
+    ({}, {"input_ids": "1x4"}), ({}, {"input_ids": [1, "4"]}),
+])
+def test_a_size_that_is_not_a_whole_number_is_a_roofline_error(dims, shapes):
+    with pytest.raises(r.RooflineError, match="whole number|out of range|not a string|not a sequence"):
+        r.analyze(DECODE, dims=dims, input_shapes=shapes)
+
+
 def test_rows_are_plain_dicts_that_add_up(decode):
     rows = decode.rows()
     assert len(rows) == len(decode.nodes) == 648

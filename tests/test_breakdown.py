@@ -126,3 +126,14 @@ def test_table_shows_module_breakdown(capsys):
     assert "by module (depth 3)" in out and "by op type" not in out
     rows = re.findall(r"^(model\.transformer\.h\.\d+) ", out, flags=re.M)
     assert rows == LAYERS
+
+
+def test_breakdowns_count_transcendentals(capsys):
+    """GPT-2 decode at batch 1: each of the 12 layers' GELU takes one tanh per MLP activation,
+    12 · 3072 = 36,864, which the Tanh row says (its FLOPs alone are 0) as the node rows do."""
+    code = main([str(FIXTURES / "gpt2_decode_fp32.onnx"), "--dim", "batch=1", "--dim", "past_sequence=8", "-q"])
+    out = capsys.readouterr().out
+    assert code == 0
+    (tanh,) = re.findall(r"^Tanh .*$", out, flags=re.M)
+    assert "0 FLOP + 36.86 k transc." in tanh
+    assert re.search(r"^totals +[\d.]+ MFLOP \+ [\d.]+ k transc\.", out, flags=re.M)

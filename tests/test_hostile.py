@@ -241,6 +241,22 @@ def test_a_constant_nodes_data_file_is_protected_without_reading_the_model_again
     assert code == 0 and (folder / "out.txt").is_file(), err
 
 
+@pytest.mark.parametrize("flags, fragment", [
+    (["--plot", "x.jpg"], "plot file must end in .png or .svg"),
+    (["--plot", "absent/x.png"], "output folder does not exist"),
+    (["--annotate", "absent/a.onnx"], "output folder does not exist"),
+    (["--top", "-1"], "--top: must be at least 0"),
+    (["--depth", "0"], "--depth: must be at least 1"),
+    (["--jobs", "0"], "--jobs: must be at least 1"),
+])
+def test_arguments_are_checked_before_the_analysis(tmp_path, capsys, good, monkeypatch, flags, fragment):
+    """A bad output path or count is refused before any work: nothing printed, the analysis never run."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("onnx_roofline.analysis.analyze", lambda *a, **k: pytest.fail("the analysis ran"))
+    code, out, err = run(capsys, good, *flags)
+    assert code == 2 and out == "" and err.count("\n") == 1 and fragment in err, err
+
+
 def test_output_paths_that_cannot_be_written(tmp_path, capsys, good):
     (tmp_path / "dir").mkdir()
     refused(capsys, "it is a directory", good, "-o", tmp_path / "dir")

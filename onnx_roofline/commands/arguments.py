@@ -55,6 +55,22 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def count(minimum: int = 0):
+    """An argparse type: a whole number of at least `minimum`, refused (exit 2) before any work."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}: {value}")
+        return value
+
+    convert.__name__ = "count"
+    return convert
+
+
 def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
     """-q/--quiet and -v/--verbose: how much goes to stderr besides errors."""
     loud = parser.add_mutually_exclusive_group()

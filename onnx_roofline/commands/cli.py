@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, analyze_from_options, deployed_from, protected_files, refuse_if_nothing_costed
+from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, count, analyze_from_options, deployed_from, protected_files, refuse_if_nothing_costed
 from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, RooflineError, one_line
 from onnx_roofline.version import __version__
 
@@ -92,12 +92,12 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
     run = sub.add_parser("analyze", help="analyze a model (the default: `onnx-roofline MODEL` is the same)")
     add_model_arguments(run, many=True)
-    run.add_argument("-j", "--jobs", type=int, default=1, metavar="N", help="several models: analyze N at a time, in processes (default: 1)")
+    run.add_argument("-j", "--jobs", type=count(1), default=1, metavar="N", help="several models: analyze N at a time, in processes (default: 1)")
     run.add_argument("--format", choices=("table", "json", "csv", "markdown", "html"), default="table", help="output format (default: table)")
     run.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
-    run.add_argument("--top", type=int, default=15, metavar="N", help="nodes listed in the table (default: 15)")
+    run.add_argument("--top", type=count(), default=15, metavar="N", help="nodes listed in the table (default: 15)")
     run.add_argument("--by", action="append", choices=("op-type", "module"), help="breakdowns in table/markdown/html (repeatable; default: op-type)")
-    run.add_argument("--depth", type=int, default=3, metavar="N", help="module level of --by module: 3 = GPT-2 layers, 4 = attn/mlp (default: 3)")
+    run.add_argument("--depth", type=count(1), default=3, metavar="N", help="module level of --by module: 3 = GPT-2 layers, 4 = attn/mlp (default: 3)")
     run.add_argument("--annotate", metavar="OUT.onnx", help="also write the model annotated for Netron (+ OUT.netron.json); see docs/outputs.md")
     run.add_argument("--plot", metavar="FILE.png|svg", help="also write the roofline plot")
     run.add_argument("--group", action="store_true",
@@ -133,6 +133,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
     if len(options.model) > 1 or os.path.isdir(options.model[0]):
         return _run_summary(options)
     options.model = options.model[0]
+    _check_outputs(options)
     report = analyze_from_options(options, default_dims=True)
     refuse_if_nothing_costed(report)  # exit 2, the root cause and the fix: not a table of unknowns
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
@@ -165,9 +166,23 @@ def _run_analyze(options: argparse.Namespace) -> int:
 
         done = annotate(report.written if report.view == "deployed" else report, options.annotate)  # per graph node: as written
         if not options.quiet:
-            print(f"annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
+            print(f"onnx-roofline: annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
     warn_if_invalid(report)
     return EXIT_OK
+
+
+def _check_outputs(options: argparse.Namespace) -> None:
+    """Every output path checked before the analysis runs: a typo costs nothing, and nothing is
+    printed before the error."""
+    from onnx_roofline.report.output import check_destination
+
+    for path in (options.output, options.annotate):
+        if path not in (None, "-"):
+            check_destination(path)
+    if options.plot:
+        from onnx_roofline.report.plot import check_plot_destination
+
+        check_plot_destination(options.plot)
 
 
 def _run_summary(options: argparse.Namespace) -> int:

@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass
 
+from onnx_roofline.commands.arguments import count
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
 from onnx_roofline.commands.gate.baseline import Baseline, NodeFigures, compare, load_baseline
 from onnx_roofline.report.units import duration, si
@@ -162,7 +163,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("before", metavar="BEFORE.json")
     parser.add_argument("after", metavar="AFTER.json")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
-    parser.add_argument("--top", type=int, default=10, metavar="N", help="nodes and modules listed (default: 10)")
+    parser.add_argument("--top", type=count(), default=10, metavar="N", help="nodes and modules listed (default: 10)")
     parser.set_defaults(run=run)
 
 

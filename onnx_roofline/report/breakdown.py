@@ -49,6 +49,11 @@ class Group:
     def share(self, model_time: float) -> float | None:
         return self.totals.time_s / model_time if model_time else None
 
+    def __repr__(self) -> str:
+        from onnx_roofline.report.rows import group_repr
+
+        return group_repr(self.key, self.totals, len(self.nodes))
+
 
 def scopes(node: NodeResult) -> tuple[str, ...]:
     """The qualified module names the node sits in, outermost first; () for a top-level node."""

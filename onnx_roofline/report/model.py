@@ -60,6 +60,12 @@ class NodeResult:
     """How many times the node runs per run of the model (a Loop's or Scan's trip count, nested
     ones multiplied): its cost and time are the totals over all of them."""
 
+    def __repr__(self) -> str:
+        """One line: index, name, op and figures (not the tensors and graph node it holds)."""
+        from onnx_roofline.report.rows import node_repr
+
+        return node_repr(self)
+
     @property
     def own_name(self) -> str:
         """The node's name in its own graph, without its scope."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_roofline.errors import RooflineError
-from onnx_roofline.report.output import write_bytes
+from onnx_roofline.report.output import check_destination, write_bytes
 from onnx_roofline.report.breakdown import module_of
 from onnx_roofline.report.units import percent, si
 
@@ -102,10 +102,22 @@ def render_plot(reports: Sequence[Mapping[str, Any]], fmt: str = "png", **option
 
 def write_plot(reports: Sequence[Mapping[str, Any]], destination: str | os.PathLike, protect: Sequence[str] = (), **options) -> None:
     """Write the plot atomically; the format follows the file's extension (.png or .svg)."""
+    write_bytes(render_plot(reports, plot_format(destination), **options), str(destination), protect=protect)
+
+
+def check_plot_destination(destination: str | os.PathLike) -> None:
+    """Fail before the work, not after it has been printed: a plot path of another format, or in
+    a folder that does not exist, is bad input."""
+    plot_format(destination)
+    check_destination(destination)
+
+
+def plot_format(destination: str | os.PathLike) -> str:
+    """"png" or "svg", from the file's extension."""
     fmt = Path(destination).suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise RooflineError(f"plot file must end in .png or .svg: {destination}")
-    write_bytes(render_plot(reports, fmt, **options), str(destination), protect=protect)
+    return fmt
 
 
 # --- the data -------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from onnx_roofline.report.model import NodeResult, Report
+    from onnx_roofline.report.totals import Totals
 
 ROW_KEYS = (
     "index", "name", "op_type", "domain", "module", "status", "output_shape", "flops", "transcendentals", "dequantize_flops",
@@ -86,3 +87,22 @@ def report_repr(report: Report) -> str:
     uncosted = f", {report.uncosted.count} uncosted" if report.uncosted.count else ""
     return (f"<Report {name} on {report.hardware.key}, {report.view}: {len(report.nodes)} nodes{uncosted}, {si(totals.flops, 'FLOP')}, "
             f"{si(totals.bytes, 'B')}, {duration(totals.time_s)} {what}, {percent(totals.memory_bound_time_share)} memory-bound>")  # fmt: skip
+
+
+def node_repr(node: NodeResult) -> str:
+    """`<NodeResult 5 /h.0/attn/MatMul (MatMul): 2.36 MFLOP, 4.72 MB, memory-bound, 1.41 µs>`; an
+    uncosted node gives its status instead of figures."""
+    from onnx_roofline.model.status import OK
+    from onnx_roofline.report.units import duration, si
+
+    head = f"<NodeResult {node.index} {node.name} ({node.op_type})"
+    if node.status != OK or node.cost is None:
+        return f"{head}: {node.status}>"
+    return f"{head}: {si(node.cost.flops, 'FLOP')}, {si(node.cost.bytes, 'B')}, {node.bound}-bound, {duration(node.time_s)}>"
+
+
+def group_repr(key: str, totals: Totals, nodes: int) -> str:
+    """`<Group MatMul: 48 nodes, 1.21 GFLOP, 3.40 MB, 5.62 µs>`: a breakdown's row, not its nodes."""
+    from onnx_roofline.report.units import duration, si
+
+    return f"<Group {key}: {nodes} nodes, {si(totals.flops, 'FLOP')}, {si(totals.bytes, 'B')}, {duration(totals.time_s)}>"

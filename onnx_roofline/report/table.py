@@ -38,7 +38,7 @@ def _summary(report: Report, other: Report | None = None) -> str:
     lines = [
         f"model     {model.path or '<in-memory>'}  ({model.node_count} nodes, {si(model.parameters, '')} parameters, dims: {dims})",
         f"hardware  {hw.name} [{hw.key}]  {si(hw.memory_bandwidth, 'B/s')}",
-        f"totals    {si(totals.flops, 'FLOP')}  {si(totals.bytes, 'B')}  intensity {number(totals.intensity)} FLOP/B",
+        f"totals    {flops_text(totals.flops, totals.transcendentals)}  {si(totals.bytes, 'B')}  intensity {number(totals.intensity)} FLOP/B",
         f"latency   {duration(totals.time_s)} {WHAT_TIME_IS[report.view]} ({how})  "
         f"memory-bound share of time {percent(totals.memory_bound_time_share)}",
     ]
@@ -134,7 +134,7 @@ def group_cells(group: Group, family: str, model_time: float) -> list[str]:
     return [
         group_label(family, group.key),
         str(len(group.nodes)) + (f" ({t.uncosted_nodes} uncosted)" if t.uncosted_nodes else ""),
-        si(t.flops if known else None, "FLOP"),
+        flops_text(t.flops, t.transcendentals) if known else si(None, "FLOP"),
         si(t.bytes if known else None, "B"),
         f"{bounds[COMPUTE]}/{bounds[MEMORY]}",
         duration(t.time_s if known else None),

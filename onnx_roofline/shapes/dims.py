@@ -47,6 +47,33 @@ def _size(digits: str, where: str) -> int:
     return int(digits)
 
 
+def checked_sizes(dims: Mapping | None, input_shapes: Mapping | None) -> tuple[dict[str, int], dict[str, tuple[int, ...]] | None]:
+    """The API's `dims` and `input_shapes`, each size a whole number from 0 to 2^57 (a string or a
+    float is a DimensionError naming it, not a TypeError deep in the engine)."""
+
+    def size(value, where: str) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise DimensionError(f"{where}: {value!r} is not a whole number (give an int)")
+        if not 0 <= value <= MAX_TENSOR_BYTES:
+            raise DimensionError(f"{where}: {value} is out of range (0 to 2^57)")
+        return value
+
+    def name(key, what: str) -> str:
+        if not isinstance(key, str):
+            raise DimensionError(f"{what} keys are names: {key!r} is not a string")
+        return key
+
+    checked = {name(k, "dims"): size(v, f"dims[{k!r}]") for k, v in (dims or {}).items()}
+    if input_shapes is None:
+        return checked, None
+    shapes = {}
+    for key, shape in input_shapes.items():
+        if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
+            raise DimensionError(f"input_shapes[{key!r}]: {shape!r} is not a sequence of sizes")
+        shapes[name(key, "input_shapes")] = tuple(size(v, f"input_shapes[{key!r}]") for v in shape)
+    return checked, shapes
+
+
 def input_dim_names(graph: onnx.GraphProto) -> dict[tuple[str, int], str]:
     """The symbolic dims of the graph inputs by (input, axis), read before binding replaces them."""
     return {(input_name, axis): dim.dim_param for input_name, axis, dim in graph_input_dims(graph) if dim.dim_param}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, protected_files, with_launch_overhead
+from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, count, protected_files, with_launch_overhead
 from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, DimensionError
 from onnx_roofline.shapes.input_values import parse_value
@@ -34,7 +34,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     _parser(subparsers, "fuse", _run_fuse, "the unfused and fused views of bytes side by side, attention included",
             "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
             "FlashAttention-style kernel.", views=False).add_argument(
-        "--top", type=int, default=10, metavar="N", help="fused kernels listed (default: 10)")
+        "--top", type=count(), default=10, metavar="N", help="fused kernels listed (default: 10)")
     _parser(subparsers, "context", _run_context, "decode over context length: latency per step and the KV cache's share of bytes",
             "Bind the batch with --dim; the past-length dim is found from the KV-cache inputs.").add_argument(
         "--context", default=DEFAULT_LENGTHS, metavar="[DIM=]L1,L2,...",
@@ -67,9 +67,9 @@ def parse_dim_values(text: str) -> tuple[str, tuple[int, ...]]:
 def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Session, dict[str, tuple[int, ...]]]:
     """The session (single-valued dims bound) and the lists to sweep."""
     if options.plot:
-        from onnx_roofline.commands.whatif import plot
+        from onnx_roofline.report.plot import check_plot_destination
 
-        plot.check_destination(options.plot)
+        check_plot_destination(options.plot)
     pairs = [parse_dim_values(text) for text in options.dim]
     if len({name for name, _ in pairs}) != len(pairs):
         raise DimensionError("the same --dim is given twice")

@@ -6,16 +6,12 @@ import io
 from collections.abc import Sequence
 from pathlib import Path
 
-from onnx_roofline.errors import RooflineError
 from onnx_roofline.report.output import write_bytes
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
 from onnx_roofline.commands.whatif.critical import CriticalResult
 from onnx_roofline.commands.whatif.fuse_report import FusionStudy
 from onnx_roofline.commands.whatif.sweep import SweepResult
-
-FORMATS = (".png", ".svg")
-
 
 def save(figure, destination: str, protect: Sequence[str] = ()) -> None:
     """Render and write atomically; the suffix picks the format."""
@@ -26,20 +22,6 @@ def save(figure, destination: str, protect: Sequence[str] = ()) -> None:
     figure.savefig(buffer, format=suffix[1:], dpi=130, bbox_inches="tight")
     plt.close(figure)
     write_bytes(buffer.getvalue(), destination, protect)
-
-
-def check_destination(destination: str) -> None:
-    """Fail before the study runs, not after: a bad plot path is bad input."""
-    if Path(destination).suffix.lower() not in FORMATS:
-        raise RooflineError(f"--plot {destination}: use a .png or .svg file name")
-    if not Path(destination).parent.is_dir():
-        raise RooflineError(f"output folder does not exist: {Path(destination).parent}")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-    except ImportError:
-        raise RooflineError("--plot needs matplotlib: pip install matplotlib") from None
 
 
 def _figure(columns: int, rows: int = 1, title: str = ""):
