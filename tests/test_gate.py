@@ -586,6 +586,15 @@ def test_check_twice_writes_identical_json_files(tmp_path, block_path):
     assert check["limit"] == 1e-9
 
 
+def test_a_foldable_culprit_is_marked(tmp_path):
+    """GPT-2 decode's top culprit is lm_head's Transpose of a weight, which a runtime folds at load."""
+    args = (str(FIXTURES / "gpt2_decode_fp16.onnx"), "--dim", "batch=1", "--dim", "past_sequence=1023", "--max-latency", "1us")
+    assert "/model/lm_head/Transpose (Transpose, foldable)" in run_check(*args).stdout
+    (latency,) = [c for c in json.loads(run_check(*args, "--format", "json").stdout)["checks"] if c["id"] == "latency"]
+    marks = {c["name"]: c["constant_foldable"] for c in latency["contributors"]}
+    assert marks["/model/lm_head/Transpose"] is True and marks["/model/lm_head/MatMul"] is False
+
+
 def test_junit_has_a_testcase_per_check(tmp_path, block_path):
     junit = tmp_path / "roofline.xml"
     result = run_check(str(block_path), "--dim", "batch=1", "--max-latency", "1ns", "--max-bytes", "1TB",

@@ -19,6 +19,7 @@ from onnx_roofline.costs.hardware import load_hardware
 from onnx_roofline.commands.whatif import compare, context_study, critical, sweep
 from onnx_roofline.commands.whatif.affine import Line, ridge_crossing
 from onnx_roofline.commands.whatif.compare import parse_hardware_list
+from onnx_roofline.commands.whatif.render import render_compare
 from onnx_roofline.commands.whatif.session import Session
 from tests.conftest import FIXTURES
 
@@ -218,6 +219,9 @@ def test_compare_puts_each_accelerator_beside_the_others():
         assert row.latency_s == direct.totals.time_s
         assert row.memory_share == direct.totals.memory_bound_time_share == 1.0
         assert row.top_name == max(direct.nodes, key=lambda n: n.time_s or 0).name
+        # the top is lm_head's Transpose of a weight: foldable at load, and said so in text and JSON
+        assert row.top_foldable and row.to_dict()["top"]["constant_foldable"]
+    assert "Transpose /model/lm_head/Transpose (foldable)" in render_compare(result)
     # all memory-bound: latency is bytes / bandwidth, so the ratio of latencies is that of bandwidths
     h100, h200 = result.rows[0], result.rows[1]
     assert h100.latency_s / h200.latency_s == pytest.approx(h200.hardware.memory_bandwidth / h100.hardware.memory_bandwidth)

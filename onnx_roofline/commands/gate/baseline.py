@@ -37,12 +37,14 @@ class NodeFigures:
     status: str = OK
     reason: str | None = None  # why an uncosted node has no figures
     module: str = ""  # the innermost module path ("" for none)
+    foldable: bool = False  # constant-foldable: a runtime computes it once at load
 
     @classmethod
     def of(cls, node: NodeResult) -> NodeFigures:
         cost = node.cost
         return cls(node.index, node.name, node.op_type, node.bound, node.time_s,
-                   cost.bytes if cost else None, cost.flops if cost else None, node.status, node.reason, module_path(node))
+                   cost.bytes if cost else None, cost.flops if cost else None, node.status, node.reason, module_path(node),
+                   node.constant_foldable)
 
     def value(self, metric: str) -> float | int | None:
         return getattr(self, metric)
@@ -127,6 +129,7 @@ def _parse(data: Any, origin: str) -> Baseline:
                 bytes=_optional(n["bytes"], int), flops=_optional(n["flops"], int),
                 status=_typed(n["status"], str), reason=_optional(n.get("reason"), str),
                 module=_optional(n.get("module"), str) or "",
+                foldable=n.get("constant_foldable", False) is True,
             )
             for n in data["nodes"]
         )

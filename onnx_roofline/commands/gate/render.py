@@ -79,14 +79,14 @@ RENDERERS = {"text": render_text, "json": render_json, "github": render_github}
 
 def _contributor(c: Contributor) -> str:
     """`62.3%  3.07 µs  name (op)`; a regression's culprit says what it is: `+46.09 µs grown
-    (62.3% of the growth)  name (op)`."""
-    note = f": {c.note}" if c.note else ""
+    (62.3% of the growth)  name (op)`; a node a runtime folds at load says so: `(Transpose, foldable)`."""
+    node = f"{c.node.name} ({c.node.op_type}{', foldable' if c.node.foldable else ''})" + (f": {c.note}" if c.note else "")
     if c.growth:
         share = f" ({100 * c.share:.1f}% of the growth)" if c.share is not None else ""
-        return f"+{formatted(c.kind, c.value)} grown{share}  {c.node.name} ({c.node.op_type}){note}"
+        return f"+{formatted(c.kind, c.value)} grown{share}  {node}"
     share = f"{100 * c.share:5.1f}%  " if c.share is not None else ""
     value = f"{formatted(c.kind, c.value)}  " if c.value is not None else ""
-    return f"{share}{value}{c.node.name} ({c.node.op_type}){note}"
+    return f"{share}{value}{node}"
 
 
 def _comparison_lines(result: GateResult) -> list[str]:

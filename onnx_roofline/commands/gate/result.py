@@ -46,7 +46,8 @@ class Contributor:
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.node.index, "name": self.node.name, "op_type": self.node.op_type,
-                "kind": self.kind, "value": self.value, "share": self.share, "note": self.note}
+                "kind": self.kind, "value": self.value, "share": self.share, "note": self.note,
+                "constant_foldable": self.node.foldable}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ class HardwareRow:
     top_op: str | None
     top_share: float | None  # of the predicted time
     top_bound: str | None
+    top_foldable: bool = False  # a runtime computes it once at load: the top figure is not a kernel to speed up
 
     def to_dict(self) -> dict:
         return {
@@ -35,7 +36,8 @@ class HardwareRow:
             "memory_bound_share": self.memory_share,
             "intensity": self.intensity,
             "ridge": self.ridge,
-            "top": {"name": self.top_name, "op_type": self.top_op, "share": self.top_share, "bound": self.top_bound},
+            "top": {"name": self.top_name, "op_type": self.top_op, "share": self.top_share, "bound": self.top_bound,
+                    "constant_foldable": self.top_foldable},
         }
 
 
@@ -71,6 +73,7 @@ def compare(session: Session, hardware: Sequence[Hardware], view: str = UNFUSED)
                 totals.intensity, main_ridge(measured),
                 top.name if top else None, top.op_type if top else None,
                 top.time_s / totals.time_s if top and totals.time_s else None, top.bound if top else None,
+                bool(getattr(top, "constant_foldable", False)),
             )
         )
     setup = {**session.describe(), "hardware": [hw.key for hw in hardware]}

@@ -110,7 +110,7 @@ def render_compare(result: CompareResult) -> str:
             si(r.work.rate(r.latency_s), ""),
             percent(r.memory_share),
             number(r.intensity, 2),
-            f"{r.top_op} {r.top_name}",
+            f"{r.top_op} {r.top_name}" + (" (foldable)" if r.top_foldable else ""),
             percent(r.top_share),
             r.top_bound or "?",
         ]
