@@ -17,6 +17,7 @@ from onnx_roofline.report.breakdown import (
     by_module,
     by_op_type,
     module_at,
+    module_of,
     module_path,
     natural_key,
     scopes,
@@ -137,3 +138,14 @@ def test_breakdowns_count_transcendentals(capsys):
     (tanh,) = re.findall(r"^Tanh .*$", out, flags=re.M)
     assert "0 FLOP + 36.86 k transc." in tanh
     assert re.search(r"^totals +[\d.]+ MFLOP \+ [\d.]+ k transc\.", out, flags=re.M)
+
+
+def test_a_conv_is_not_renamed_by_the_batchnorm_folded_into_it():
+    """The dynamo ResNet-50 fixture went through onnxscript's optimizer, which folded every
+    BatchNorm into its Conv and left the Conv with the BatchNorm's metadata (`bn1`): the Conv's
+    module is its own name's (`/conv1/Conv` is in `conv1`), and no module is a BatchNorm's."""
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
+    convs = [n for n in report.nodes if n.op_type == "Conv"]
+    assert module_path(convs[0]) == "conv1"
+    assert all(module_path(n) == module_of(n.name) for n in convs)
+    assert not [g.key for g in by_module(report, 9) if ".bn" in f".{g.key.rsplit('.', 1)[-1]}"]

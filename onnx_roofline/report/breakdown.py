@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 OP_TYPE, MODULE = "op_type", "module"  # the breakdown families
 NAME_SCOPES = "pkg.torch.onnx.name_scopes"
 NO_MODULE = ""  # the key of nodes outside any module (shown as "(top level)")
+REWRITTEN = "pkg.onnxscript.rewriter.rule_name"  # set on a node onnxscript's optimizer made from others
 _NOT_A_MODULE = "_empty_nn_module_stack"  # torch's placeholder scope for nodes it could not place
 
 
@@ -59,7 +60,11 @@ def scopes(node: NodeResult) -> tuple[str, ...]:
     """The qualified module names the node sits in, outermost first; () for a top-level node."""
     graph_node = node.graph_node
     from_metadata = _metadata_scopes(node.metadata) if graph_node is not None and graph_node.has_metadata else None
-    return from_metadata if from_metadata is not None else _name_scopes(node.own_name)  # a body node: its own name, not its scope
+    if from_metadata is not None and REWRITTEN not in node.metadata:
+        return from_metadata
+    own = _name_scopes(node.own_name)  # a body node: its own name, not its scope
+    # a node an optimizer fused keeps one source's metadata (a Conv, its folded BatchNorm's): its name is its own
+    return own if own or from_metadata is None else from_metadata
 
 
 def module_path(node: NodeResult) -> str:
