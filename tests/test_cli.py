@@ -125,6 +125,9 @@ def test_hw_list_names_every_entry_with_a_source(capsys):
     for key in ("h100", "h100-pcie", "h200", "a100", "l4"):
         assert f"\n{key} " in "\n" + out
     assert out.count("source:") >= 6
+    entries = [line for line in out.splitlines() if not line.lstrip().startswith("source:")]
+    assert len({line.index("B/s") for line in entries}) == 1  # the columns align
+    assert len({line.index("ridge") for line in entries}) == 1
 
 
 def test_model_without_its_external_data_still_analyzes(tmp_path, capsys):

@@ -52,6 +52,17 @@ def test_a_wider_projection_and_an_added_node(tmp_path, capsys):
     assert {c["after"]["name"] for c in data["changed"]} == {"/proj/MatMul", "/act/Relu"}  # both doubled in width
 
 
+def test_node_lines_are_aligned(tmp_path, capsys):
+    """The changed nodes' arrows line up however long their names."""
+    a = _report(tmp_path, "a", _model(128), capsys)
+    b = _report(tmp_path, "b", _model(256), capsys)
+    assert main(["diff", a, b]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(next(line for line in lines if line.startswith("top 2 changed nodes")))
+    nodes = lines[start + 1 : start + 3]
+    assert len({line.index("→") for line in nodes}) == 1 and len({line.index("(+") for line in nodes}) == 1
+
+
 def test_a_flipped_bound_is_named(tmp_path, capsys):
     """[64, 256]·[256, n] in fp32 on the H100's CUDA-core fp32 ridge: n = 1 is memory-bound, a
     wide n compute-bound (intensity 2·64·256·n / 4·(64·256 + 256·n + 64·n) grows with n)."""

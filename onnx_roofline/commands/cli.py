@@ -238,15 +238,17 @@ def _run_hw_list(options: argparse.Namespace) -> int:
     from onnx_roofline.costs.hardware import list_hardware
     from onnx_roofline.report.units import si
 
-    for hw in list_hardware():
+    entries = list_hardware()
+    key_width, name_width = (max(len(text) for text in column) for column in zip(*((hw.key, hw.name) for hw in entries)))
+    for hw in entries:
         matrix = hw.peaks.get("matrix", {})
         headline = max(matrix.items(), key=lambda kv: kv[1]) if matrix else ("fp32", hw.peaks["vector"]["fp32"])
         main_dtype = "bf16" if "bf16" in matrix else headline[0]
         print(
-            f"{hw.key:<11} {hw.name:<34} {si(hw.memory_bandwidth, 'B/s'):>11}  "
+            f"{hw.key:<{key_width}}  {hw.name:<{name_width}}  {si(hw.memory_bandwidth, 'B/s'):>11}  "
             f"{main_dtype} {si(hw.peak('matrix', main_dtype)[0], 'FLOP/s'):>14}  ridge {hw.ridge('matrix', main_dtype):7.1f}"
         )
-        print(f"{'':<11} source: {hw.source}")
+        print(f"{'':<{key_width}}  source: {hw.source}")
     return EXIT_OK
 
 

@@ -86,29 +86,37 @@ def _modules(before: Baseline, after: Baseline) -> tuple[Change, ...]:
 
 def render_text(result: ReportDiff, top: int) -> str:
     lines = [f"before {result.before.path}", f"after  {result.after.path}", "", "model totals"]
-    for metric, change in result.totals.items():
-        lines.append(f"  {metric:<8} {_value(metric, change.before):>12} → {_value(metric, change.after):>12}  {_relative(change)}")
+    lines += _aligned([(metric, _value(metric, c.before), _value(metric, c.after), _relative(c)) for metric, c in result.totals.items()])
     lines.append("")
     lines.append(f"nodes: {len(result.nodes)} paired, {len(result.changed)} changed, {len(result.added)} added, "
                  f"{len(result.removed)} removed, {len(result.bound_changed)} changed bound")  # fmt: skip
     ranked = sorted(result.changed, key=lambda pair: -abs(_latency_delta(pair)))[:top]
     if ranked:
         lines.append(f"top {len(ranked)} changed nodes by latency")
-        for before, after in ranked:
-            change = Change(after.name, after.op_type, before.latency, after.latency)
-            bound = f"  {before.bound} → {after.bound}" if before.bound != after.bound else ""
-            lines.append(f"  {after.name} ({after.op_type})  {_value('latency', before.latency)} → "
-                         f"{_value('latency', after.latency)}  {_relative(change)}{bound}")  # fmt: skip
+        lines += _aligned([
+            (f"{after.name} ({after.op_type})", _value("latency", before.latency), _value("latency", after.latency),
+             _relative(Change(after.name, after.op_type, before.latency, after.latency))
+             + (f"  {before.bound} → {after.bound}" if before.bound != after.bound else ""))
+            for before, after in ranked
+        ])
     for title, nodes in (("added", result.added), ("removed", result.removed)):
         if nodes:
             lines.append(f"{title}: " + ", ".join(f"{n.name} ({n.op_type})" for n in nodes[:top]) + (" …" if len(nodes) > top else ""))
     moved = [c for c in result.modules if c.delta][:top]
     if moved:
         lines.append(f"top {len(moved)} modules by latency change")
-        lines += [f"  {c.name:<40} {_value('latency', c.before):>10} → {_value('latency', c.after):>10}  {_relative(c)}" for c in moved]
+        lines += _aligned([(c.name, _value("latency", c.before), _value("latency", c.after), _relative(c)) for c in moved])
     lines.append("")
     lines.append("same figures" if result.same else "the figures differ")
     return "\n".join(lines) + "\n"
+
+
+def _aligned(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """`  label  before → after  change`, each column as wide as its widest cell."""
+    if not rows:
+        return []
+    label, before, after = (max(len(row[i]) for row in rows) for i in range(3))
+    return [f"  {a:<{label}}  {b:>{before}} → {c:>{after}}  {d}" for a, b, c, d in rows]
 
 
 def render_json(result: ReportDiff) -> str:
