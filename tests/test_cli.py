@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -185,3 +186,15 @@ def test_a_failed_shape_pass_is_one_prefixed_warning_and_quiet_silences_it(model
     ]
     quiet = subprocess.run([sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4", "-q"], capture_output=True, text=True)
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_calibrate_has_one_home_under_hw(tmp_path, capsys):
+    """`hw calibrate` is listed; `calibrate`, its former name, is not, but still runs and says so."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert not re.search(r"^\s+calibrate\b", capsys.readouterr().out, flags=re.M)
+    quick = ["-o", str(tmp_path / "cpu.toml"), "--runs", "1", "--warmup", "0", "--size", "256", "--stream-mib", "1"]
+    assert main(["calibrate", *quick]) == 0
+    assert "`calibrate` is now `hw calibrate`" in capsys.readouterr().err
+    assert main(["hw", "calibrate", *quick]) == 0
+    assert "now `hw calibrate`" not in capsys.readouterr().err

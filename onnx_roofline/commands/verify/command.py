@@ -1,9 +1,10 @@
-"""`onnx-roofline verify MODEL` and `onnx-roofline calibrate -o spec.toml` (also `hw calibrate`
-once cli.py wires `add_hw_calibrate` into the `hw` subcommands)."""
+"""`onnx-roofline verify MODEL` and `onnx-roofline hw calibrate -o spec.toml` (cli.py wires
+`add_hw_calibrate` into the `hw` subcommands; `calibrate`, its former name, still works, unlisted)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, DimensionError
 from onnx_roofline.report.output import check_destination, write_text
@@ -22,7 +23,7 @@ def add_command(subparsers) -> None:
     add_model_arguments(verify, assumptions=False)
     verify.add_argument("--seed", type=int, default=0, help="seed of the synthesized weights and inputs (default: 0)")
     verify.add_argument("--threads", type=_up_to(MAX_THREADS), metavar="N", help="onnxruntime intra-op threads (default: its own)")
-    verify.add_argument("--timing", action="store_true", help="also time every node against its roofline bound (use a `calibrate` spec as --hw)")
+    verify.add_argument("--timing", action="store_true", help="also time every node against its roofline bound (use a `hw calibrate` spec as --hw)")
     verify.add_argument("--runs", type=_positive, default=10, metavar="N", help="timed runs, median kept (default: 10)")
     verify.add_argument("--warmup", type=_non_negative, default=3, metavar="N", help="untimed warm-up runs (default: 3)")
     verify.add_argument("--margin", type=_fraction, default=0.25, metavar="F", help="noise margin: a node beats its bound below bound/(1+F) (default: 0.25)")
@@ -36,11 +37,13 @@ def add_command(subparsers) -> None:
     verify.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     verify.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     verify.set_defaults(run=run_verify)
-    _add_calibrate_arguments(subparsers.add_parser("calibrate", help="measure this machine's peak and bandwidth; write a --hw spec file"))
+    former = subparsers.add_parser("calibrate", description="The former name of `onnx-roofline hw calibrate`.")  # no help: not listed
+    _add_calibrate_arguments(former)
+    former.set_defaults(former_name=True)
 
 
 def add_hw_calibrate(hw_subparsers) -> None:
-    """`onnx-roofline hw calibrate`: the same command under `hw`."""
+    """`onnx-roofline hw calibrate`: calibration's one home, beside the hardware table it writes for."""
     _add_calibrate_arguments(hw_subparsers.add_parser("calibrate", help="measure this machine's peak and bandwidth; write a --hw spec file"))
 
 
@@ -89,6 +92,8 @@ def run_calibrate(options: argparse.Namespace) -> int:
     from onnx_roofline.report.units import si
     from onnx_roofline.commands.verify.calibrate import calibrate
 
+    if getattr(options, "former_name", False):
+        print("onnx-roofline: note: `calibrate` is now `hw calibrate`; the old name still works", file=sys.stderr)
     if options.output not in (None, "-"):
         check_destination(options.output)  # a typo in -o is found before minutes of measuring, not after
     result = calibrate(runs=options.runs, warmup=options.warmup, matmul_size=options.size,
