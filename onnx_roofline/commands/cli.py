@@ -137,21 +137,24 @@ def _run_analyze(options: argparse.Namespace) -> int:
     report = analyze_from_options(options, default_dims=True)
     refuse_if_nothing_costed(report)  # exit 2, the root cause and the fix: not a table of unknowns
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
-    def table(r):  # the default table shows both views' totals (the deployed one planned for graphs of a usual size)
+
+    def other():  # the table, JSON, HTML and Markdown show both views' totals (the deployed one planned for graphs of a usual size)
+        return report.written if report.view == "deployed" else deployed_from(report, options) if len(report.nodes) <= OTHER_VIEW_NODES else None
+
+    def table(r):
         from onnx_roofline.report.table import render_table
 
-        other = r.written if r.view == "deployed" else deployed_from(r, options) if len(r.nodes) <= OTHER_VIEW_NODES else None
-        return render_table(r, top=options.top, by=by, depth=options.depth, other=other, group=options.group)
+        return render_table(r, top=options.top, by=by, depth=options.depth, other=other(), group=options.group)
 
-    def serialized(name):  # JSON in pieces (iter_json): a large report is never one string
-        return getattr(importlib.import_module("onnx_roofline.report.serialize"), name)
+    def serialized(name, **options_of):  # JSON in pieces (iter_json): a large report is never one string
+        return lambda r: getattr(importlib.import_module("onnx_roofline.report.serialize"), name)(r, **options_of)
 
     def document(name, **options_of):
         module = importlib.import_module(f"onnx_roofline.report.{name}")
-        return lambda r: getattr(module, f"render_{name}")(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth, **options_of)
+        return lambda r: getattr(module, f"render_{name}")(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth, other=other(), **options_of)
 
     renderers = {  # each loads its module when its format is asked for
-        "table": lambda: table, "json": lambda: serialized("iter_json"), "csv": lambda: serialized("render_csv"),
+        "table": lambda: table, "json": lambda: serialized("iter_json", other=other()), "csv": lambda: serialized("render_csv"),
         "markdown": lambda: document("markdown", top=options.top), "html": lambda: document("html"),
     }
     protect = protected_files(options, report=report)

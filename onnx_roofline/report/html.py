@@ -10,7 +10,8 @@ from pathlib import Path
 
 from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_path
-from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.findings import WHAT_TIME_IS, findings
+from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.html_points import interactive_svg, page_parts, zero_flop_strip
 from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, shape_text
 from onnx_roofline.report.units import duration, number, percent, si
@@ -53,20 +54,30 @@ document.querySelectorAll('table.sortable th').forEach(th => th.addEventListener
 const filter = document.getElementById('filter');
 filter.addEventListener('input', () => {
   const words = filter.value.toLowerCase().split(/\\s+/).filter(Boolean);
-  let shown = 0;
-  for (const row of document.getElementById('nodes').tBodies[0].rows) {
-    const visible = words.every(w => row.textContent.toLowerCase().includes(w));
-    row.hidden = !visible; shown += visible;
+  for (const view of document.querySelectorAll('.view')) {
+    let shown = 0;
+    for (const row of view.querySelector('table').tBodies[0].rows) {
+      const visible = words.every(w => row.textContent.toLowerCase().includes(w));
+      row.hidden = !visible; shown += visible;
+    }
+    view.querySelector('.shown').textContent = shown;
   }
-  document.getElementById('shown').textContent = shown;
 });
+"""
+
+_VIEWS_STYLE = """
+.findings p { margin: 2px 0; } .findings b { display: inline-block; min-width: 84px; }
+.views > label { margin: 0 16px 8px 4px; cursor: pointer; } #filter { display: block; }
+#show-written:checked ~ .view[data-view="deployed"], #show-deployed:checked ~ .view[data-view="written"] { display: none; }
 """
 
 _NODE_COLUMNS = ("#", "node", "op", "module", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")
 _TEXT_COLUMNS = {"node", "op", "module", "output", "unit", "bound"}
 
 
-def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3) -> str:
+def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None) -> str:
+    """`other`: the report's other view (deployed for a written report): its estimate is in the
+    summary, and a switch above the nodes shows its kernels instead."""
     model, hw = report.model, report.hardware
     name = Path(model.path).name if model.path else "model"
     defaults = {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}
@@ -80,47 +91,62 @@ def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: in
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>onnx-roofline: {_e(name)} on {_e(hw.name)}</title>
-<style>{_STYLE}{extras["style"]}</style>
+<style>{_STYLE}{_VIEWS_STYLE}{extras["style"]}</style>
 </head>
 <body>
 <h1>onnx-roofline: {_e(name)}</h1>
 <p class="sub">{_e(hw.name)} · {_e(dims)}{_e(f" · costed as {model.precision}" if model.precision else "")} · {model.node_count} nodes</p>
-<section id="summary">{_summary(report)}</section>
+<section id="summary">{_summary(report, other)}</section>
 <h2>Roofline</h2>
 <figure id="roofline">{svg}</figure>
 {zero_flop_strip(report)}{extras["tip"]}
 <div class="columns">{sections}</div>
-<h2>Nodes (<span id="shown">{len(report.nodes)}</span>)</h2>
-<input id="filter" type="search" placeholder="filter: name, op type, module, bound…">
-<div class="scroll">{_node_table(report)}</div>
+<h2>Nodes</h2>
+{_views(report, other)}
 <script>{_SCRIPT}{extras["script"]}</script>
 </body>
 </html>
 """
 
 
-def _summary(report: Report) -> str:
+def _summary(report: Report, other: Report | None) -> str:
     totals = report.totals
     figures = [
-        (duration(totals.time_s), "latency lower bound, as written (sum of nodes)" if report.view == "written"
-         else "latency, deployed estimate (sum of kernels)"),  # fmt: skip
+        (duration(totals.time_s), f"latency, {WHAT_TIME_IS[report.view]} (sum of {'nodes' if report.view == WRITTEN else 'kernels'})"),
+        *([(duration(other.totals.time_s), f"latency, {WHAT_TIME_IS[other.view]}")] if other is not None and totals.costed_nodes else []),
         (si(totals.flops, "FLOP"), "FLOPs"),
-        (si(totals.bytes, "B"), "bytes moved (as written)" if report.view == "written" else "bytes moved (deployed)"),
+        (si(totals.bytes, "B"), f"bytes moved ({report.view})"),
         (f"{number(totals.intensity)} FLOP/B", "intensity"),
         (percent(totals.memory_bound_time_share), "of time memory-bound"),
         (si(report.model.parameters, ""), "parameters"),
         (si(report.memory.total_bytes, "B"), "memory footprint" + ("" if report.memory.fits is None else (", fits" if report.memory.fits else ", DOES NOT FIT"))),
     ]
     cards = "".join(f'<div class="figure"><b>{_e(value)}</b><span>{_e(label)}</span></div>' for value, label in figures)
-    warning = ""
-    if report.unsupported:
-        listed = ", ".join(f"{op}×{n}" for op, n in report.unsupported.items())
-        warning = f'<p class="warn">{totals.uncosted_nodes} nodes not costed (not in the totals): {_e(listed)}</p>'
-    for flag in report.model.implausible:  # the defaults taken cannot run: said where the figures are
-        warning += f'<p class="warn">IMPLAUSIBLE: {_e(flag.message)}</p>'
-    for flag in report.model.invalid:  # a runtime would refuse the file (model/conformance.py)
-        warning += f'<p class="warn">INVALID: {_e(str(flag))}</p>'
-    return f'<div class="figures">{cards}</div>{warning}'
+    lines = "".join(f'<p class="{"warn" if line.loud else "note"}"><b>{_e(line.label)}</b> {_e(line.text)}</p>' for line in findings(report, other))
+    return f'<div class="figures">{cards}</div><div class="findings">{lines}</div>'
+
+
+def _views(report: Report, other: Report | None) -> str:
+    """The nodes table of each view, with a switch between them where there are two."""
+    views = [report] + ([other] if other is not None else [])
+    switch = "".join(
+        f'<input type="radio" name="view" id="show-{v.view}"{" checked" if v is report else ""}>'
+        f'<label for="show-{v.view}">{v.view}: {_e(WHAT_TIME_IS[v.view])}, {len(v.nodes)} {_things(v)}</label>'
+        for v in views
+    ) if len(views) > 1 else ""
+    sections = "".join(
+        f'<div class="view" data-view="{v.view}"><p><span class="shown"{_MAIN_COUNT if v is report else ""}>{len(v.nodes)}</span> {_things(v)} ({_e(WHAT_TIME_IS[v.view])})</p>'
+        f'<div class="scroll">{_node_table(v, "nodes" if v is report else f"nodes-{v.view}")}</div></div>'
+        for v in views
+    )
+    return f'<div class="views">{switch}<input id="filter" type="search" placeholder="filter: name, op type, module, bound…">{sections}</div>'
+
+
+_MAIN_COUNT = ' id="shown"'  # the shown rows of the report's own view
+
+
+def _things(report: Report) -> str:
+    return "kernels" if report.view == DEPLOYED else "nodes"
 
 
 def _breakdown(report: Report, family: str, depth: int) -> str:
@@ -135,11 +161,11 @@ def _breakdown(report: Report, family: str, depth: int) -> str:
     return f'<section><h2>{_e(title.capitalize())}</h2><div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>'
 
 
-def _node_table(report: Report) -> str:
+def _node_table(report: Report, table_id: str) -> str:
     model_time = report.totals.time_s
     rows = [_node_row(node, model_time) for node in sorted(report.nodes, key=lambda n: (-(n.time_s or 0), n.index))]
     head = "".join(f'<th class="text">{_e(h)}</th>' if h in _TEXT_COLUMNS else f"<th>{_e(h)}</th>" for h in _NODE_COLUMNS)
-    return f'<table id="nodes" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<table id="{table_id}" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
 def _node_row(node: NodeResult, model_time: float) -> str:

@@ -17,12 +17,15 @@ from onnx_roofline.errors import one_line
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, top_nodes
 from onnx_roofline.report.model import Report
 from onnx_roofline.report.table import GROUP_COLUMNS, NODE_HEADER, group_cells, group_title, node_cells
+from onnx_roofline.report.findings import Finding, findings
 from onnx_roofline.report.units import duration, number, percent, si
 
 NUMERIC = {"flops", "bytes", "FLOP/B", "time", "share", "nodes", "compute/memory"}  # right-aligned columns
 
 
-def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3) -> str:
+def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None) -> str:
+    """A PR comment: the totals, what the terminal says beside them (`other`: the other view's
+    estimate), the heaviest nodes and folded breakdowns."""
     totals, model, hw = report.totals, report.model, report.hardware
     name = Path(model.path).name if model.path else "model"
     dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items()))
@@ -44,8 +47,7 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
             right=True,
         ),
     ]
-    if report.unsupported:
-        lines += ["", "Not costed (not in the totals): " + ", ".join(f"{_text(op, code=True)}×{n}" for op, n in report.unsupported.items())]
+    lines += ["", *(_finding(line) for line in findings(report, other))]
     nodes = top_nodes(report, top)
     lines += ["", f"**Top {len(nodes)} nodes by time**", "", _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes])]
     for family in by:
@@ -53,6 +55,12 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
         rows = [group_cells(g, family, totals.time_s) for g in breakdown(report, family, depth)]
         lines += ["", f"<details><summary>{title.capitalize()}</summary>", "", _table([first, *GROUP_COLUMNS], rows), "", "</details>"]
     return "\n".join(lines) + "\n"
+
+
+def _finding(line: Finding) -> str:
+    """`- *memory* weights …`; a warning's label in bold (`- **UNCOSTED** …`)."""
+    label = "" if not line.label else f"**{_text(line.label)}** " if line.loud else f"*{_text(line.label)}* "
+    return f"- {label}{_text(line.text)}"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], right: bool = False) -> str:

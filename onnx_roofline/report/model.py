@@ -388,8 +388,12 @@ class Report:
             data["members"] = list(self.members[index])
         return data
 
-    def to_dict_with(self, nodes: Any) -> dict[str, Any]:
-        """The report's JSON object, with `nodes` as its "nodes" value (to_dict gives the list)."""
+    def to_dict_with(self, nodes: Any, other: Report | None = None) -> dict[str, Any]:
+        """The report's JSON object, with `nodes` as its "nodes" value (to_dict gives the list);
+        `other`, the report's other view, gives its block in "views" as the terminal gives its line."""
+        from onnx_roofline.report.findings import foldable, view_summary
+
+        folded = foldable(self)
         data = {
             "schema_version": SCHEMA_VERSION,
             "view": self.view,
@@ -402,6 +406,8 @@ class Report:
             "uncosted": self.uncosted.to_dict(),
             "memory": self.memory.to_dict(),
             "launches": self.launches.to_dict() if self.launches is not None else None,
+            "foldable": folded.to_dict() if folded is not None else None,
+            "views": {view.view: view_summary(view) for view in sorted((self, *([other] if other is not None else [])), key=lambda r: r.view != WRITTEN)},
         }
         if self.view == DEPLOYED:
             data["kv_cache"] = self.kv_cache

@@ -20,17 +20,18 @@ CSV_COLUMNS = (
 )
 
 
-def render_json(report: Report) -> str:
+def render_json(report: Report, other: Report | None = None) -> str:
     """Deterministic: keys in a fixed order, no timestamps. The text of
-    `json.dumps(report.to_dict(), indent=2, allow_nan=False)`, and a newline."""
-    return "".join(iter_json(report))
+    `json.dumps(report.to_dict(), indent=2, allow_nan=False)`, and a newline; `other`, the
+    report's other view, adds its block to "views"."""
+    return "".join(iter_json(report, other))
 
 
-def iter_json(report: Report) -> Iterator[str]:
+def iter_json(report: Report, other: Report | None = None) -> Iterator[str]:
     """render_json's text in pieces, the nodes' objects built and written a few thousand at a
     time: a million-node report is never one dict or one string in memory."""
     encoder = _Encoder()
-    head, tail = encoder.text(report.to_dict_with(_NODES), 0).split(_NODES_MARK)
+    head, tail = encoder.text(report.to_dict_with(_NODES, other), 0).split(_NODES_MARK)
     yield head
     enabled = gc.isenabled()
     gc.disable()  # the nodes' dicts are acyclic and freed at once: a cyclic collection would find nothing

@@ -6,7 +6,8 @@ from collections import Counter
 from collections.abc import Sequence
 
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, group_label, top_nodes
-from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
+from onnx_roofline.report.findings import WHAT_TIME_IS, findings
+from onnx_roofline.report.model import OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.units import duration, flops_text, number, percent, si
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY
 from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
@@ -27,10 +28,6 @@ def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), 
     return "\n\n".join(sections) + "\n"
 
 
-WHAT_TIME_IS = {WRITTEN: "lower bound, as written", DEPLOYED: "deployed estimate"}
-"""What a printed time is, per view: every time the tool prints says which it is."""
-
-
 def _summary(report: Report, other: Report | None = None) -> str:
     totals, model, hw = report.totals, report.model, report.hardware
     dims = listed_dims(model.dims, {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}) or "none"
@@ -45,65 +42,8 @@ def _summary(report: Report, other: Report | None = None) -> str:
     if report.nodes and not totals.costed_nodes:  # not "0 FLOP ... 0.0 ns", which reads as a result
         lines[2:4] = [f"totals    unknown: none of the {len(report.nodes)} nodes could be costed (see UNCOSTED below)",
                       f"latency   unknown: {report.advice_when_nothing_costed()}"]  # fmt: skip
-        other = None
-    if other is not None:
-        lines.append(_other_line(other))
-    if report.view == DEPLOYED:
-        lines += [f"          {note}" for note in report.notes]
-    lines.append(memory_line(report))
-    if report.launches is not None:
-        launch = report.launches
-        lines.append(
-            f"launches  {launch.kernels} kernels × {duration(launch.per_kernel_s)} launch overhead = {duration(launch.floor_s)} "
-            f"floor for an eagerly launched run; each kernel ≥ one launch: {duration(launch.time_s)} (CUDA Graphs lower it)"
-        )
-    folded = [n for n in report.nodes if n.constant_foldable and n.status == OK] if report.view == WRITTEN else []
-    if folded:
-        moved, spent = sum(n.cost.bytes for n in folded), sum(n.time_s for n in folded)
-        share = percent(spent / totals.time_s if totals.time_s else None)
-        lines.append(
-            f"foldable  {len(folded)} constant-foldable node{'s' if len(folded) > 1 else ''} (inputs all weights or constants; "
-            f"a runtime computes {'them' if len(folded) > 1 else 'it'} once at load): {si(moved, 'B')}, {duration(spent)}, {share} of the time"
-        )
-    for branch in model.branches:  # where an If's branch was chosen, and why; BOTH where nothing said which
-        lines.append(f"{'branch' if branch.other is None else 'BOTH':<9} {branch.message}")
-    if model.assumed is not None:
-        lines.append(f"ASSUMED   {model.assumed.message}")
-    for flag in model.implausible:  # the defaults taken cannot run: the figures are not a result to act on
-        lines.append(f"IMPLAUSIBLE {flag.message}")
-    for flag in model.invalid:  # a runtime would refuse the file (model/conformance.py)
-        lines.append(f"INVALID   {flag}")
-    if report.unsupported:
-        listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
-        lines.append(f"UNCOSTED  {report.uncosted.message}")
-        lines.append(f"          not in the totals, which are a partial answer: {listed}")
+    lines += [f"{line.label:<9} {line.text}" for line in findings(report, other)]
     return "\n".join(lines)
-
-
-def _other_line(other: Report) -> str:
-    """The other view's total, one line: the default table shows both."""
-    totals = other.totals
-    if other.view == DEPLOYED:
-        cache = f"; KV cache {other.kv_cache}" if other.kv_cache is not None else ""  # only a model with a cache
-        return f"deployed  {duration(totals.time_s)} {WHAT_TIME_IS[DEPLOYED]} ({si(totals.bytes, 'B')}, {other.kernels} kernels{cache}): --view deployed"
-    return f"written   {duration(totals.time_s)} {WHAT_TIME_IS[WRITTEN]} ({si(totals.bytes, 'B')}, {other.kernels} kernels): --view written"
-
-
-def memory_line(report: Report) -> str:
-    """`memory    weights … + KV cache … + peak activations … = … of 80 GB: fits`."""
-    memory = report.memory
-    parts = [f"weights {si(memory.weight_bytes, 'B')}"]
-    if memory.untaken_branch_weight_bytes:
-        parts.append(f"{si(memory.untaken_branch_weight_bytes, 'B')} held for If branches not taken")
-    if memory.kv_cache_bytes:
-        each = memory.kv_cache_bytes_per_sequence
-        per = f", {si(each, 'B')} per sequence" if each is not None and each != memory.kv_cache_bytes else ""
-        parts.append(f"KV cache {si(memory.kv_cache_resident_bytes, 'B')} resident ({si(memory.kv_cache_bytes, 'B')} after this step{per})")
-    parts.append(f"peak activations {si(memory.peak_activation_bytes, 'B')}")
-    verdict = ""
-    if memory.capacity is not None:
-        verdict = f" of {si(memory.capacity, 'B')}: " + ("fits" if memory.fits else "DOES NOT FIT")
-    return f"memory    {' + '.join(parts)} = {si(memory.total_bytes, 'B')}{verdict}"
 
 
 NODE_HEADER = ("node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")

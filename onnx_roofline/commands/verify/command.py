@@ -92,10 +92,10 @@ def run_calibrate(options: argparse.Namespace) -> int:
     from onnx_roofline.report.units import si
     from onnx_roofline.commands.verify.calibrate import calibrate
 
-    if getattr(options, "former_name", False):
-        print("onnx-roofline: note: `calibrate` is now `hw calibrate`; the old name still works", file=sys.stderr)
     if options.output not in (None, "-"):
         check_destination(options.output)  # a typo in -o is found before minutes of measuring, not after
+    if getattr(options, "former_name", False):
+        print("onnx-roofline: note: `calibrate` is now `hw calibrate`; the old name still works", file=sys.stderr)
     result = calibrate(runs=options.runs, warmup=options.warmup, matmul_size=options.size,
                        stream_bytes=options.stream_mib * 2**20, threads=options.threads)
     write_text(result.spec_toml(options.name), options.output)
