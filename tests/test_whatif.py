@@ -231,13 +231,13 @@ def test_compare_puts_each_accelerator_beside_the_others():
 
 
 def test_kv_cache_bytes_grow_by_the_cache_per_past_token():
-    """Fused view, batch 1, per past token and per layer: K and V each read by the Concat (past),
-    written by it (present) and read by attention: 2·3·H·dh·2 bytes; over 12 layers 110,592.
-    The causal mask's row adds 22 more: Range (int64, 8), the fused LessOrEqual (reads the int64
-    range, writes a bool: 9), Expand (bool in and out: 2), the mask Where (bool in, fp16 out: 3)."""
+    """Deployed view (`fused`, its former name, is taken for it), KV cache copied, batch 1, per
+    past token and per layer: K and V each read from the past cache and written into present once
+    by the attention kernel that takes the Concat in: 2·2·H·dh·2 bytes; over 12 layers 73,728. The
+    causal mask is generated inside the kernel (dropped: no row of it is stored)."""
     result = context_study(Session(DECODE, dims={"batch": 1}), [64, 128, 256, 512, 1024], view="fused")
-    assert result.dim == "past_sequence"
-    assert result.bytes_line.slope == LAYERS * 2 * 3 * HEADS * DH * 2 + 22
+    assert result.dim == "past_sequence" and result.sweep.view == "deployed"
+    assert result.bytes_line.slope == LAYERS * 2 * 2 * HEADS * DH * 2
     shares = [result.kv_share(i) for i in range(len(result.sweep.points))]
     latencies = [p.latency_s for p in result.sweep.points]
     assert shares == sorted(shares) and latencies == sorted(latencies)
@@ -258,7 +258,7 @@ def test_sweep_command_writes_json_and_a_plot(tmp_path):
     plot = tmp_path / "sweep.png"
     data = run_json(tmp_path, "sweep", str(DECODE), "--dim", "batch=1,8", "--dim", "past_sequence=127", "--plot", str(plot))
     assert [p["dims"]["batch"] for p in data["points"]] == [1, 8]
-    assert data["elapsed_s"] > 0 and data["view"] == "unfused"
+    assert data["elapsed_s"] > 0 and data["view"] == "written"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -272,9 +272,9 @@ def test_critical_command_reports_the_mlp_kind(tmp_path):
 def test_fuse_command_reports_both_attention_views(tmp_path):
     data = run_json(tmp_path, "fuse", str(FIXTURES / "gpt2_prefill_fp16.onnx"), "--dim", "batch=1", "--dim", "sequence=1024")
     first = data["attention"][0]
-    assert first["unfused"]["qk_bound"] == "memory" and first["fused"]["bound"] == "compute"
+    assert first["written"]["qk_bound"] == "memory" and first["fused"]["bound"] == "compute"
     assert first["fused"]["matmul_intensity"] == 512
-    assert data["fused"]["flops"] == data["unfused"]["flops"]
+    assert data["fused"]["flops"] == data["written"]["flops"]
 
 
 @pytest.mark.parametrize(

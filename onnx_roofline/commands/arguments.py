@@ -79,13 +79,14 @@ def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
                       help="also say on stderr why each default dim was chosen, which shape passes ran and what they typed, and the time taken")  # fmt: skip
 
 
-def add_view_arguments(parser: argparse.ArgumentParser, views: tuple[str, ...] = ("written", "deployed"), default: str = "written") -> None:
-    """--view and --kv-cache (docs/cost-model.md, "Two views")."""
-    meaning = {"written": "the graph as written, every node round-tripping memory (a lower bound)", "unfused": "as written",
-               "fused": "elementwise chains, epilogues and attention fused", "deployed": "folded, fused, FlashAttention-style "
-               "attention, the --kv-cache choice: an estimate of what a runtime runs"}  # fmt: skip
-    parser.add_argument("--view", choices=views, default=default,
-                        help="; ".join(f"{v}: {meaning[v]}" for v in views) + f" (default: {default})")
+def add_view_arguments(parser: argparse.ArgumentParser) -> None:
+    """--view and --kv-cache (docs/cost-model.md, "Two views"). The studies' former words for the
+    views, `unfused` and `fused`, are taken for `written` and `deployed`."""
+    former = {"unfused": "written", "fused": "deployed"}
+    parser.add_argument("--view", type=lambda text: former.get(text, text), choices=("written", "deployed"), default="written",
+                        help="written: the graph as written, every node round-tripping memory (a lower bound); deployed: folded, "
+                             "fused, FlashAttention-style attention, the --kv-cache choice: an estimate of what a runtime runs "
+                             "(default: written; unfused and fused, former names, are taken for them)")  # fmt: skip
     parser.add_argument("--launch-overhead", metavar="TIME",
                         help="per-kernel launch overhead for the launch floor reported beside the bound, e.g. 4us, 0 for none "
                              "(default: the hardware entry's)")  # fmt: skip

@@ -13,7 +13,7 @@ from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, DimensionError
 from onnx_roofline.shapes.input_values import parse_value
 from onnx_roofline.report.output import write_text
-from onnx_roofline.commands.whatif.session import UNFUSED, VIEWS, Session
+from onnx_roofline.commands.whatif.session import Session
 
 # The studies (and the fusion planner the fused and deployed views use) are imported by the command
 # that runs them: building the parser, which every command does, imports none of them.
@@ -31,7 +31,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "--over", metavar="DIM", help="the dim to solve for (default: the graph's batch dim: batch, batch_size, N, ...)")
     _parser(subparsers, "compare", _run_compare, "one model on several accelerators side by side",
             f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).", hw=DEFAULT_COMPARE)
-    _parser(subparsers, "fuse", _run_fuse, "the unfused and fused views of bytes side by side, attention included",
+    _parser(subparsers, "fuse", _run_fuse, "the graph as written beside its fusion plan alone, bytes and attention both ways",
             "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
             "FlashAttention-style kernel.", views=False).add_argument(
         "--top", type=count(), default=10, metavar="N", help="fused kernels listed (default: 10)")
@@ -48,8 +48,7 @@ def _parser(subparsers, name: str, run: Callable, help_text: str, description: s
     parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     parser.add_argument("--plot", metavar="FILE", help="also draw the study to FILE (.png or .svg)")
     if views:
-        add_view_arguments(parser, VIEWS, UNFUSED)
-        parser.set_defaults(view=UNFUSED)
+        add_view_arguments(parser)
     parser.set_defaults(run=run)
     return parser
 

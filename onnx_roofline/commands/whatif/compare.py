@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from onnx_roofline.errors import RooflineError
 from onnx_roofline.costs.hardware import Hardware, load_hardware
-from onnx_roofline.commands.whatif.session import UNFUSED, Session
+from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.sweep import main_ridge
 from onnx_roofline.commands.whatif.workload import Work, work_per_run
 
@@ -59,8 +59,8 @@ def parse_hardware_list(text: str) -> list[Hardware]:
     return [load_hardware(name) for name in dict.fromkeys(names)]
 
 
-def compare(session: Session, hardware: Sequence[Hardware], view: str = UNFUSED) -> CompareResult:
-    rows = []
+def compare(session: Session, hardware: Sequence[Hardware], view: str = WRITTEN) -> CompareResult:
+    rows, view = [], view_name(view)
     for hw in hardware:
         report = session.report(hardware=hw)
         measured = session.view(report, view)

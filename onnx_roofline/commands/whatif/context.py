@@ -4,7 +4,7 @@ The context dim is the symbolic length of the KV-cache inputs (the non-leading s
 inputs, e.g. `past_sequence` in past.{i}.key [batch, 12, past_sequence, 64]) unless named. The
 KV share is the part of the bytes that grows with the past: bytes are a line in the past length
 (fitted and checked over the points), and the share at L is (bytes(L) − bytes(0)) / bytes(L) —
-the cache read and written, plus the mask row and, in the unfused view, the T-long score rows."""
+the cache read and written, plus the mask row and, as written, the T-long score rows."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.commands.whatif.affine import Line
-from onnx_roofline.commands.whatif.session import UNFUSED, Session
+from onnx_roofline.commands.whatif.session import WRITTEN, Session
 from onnx_roofline.commands.whatif.sweep import SweepResult, sweep
 
 
@@ -63,7 +63,7 @@ def _rank4_symbols(values) -> list[str]:
     return found
 
 
-def context_study(session: Session, lengths: Sequence[int], dim: str | None = None, view: str = UNFUSED) -> ContextResult:
+def context_study(session: Session, lengths: Sequence[int], dim: str | None = None, view: str = WRITTEN) -> ContextResult:
     dim = dim or context_dim(session)
     if len(lengths) < 2:
         raise DimensionError("--context needs at least two lengths (the KV share is fitted across them)")

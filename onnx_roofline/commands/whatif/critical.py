@@ -2,8 +2,8 @@
 
 Each kernel's FLOPs and bytes are fitted as lines in the dim (affine.PROBES: two values fit, a third
 checks), so every crossing is solved exactly rather than scanned. Kernels of one "kind" (same op,
-same shapes once the dim is named, e.g. the twelve 768→3072 MLP Gemms) share a row. In the unfused
-view a node's crossing is flops(x)/bytes(x) = its ridge; in the fused view it is where the kernel's
+same shapes once the dim is named, e.g. the twelve 768→3072 MLP Gemms) share a row. As written, a
+node's crossing is flops(x)/bytes(x) = its ridge; in the deployed view it is where the kernel's
 compute time (busiest unit) reaches its memory time, which is the same thing for one unit.
 
 Two model-level figures, from the same lines (so both exact):
@@ -22,7 +22,7 @@ from onnx_roofline.report.model import OK, Report
 from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
 from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
-from onnx_roofline.commands.whatif.session import UNFUSED, Session
+from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.sweep import main_peak
 
 
@@ -109,14 +109,14 @@ class CriticalResult:
 
 @dataclass(frozen=True)
 class _Fitted:
-    row: object  # the node (unfused view) or kernel (fused view) at the first probe
+    row: object  # the node (written view) or kernel (deployed view) at the first probe
     lead: object  # the node that leads it: its matrix op, or the node itself
     lines: KernelLines
 
 
-def critical(session: Session, dim: str | None = None, view: str = UNFUSED) -> CriticalResult:
+def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> CriticalResult:
     """Where each matmul kind turns compute-bound as `dim` grows (by default the graph's batch dim)."""
-    dim = dim or batch_dim(session)
+    dim, view = dim or batch_dim(session), view_name(view)
     if dim in session.dims:
         raise DimensionError(f"--over {dim}: it is solved for, so do not also bind it with --dim")
     reports = [session.report({dim: x}) for x in PROBES]
@@ -161,7 +161,7 @@ def _memory_fit(session: Session, dim: str, view: str, views, reports: list[Repo
     def total(x: int) -> int:
         if x not in footprint:
             report = session.report({dim: x})
-            footprint[x] = getattr(session.view(report, view), "memory", report.memory).total_bytes
+            footprint[x] = session.view(report, view).memory.total_bytes
         return footprint[x]
 
     guess, (a, b) = floor((Fraction(capacity) - line.intercept) / line.slope), PROBES[1:]

@@ -1,4 +1,4 @@
-"""Both views of one report side by side, with each decomposed attention shown both ways: unfused,
+"""The graph as written beside its fusion plan, with each decomposed attention shown both ways: written,
 Q·Kᵀ writes the S×T scores (memory-bound for long T); fused, one kernel reads Q, K, V and writes O,
 so its intensity is about S·T/(S+T) FLOP/B in fp16 (the lesson's formula) from the matmuls alone."""
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from onnx_roofline.report.model import Report, Totals
 from onnx_roofline.views.fusion import FusedGroup, FusedView, PlannedGroup
-from onnx_roofline.commands.whatif.session import FUSED, Session
+from onnx_roofline.commands.whatif.session import Session
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,8 @@ class AttentionRow:
     keys: int  # T
     heads: int  # batch × heads: the S×T score matrices
     head_size: int  # dh
-    scores_node: object  # the unfused Q·Kᵀ node
-    pattern_bytes: int  # unfused: every node of the pattern
+    scores_node: object  # the Q·Kᵀ node as written
+    pattern_bytes: int  # as written: every node of the pattern
     pattern_time_s: float
     matmul_flops: int  # the two matmuls: 2·S·T·dh + 2·S·T·dv per score matrix
     kernel: FusedGroup
@@ -36,7 +36,7 @@ class AttentionRow:
             "T": self.keys,
             "heads": self.heads,
             "head_size": self.head_size,
-            "unfused": {
+            "written": {
                 "qk_flops": qk.cost.flops,
                 "qk_bytes": qk.cost.bytes,
                 "qk_intensity": qk.placement.intensity,
@@ -69,7 +69,7 @@ class FusionStudy:
         return {
             "study": "fuse",
             **self.setup,
-            "unfused": _totals(self.report.totals, len(self.report.nodes)),
+            "written": _totals(self.report.totals, len(self.report.nodes)),
             "fused": _totals(self.fused.totals, len(self.fused.nodes)),
             "kernel_kinds": _kinds(self.fused),
             "attention": [a.to_dict() for a in self.attention],
@@ -79,7 +79,7 @@ class FusionStudy:
 
 def fusion_study(session: Session) -> FusionStudy:
     report = session.report()
-    fused = session.view(report, FUSED)
+    fused = session.fused(report)
     rows = tuple(_attention_row(report, planned, kernel) for planned, kernel in fused.attention() if kernel.cost)
     return FusionStudy(session.describe(), report, fused, rows)
 

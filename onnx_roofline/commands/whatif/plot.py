@@ -120,14 +120,14 @@ def compare_figure(result: CompareResult):
 
 
 def fusion_figure(study: FusionStudy):
-    """Left: a roofline with the kernels of both views, attention's unfused nodes and fused kernel
-    marked. Right: bytes per kind of fused kernel, as written (unfused) and fused."""
+    """Left: a roofline with the nodes as written and the fused kernels, attention's written nodes and
+    fused kernel marked. Right: bytes per kind of fused kernel, as written and fused."""
     import numpy as np
 
     fused = study.fused
     main = max((k for k in fused.nodes if k.cost), key=lambda k: k.cost.flops)
     bandwidth, ridge = study.report.hardware.memory_bandwidth, main.placement.ridge
-    figure, (ax, bars) = _figure(2, 1, f"unfused vs fused — {_subtitle(study.setup, None)}")
+    figure, (ax, bars) = _figure(2, 1, f"written vs fused — {_subtitle(study.setup, None)}")
     figure.set_size_inches(13, 5.2)
     xs = np.logspace(-2, 4.5, 200)
     roof = np.minimum(ridge * bandwidth, xs * bandwidth) / 1e12
@@ -142,10 +142,10 @@ def fusion_figure(study: FusionStudy):
         if pts:
             ax.scatter(*zip(*pts), **style)
 
-    scatter([n for n in study.report.nodes if n.index not in attention_nodes], s=12, color="0.6", label="unfused nodes")
+    scatter([n for n in study.report.nodes if n.index not in attention_nodes], s=12, color="0.6", label="nodes as written")
     scatter([k for k in fused.nodes if k.kind != "attention"], s=22, color="tab:blue", marker="s", label="fused kernels")
     scatter([study.report.nodes[i] for i in attention_nodes], s=30, color="tab:orange", marker="x",
-            label="attention unfused: Q·Kᵀ, softmax, P·V, …")
+            label="attention as written: Q·Kᵀ, softmax, P·V, …")
     scatter([a.kernel for a in study.attention], s=120, color="crimson", marker="*", label="attention fused: one kernel")
     for a in study.attention[:1]:
         qk = a.scores_node
@@ -168,7 +168,7 @@ def fusion_figure(study: FusionStudy):
             entry[1] += kernel.cost.bytes / 1e9
     names = sorted(kinds, key=lambda k: -kinds[k][0])
     ys = np.arange(len(names))
-    bars.barh(ys - 0.2, [kinds[k][0] for k in names], height=0.4, color="0.6", label="unfused (graph as written)")
+    bars.barh(ys - 0.2, [kinds[k][0] for k in names], height=0.4, color="0.6", label="as written")
     bars.barh(ys + 0.2, [kinds[k][1] for k in names], height=0.4, color="tab:blue", label="fused (runtime estimate)")
     bars.set_yticks(ys, [{"single": "ops left alone (Transpose, LayerNorm, …)", "epilogue": "matmul/conv + epilogue",
                           "elementwise": "elementwise chains", "attention": "attention"}.get(k, k) for k in names])

@@ -52,7 +52,7 @@ def render_context(result: ContextResult) -> str:
     text = render_sweep(result.sweep, extra=[("KV share", shares)])
     note = (
         f"KV share: bytes that grow with {result.dim} (cache read and written, mask row"
-        f"{', score rows' if result.sweep.view == 'unfused' else ''}) over all bytes"
+        f"{', score rows' if result.sweep.view == 'written' else ''}) over all bytes"
     )
     if result.bytes_line is None:
         note = f"KV share unknown: the bytes are not a line in {result.dim} over these points"
@@ -121,10 +121,10 @@ def render_compare(result: CompareResult) -> str:
 
 def render_fusion(study: FusionStudy, top: int = 10) -> str:
     data = study.to_dict(top)
-    a, b = data["unfused"], data["fused"]
+    a, b = data["written"], data["fused"]
     change = lambda x, y: "same" if x == y else percent((y - x) / x) if x else "?"  # noqa: E731
     summary = grid(
-        ["", "unfused (graph as written)", "fused (runtime estimate)", "change"],
+        ["", "written (graph as written)", "fused (the fusion plan alone)", "change"],
         [
             ["kernels", str(a["kernels"]), str(b["kernels"]), change(a["kernels"], b["kernels"])],
             ["FLOPs", si(a["flops"], "FLOP"), si(b["flops"], "FLOP"), change(a["flops"], b["flops"])],
@@ -144,8 +144,8 @@ def render_fusion(study: FusionStudy, top: int = 10) -> str:
 
 def _attention(study: FusionStudy) -> str:
     """One line per shape of attention (the layers of a model repeat it), with the count."""
-    header = ["attention (first Q·Kᵀ node)", "count", "S", "T", "B·H", "dh", "unfused Q·Kᵀ FLOP/B", "bound",
-              "unfused bytes", "fused bytes", "fused FLOP/B", "matmuls only", "ridge", "bound"]
+    header = ["attention (first Q·Kᵀ node)", "count", "S", "T", "B·H", "dh", "written Q·Kᵀ FLOP/B", "bound",
+              "written bytes", "fused bytes", "fused FLOP/B", "matmuls only", "ridge", "bound"]
     rows: dict[tuple, list[str]] = {}
     for row in study.attention:
         qk, k = row.scores_node, row.kernel
@@ -156,8 +156,8 @@ def _attention(study: FusionStudy) -> str:
         entry[1] += 1
     table = [[name, str(count), *cells] for cells, (name, count) in rows.items()]
     return (
-        f"attention: {len(study.attention)} decomposed patterns. Unfused view: Q·Kᵀ reads Q and K and writes the S×T "
-        "scores. Fused view: one FlashAttention-style kernel\nreads Q, K, V once and writes O. 'matmuls only' counts "
+        f"attention: {len(study.attention)} decomposed patterns. As written: Q·Kᵀ reads Q and K and writes the S×T "
+        "scores. Fused: one FlashAttention-style kernel\nreads Q, K, V once and writes O. 'matmuls only' counts "
         "the two matmuls' FLOPs (the lesson's S·T/(S+T) in fp16); 'fused FLOP/B' adds scale, mask and softmax.\n"
         + grid(header, table)
     )
@@ -189,9 +189,7 @@ def _title(study: str, setup: dict, view: str | None) -> str:
 
 
 TIMES = {
-    "unfused": "times: lower bounds, as written",
     "written": "times: lower bounds, as written",
-    "fused": "times: fused estimates",
     "deployed": "times: deployed estimates",
 }
 """What the times of a view are: every printed time says so."""

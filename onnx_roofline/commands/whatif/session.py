@@ -17,9 +17,16 @@ from onnx_roofline.costs.hardware import Hardware, load_hardware
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.model import Report
 
-UNFUSED, FUSED = "unfused", "fused"
-WRITTEN, DEPLOYED = "written", "deployed"  # WRITTEN is UNFUSED by another name; DEPLOYED: whatif/deployed.py
-VIEWS = (UNFUSED, FUSED, WRITTEN, DEPLOYED)
+WRITTEN, DEPLOYED = "written", "deployed"  # the two views every command names (docs/cost-model.md, "Two views")
+FORMER_NAMES = {"unfused": WRITTEN, "fused": DEPLOYED}  # the studies' former words for them, still accepted
+
+
+def view_name(view: str) -> str:
+    """"written" or "deployed", from either or a former name; a ValueError for anything else."""
+    view = FORMER_NAMES.get(view, view)
+    if view not in (WRITTEN, DEPLOYED):
+        raise ValueError(f"no view {view!r}: written or deployed")
+    return view
 
 
 class Session:
@@ -52,7 +59,7 @@ class Session:
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
-        """The unfused report at the session's dims overridden by `dims`."""
+        """The written report at the session's dims overridden by `dims`."""
         return analyze(
             self.model,
             hw=(hardware or self.hardware).with_fp32_matmul(self.fp32_matmul),
@@ -65,18 +72,20 @@ class Session:
         )
 
     def view(self, report: Report, view: str):
-        """`report` itself (unfused, written), its fused view, or its deployed view; each exposes
-        `.nodes` and `.totals`."""
-        if view in (UNFUSED, WRITTEN):
+        """`report` itself (written) or its deployed view (a former name of either is taken)."""
+        if view_name(view) == WRITTEN:
             return report
-        if view == DEPLOYED:
-            from onnx_roofline.views.deployed import deploy, deployed_plan
+        from onnx_roofline.views.deployed import deploy, deployed_plan
 
-            if self._deployed_plan is None:
-                self._deployed_plan = deployed_plan(report)
-            deployed = deploy(report, self.kv_cache, self._deployed_plan)
-            self._has_kv_cache = deployed.kv_cache is not None
-            return deployed
+        if self._deployed_plan is None:
+            self._deployed_plan = deployed_plan(report)
+        deployed = deploy(report, self.kv_cache, self._deployed_plan)
+        self._has_kv_cache = deployed.kv_cache is not None
+        return deployed
+
+    def fused(self, report: Report):
+        """The fusion plan applied alone (no folding, no KV-cache mode): what the `fuse` study sets
+        beside the graph as written."""
         from onnx_roofline.views.fusion import fuse  # only when asked
 
         return fuse(report, self.fusion_plan(report))

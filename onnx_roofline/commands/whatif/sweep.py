@@ -1,7 +1,7 @@
 """Re-binding dims over a grid: latency, throughput, compute-bound share and intensity per point.
 
 The model and hardware come from the session (loaded once); each point redoes only what depends on
-the dims — shape inference and costing — and the fused view re-costs one fusion plan. The sweep's
+the dims — shape inference and costing — and the deployed view re-costs one deployment plan. The sweep's
 wall time is measured and reported, so a slow point shows."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.views.ops import is_matrix
-from onnx_roofline.commands.whatif.session import UNFUSED, Session
+from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.workload import Work, work_per_run
 
 
@@ -72,8 +72,9 @@ class SweepResult:
         }
 
 
-def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = UNFUSED) -> SweepResult:
+def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = WRITTEN) -> SweepResult:
     """Every combination of the axes' values (the first axis varies slowest)."""
+    view = view_name(view)
     clash = sorted(set(axes) & set(session.dims))
     if clash:
         raise DimensionError(f"--dim {clash[0]} is given both as a single value and as a list")
@@ -86,7 +87,7 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = UNFUS
         totals = measured.totals
         ridge = ridge or main_ridge(measured)
         share = None if totals.memory_bound_time_share is None else 1 - totals.memory_bound_time_share
-        memory = getattr(measured, "memory", None) or report.memory  # the fused view has none of its own
+        memory = measured.memory
         points.append(
             Point({**session.dims, **dims}, totals.time_s, work_per_run(report, session.graph_inputs), share,
                   totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits)
