@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import subprocess
@@ -12,7 +13,7 @@ import pytest
 
 import onnx_roofline
 from onnx_roofline.commands.cli import main
-from tests.conftest import one_node_model, symbolic_matmul
+from tests.conftest import FIXTURES, one_node_model, symbolic_matmul
 
 
 @pytest.fixture
@@ -198,3 +199,43 @@ def test_calibrate_has_one_home_under_hw(tmp_path, capsys):
     assert "`calibrate` is now `hw calibrate`" in capsys.readouterr().err
     assert main(["hw", "calibrate", *quick]) == 0
     assert "now `hw calibrate`" not in capsys.readouterr().err
+
+
+def test_colour_by_bound_only_on_a_terminal(monkeypatch):
+    """The bound column in its colour where the output is a terminal, never under NO_COLOR or a dumb
+    TERM; the text a reader sees is the same either way."""
+    from onnx_roofline.commands.arguments import terminal_colours
+    from onnx_roofline.report.table import BOUND_COLOURS, render_table
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setenv("TERM", "xterm")
+    assert terminal_colours(Terminal()) and not terminal_colours(io.StringIO())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not terminal_colours(Terminal())
+    monkeypatch.delenv("NO_COLOR")
+    monkeypatch.setenv("TERM", "dumb")
+    assert not terminal_colours(Terminal())
+    report = onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7})
+    plain, coloured = render_table(report, top=5), render_table(report, top=5, colour=True)
+    assert BOUND_COLOURS["memory"] + "memory" in coloured and "\033" not in plain
+    assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain
+
+
+def test_progress_on_several_models_only_on_a_terminal(tmp_path, monkeypatch, capsys):
+    """`[2/2] model` on stderr while a folder is analyzed, where stderr is a terminal; nothing when piped."""
+    import shutil
+
+    for name in ("a.onnx", "b.onnx"):
+        shutil.copy(FIXTURES / "resnet50_fp32.onnx", tmp_path / name)
+    assert main([str(tmp_path), "--dim", "batch=1"]) == 0
+    assert "[2/2]" not in capsys.readouterr().err  # capsys is no terminal
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert main([str(tmp_path), "--dim", "batch=1"]) == 0
+    err = capsys.readouterr().err
+    assert "[1/2]" in err and f"[2/2] {tmp_path / 'b.onnx'}" in err
+    assert main([str(tmp_path), "--dim", "batch=1", "-q"]) == 0
+    assert "[1/2]" not in capsys.readouterr().err

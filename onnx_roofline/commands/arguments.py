@@ -5,6 +5,7 @@ never write over. `cli` and every subcommand's module import it; it imports none
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from onnx_roofline.errors import DimensionError, one_line
@@ -69,6 +70,11 @@ def count(minimum: int = 0):
 
     convert.__name__ = "count"
     return convert
+
+
+def terminal_colours(stream) -> bool:
+    """Colour only on a terminal, and never where NO_COLOR is set (no-color.org) or TERM is dumb."""
+    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 
 
 def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:

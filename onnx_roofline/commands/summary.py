@@ -11,6 +11,8 @@ import csv
 import io
 import json
 import os
+import shutil
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,13 +49,32 @@ def model_paths(arguments: list[str]) -> list[str]:
     return paths
 
 
-def summarize(paths: list[str], options: argparse.Namespace, jobs: int) -> list[ModelRow]:
-    """A row per model, in the order given; `jobs` processes analyze them (1: this process)."""
+def summarize(paths: list[str], options: argparse.Namespace, jobs: int, progress: Callable[[int, int, str], None] | None = None) -> list[ModelRow]:
+    """A row per model, in the order given; `jobs` processes analyze them (1: this process).
+    `progress(done, total, model)` is told as each model is done."""
     tasks = [argparse.Namespace(**{**vars(options), "model": path, "quiet": True, "verbose": False}) for path in paths]
     if jobs <= 1 or len(tasks) == 1:
-        return [_row(task) for task in tasks]
+        rows = (_row(task) for task in tasks)
+        return [_told(progress, done, len(tasks), row) for done, row in enumerate(rows, 1)]
     with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
-        return list(pool.map(_row, tasks))
+        return [_told(progress, done, len(tasks), row) for done, row in enumerate(pool.map(_row, tasks), 1)]
+
+
+def _told(progress: Callable[[int, int, str], None] | None, done: int, total: int, row: ModelRow) -> ModelRow:
+    if progress is not None:
+        progress(done, total, row.model)
+    return row
+
+
+def terminal_progress(stream) -> Callable[[int, int, str], None]:
+    """`[3/10] model.onnx` rewritten in place on a terminal, the line cleared after the last."""
+
+    def say(done: int, total: int, model: str) -> None:
+        width = shutil.get_terminal_size().columns - 1
+        stream.write(f"\r\033[K{f'[{done}/{total}] {model}'[:width]}" + ("\r\033[K" if done == total else ""))
+        stream.flush()
+
+    return say
 
 
 def _row(options: argparse.Namespace) -> ModelRow:

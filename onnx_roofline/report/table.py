@@ -18,12 +18,13 @@ if TYPE_CHECKING:
 
 
 def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), depth: int = 3, other: Report | None = None,
-                 group: bool = False) -> str:  # fmt: skip
+                 group: bool = False, colour: bool = False) -> str:  # fmt: skip
     """`by` lists the breakdowns to show ("op_type", "module"); `depth` is the module level.
     `other`: the report's other view (deployed for a written report, written for a deployed
     one), whose total the summary shows beside its own. `group` (--group): alike nodes of
-    different layers are one row (`c_fc/Gemm ×12`) and modules total across layers (report/grouping.py)."""
-    sections = [_summary(report, other), _top_grouped(report, top) if group else _top_nodes(report, top)]
+    different layers are one row (`c_fc/Gemm ×12`) and modules total across layers (report/grouping.py).
+    `colour`: each node's bound in its colour (a terminal's; the caller honours NO_COLOR)."""
+    sections = [_summary(report, other), _top_grouped(report, top, colour) if group else _top_nodes(report, top, colour)]
     sections += [_breakdown_across_layers(report, depth) if group and family == MODULE else _breakdown(report, family, depth) for family in by]
     return "\n\n".join(sections) + "\n"
 
@@ -87,18 +88,18 @@ def group_title(family: str, depth: int) -> tuple[str, str]:
     return (f"by module (depth {depth})", "module") if family == MODULE else ("by op type", "op type")
 
 
-def _top_nodes(report: Report, top: int) -> str:
+def _top_nodes(report: Report, top: int, colour: bool) -> str:
     rows = [node_cells(n, report.totals.time_s) for n in top_nodes(report, top)]
     what = "nodes" if report.view == WRITTEN else "kernels"
-    return f"top {len(rows)} {what} by time ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows)
+    return f"top {len(rows)} {what} by time ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows, colour)
 
 
-def _top_grouped(report: Report, top: int) -> str:
+def _top_grouped(report: Report, top: int, colour: bool) -> str:
     from onnx_roofline.report.grouping import top_alike
 
     rows = [alike_cells(g, report.totals.time_s) for g in top_alike(report, top)]
     what = "nodes" if report.view == WRITTEN else "kernels"
-    return f"top {len(rows)} {what} by time, alike {what} of different layers as one row ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows)
+    return f"top {len(rows)} {what} by time, alike {what} of different layers as one row ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows, colour)
 
 
 def _breakdown_across_layers(report: Report, depth: int) -> str:
@@ -124,17 +125,24 @@ def shape_text(node: NodeResult) -> str:
     return text
 
 
-def _grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+BOUND_COLOURS = {MEMORY: "\033[34m", COMPUTE: "\033[31m"}  # blue and red, as the HTML and the plots draw them
+_RESET = "\033[0m"
+
+
+def _grid(header: Sequence[str], rows: Sequence[Sequence[str]], colour: bool = False) -> str:
+    """Columns padded to their widest cell; `colour`: the bound column's words coloured once padded."""
     widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
     widths[0] = min(widths[0], 48)  # long exporter names are cut from the left, where they repeat
     lines = [_row(header, widths), "  ".join("-" * w for w in widths)]
-    lines += [_row(row, widths) for row in rows]
+    lines += [_row(row, widths, header.index("bound") if colour and "bound" in header else None) for row in rows]
     return "\n".join(lines)
 
 
-def _row(cells: Sequence[str], widths: Sequence[int]) -> str:
+def _row(cells: Sequence[str], widths: Sequence[int], bound_column: int | None = None) -> str:
     first = cells[0] if len(cells[0]) <= widths[0] else "…" + cells[0][-(widths[0] - 1) :]
     parts = [first.ljust(widths[0])] + [c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells[1:], widths[1:]), 1)]
+    if bound_column is not None and cells[bound_column] in BOUND_COLOURS:
+        parts[bound_column] = BOUND_COLOURS[cells[bound_column]] + parts[bound_column] + _RESET
     return "  ".join(parts).rstrip()
 
 
