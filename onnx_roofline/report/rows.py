@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from onnx_roofline.report.model import NodeResult, Report
-    from onnx_roofline.report.totals import Totals
 
 ROW_KEYS = (
     "index", "name", "op_type", "domain", "module", "status", "output_shape", "flops", "transcendentals", "dequantize_flops",
@@ -100,9 +99,3 @@ def node_repr(node: NodeResult) -> str:
         return f"{head}: {node.status}>"
     return f"{head}: {si(node.cost.flops, 'FLOP')}, {si(node.cost.bytes, 'B')}, {node.bound}-bound, {duration(node.time_s)}>"
 
-
-def group_repr(key: str, totals: Totals, nodes: int) -> str:
-    """`<Group MatMul: 48 nodes, 1.21 GFLOP, 3.40 MB, 5.62 µs>`: a breakdown's row, not its nodes."""
-    from onnx_roofline.report.units import duration, si
-
-    return f"<Group {key}: {nodes} nodes, {si(totals.flops, 'FLOP')}, {si(totals.bytes, 'B')}, {duration(totals.time_s)}>"
