@@ -234,3 +234,65 @@ def test_chains_merge_when_one_op_joins_two_of_them():
     assert group.kind == EPILOGUE and group.op_type == "MatMul+6"
     assert group.cost.bytes_read == 2 * (64 * 64 + 64 * 64 + 64 * 32 + 32 * 64)
     assert group.cost.bytes_written == 2 * 64 * 64
+
+
+def deployed_fused(model: onnx.ModelProto, **dims):
+    """The fused view with the deployed view's plan (rows.py's rules apply)."""
+    report = analyze(model, dims=dims)
+    return report, fuse(report, plan_fusion(report, frozenset(o.name for o in model.graph.output), deployed=True))
+
+
+def test_projections_of_one_activation_are_packed_deployed():
+    """Deployed, two MatMuls reading x with constant weights are one GEMM: x is read once."""
+    model = graph_model(
+        [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"), helper.make_node("MatMul", ["x", "wk"], ["k"], name="k")],
+        [("x", [64, 256])], [("q", [64, 128]), ("k", [64, 128])], weights={"wq": [256, 128], "wk": [256, 128]},
+    )
+    _, written_plan = fused_view(model)
+    assert group_of(written_plan, "q") is not group_of(written_plan, "k")  # the fused view keeps two kernels
+    _, view = deployed_fused(model)
+    packed = group_of(view, "q")
+    assert packed is group_of(view, "k")
+    assert packed.cost.bytes_read == (64 * 256 + 2 * 256 * 128) * 2  # x once, both weights
+    assert packed.cost.bytes_written == 2 * 64 * 128 * 2
+
+
+def test_a_decomposed_layernorm_is_one_kernel_deployed():
+    """mean, centring, variance, rsqrt, gain and bias over the last axis: one kernel reading x,
+    the gain, the bias and two scalar constants once, writing y once."""
+    rows, d = 1024, 768
+    model = graph_model(
+        [
+            helper.make_node("ReduceMean", ["x"], ["mean"], axes=[-1], name="mean"),
+            helper.make_node("Sub", ["x", "mean"], ["centred"], name="centre"),
+            helper.make_node("Pow", ["centred", "two"], ["squared"], name="square"),
+            helper.make_node("ReduceMean", ["squared"], ["var"], axes=[-1], name="var"),
+            helper.make_node("Add", ["var", "eps"], ["var_eps"], name="eps"),
+            helper.make_node("Sqrt", ["var_eps"], ["std"], name="sqrt"),
+            helper.make_node("Div", ["centred", "std"], ["normed"], name="divide"),
+            helper.make_node("Mul", ["normed", "gamma"], ["scaled"], name="gain"),
+            helper.make_node("Add", ["scaled", "beta"], ["y"], name="bias"),
+        ],
+        [("x", [rows, d])], [("y", [rows, d])], weights={"two": [], "eps": [], "gamma": [d], "beta": [d]}, opsets=(("", 17),),
+    )
+    _, written_plan = fused_view(model)
+    assert group_of(written_plan, "mean") is not group_of(written_plan, "bias")  # reductions split the fused view
+    _, view = deployed_fused(model)
+    kernels = {id(g) for g in view.nodes if g.cost and g.cost.bytes}
+    assert len(kernels) == 1
+    norm = group_of(view, "mean")
+    assert norm.cost.bytes_read == (rows * d + 2 * d + 2) * 2  # x, gamma, beta, and the two scalars
+    assert norm.cost.bytes_written == rows * d * 2  # y alone
+
+
+def test_a_tensor_only_shape_reads_is_not_written():
+    """Shape reads metadata, not data: the epilogue does not write h for it (and it waits on nothing)."""
+    model = graph_model(
+        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"], name="act"),
+         helper.make_node("Shape", ["h"], ["shape"], name="shape")],
+        [("x", [64, 256])], [("y", [64, 1024])], weights={"w": [256, 1024]},
+    )
+    model.graph.output.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [2]))
+    _, view = deployed_fused(model)
+    assert group_of(view, "act") is group_of(view, "mm")
+    assert group_of(view, "mm").cost.bytes_written == 64 * 1024 * 2  # y alone: h is read by nobody's data path

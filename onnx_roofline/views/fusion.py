@@ -26,6 +26,7 @@ from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
 from onnx_roofline.views.graph import Dataflow, tensor_table
 from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
+from onnx_roofline.views.rows import is_row_reduction, is_tile_local, packed_with, row_feeders
 from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, single_shares, unit_shares
 
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
@@ -122,10 +123,11 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
     """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
     nothing joins. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
     kernels may take in (flash.find_attention). `deployed`: a node only attention kernels read, not
-    as data, is its own DROPPED group (dead.py), and a matrix op's epilogue also takes the Split and
-    Transposes of its output (STORES)."""
+    as data, is its own DROPPED group (dead.py), a matrix op's epilogue also takes the Split and
+    Transposes of its output (STORES), and the row rules of rows.py apply (norms as one kernel,
+    RoPE's rotate-half in the projection's epilogue, projections of one activation packed)."""
     flow = Dataflow.of(report)
-    drafts = _Drafts(flow, stores=deployed)
+    drafts = _Drafts(flow, deployed=deployed)
     matches = find_attention(flow, graph_outputs, caches)
     for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
@@ -145,9 +147,12 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
 class _Drafts:
     """Groups under construction and the quotient graph between them (kept acyclic)."""
 
-    def __init__(self, flow: Dataflow, stores: bool = False):
+    def __init__(self, flow: Dataflow, deployed: bool = False):
         self.flow = flow
-        self.stores = stores  # a matrix op's epilogue takes STORES too
+        self.deployed = deployed  # a matrix op's epilogue takes STORES too, and the row rules apply
+        self.feeders = row_feeders(flow) if deployed else frozenset()  # nodes of a norm before its reduction
+        self.rows: set[int] = set()  # groups holding a row reduction: never a matrix op's epilogue
+        self.packs: dict[str, int] = {}  # activation -> the group of the projections that read it
         self.owner: dict[int, int] = {}
         self.members: dict[int, set[int]] = {}
         self.kind: dict[int, str] = {}
@@ -169,14 +174,18 @@ class _Drafts:
     def place(self, index: int) -> None:
         node = self.flow.node(index)
         if is_matrix(node.domain, node.op_type):
-            self.new(EPILOGUE, [index], anchor=index)
+            self._place_matrix(index)
             return
-        store = self.stores and node.op_type in STORES and node.domain == ""
-        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store
+        store = self.deployed and node.op_type in STORES and node.domain == ""
+        reduction = self.deployed and is_row_reduction(node)
+        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store or reduction or (self.deployed and is_tile_local(node))
+        whole_rows = reduction or index in self.feeders  # needs whole rows: no matrix op's epilogue holds them
         target = None
         for gid in self._fusible_producers(index) if fusible else ():
             if store and self.anchor[gid] is None:
                 continue  # only a matrix op's epilogue writes its tiles wherever they go
+            if (whole_rows or target in self.rows) and self.anchor[gid] is not None:
+                continue
             if target is None and self._can_join(gid, index):
                 target = gid
                 self.members[gid].add(index)
@@ -184,7 +193,22 @@ class _Drafts:
             elif target is not None and gid != target and self._can_merge(target, gid):
                 self._merge(target, gid)
         if target is None:
-            self.new(ELEMENTWISE if node.op_type in elementwise_ops() else SINGLE, [index])
+            target = self.new(ELEMENTWISE if node.op_type in elementwise_ops() or reduction else SINGLE, [index])
+        if reduction:
+            self.rows.add(target)
+
+    def _place_matrix(self, index: int) -> None:
+        """A matrix op anchors its epilogue; deployed, a projection joins the projections already
+        reading its activation (rows.py: packed into one GEMM)."""
+        activation = packed_with(self.flow.node(index)) if self.deployed else None
+        gid = self.packs.get(activation) if activation is not None else None
+        if gid is not None and gid in self.members and self._can_join(gid, index):
+            self.members[gid].add(index)
+            self.owner[index] = gid
+            return
+        gid = self.new(EPILOGUE, [index], anchor=index)
+        if activation is not None:
+            self.packs[activation] = gid
 
     def link(self, index: int) -> None:
         for producer in self.flow.digraph.predecessors(index):
@@ -195,7 +219,7 @@ class _Drafts:
     def _fusible_producers(self, index: int) -> list[int]:
         """Groups that may take this node: data producers' groups, epilogue (matrix) groups first."""
         node = self.flow.node(index)
-        inputs = node.inputs[:1] if node.op_type in VIEWS or node.op_type in STORES else node.inputs
+        inputs = node.inputs[:1] if node.op_type in VIEWS or node.op_type in STORES or node.op_type == "Slice" else node.inputs
         gids = []
         for tensor in inputs:
             producer = self.flow.producer.get(tensor.name) if tensor is not None else None
@@ -211,6 +235,8 @@ class _Drafts:
     def _can_merge(self, a: int, b: int) -> bool:
         if self.anchor[a] is not None and self.anchor[b] is not None:
             return False
+        if (a in self.rows and self.anchor[b] is not None) or (b in self.rows and self.anchor[a] is not None):
+            return False
         return not (self._detour(a, b) or self._detour(b, a))
 
     def _detour(self, a: int, b: int) -> bool:
@@ -223,6 +249,8 @@ class _Drafts:
             self.members[into].add(index)
         if self.anchor[into] is None:
             self.anchor[into] = self.anchor[other]
+        if other in self.rows:
+            self.rows.add(into)
         self.kind[into] = ELEMENTWISE if self.anchor[into] is None else EPILOGUE
         del self.kind[other], self.anchor[other]
         self.quotient.contract(into, other)

@@ -20,6 +20,11 @@ def tensor_table(report: Report) -> dict[str, TensorInfo]:
     return table
 
 
+METADATA_READS = frozenset({"Shape", "Size"})
+"""Ops that read only their input's shape, which a runtime knows before the data exists: no data
+dependency, no bytes, so they keep no producer waiting and make no one write a tensor."""
+
+
 @dataclass(frozen=True)
 class Dataflow:
     nodes: tuple[NodeResult, ...]
@@ -33,6 +38,8 @@ class Dataflow:
         consumers: dict[str, list[int]] = defaultdict(list)
         digraph = DiGraph(n.index for n in report.nodes)
         for node in report.nodes:
+            if node.op_type in METADATA_READS and node.domain == "":
+                continue
             for name in dict.fromkeys(t.name for t in node.inputs if t is not None):
                 consumers[name].append(node.index)
                 if name in producer:
