@@ -98,4 +98,3 @@ def node_repr(node: NodeResult) -> str:
     if node.status != OK or node.cost is None:
         return f"{head}: {node.status}>"
     return f"{head}: {si(node.cost.flops, 'FLOP')}, {si(node.cost.bytes, 'B')}, {node.bound}-bound, {duration(node.time_s)}>"
-
