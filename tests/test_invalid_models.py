@@ -19,7 +19,7 @@ import pytest
 from onnx_roofline.analysis import analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import ModelLoadError
-from onnx_roofline.model.conformance import CHECKER, EXTERNAL_DATA, conformance
+from onnx_roofline.model.conformance import CHECKER, EXTERNAL_DATA, TENSOR_DATA, conformance
 from onnx_roofline.model.loader import load_with_nodes
 
 TP = onnx.TensorProto
@@ -62,6 +62,14 @@ def test_truncated_raw_data_is_flagged():
     weight.raw_data = weight.raw_data[:20]  # 20 of 4·3·4 = 48 bytes
     (flag,) = _flags(_matmul(weight))
     assert flag.source == CHECKER and "raw_data size (20 bytes) is too small" in flag.message
+
+
+def test_raw_data_one_byte_too_long_is_flagged():
+    """onnx's checker lets it through; onnxruntime refuses to deserialize it (a size mismatch)."""
+    weight = nh.from_array(np.ones((4, 3), np.float32), "w")
+    weight.raw_data = weight.raw_data + b"\0"  # 49 of 4·3·4 = 48 bytes
+    (flag,) = _flags(_matmul(weight))
+    assert flag.source == TENSOR_DATA and flag.message == "initializer 'w' stores 49 bytes where its dims [4, 3] and type float32 need 48 bytes"
 
 
 def test_initializer_of_undefined_type_is_flagged():

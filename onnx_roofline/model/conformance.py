@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 from collections import deque
 from dataclasses import dataclass
@@ -31,13 +32,14 @@ import onnx.helper
 
 from onnx_roofline.errors import ExternalDataError, one_line
 from onnx_roofline.model import files
+from onnx_roofline.model.constants import readable
 from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
 log = logging.getLogger(__name__)
 
-CHECKER, EXTERNAL_DATA = "onnx checker", "external data"  # Invalid.source
+CHECKER, EXTERNAL_DATA, TENSOR_DATA = "onnx checker", "external data", "tensor data"  # Invalid.source
 
 ORT_DEFAULT_DOMAIN = frozenset({
     "Affine", "Crop", "DynamicSlice", "GRUUnit", "GivenTensorFill", "ImageScaler", "MemcpyFromHost", "MemcpyToHost",
@@ -79,9 +81,22 @@ def conformance(model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLi
     found = _external_data(external, None if path is None else files.model_folder(path))
     initializers = sum(1 for tensor in model.graph.initializer if tensor.data_location == _EXTERNAL) if external else 0
     problem = _checker(model, nodes, elsewhere=len(external) > initializers)
-    if problem:
-        found.append(Invalid(CHECKER, problem))
+    found += [Invalid(CHECKER, problem)] if problem else _inline_data(model.graph)  # what the checker lets through
     return tuple(found)
+
+
+def _inline_data(graph: onnx.GraphProto) -> list[Invalid]:
+    """The first inline initializer whose stored data is not the value its dims and type declare
+    (constants.readable): onnxruntime refuses to deserialize it, one byte too long included,
+    which onnx's checker lets through."""
+    for tensor in graph.initializer:
+        if tensor.data_location != _EXTERNAL and not readable(tensor):
+            name, count = dtype_name(tensor.data_type), math.prod(tensor.dims)
+            need = f"{(count * DTYPE_BITS[name] + 7) // 8} bytes" if name is not None and name != "string" else "a value of them"
+            stored = f"{len(tensor.raw_data)} bytes" if tensor.raw_data else "data"
+            what = f"its dims {list(tensor.dims)} and type {name or tensor.data_type}"
+            return [Invalid(TENSOR_DATA, f"initializer {tensor.name!r} stores {stored} where {what} need {need}")]
+    return []
 
 
 # --- external data ---------------------------------------------------------------------------------
