@@ -76,6 +76,7 @@ def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] 
     axes.yaxis.set_major_formatter(_si_formatter("FLOP/s"))
     axes.grid(True, which="major", alpha=0.25)
     axes.set_title(title or _default_title(reports, labels), fontsize=12)
+    wrap_to_width(axes.title, axes.get_window_extent().width)  # before the layout, whose axes are wider
     if any(points):
         legend = axes.legend(loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8)
         for handle in legend.legend_handles:
@@ -85,6 +86,20 @@ def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] 
     _label_diagonals(axes, diagonals)
     _label_heaviest(axes, points, [r["totals"]["time_s"] for r in reports], labels if len(reports) > 1 else None)
     return figure
+
+
+def wrap_to_width(text, width: float) -> None:
+    """Break a Text's words into lines no wider than `width` display pixels, measured (a title
+    with a model's long dim names runs past both edges; matplotlib's own `wrap=True` wraps only
+    while drawing, too late for the layout that makes room for it)."""
+    import textwrap
+
+    renderer = text.figure.canvas.get_renderer()
+    words = text.get_text()
+    columns = len(words)
+    while (drawn := text.get_window_extent(renderer).width) > width and columns > 12:
+        columns = min(columns - 1, int(columns * width / drawn))
+        text.set_text(textwrap.fill(words, columns))
 
 
 def render_plot(reports: Sequence[Mapping[str, Any]], fmt: str = "png", **options) -> bytes:
@@ -167,30 +182,40 @@ def _colors(points: Sequence[Sequence[_Point]], color_by: str) -> dict[str, str]
 
 
 def _draw_roofs(axes, reports, x_range) -> list[tuple[float, float, str]]:
-    """The memory diagonal and one ceiling per unit/dtype in use, each ridge marked and named.
-    Returns where the diagonals' labels go, placed once the layout is final (they follow the slope)."""
-    drawn, diagonals = set(), []
-    several = len({r["hardware"]["key"] for r in reports}) > 1
+    """The memory diagonal and one ceiling per unit/dtype in use (by any report on that hardware),
+    each ridge marked and named. Returns where the diagonals' labels go, placed once the layout is
+    final (they follow the slope)."""
+    diagonals, by_hardware = [], defaultdict(list)
     for report in reports:
-        hardware = report["hardware"]
+        by_hardware[report["hardware"]["key"]].append(report)
+    for same in by_hardware.values():
+        hardware = same[0]["hardware"]
         bandwidth = hardware["memory_bandwidth"]
-        ceilings = sorted(_ceilings(report).items(), key=lambda kv: -kv[1])
-        if hardware["key"] in drawn or not ceilings:
+        ceilings = sorted({c: peak for r in same for c, peak in _ceilings(r).items()}.items(), key=lambda kv: -kv[1])
+        if not ceilings:
             continue
-        drawn.add(hardware["key"])
         top_ridge = ceilings[0][1] / bandwidth
         axes.plot([x_range[0], top_ridge], [bandwidth * x_range[0], ceilings[0][1]], color="#333333", lw=1.6, zorder=2)
-        where = _emptiest(sorted(p.intensity for p in _points(report)), x_range[0], top_ridge)
-        diagonals.append((bandwidth, where, (f"{hardware['key']}: " if several else "") + f"memory {si(bandwidth, 'B/s')}"))
-        for (unit, dtype), peak in ceilings:
-            ridge = peak / bandwidth
-            axes.plot([ridge, x_range[1]], [peak, peak], color="#333333", lw=1.6 if unit == "matrix" else 1.0,
-                      ls="-" if unit == "matrix" else "--", zorder=2)
+        where = _emptiest(sorted(p.intensity for r in same for p in _points(r)), x_range[0], top_ridge)
+        diagonals.append((bandwidth, where, (f"{hardware['key']}: " if len(by_hardware) > 1 else "") + f"memory {si(bandwidth, 'B/s')}"))
+        for peak, names in _shared_ceilings(ceilings):
+            ridge, matrix = peak / bandwidth, any(name.startswith("matrix") for name in names)
+            axes.plot([ridge, x_range[1]], [peak, peak], color="#333333", lw=1.6 if matrix else 1.0,
+                      ls="-" if matrix else "--", zorder=2)
             axes.plot([ridge], [peak], marker="o", ms=4, color="#333333", zorder=3)
-            axes.annotate(f"{unit} {dtype} {si(peak, 'FLOP/s')} · ridge {ridge:,.0f} FLOP/B", (ridge, peak), fontsize=7.5,
+            axes.annotate(f"{' = '.join(names)} {si(peak, 'FLOP/s')} · ridge {ridge:,.0f} FLOP/B", (ridge, peak), fontsize=7.5,
                           color="#333333", ha="right", va="bottom", xytext=(-5, 3), textcoords="offset points")
         axes.axvline(top_ridge, color="#999999", lw=0.8, ls=":", zorder=1)
     return diagonals
+
+
+def _shared_ceilings(ceilings) -> list[tuple[float, list[str]]]:
+    """Ceilings of equal peak as one roof named "matrix fp32 = vector fp32": two labels at one
+    place would print over each other (every fp32 model on an H100)."""
+    shared: dict[float, list[str]] = {}
+    for (unit, dtype), peak in sorted(ceilings, key=lambda c: (-c[1], c[0])):
+        shared.setdefault(peak, []).append(f"{unit} {dtype}")
+    return list(shared.items())
 
 
 def _emptiest(intensities: list[float], low: float, high: float) -> float:
@@ -234,10 +259,12 @@ def _label_heaviest(axes, points: Sequence[Sequence[_Point]], model_times: Seque
                     report_labels: Sequence[str] | None) -> None:
     """Label the heaviest *positions*: a layer repeated twelve times is one point, labelled ×12.
     The heaviest compute-bound positions are labelled too, so both sides of the ridge are named.
-    Labels are placed greedily where they overlap no earlier label."""
+    Labels are placed greedily where they overlap no earlier label, and off the roofs and markers
+    where there is room (on a flat roof of convolutions, labels would cover one another's points)."""
     renderer = axes.figure.canvas.get_renderer()
     placed = [t.get_window_extent(renderer) for t in axes.texts]
     placed += [axes.get_legend().get_window_extent(renderer)] if axes.get_legend() else []
+    drawn = _drawn_boxes(axes)
     for index, report_points in enumerate(points):
         positions: dict[tuple, list[_Point]] = defaultdict(list)
         for point in report_points:
@@ -251,32 +278,66 @@ def _label_heaviest(axes, points: Sequence[Sequence[_Point]], model_times: Seque
             text = _short_name(members[0]) + (f" ×{len(members)}" if len(members) > 1 else "") + f"  {percent(share)}"
             if report_labels:
                 text = f"{report_labels[index]}: {text}"
-            _place(axes, renderer, placed, text, members[0].intensity, members[0].perf)
+            _place(axes, renderer, placed, drawn, text, members[0].intensity, members[0].perf)
 
 
 _OFFSETS = tuple(
     (round(r * math.cos(math.radians(a))), round(r * math.sin(math.radians(a))))
-    for r in (12, 26, 42, 60, 80, 105) for a in (-35, 35, 145, -145, -70, 70, 110, -110, 0, 180)
+    for r in (12, 26, 42, 60, 80, 105, 135, 170) for a in (-35, 35, 145, -145, -70, 70, 110, -110, 0, 180)
 )
 
 
-def _place(axes, renderer, placed: list, text: str, x: float, y: float) -> None:
+def _place(axes, renderer, placed: list, drawn, text: str, x: float, y: float) -> None:
+    """The nearest offset whose box overlaps no label and no roof or marker; failing that, the
+    nearest that overlaps no label; failing both, no label."""
     from matplotlib.text import Text
     from matplotlib.transforms import Bbox
 
-    box = dict(boxstyle="round,pad=0.2", fc="white", ec="#bbbbbb", lw=0.5, alpha=0.9)
-    arrow = dict(arrowstyle="-", color="#777777", lw=0.6)
-    for dx, dy in _OFFSETS:
-        note = axes.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", fontsize=7,
-                             ha="left" if dx >= 0 else "right", va="center", bbox=box, arrowprops=arrow, zorder=6)
+    frame = axes.get_window_extent(renderer)
+    fallback = None
+    for offset in _OFFSETS:
+        note = _note(axes, text, x, y, offset)
         note.update_positions(renderer)
         words = Text.get_window_extent(note, renderer)  # the words and their box, not the leader line
         extent = Bbox.from_extents(words.x0 - 4, words.y0 - 4, words.x1 + 4, words.y1 + 4)
-        inside = axes.get_window_extent(renderer).contains(extent.x0, extent.y0) and axes.get_window_extent(renderer).contains(extent.x1, extent.y1)
-        if inside and not any(extent.overlaps(other) for other in placed):
-            placed.append(extent)
-            return
         note.remove()
+        if frame.contains(extent.x0, extent.y0) and frame.contains(extent.x1, extent.y1) and not any(extent.overlaps(o) for o in placed):
+            if not _covers(extent, drawn):
+                fallback = (offset, extent)
+                break
+            fallback = fallback or (offset, extent)
+    if fallback:
+        _note(axes, text, x, y, fallback[0])
+        placed.append(fallback[1])
+
+
+def _note(axes, text: str, x: float, y: float, offset: tuple[int, int]):
+    box = dict(boxstyle="round,pad=0.2", fc="white", ec="#bbbbbb", lw=0.5, alpha=0.9)
+    arrow = dict(arrowstyle="-", color="#777777", lw=0.6)
+    return axes.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7,
+                         ha="left" if offset[0] >= 0 else "right", va="center", bbox=box, arrowprops=arrow, zorder=6)
+
+
+def _drawn_boxes(axes):
+    """What a label should not hide, as display-pixel boxes (x0, y0, x1, y1) in an array: every
+    marker, and the roof lines sampled every 4 px."""
+    import numpy as np
+
+    boxes = []
+    for collection in axes.collections:
+        centres = collection.get_offset_transform().transform(collection.get_offsets())
+        radii = np.sqrt(np.resize(collection.get_sizes(), len(centres))) / 2 * axes.figure.dpi / 72
+        boxes.append(np.column_stack([centres - radii[:, None], centres + radii[:, None]]))
+    for line in axes.lines:
+        xy = line.get_transform().transform(line.get_xydata())
+        for a, b in zip(xy, xy[1:]):
+            samples = np.linspace(a, b, max(2, int(np.hypot(*(b - a)) / 4)))
+            boxes.append(np.column_stack([samples - 1, samples + 1]))
+    return np.concatenate(boxes) if boxes else np.empty((0, 4))
+
+
+def _covers(extent, boxes) -> bool:
+    return bool(((boxes[:, 0] < extent.x1) & (extent.x0 < boxes[:, 2]) & (boxes[:, 1] < extent.y1) & (extent.y0 < boxes[:, 3])).any())
 
 
 def _note_zero_flop(axes, reports, report_labels) -> None:
