@@ -7,11 +7,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from onnx_roofline.report.output import write_bytes
+from onnx_roofline.report.plot import wrap_to_width
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
 from onnx_roofline.commands.whatif.critical import CriticalResult
 from onnx_roofline.commands.whatif.fuse_report import FusionStudy
 from onnx_roofline.commands.whatif.sweep import SweepResult
+
+COINCIDE = 0.01  # curves closer than this (relative, everywhere on the plot) are one curve to the eye
+
 
 def save(figure, destination: str, protect: Sequence[str] = ()) -> None:
     """Render and write atomically; the suffix picks the format."""
@@ -24,11 +28,13 @@ def save(figure, destination: str, protect: Sequence[str] = ()) -> None:
     write_bytes(buffer.getvalue(), destination, protect)
 
 
-def _figure(columns: int, rows: int = 1, title: str = ""):
+def _figure(columns: int, rows: int = 1, title: str = "", size: tuple[float, float] | None = None):
+    """Constrained layout makes room for the title, wrapped to the figure's width, and for legends
+    outside the axes."""
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 3.9 * rows), squeeze=False)
-    figure.suptitle(title, fontsize=11)
+    figure, axes = plt.subplots(rows, columns, figsize=size or (5.2 * columns, 3.9 * rows), squeeze=False, layout="constrained")
+    wrap_to_width(figure.suptitle(title, fontsize=11), 0.95 * figure.bbox.width)
     return figure, [ax for row in axes for ax in row]
 
 
@@ -72,7 +78,6 @@ def sweep_figure(result: SweepResult):
     share.set_ylim(-2, 102)
     for ax in (inten, *((lat,) if len(series) > 1 else ())):
         ax.legend(fontsize=8)
-    figure.tight_layout()
     return figure
 
 
@@ -83,12 +88,10 @@ def critical_figure(result: CriticalResult):
     crossings = [float(k.crossing) for k in result.kinds if k.crossing is not None]
     top = 2 ** int(np.ceil(np.log2(max([4096, *(2 * c for c in crossings)]))))
     xs = np.unique(np.round(np.logspace(0, np.log2(top), 200, base=2)))
-    figure, (ax,) = _figure(1, 1, f"critical {result.dim} — {_subtitle(result.setup, result.view)}")
-    figure.set_size_inches(8.5, 5.2)
-    for k in result.kinds:
-        when = "never" if k.critical is None else f"compute-bound from {k.critical}"
-        line = ax.plot(xs, [k.intensity(x) for x in xs], label=f"{k.op_type} {k.signature} ×{len(k.kernels)}: {when}")[0]
-        if k.crossing is not None:
+    figure, (ax,) = _figure(1, 1, f"critical {result.dim} — {_subtitle(result.setup, result.view)}", size=(8.5, 5.2))
+    for ys, kinds in _coinciding(result.kinds, xs):
+        line = ax.plot(xs, ys, label="\n= ".join(f"{k.op_type} {k.signature} ×{len(k.kernels)}: {_when(k)}" for k in kinds))[0]
+        for k in (k for k in kinds if k.crossing is not None):
             ax.plot([float(k.crossing)], [k.intensity(k.crossing)], "o", color=line.get_color())
     ax.axhline(result.model_ridge, color="crimson", ls="--", label=f"ridge {result.model_ridge:.1f} FLOP/B")
     ax.set_xscale("log", base=2)
@@ -96,27 +99,56 @@ def critical_figure(result: CriticalResult):
     ax.set_xlabel(result.dim)
     ax.set_ylabel("arithmetic intensity (FLOP/B)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.14))  # below the axes: long signatures would cover the curves
     return figure
+
+
+def _when(kind) -> str:
+    return "never" if kind.critical is None else f"compute-bound from {kind.critical}"
+
+
+def _coinciding(kinds, xs) -> list:
+    """(intensities, kinds) per curve the eye can tell apart: kinds whose curves stay within
+    COINCIDE of each other are drawn once, so no curve hides behind another."""
+    import numpy as np
+
+    curves: list[tuple] = []
+    for kind in kinds:
+        ys = np.array([float(kind.intensity(x)) for x in xs])
+        same = next((c for c in curves if np.allclose(ys, c[0], rtol=COINCIDE, atol=0)), None)
+        if same:
+            same[1].append(kind)
+        else:
+            curves.append((ys, [kind]))
+    return curves
 
 
 def compare_figure(result: CompareResult):
     """Predicted latency per accelerator, split into compute-bound and memory-bound time."""
-    figure, (ax,) = _figure(1, 1, f"compare — {_subtitle(result.setup, result.view)}")
-    figure.set_size_inches(8.5, 1.4 + 0.7 * len(result.rows))
+    figure, (ax,) = _figure(1, 1, f"compare — {_subtitle(result.setup, result.view)}", size=(8.5, 2.2 + 0.7 * len(result.rows)))
     names = [f"{r.hardware.key} (ridge {r.ridge:.0f})" for r in result.rows]
     memory = [r.latency_s * 1e3 * (r.memory_share or 0) for r in result.rows]
     compute = [r.latency_s * 1e3 - m for r, m in zip(result.rows, memory)]
     ax.barh(names, memory, color="tab:orange", label="memory-bound kernels")
     ax.barh(names, compute, left=memory, color="tab:blue", label="compute-bound kernels")
-    for i, r in enumerate(result.rows):
-        ax.annotate(f" {r.latency_s * 1e3:.3g} ms · top: {r.top_op} ({100 * (r.top_share or 0):.0f}%)",
-                    (r.latency_s * 1e3, i), va="center", fontsize=8)
+    notes = [ax.annotate(f" {r.latency_s * 1e3:.3g} ms · top: {r.top_op} ({100 * (r.top_share or 0):.0f}%)",
+                         (r.latency_s * 1e3, i), va="center", fontsize=8) for i, r in enumerate(result.rows)]
     ax.invert_yaxis()
-    ax.set_xlim(0, max(r.latency_s for r in result.rows) * 1e3 * 1.6)
     ax.set_xlabel("predicted latency per run (ms)")
-    ax.legend(fontsize=8, loc="upper right")
+    figure.legend(fontsize=8, loc="outside lower center", ncols=2)  # not over a bar's note
+    _fit_notes(ax, notes, [r.latency_s * 1e3 for r in result.rows])
     return figure
+
+
+def _fit_notes(ax, notes, ends: list[float]) -> None:
+    """An x range from 0 wide enough that each note, written after its bar's end, ends inside the
+    axes: the bar takes end/high of the width W, the note its own w, so high ≥ end·W / (W − w)."""
+    figure = ax.figure
+    figure.canvas.draw()  # the layout fixes the axes' width
+    renderer = figure.canvas.get_renderer()
+    width = ax.get_window_extent(renderer).width
+    spare = [width - n.get_window_extent(renderer).width - 6 for n in notes]
+    ax.set_xlim(0, max(end * width / max(room, width / 4) for end, room in zip(ends, spare)))
 
 
 def fusion_figure(study: FusionStudy):
@@ -127,8 +159,7 @@ def fusion_figure(study: FusionStudy):
     fused = study.fused
     main = max((k for k in fused.nodes if k.cost), key=lambda k: k.cost.flops)
     bandwidth, ridge = study.report.hardware.memory_bandwidth, main.placement.ridge
-    figure, (ax, bars) = _figure(2, 1, f"written vs fused — {_subtitle(study.setup, None)}")
-    figure.set_size_inches(13, 5.2)
+    figure, (ax, bars) = _figure(2, 1, f"written vs fused — {_subtitle(study.setup, None)}", size=(13, 5.2))
     xs = np.logspace(-2, 4.5, 200)
     roof = np.minimum(ridge * bandwidth, xs * bandwidth) / 1e12
     ax.plot(xs, roof, color="black", lw=1.2, label=f"roofline (ridge {ridge:.0f})")
@@ -176,7 +207,6 @@ def fusion_figure(study: FusionStudy):
     bars.set_xlabel("bytes moved (GB)")
     bars.legend(fontsize=8, loc="lower right")
     bars.grid(True, axis="x", alpha=0.3)
-    figure.tight_layout()
     return figure
 
 
@@ -194,5 +224,4 @@ def context_figure(result: ContextResult):
         ax.set_xscale("log", base=2)
         ax.set_xlabel(result.dim)
         ax.grid(True, which="both", alpha=0.3)
-    figure.tight_layout()
     return figure
