@@ -18,19 +18,19 @@ from onnx_roofline.report.units import duration, number, percent, si
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1400px; color: #222; padding: 0 16px; }
-h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
+h1 { font-size: 20px; margin: 0 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; } h1, h2, p { overflow-wrap: break-word; }
 .sub { color: #555; margin: 0 0 16px; }
 .figures { display: grid; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); gap: 8px; }
 .figure { background: #f5f6f8; border-radius: 6px; padding: 8px 12px; }
 .figure b { display: block; font-size: 18px; } .figure span { color: #555; font-size: 12px; }
 .warn { color: #a15c00; }
 svg { max-width: 100%; height: auto; }
-.columns { display: grid; grid-template-columns: 1fr 1fr; gap: 24px; } @media (max-width: 1000px) { .columns { grid-template-columns: 1fr; } }
+.columns { display: flex; flex-wrap: wrap; gap: 0 24px; } .columns > section { flex: 1 1 auto; min-width: 0; }  /* side by side where both fit */
 .scroll { max-height: 520px; overflow: auto; border: 1px solid #e3e3e3; }
 table { border-collapse: collapse; width: 100%; font-size: 12.5px; }
 th, td { padding: 3px 8px; border-bottom: 1px solid #eee; text-align: right; white-space: nowrap; }
-th:first-child, td:first-child, th.text, td.text, td.bound { text-align: left; }
-td.name { max-width: 320px; overflow: hidden; text-overflow: ellipsis; text-align: left; }
+th:first-child, td:first-child, th.text, td.text, td.bound, td.name { text-align: left; }
+td.name, td.text, .columns td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 4em; }  /* long names wrap, after a separator (_SCRIPT): every column stays in view */
 th { position: sticky; top: 0; background: #fafafa; cursor: pointer; user-select: none; }
 th[aria-sort="ascending"]::after { content: " ▲"; } th[aria-sort="descending"]::after { content: " ▼"; }
 tr.memory td.bound { color: #1f5fa8; } tr.compute td.bound { color: #b3261e; } tr.uncosted { color: #a15c00; }
@@ -50,6 +50,8 @@ function sortTable(th) {
     return descending ? -order : order; });
   rows.forEach(row => body.appendChild(row));
 }
+for (const cell of document.querySelectorAll('td.name, td.text, .columns td:first-child'))  // a break after each / . _ and 2x3's x
+  if (!cell.children.length) cell.innerHTML = cell.innerHTML.replace(/[/._]|(?<=[0-9])x(?=[0-9])/g, '$&<wbr>');
 document.querySelectorAll('table.sortable th').forEach(th => th.addEventListener('click', () => sortTable(th)));
 const filter = document.getElementById('filter');
 filter.addEventListener('input', () => {
