@@ -84,7 +84,11 @@ def test_the_html_report_holds_its_layout(page, pages, name, width):
     page.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
     page.goto(pages[name].as_uri())
     assert page.errors() == []
-    assert page.evaluate(MEASURE) == {"overflow": [], "clipped": [], "labels": [], "outside": []}
+    views = page.evaluate("[...document.querySelectorAll('input[type=radio]')].map(i => '#' + i.id)")
+    for view in [None, *views]:  # as opened, then with each view switched on (written, deployed)
+        if view:
+            page.click(view)
+        assert page.evaluate(MEASURE) == {"overflow": [], "clipped": [], "labels": [], "outside": []}, view
 
 
 def test_long_names_wrap_after_their_separators_and_read_the_same(page, pages):
