@@ -16,7 +16,9 @@ past in the inputs, its own model patcher applied (TorchScript, opset 14). Two f
   through every expert (two batched MatMuls over `[E, tokens, hidden]`) and weight them by the
   router's scattered top-k scores: the dense all-experts form.
 - `optimum_deepseek_v3_decoder_with_past_model`: DeepSeek-V3 (multi-head latent attention, one
-  shared expert beside the routed ones); transformers loops over every expert with `torch.where`.
+  shared expert beside the routed ones); transformers loops over every expert with `torch.where`,
+  skipping an expert no token chose (`if token_indices.numel() > 0`), which a trace bakes in: the
+  generator refuses a trace without one NonZero per expert.
 
 Each is run in onnxruntime with its weights (at a decode binding: 8 new tokens on a 24-token
 cache, and the manifest's config: what the tests count parameters from) before they are stripped.
@@ -77,6 +79,9 @@ def _export(arch: str, folder: Path) -> onnx.ModelProto:
     with torch.no_grad():  # GPT-OSS's router and biases start at zero or empty: every tensor distinct, every expert a chance
         for weight in model.parameters():
             weight.normal_(0, 0.2)
+        for name, buffer in model.named_buffers():  # DeepSeek-V3's zero score-correction biases, alike in every layer, would be stored once: made distinct, too small to move the routing
+            if name.endswith("e_score_correction_bias"):
+                buffer.uniform_(0, 1e-4)
     onnx_config = TasksManager.get_exporter_config_constructor("onnx", model, task="text-generation-with-past")(model.config, use_past_in_inputs=True)
     path = folder / f"{arch}.onnx"
     with contextlib.redirect_stderr(sys.stdout):
@@ -101,6 +106,9 @@ def family(arch: str) -> dict[str, Built]:
         model = _export(arch, Path(folder))
     tool = "optimum-onnx 0.1.0: optimum.exporters.onnx.export, task text-generation-with-past, with the architecture's OnnxConfig and patcher"
     dims = {"batch_size": BATCH, "sequence_length": NEW, "past_sequence_length": PAST}
+    selections = sum(node.op_type == "NonZero" for node in model.graph.node)
+    if arch != "gpt_oss" and selections != EXPERTS * LAYERS:  # DeepSeek-V3's trace keeps only the experts its dummy tokens hit
+        raise SystemExit(f"{arch}: {selections} NonZero in the trace, not one per expert ({EXPERTS * LAYERS})")
     name = f"optimum_{arch}_decoder_with_past_model"
     built = Built(model, tool=tool, dims=dims, feeds=_feeds(model), notes=f"config: {CONFIGS[arch]}")
     return {name: built}
