@@ -44,6 +44,9 @@ from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.model.op_node import ATTRIBUTES, OpNode
 from onnx_roofline.costs.rules.registry import VECTOR, Rule
 from onnx_roofline.shapes.selection import check_fraction
+from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
+from onnx_roofline.report.experts import summarize
+from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad, ExpertSizing
 from onnx_roofline.model.scopes import graph_outer_references
 from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, choose_branch, bodies
 from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
@@ -67,6 +70,7 @@ def analyze(
     default_dims: bool = False,
     fp32_matmul: str = "ieee",
     nonzero_fraction: float | None = None,
+    expert_load: str | ExpertLoad = "uniform",
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
 
@@ -86,6 +90,10 @@ def analyze(
     uniform); the report names it and the nodes it sized (`model.assumed`). None, the default,
     leaves them unknown, and what depends on them uncosted.
 
+    `expert_load` ("uniform", "skew=F", "capacity=C": shapes/routing.py) sizes the experts of an
+    MoE layer recognized from the graph's structure (model/experts.py), where no fraction is given;
+    the report names it (`model.experts`).
+
     `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises UnboundDimensionError (a DimensionError) when a symbolic dim left unbound blocks a
@@ -93,9 +101,10 @@ def analyze(
     hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
     if nonzero_fraction is not None:
         check_fraction(nonzero_fraction)
+    load = expert_load if isinstance(expert_load, ExpertLoad) else ExpertLoad.parse(expert_load)
     dims, input_shapes = checked_sizes(dims, input_shapes)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction)
+        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load)
 
 
 @contextlib.contextmanager
@@ -132,9 +141,10 @@ def _analyze(
     input_values: Mapping[str, Sequence[float] | float],
     default_dims: bool = False,
     nonzero_fraction: float | None = None,
+    expert_load: ExpertLoad = UNIFORM_LOAD,
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
-    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction)
+    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction, expert_load=expert_load)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
@@ -144,6 +154,7 @@ def _analyze(
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, nonzero_fraction, shared)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
     nodes = walk.rows(graph_nodes, foldable)
+    parameters = _model_parameters(stored, nodes)
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
         _raise_if_blocked(nodes, unbound, dims, lambda: suggested_defaults(proto, graph_nodes, list(unbound), dims, implied_sizes(graph_nodes, shapes.values)))
@@ -159,11 +170,12 @@ def _analyze(
         invalid=typed.invalid,
         weight_tensors=stored,
         precision=precision,
-        parameters=_model_parameters(stored, nodes),
+        parameters=parameters,
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
+        experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes), parameters, shapes.routed),
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
@@ -189,6 +201,7 @@ class Typed:
     roles: dict[str, DimDefault]  # each default's size, role and source (shapes/roles.py)
     implausible: tuple[Implausible, ...]  # a node the defaults cannot run (shapes/plausible.py): said, not refused
     invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): said, not refused
+    experts: tuple[MoeLayer, ...] = ()  # the MoE layers the graph's structure shows (model/experts.py)
 
 
 def bind_and_infer(
@@ -199,12 +212,14 @@ def bind_and_infer(
     default_dims: bool = False,
     nonzero_fraction: float | None = None,
     conform: bool = True,
+    expert_load: ExpertLoad = UNIFORM_LOAD,
 ) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
     graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
     node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py).
-    `conform`: check, as loaded, whether a runtime would load it (conformance.py)."""
+    `conform`: check, as loaded, whether a runtime would load it (conformance.py); `expert_load`:
+    the routing that sizes an MoE's experts (routing.py)."""
     solved: dict[str, tuple[int, str]] = {}
     invalid: tuple[Invalid, ...] | None = None if conform else ()
     while True:
@@ -219,7 +234,8 @@ def bind_and_infer(
         defaulted = {dim: choice.size for dim, choice in chosen.items()}
         bound = {**defaulted, **explicit}
         bind(proto, bound, input_shapes)
-        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction)
+        layers = recognize(proto.graph, graph_nodes)
+        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction, ExpertSizing(layers, expert_load))
         check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
         implausible: tuple[Implausible, ...] = ()
         constants = constant_lookup(shapes.folded, lambda: constant_table(proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target
@@ -238,7 +254,7 @@ def bind_and_infer(
             if flag is None:  # no default it rests on: the dims given cannot run
                 raise
             implausible = (flag,)
-        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible, invalid)
+        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible, invalid, layers)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",

@@ -80,6 +80,9 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     model = report.model
     for branch in model.branches:  # where an If's branch was chosen, and why; BOTH where nothing said which
         lines.append(Finding("branch" if branch.other is None else "BOTH", branch.message, loud=branch.other is not None))
+    if model.experts is not None:  # an MoE: its layers and parameters, and the routing its figures assume
+        lines.append(Finding("experts", model.experts.message))
+        lines.append(Finding("ASSUMED", model.experts.assumption, loud=True))
     if model.assumed is not None:
         lines.append(Finding("ASSUMED", model.assumed.message, loud=True))
     lines += [Finding("IMPLAUSIBLE", flag.message, loud=True) for flag in model.implausible]  # the defaults cannot run

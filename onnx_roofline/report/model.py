@@ -25,6 +25,7 @@ from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.model.tensors import TensorInfo
 from onnx_roofline.report.totals import Totals
+from onnx_roofline.report.experts import ExpertsSummary
 
 SCHEMA_VERSION = 1
 
@@ -235,6 +236,7 @@ class ModelInfo:
     invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): flagged, `check` fails
     weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
+    experts: ExpertsSummary | None = None  # the MoE layers, parameters total and active, the routing load (report/experts.py)
     branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
     body_outputs: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)  # (body output, the node output it is): one buffer
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
@@ -257,6 +259,7 @@ class ModelInfo:
             "shape_inference": self.shape_inference,
             "shape_warnings": list(self.shape_warnings),
             "assumed": None if self.assumed is None else self.assumed.to_dict(),
+            "experts": None if self.experts is None else self.experts.to_dict(),
             "branches": [branch.to_dict() for branch in self.branches],
         }
 

@@ -40,6 +40,7 @@ from onnx_roofline.shapes.root_cause import RootCause
 from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
+from onnx_roofline.shapes.routing import ExpertSizing
 from onnx_roofline.shapes.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
 from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
 from onnx_roofline.model.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, sequence_of
@@ -58,6 +59,7 @@ class ShapeResult:
     warnings: tuple[str, ...] = ()  # passes that failed, said in the report
     unread: frozenset[str] = frozenset()  # outputs nobody reads that stayed unknown: costed as absent
     assumed: tuple[str, ...] = ()  # the nodes whose output size is the --nonzero-fraction assumption (selection.py)
+    routed: tuple[str, ...] = ()  # the experts' NonZeros sized by the routing load (routing.py)
 
 
 def infer(
@@ -65,12 +67,14 @@ def infer(
     nodes: list[Node] | None = None,
     map_inputs: Mapping[str, tuple[int, ...]] | None = None,
     nonzero_fraction: float | None = None,
+    experts: ExpertSizing | None = None,
 ) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
     `map_inputs`: the shapes of map-typed graph inputs ([entries], [maps, entries]), which no ONNX
     type can declare (dims.map_shapes); `nonzero_fraction`: the share of its candidates a NonZero
-    or Compress selects, where its input is data (selection.py); None leaves their outputs unknown."""
+    or Compress selects, where its input is data (selection.py); None leaves their outputs unknown;
+    `experts`: an MoE's routing, which sizes its experts' NonZeros where no fraction is given."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
@@ -83,18 +87,22 @@ def infer(
     if not unknown:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
     sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction, warnings, bool(crashed))
+    sweep.experts = experts
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
     unresolved = [name for node in unknown for name in node.outputs if name in needed and not _known(values.get(name))]
     root = sweep.root_cause(nodes, needed) if unresolved else None
     unread = frozenset(name for name in unread if not _known(values.get(name)))
-    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread, tuple(sweep.assumed))
+    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread, tuple(sweep.assumed),
+                       tuple(experts.sized) if experts else ())
 
 
 class _Sweep:
     """A forward pass over the nodes ONNX's pass left unknown, repeatable: each visit types a
     node's outputs from its inputs, with the small values they carry folded on demand."""
+
+    experts: ExpertSizing | None = None  # the main graph's MoE routing (routing.py)
 
     def __init__(
         self,
@@ -173,6 +181,8 @@ class _Sweep:
         count = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
         if count is None and node.op_type == "Compress" and (condition := self.folder.value(node.inputs[1])) is not None:
             count = int(np.count_nonzero(condition.reshape(-1)[:total]))  # a constant condition: its trues among the candidates
+        if count is None and self.nonzero_fraction is None and self.experts is not None:
+            count = self.experts.count(node, total)
         if count is None and self.nonzero_fraction is not None:
             count = assumed_count(total, self.nonzero_fraction)
             self.assumed[node.name or f"{node.op_type}_{node.position}"] = None

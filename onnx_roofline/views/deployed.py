@@ -30,44 +30,19 @@ import dataclasses
 from collections.abc import Sequence
 
 from onnx_roofline.costs.memory import kv_caches
-from onnx_roofline.records import record
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
 from onnx_roofline.views.digraph import DiGraph
+from onnx_roofline.views.experts import group_experts
 from onnx_roofline.views.fusion import ATTENTION, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
+from onnx_roofline.views.kernel import KernelResult
 from onnx_roofline.views.load import fold_constant_operand_work
 from onnx_roofline.views.ops import VIEWS
-from onnx_roofline.views.units import UnitShare
 
 COPY, INPLACE = "copy", "inplace"
 SHAPE_ONLY = frozenset({"Shape", "Size"})
 KV_MODES = (COPY, INPLACE)
-
-
-@record
-class KernelResult(NodeResult):
-    """One kernel of the deployed view: a NodeResult whose `index` is its place in the execution
-    order, `inputs`/`outputs` what it reads from and writes to memory, and `members` the graph
-    nodes it runs."""
-
-    members: tuple[int, ...] = ()
-    lead: int = 0  # the graph node that names it (its matrix op; Q·Kᵀ for attention)
-    kernel_matrix_flops: int = 0
-    launches: int = 1  # 0: a folded node or a pure view, which launch nothing
-    units: tuple[UnitShare, ...] = ()  # each unit's work, peak and time: the busiest sets the compute time
-
-    @property
-    def matrix_flops(self) -> int:
-        return self.kernel_matrix_flops
-
-    @property
-    def figures_key(self) -> tuple:
-        return (*NodeResult.figures_key.fget(self), id(self.units))  # type: ignore[attr-defined]
-
-    def figures(self) -> dict:
-        """A node's figures, and each unit's share (`peak` and `ridge` are the busiest unit's)."""
-        return {**NodeResult.figures(self), "units": [u.to_dict() for u in self.units]}
 
 
 def deployed_plan(report: Report) -> FusionPlan:
@@ -88,10 +63,10 @@ def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None)
     inplace = kv_cache == INPLACE
     costed, load_flops = fold_constant_operand_work(_with_cache_updates(report, plan, inplace))
     view = fuse(costed, plan, kv_inplace=inplace, useful=True, special=True)
-    kernels = tuple(_kernel(costed, position, group) for position, group in enumerate(_execution_order(view)))
+    kernels, grouped = group_experts([_kernel(costed, position, group) for position, group in enumerate(_execution_order(view))], costed)
     members = tuple(k.members for k in kernels)
     return Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
-                  members=members, notes=_notes(report, view, kv_cache, load_flops))  # fmt: skip
+                  members=members, notes=_notes(report, view, kv_cache, load_flops) + grouped)  # fmt: skip
 
 
 def kernel_count(report: Report) -> int:

@@ -43,25 +43,25 @@ HIDDEN, HEADS, KV_HEADS, HEAD, LAYERS, VOCAB = 64, 4, 2, 16, 2, 256
 EXPERTS, TOP_K, EXPERT_WIDTH = 4, 2, 32  # routed experts, experts per token, each expert's intermediate size
 
 CONFIGS = {
-    "qwen3_moe": dict(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, moe_intermediate_size=EXPERT_WIDTH,
-        num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD,
-        num_experts=EXPERTS, num_experts_per_tok=TOP_K, decoder_sparse_step=1, mlp_only_layers=[],
-        norm_topk_prob=True, max_position_embeddings=128, tie_word_embeddings=False,
-    ),
-    "gpt_oss": dict(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=EXPERT_WIDTH, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, head_dim=HEAD, num_local_experts=EXPERTS,
-        num_experts_per_tok=TOP_K, layer_types=["full_attention"] * LAYERS, max_position_embeddings=128,
-        tie_word_embeddings=False, rope_scaling=None,
-    ),
-    "deepseek_v3": dict(
-        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=2 * HIDDEN, moe_intermediate_size=EXPERT_WIDTH,
-        num_hidden_layers=LAYERS, num_attention_heads=HEADS, num_key_value_heads=HEADS, n_routed_experts=EXPERTS,
-        n_shared_experts=1, num_experts_per_tok=TOP_K, n_group=1, topk_group=1, first_k_dense_replace=0,
-        q_lora_rank=None, kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=HEAD,
-        max_position_embeddings=128, tie_word_embeddings=False, rope_scaling=None,
-    ),
+    "qwen3_moe": {
+        "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": 2 * HIDDEN, "moe_intermediate_size": EXPERT_WIDTH,
+        "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD,
+        "num_experts": EXPERTS, "num_experts_per_tok": TOP_K, "decoder_sparse_step": 1, "mlp_only_layers": [],
+        "norm_topk_prob": True, "max_position_embeddings": 128, "tie_word_embeddings": False,
+    },
+    "gpt_oss": {
+        "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": EXPERT_WIDTH, "num_hidden_layers": LAYERS,
+        "num_attention_heads": HEADS, "num_key_value_heads": KV_HEADS, "head_dim": HEAD, "num_local_experts": EXPERTS,
+        "num_experts_per_tok": TOP_K, "layer_types": ["full_attention"] * LAYERS, "max_position_embeddings": 128,
+        "tie_word_embeddings": False, "rope_scaling": None,
+    },
+    "deepseek_v3": {
+        "vocab_size": VOCAB, "hidden_size": HIDDEN, "intermediate_size": 2 * HIDDEN, "moe_intermediate_size": EXPERT_WIDTH,
+        "num_hidden_layers": LAYERS, "num_attention_heads": HEADS, "num_key_value_heads": HEADS, "n_routed_experts": EXPERTS,
+        "n_shared_experts": 1, "num_experts_per_tok": TOP_K, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 0,
+        "q_lora_rank": None, "kv_lora_rank": 16, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HEAD,
+        "max_position_embeddings": 128, "tie_word_embeddings": False, "rope_scaling": None,
+    },
 }  # fmt: skip
 
 
