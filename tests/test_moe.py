@@ -19,6 +19,7 @@ from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.views.deployed import deploy
 from onnx_roofline.views.experts import GROUPED_GEMM
+from tests.test_loader import external_weight
 
 MOE = Path(__file__).resolve().parent / "corpus" / "moe"
 QWEN, GPT_OSS, DEEPSEEK = (MOE / f"optimum_{arch}_decoder_with_past_model.onnx" for arch in ("qwen3_moe", "gpt_oss", "deepseek_v3"))
@@ -183,3 +184,82 @@ def test_both_views_validate_against_the_shipped_schema(path):
         assert not errors, f"{report.view}: {errors[0].message} at {list(errors[0].path)}"
         assert document["model"]["experts"]["layers"][0]["experts"] == E
     assert any("moe" in node for node in json.loads(render_json(deployed, written))["nodes"])
+
+
+# --- sweep and critical: the distinct experts move the bound -------------------------------------
+
+
+def _moe_layer(hidden: int = 2048, width: int = 1024, experts: int = 8, top_k: int = 2) -> onnx.ModelProto:
+    """One routed MoE layer in fp16 as transformers' eager experts trace (onnx.helper): a router,
+    TopK, a one-hot mask over the experts, and per expert a NonZero of its row, its tokens
+    gathered, gate·up·down, the result scattered back and accumulated. Weights declared, never filled."""
+    from onnx import TensorProto, helper
+
+    f16 = TensorProto.FLOAT16
+
+    def weight(name: str, *dims: int) -> onnx.TensorProto:
+        return external_weight(name, list(dims))
+
+    def ints(name: str, *values: int) -> onnx.TensorProto:
+        return helper.make_tensor(name, TensorProto.INT64, [len(values)], list(values))
+
+    weights = [weight("router", hidden, experts)]
+    nodes = [
+        helper.make_node("MatMul", ["x", "router"], ["logits"]),
+        helper.make_node("Softmax", ["logits"], ["probs"], axis=-1),
+        helper.make_node("TopK", ["probs", "k"], ["top", "chosen"], axis=-1),
+        helper.make_node("OneHot", ["chosen", "depth", "off_on"], ["one_hot"]),  # [T, k, E]
+        helper.make_node("Transpose", ["one_hot"], ["mask"], perm=[2, 1, 0]),  # [E, k, T]
+        helper.make_node("Shape", ["x"], ["x_shape"]),
+        helper.make_node("ConstantOfShape", ["x_shape"], ["acc_0"]),
+    ]
+    constants = [ints("k", top_k), ints("depth", experts), ints("off_on", 0, 1), ints("one", 1), ints("row", 1)]
+    for e in range(experts):
+        weights += [weight(f"gate_{e}", hidden, width), weight(f"up_{e}", hidden, width), weight(f"down_{e}", width, hidden)]
+        constants.append(helper.make_tensor(f"e{e}", TensorProto.INT64, [], [e]))
+        p = f"x{e}_"
+        nodes += [
+            helper.make_node("Gather", ["mask", f"e{e}"], [p + "row"], axis=0),  # [k, T]
+            helper.make_node("NonZero", [p + "row"], [p + "where"]),  # [2, n]
+            helper.make_node("Gather", [p + "where", "row"], [p + "tokens"], axis=0),  # [1, n]
+            helper.make_node("Squeeze", [p + "tokens", "one_zero"], [p + "idx"]),  # [n]
+            helper.make_node("Gather", ["x", p + "idx"], [p + "in"], axis=0),  # [n, H]
+            helper.make_node("MatMul", [p + "in", f"gate_{e}"], [p + "gate"]),
+            helper.make_node("Sigmoid", [p + "gate"], [p + "sig"]),
+            helper.make_node("Mul", [p + "gate", p + "sig"], [p + "act"]),
+            helper.make_node("MatMul", [p + "in", f"up_{e}"], [p + "up"]),
+            helper.make_node("Mul", [p + "act", p + "up"], [p + "h"]),
+            helper.make_node("MatMul", [p + "h", f"down_{e}"], [p + "out"]),  # [n, H]
+            helper.make_node("Unsqueeze", [p + "idx", "one"], [p + "idx2"]),
+            helper.make_node("Shape", [p + "out"], [p + "out_shape"]),
+            helper.make_node("Expand", [p + "idx2", p + "out_shape"], [p + "at"]),
+            helper.make_node("ScatterElements", [f"acc_{e}", p + "at", p + "out"], [p + "scattered"], axis=0, reduction="add"),
+            helper.make_node("Add", [f"acc_{e}", p + "scattered"], [f"acc_{e + 1}"]),
+        ]
+    constants.append(ints("one_zero", 0))
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(nodes, "moe", [helper.make_tensor_value_info("x", f16, ["tokens", hidden])],
+                              [helper.make_tensor_value_info("y", f16, ["tokens", hidden])], initializer=weights + constants)  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def test_sweep_and_critical_show_the_distinct_experts_moving_the_bound(tmp_path, capsys):
+    hidden, width, experts, top_k = 2048, 1024, 8, 2
+    path = tmp_path / "moe.onnx"
+    onnx.save(_moe_layer(hidden, width, experts, top_k), path)
+    per_expert = 3 * hidden * width * 2  # gate, up, down in fp16
+    assert main(["sweep", str(path), "--dim", "tokens=1,64,4096", "--view", "deployed", "--format", "json"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    read = [p["moe"]["expert_weight_bytes"] for p in points]
+    assert read == pytest.approx([experts * (1 - (1 - top_k / experts) ** t) * per_expert for t in (1, 64, 4096)], rel=0.01)
+    assert read[0] == top_k * per_expert  # one token: its k experts
+    assert [p["moe"]["bound"] for p in points] == ["memory", "memory", "compute"]  # weights saturate at E experts' while FLOPs grow
+    assert main(["critical", str(path), "--over", "tokens", "--view", "deployed", "--format", "json"]) == 0
+    (found,) = json.loads(capsys.readouterr().out)["model"]["moe"]
+    assert found["distinct_experts"]["1"] == pytest.approx(top_k) and found["distinct_experts"]["64"] == pytest.approx(experts, rel=0.01)
+    critical = found["critical"]
+    assert 64 < critical <= 4096
+    bounds = [next(k for k in deploy(analyze(path, dims={"tokens": t})).nodes if k.op_type == GROUPED_GEMM).placement.bound for t in (critical - 1, critical)]
+    assert bounds == ["memory", "compute"]  # the crossing is where the kernel flips
+    assert main(["sweep", str(path), "--dim", "tokens=1,4096", "--view", "deployed"]) == 0
+    assert "experts read" in capsys.readouterr().out

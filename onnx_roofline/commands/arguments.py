@@ -33,7 +33,14 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
         parser.add_argument(
             "--nonzero-fraction", type=_fraction, metavar="F",
             help="size every NonZero and Compress whose input is data as if F (0.125, 1/8) of its candidates were selected: "
-                 "an MoE's routing (1/num_experts is uniform); the report names it and the nodes it sized",
+                 "per NonZero: an MoE expert's chooses among its [top_k, tokens] mask, so 1/num_experts is uniform; "
+                 "the report names it and the nodes it sized; it overrides --expert-load",
+        )  # fmt: skip
+        parser.add_argument(
+            "--expert-load", type=_expert_load, default="uniform", metavar="LOAD",
+            help="the routing an MoE's experts are sized by: uniform (tokens·k/E rows each, the default), skew=F "
+                 "(the choices on E/F hot experts) or capacity=C (every expert at its capacity bound, ceil(C·tokens·k/E) rows); "
+                 "the report names it",
         )  # fmt: skip
     parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
     parser.add_argument(
@@ -45,6 +52,15 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
              "(tf32: onnxruntime's CUDA provider and TensorFlow enable it by default)",
     )
     add_verbosity_arguments(parser)
+
+
+def _expert_load(text: str):
+    from onnx_roofline.shapes.routing import ExpertLoad
+
+    try:
+        return ExpertLoad.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _fraction(text: str) -> float:
@@ -145,7 +161,7 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     report = analyze(
         options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
         default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
-        nonzero_fraction=getattr(options, "nonzero_fraction", None),
+        nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", "uniform"),
     )
     if report.model.defaulted_dims and not getattr(options, "quiet", False):
         _notice_defaults(report)

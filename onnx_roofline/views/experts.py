@@ -41,11 +41,14 @@ class GroupedGemm(KernelResult):
     ones the step touches, and the bytes of their weights it reads."""
 
     experts: int = 0
+    top_k: int = 0
+    tokens: int = 0
     distinct_experts: float = 0.0
     expert_weight_bytes: int = 0
 
     def figures(self) -> dict:
-        moe = {"experts": self.experts, "distinct_experts": self.distinct_experts, "expert_weight_bytes": self.expert_weight_bytes}
+        moe = {"experts": self.experts, "top_k": self.top_k, "tokens": self.tokens, "distinct_experts": self.distinct_experts,
+               "expert_weight_bytes": self.expert_weight_bytes}  # fmt: skip
         return {**KernelResult.figures(self), "moe": moe}
 
 
@@ -103,7 +106,7 @@ def _grouped(taken: Sequence[KernelResult], layer: LayerSummary, load: ExpertLoa
         "inputs": tuple(read.values()), "outputs": tuple(writes), "members": tuple(members), "units": shares, "launches": 1,
         "kernel_matrix_flops": round(sum(n.matrix_flops for n in experts) * scale) + sum(n.matrix_flops for n in others), "parameters": sum(n.parameters or 0 for n in nodes),
         "peak": roof.peak if roof else lead.peak, "unit": roof.unit if roof else lead.unit, "dtype": roof.dtype if roof else lead.dtype,
-        "experts": layer.experts, "distinct_experts": touched, "expert_weight_bytes": weights,
+        "experts": layer.experts, "top_k": layer.top_k, "tokens": layer.tokens, "distinct_experts": touched, "expert_weight_bytes": weights,
     })  # fmt: skip
 
 

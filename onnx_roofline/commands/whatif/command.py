@@ -78,7 +78,8 @@ def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Sessio
     values = dict(parse_value(text) for text in options.value)
     session = Session(options.model, with_launch_overhead(hw or options.hw, getattr(options, "launch_overhead", None)), dims, shapes, options.dtype, options.partial, values,
                       kv_cache=getattr(options, "kv_cache", None) or "copy",
-                      fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee", nonzero_fraction=options.nonzero_fraction)  # fmt: skip
+                      fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee", nonzero_fraction=options.nonzero_fraction,
+                      expert_load=options.expert_load)  # fmt: skip
     return session, axes
 
 

@@ -21,6 +21,7 @@ from onnx_roofline.errors import DimensionError
 from onnx_roofline.report.model import OK, Report
 from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
 from onnx_roofline.views.ops import is_matrix
+from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
 from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.sweep import main_peak
@@ -83,6 +84,7 @@ class CriticalResult:
     fits_up_to: int | None = None  # the largest value of the dim whose memory footprint fits the accelerator (≥ 2)
     memory_capacity: float | None = None
     memory_line: Line | None = None  # the footprint (weights + resident KV cache + peak activations) in the dim
+    experts: tuple[MoeCrossing, ...] = ()  # deployed: each MoE kernel's distinct experts and crossing (experts.py)
 
     def to_dict(self) -> dict:
         return {
@@ -98,6 +100,7 @@ class CriticalResult:
                 "intensity_at_ridge": {**_figure(self.intensity_crossing), "limit": self.intensity_limit},
                 "ridge": self.model_ridge,
                 "not_affine": list(self.not_affine),
+                "moe": [m.to_dict() for m in self.experts],
                 "memory": {
                     "capacity": self.memory_capacity,
                     "bytes": None if self.memory_line is None else _line(self.memory_line),
@@ -142,6 +145,7 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
         intensity_limit=float(flops.slope / moved.slope) if exact and moved.slope else None,
         model_ridge=float(model_ridge),
         not_affine=tuple(not_affine),
+        experts=moe_crossings(views, session.expert_load, bandwidth),
         **_memory_fit(session, dim, view, views, reports, session.hardware.memory_capacity),
     )
 

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
+from onnx_roofline.commands.whatif.affine import PROBES
 from onnx_roofline.commands.whatif.critical import CriticalResult
+from onnx_roofline.commands.whatif.experts import moe_columns
 from onnx_roofline.commands.whatif.fuse_report import FusionStudy
 from onnx_roofline.commands.whatif.sweep import SweepResult
 
@@ -21,6 +23,7 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     """`extra`: more (header, cells) columns, e.g. the context study's KV share."""
     axes = [name for name, values in result.axes.items()]
     unit = result.points[0].work.unit if result.points else "runs"
+    extra = [*extra, *moe_columns(result.points)]
     header = [*axes, "latency", f"{unit}/s", "compute-bound", "FLOP/B", "bytes", "memory", *(h for h, _ in extra)]
     rows = [
         [
@@ -85,6 +88,10 @@ def render_critical(result: CriticalResult) -> str:
         lines.append(f"flat in {dim} (no reuse across it, never crosses): {flat}")
     if result.not_affine:
         lines.append(f"not lines in {dim}, left out (model figures withheld): {', '.join(result.not_affine[:5])}")
+    for moe in result.experts:
+        read = ", ".join(f"{d:.2f} at {x}" for x, d in zip(PROBES, moe.distinct))
+        lines.append(f"MoE {moe.kernel}: reads the weights of {read} of {moe.experts} experts; compute-bound from {dim} = "
+                     f"{'never' if moe.critical is None else moe.critical} (the distinct experts' weights added at each {dim})")  # fmt: skip
     lines += [
         f"model: compute-bound kernels take ≥ 50% of the predicted time from {dim} = "
         f"{_crossing(result.share_crossing, result.share_limit, percent)}",

@@ -16,6 +16,7 @@ from onnx_roofline.analysis import analyze
 from onnx_roofline.costs.hardware import Hardware, load_hardware
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.model import Report
+from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad
 
 WRITTEN, DEPLOYED = "written", "deployed"  # the two views every command names (docs/cost-model.md, "Two views")
 FORMER_NAMES = {"unfused": WRITTEN, "fused": DEPLOYED}  # the studies' former words for them, still accepted
@@ -42,6 +43,7 @@ class Session:
         kv_cache: str = "copy",
         fp32_matmul: str = "ieee",
         nonzero_fraction: float | None = None,
+        expert_load: ExpertLoad = UNIFORM_LOAD,
     ):
         self.path = None if isinstance(model, onnx.ModelProto) else str(model)
         self.model = load_model(model)
@@ -54,6 +56,7 @@ class Session:
         self.values = dict(values or {})
         self.kv_cache = kv_cache  # the deployed view's --kv-cache: copy or inplace
         self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
+        self.expert_load = expert_load  # --expert-load (routing.py)
         self._plan = None
         self._deployed_plan = None
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
@@ -69,6 +72,7 @@ class Session:
             precision=self.precision,
             values=self.values,
             nonzero_fraction=self.nonzero_fraction,
+            expert_load=self.expert_load,
         )
 
     def view(self, report: Report, view: str):
@@ -117,4 +121,5 @@ class Session:
             "kv_cache": None if self._has_kv_cache is False else self.kv_cache,  # null: the model has no cache
             "fp32_matmul": self.fp32_matmul,
             "nonzero_fraction": self.nonzero_fraction,
+            "expert_load": str(self.expert_load),
         }

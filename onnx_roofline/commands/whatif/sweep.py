@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.views.ops import is_matrix
+from onnx_roofline.commands.whatif.experts import MoePoint, moe_point
 from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.workload import Work, work_per_run
 
@@ -29,6 +30,7 @@ class Point:
     uncosted: int
     memory_bytes: int | None = None  # the footprint: weights + resident KV cache + peak activations
     fits: bool | None = None  # within the accelerator's memory_capacity (None: no capacity given)
+    experts: MoePoint | None = None  # deployed: the MoE kernels' distinct experts, weight bytes and bound (experts.py)
 
     @property
     def throughput(self) -> float | None:
@@ -48,6 +50,7 @@ class Point:
             "uncosted_nodes": self.uncosted,
             "memory_bytes": self.memory_bytes,
             "fits": self.fits,
+            "moe": None if self.experts is None else self.experts.to_dict(),
         }
 
 
@@ -90,7 +93,7 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = WRITT
         memory = measured.memory
         points.append(
             Point({**session.dims, **dims}, totals.time_s, work_per_run(report, session.graph_inputs), share,
-                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits)
+                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits, moe_point(measured))
         )
     elapsed = time.perf_counter() - start
     return SweepResult(session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed)
