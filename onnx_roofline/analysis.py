@@ -49,6 +49,7 @@ from onnx_roofline.report.experts import summarize
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad, ExpertSizing
 from onnx_roofline.model.scopes import graph_outer_references
 from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, choose_branch, bodies
+from onnx_roofline.shapes.bounds import at_most
 from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
 from onnx_roofline.model.tensors import TensorInfo, with_precision
 from onnx_roofline.model.validation import check_axes
@@ -153,7 +154,7 @@ def _analyze(
     shared = _Shared(precision, frozenset(typed.given), inputs)
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, nonzero_fraction, shared)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
-    nodes = walk.rows(graph_nodes, foldable)
+    nodes = _marked_at_most(walk.rows(graph_nodes, foldable), at_most(graph_nodes, shapes.bounds))
     parameters = _model_parameters(stored, nodes)
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -175,6 +176,7 @@ def _analyze(
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
+        bounds=shapes.bounds,
         experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes), parameters, shapes.routed),
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
@@ -263,6 +265,13 @@ NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "Ra
 nondeterministic, DequantizeLinear (kept for its QDQ fusions), control flow (subgraphs); and
 Shape/Size, which read only a shape (folded there when the file declares it concretely, which
 depends on the dims a deployment binds)."""
+
+
+def _marked_at_most(rows: tuple[NodeResult, ...], positions: set[int]) -> tuple[NodeResult, ...]:
+    """The main graph's rows at the positions bounds.at_most gives, marked: their figures are at most."""
+    if not positions:
+        return rows
+    return tuple([dataclasses.replace(row, at_most=True) if not row.scope and row.graph_node.position in positions else row for row in rows])
 
 
 def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str]) -> set[int]:

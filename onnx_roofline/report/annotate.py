@@ -41,6 +41,7 @@ from onnx_roofline.model.tensors import TensorInfo, dtype_name
 
 NAMESPACE = "rl."  # short: Netron's sidebar cuts a key after ~16 characters (`onnx_roofline.byt…` was three keys)
 LEGACY_NAMESPACES = ("onnx_roofline.",)  # earlier releases' keys, replaced when a model is annotated again
+AT_MOST = "at most: its sizes rest on a bound the graph fixes for a data-dependent size"
 SUMMARY_PREFIX = "onnx-roofline"  # the doc_string line we own (replaced when a model is annotated again)
 _ELEM_TYPES = {dtype_name(code): code for code in TensorProto.DataType.values() if dtype_name(code)}
 
@@ -112,6 +113,7 @@ def node_figures(result: NodeResult, model_time: float) -> dict[str, str]:
     cost, place = result.cost, result.placement
     return {
         **figures,
+        **({"at_most": "true"} if result.at_most else {}),
         "flops": str(cost.flops),
         "transc": str(cost.transcendentals),
         "read": str(cost.bytes_read),
@@ -136,7 +138,7 @@ def node_summary(result: NodeResult, hardware: str, model_time: float) -> str:
     return (
         f"{SUMMARY_PREFIX} [{hardware}]: {place.bound}-bound · {si(cost.flops, 'FLOP')} · {si(cost.bytes, 'B')} · "
         f"{number(place.intensity)} FLOP/B (ridge {number(place.ridge)}) · ≥ {duration(place.time_s)} "
-        f"({percent(share)} of model) · {result.unit}/{result.dtype}"
+        f"({percent(share)} of model) · {result.unit}/{result.dtype}" + (f" · {AT_MOST}" if result.at_most else "")
     )
 
 
@@ -191,6 +193,7 @@ def _node_metrics(result: NodeResult, model_time: float) -> list[tuple[str, str]
         ("intensity", f"{number(place.intensity)} FLOP/B"),
         ("ridge", f"{number(place.ridge)} FLOP/B"),
         ("unit", f"{result.unit}/{result.dtype}"),
+        *([("sizes", AT_MOST)] if result.at_most else []),
     ]
 
 
@@ -265,11 +268,13 @@ def _declared_types(proto: onnx.ModelProto) -> dict[str, int]:
 
 
 def _write_shapes(graph: onnx.GraphProto, report: Report, types: dict[str, int]) -> None:
-    """Graph inputs/outputs and value_info take the shapes the analysis used."""
+    """Graph inputs/outputs and value_info take the shapes the analysis used, except a size that is
+    only a bound (NodeResult.at_most): a run that keeps fewer rows must still match the declaration."""
     infos: dict[str, TensorInfo] = {}
+    bounded = {info.name for result in report.nodes if result.at_most for info in result.outputs if info is not None}
     for result in report.nodes:
         for info in (*result.inputs, *result.outputs):
-            if info is not None and info.shape is not None:
+            if info is not None and info.shape is not None and info.name not in bounded:
                 infos.setdefault(info.name, info)
     own = report.model.precision is None  # then the report's dtypes are the model's own
 

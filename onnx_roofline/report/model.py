@@ -19,6 +19,7 @@ from onnx_roofline.records import record
 from onnx_roofline.costs.roofline import UNKNOWN, Placement
 from onnx_roofline.costs.rules.registry import MATRIX
 from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.shapes.bounds import Bound
 from onnx_roofline.model.weights import Weight
 from onnx_roofline.model.conformance import Invalid
 from onnx_roofline.shapes.plausible import Implausible
@@ -60,6 +61,9 @@ class NodeResult:
     trips: int = 1
     """How many times the node runs per run of the model (a Loop's or Scan's trip count, nested
     ones multiplied): its cost and time are the totals over all of them."""
+    at_most: bool = False
+    """Its sizes rest on a bound the graph fixes for a data-dependent size (shapes/bounds.py): its
+    figures are at most what a run costs."""
 
     def __repr__(self) -> str:
         """One line: index, name, op and figures (not the tensors and graph node it holds)."""
@@ -121,7 +125,7 @@ class NodeResult:
         count by identity, as the walk gives the nodes it costed alike the same two records (the
         JSON renderer writes the figures of each key once, keeping its records alive)."""
         return (id(self.cost), id(self.placement), self.parameters, self.unit, self.dtype, self.peak, self.status, self.reason,
-                self.constant_foldable)  # fmt: skip
+                self.constant_foldable, self.at_most)  # fmt: skip
 
     def figures(self) -> dict[str, Any]:
         """to_dict's other keys: the cost, the roofline placement, the status."""
@@ -157,6 +161,7 @@ class NodeResult:
             "status": self.status,
             "reason": self.reason,
             "constant_foldable": self.constant_foldable,
+            "at_most": self.at_most,
         }
 
 
@@ -236,6 +241,7 @@ class ModelInfo:
     invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): flagged, `check` fails
     weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
+    bounds: tuple[Bound, ...] = ()  # the data-dependent sizes costed at the bound the graph fixes (shapes/bounds.py)
     experts: ExpertsSummary | None = None  # the MoE layers, parameters total and active, the routing load (report/experts.py)
     branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
     body_outputs: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)  # (body output, the node output it is): one buffer
@@ -259,6 +265,7 @@ class ModelInfo:
             "shape_inference": self.shape_inference,
             "shape_warnings": list(self.shape_warnings),
             "assumed": None if self.assumed is None else self.assumed.to_dict(),
+            "bounds": [bound.to_dict() for bound in self.bounds],
             "experts": None if self.experts is None else self.experts.to_dict(),
             "branches": [branch.to_dict() for branch in self.branches],
         }

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 ROW_KEYS = (
     "index", "name", "op_type", "domain", "module", "status", "output_shape", "flops", "transcendentals", "dequantize_flops",
     "bytes_read", "bytes_written", "bytes", "parameters", "intensity", "unit", "dtype", "peak", "ridge", "attainable_flops",
-    "bound", "time_s", "time_share", "constant_foldable", "reason",
+    "bound", "time_s", "time_share", "constant_foldable", "at_most", "reason",
 )  # fmt: skip
 """The keys of each `Report.rows()` dict, in order (the DataFrame's columns)."""
 
@@ -58,7 +58,7 @@ def rows(report: Report) -> list[dict[str, Any]]:
             "bytes": cost.bytes if cost else None, "parameters": node.parameters,
             "intensity": place.intensity if place else None, "unit": node.unit, "dtype": node.dtype, "peak": node.peak,
             "ridge": place.ridge if place else None, "bound": node.bound, "time_s": node.time_s,
-            "constant_foldable": node.constant_foldable, "reason": node.reason,
+            "constant_foldable": node.constant_foldable, "at_most": node.at_most, "reason": node.reason,
         }  # fmt: skip
         table.append({key: row[key] for key in ROW_KEYS})
     return table

@@ -16,7 +16,7 @@ from onnx_roofline.model.tensors import TensorInfo
 CSV_COLUMNS = (
     "index", "name", "op_type", "domain", "status", "flops", "transcendentals", "dequantize_flops", "bytes_read",
     "bytes_written", "bytes", "parameters", "intensity", "unit", "dtype", "ridge", "bound", "time_s", "reason",
-    "constant_foldable", "members", "module", "time_share", "attainable_flops",
+    "constant_foldable", "members", "module", "time_share", "attainable_flops", "at_most",
 )
 
 

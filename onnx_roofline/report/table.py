@@ -117,12 +117,13 @@ def _breakdown(report: Report, family: str, depth: int) -> str:
 
 def shape_text(node: NodeResult) -> str:
     """The first output's shape, `1x12x1024x1024`, or `?`; a sequence's, `3×(1x8x768)`: its length
-    (`?` unknown) and what its elements agree on."""
+    (`?` unknown) and what its elements agree on; `at most 800x3` where the sizes rest on a bound
+    the graph fixes (NodeResult.at_most)."""
     out = node.outputs[0] if node.outputs else None
     text = "x".join("?" if d is None else str(d) for d in out.shape) if out is not None and out.shape is not None else "?"
     if out is not None and out.sequence:
-        return f"{'?' if out.elements is None else len(out.elements)}×({text})"
-    return text
+        text = f"{'?' if out.elements is None else len(out.elements)}×({text})"
+    return f"at most {text}" if node.at_most else text
 
 
 BOUND_COLOURS = {MEMORY: "\033[34m", COMPUTE: "\033[31m"}  # blue and red, as the HTML and the plots draw them

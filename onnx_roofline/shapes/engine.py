@@ -37,6 +37,7 @@ from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isol
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.shapes.bounds import Bound, typed_at_bound
 from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
@@ -60,6 +61,7 @@ class ShapeResult:
     unread: frozenset[str] = frozenset()  # outputs nobody reads that stayed unknown: costed as absent
     assumed: tuple[str, ...] = ()  # the nodes whose output size is the --nonzero-fraction assumption (selection.py)
     routed: tuple[str, ...] = ()  # the experts' NonZeros sized by the routing load (routing.py)
+    bounds: tuple[Bound, ...] = ()  # the data-dependent outputs typed at the bound the graph fixes (bounds.py)
 
 
 def infer(
@@ -95,7 +97,7 @@ def infer(
     root = sweep.root_cause(nodes, needed) if unresolved else None
     unread = frozenset(name for name in unread if not _known(values.get(name)))
     return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread, tuple(sweep.assumed),
-                       tuple(experts.sized) if experts else ())
+                       tuple(experts.sized) if experts else (), bounds=tuple(sweep.bounds))
 
 
 class _Sweep:
@@ -130,6 +132,7 @@ class _Sweep:
         self.nodes = nodes
         self.element_symbols = {d for info in values.values() if info.sequence and info.shape for d in info.shape if isinstance(d, str)}
         self.assumed: dict[str, None] = {}  # the nodes sized by nonzero_fraction, bodies' included, in the order met
+        self.bounds: list[Bound] = []  # the outputs typed at a bound (bounds.py), bodies' included
 
     def run(self, nodes: list[Node]) -> list[Node] | None:
         """Visit the nodes once, in order. Returns the nodes left with unknown outputs, to visit
@@ -156,6 +159,9 @@ class _Sweep:
             learned = self.type_selection(node, inputs)
             if learned is not None:
                 return learned
+        if (bounded := typed_at_bound(node, inputs, self.folder.value)) is not None:
+            self.bounds.append(bounded[1])
+            return self.learn(bounded[0])
         partial = self.substituted(node.outputs[0]) if len(node.outputs) == 1 else None
         shape = complete(node, inputs, partial.shape) if partial is not None and partial.dtype else None
         if shape is not None:
@@ -332,6 +338,7 @@ class _Sweep:
         graph = next(attr.g for attr in node.attributes if attr.name == attribute)
         result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.nonzero_fraction)
         self.assumed.update(dict.fromkeys(result.assumed))
+        self.bounds.extend(result.bounds)
         return graph, result
 
     def loop_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:

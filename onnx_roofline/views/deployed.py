@@ -159,6 +159,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
         placement=group.placement,
         graph_node=lead.graph_node,
         constant_foldable=folded,
+        at_most=any(n.at_most for n in nodes),
         members=group.members,
         lead=group.lead,
         kernel_matrix_flops=group.matrix_flops,

@@ -1,0 +1,157 @@
+"""Sizes the graph bounds (issue 34, shapes/bounds.py): a detector tail appended the way YOLO
+deployment scripts write it — boxes and scores → NonMaxSuppression → the selected boxes gathered →
+TopK of their scores at k = Min(kept, K) — is costed at the bound its constants fix, labelled
+"at most" in every format; onnxruntime's run keeps no more than that bound. A size the graph does
+not bound stays uncosted, with the flag that sizes it named."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from onnx_roofline import analyze
+from onnx_roofline.commands.cli import main
+from onnx_roofline.model.status import OK
+
+BOXES, CLASSES, PER_CLASS, K = 1000, 80, 10, 100
+NMS_ROWS = 1 * CLASSES * min(PER_CLASS, BOXES)  # batch 1 × 80 classes × 10 boxes each at most = 800
+
+
+def _constant(name: str, value) -> onnx.NodeProto:
+    return helper.make_node("Constant", [], [name], name=f"{name}_constant", value=numpy_helper.from_array(np.array(value), f"{name}_value"))
+
+
+def detector_tail(per_class: int | None = PER_CLASS, k: int = K, first: int | None = None) -> onnx.ModelProto:
+    """boxes [1, 1000, 4] and scores [1, 80, 1000] → NonMaxSuppression (max_output_boxes_per_class
+    `per_class`, a graph input where None) → each selected box and score gathered → TopK of the
+    scores at k = Min(kept, `k`) → the top boxes and classes. `first`: the selection cut to its
+    first rows by a Slice to that constant length before anything reads it."""
+    maximum = [_constant("max_out", np.array([per_class], np.int64))] if per_class is not None else []
+    cut = [_constant("starts", [0]), _constant("ends", [first]), helper.make_node("Slice", ["selected_all", "starts", "ends"], ["selected"], name="first_rows")] if first else []
+    nodes = [
+        *maximum, _constant("iou", np.array([0.45], np.float32)), _constant("score_min", np.array([0.25], np.float32)),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "score_min"], ["selected_all" if first else "selected"], name="nms"),
+        *cut,
+        _constant("box_column", np.array(2, np.int64)), _constant("class_column", np.array(1, np.int64)), _constant("batch_axis", [0]),
+        helper.make_node("Gather", ["selected", "box_column"], ["box_index"], axis=1, name="box_index"),
+        helper.make_node("Gather", ["selected", "class_column"], ["class_index"], axis=1, name="class_index"),
+        helper.make_node("Squeeze", ["boxes", "batch_axis"], ["all_boxes"], name="squeeze"),
+        helper.make_node("Gather", ["all_boxes", "box_index"], ["kept_boxes"], axis=0, name="kept_boxes"),
+        helper.make_node("GatherND", ["scores", "selected"], ["kept_scores"], name="kept_scores"),
+        helper.make_node("Shape", ["kept_scores"], ["kept"], name="kept"),
+        _constant("k_max", np.array([k], np.int64)),
+        helper.make_node("Min", ["kept", "k_max"], ["k"], name="k"),
+        helper.make_node("TopK", ["kept_scores", "k"], ["top_scores", "top_index"], axis=0, name="topk"),
+        helper.make_node("Gather", ["kept_boxes", "top_index"], ["top_boxes"], axis=0, name="top_boxes"),
+        helper.make_node("Gather", ["class_index", "top_index"], ["top_classes"], axis=0, name="top_classes"),
+    ]  # fmt: skip
+    inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, BOXES, 4]), helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, CLASSES, BOXES])]
+    if per_class is None:
+        inputs.append(helper.make_tensor_value_info("max_out", TensorProto.INT64, [1]))
+    outputs = [helper.make_tensor_value_info(name, dtype, None) for name, dtype in (("top_boxes", TensorProto.FLOAT), ("top_scores", TensorProto.FLOAT), ("top_classes", TensorProto.INT64))]
+    return helper.make_model(helper.make_graph(nodes, "detector_tail", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)])
+
+
+def detections(seed: int = 0) -> dict[str, np.ndarray]:
+    """Boxes spread over a 640-pixel image, 5 to 50 pixels a side, and uniform scores: most of
+    each class's boxes pass the 0.25 score threshold and few overlap."""
+    rng = np.random.default_rng(seed)
+    corner = rng.uniform(0, 600, (1, BOXES, 2)).astype(np.float32)
+    side = rng.uniform(5, 50, (1, BOXES, 2)).astype(np.float32)
+    return {"boxes": np.concatenate([corner, corner + side], axis=-1), "scores": rng.uniform(0, 1, (1, CLASSES, BOXES)).astype(np.float32)}
+
+
+def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime's outputs by name, NonMaxSuppression's selection among them."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    probe.graph.output.append(helper.make_tensor_value_info("selected", TensorProto.INT64, None))
+    session = onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
+    return dict(zip([output.name for output in session.get_outputs()], session.run(None, feeds)))
+
+
+def _node(report, name: str):
+    return next(node for node in report.nodes if node.name == name)
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_the_detector_tail_is_costed_at_the_bound_its_constants_fix(partial):
+    report = analyze(detector_tail(), partial=partial)
+    assert [node.name for node in report.nodes if node.status != OK] == []
+    assert _node(report, "nms").outputs[0].shape == (NMS_ROWS, 3)  # (batch, class, box) per row
+    assert _node(report, "kept_boxes").outputs[0].shape == (NMS_ROWS, 4)
+    assert _node(report, "topk").outputs[0].shape == (min(NMS_ROWS, K),)  # k = Min(kept, 100) at the bound: 100
+    assert _node(report, "top_boxes").outputs[0].shape == (K, 4)
+    [bound] = report.model.bounds
+    assert (bound.node, bound.rows) == ("nms", NMS_ROWS)
+    downstream = {"nms", "box_index", "class_index", "kept_boxes", "kept_scores", "kept", "k", "topk", "top_boxes", "top_classes"}
+    assert {node.name for node in report.nodes if node.at_most} == downstream  # the boxes' Squeeze and the constants are exact
+
+
+def test_onnxruntime_keeps_no_more_than_the_bound():
+    model = detector_tail()
+    for seed in range(3):
+        outputs = _run(model, detections(seed))
+        kept = len(outputs["selected"])
+        assert 0 < kept <= NMS_ROWS
+        assert len(outputs["top_scores"]) == min(kept, K)  # TopK's k is min(kept, K) in the run too
+
+
+def test_a_min_against_a_constant_above_the_bound_keeps_the_bound():
+    report = analyze(detector_tail(k=1000))
+    assert _node(report, "topk").outputs[0].shape == (min(NMS_ROWS, 1000),)  # 800: every kept row at most
+    assert _node(report, "topk").at_most
+
+
+def test_a_slice_to_a_constant_length_bounds_what_reads_it():
+    model = detector_tail(first=50)
+    report = analyze(model)
+    assert [node.name for node in report.nodes if node.status != OK] == []
+    assert _node(report, "first_rows").outputs[0].shape == (min(50, NMS_ROWS), 3)
+    assert _node(report, "kept_boxes").outputs[0].shape == (50, 4) and _node(report, "kept_boxes").at_most
+    assert _node(report, "topk").outputs[0].shape == (min(50, K),)
+    assert len(_run(model, detections())["top_scores"]) <= 50
+
+
+def test_a_maximum_that_is_data_bounds_nothing_and_stays_uncosted_loudly():
+    report = analyze(detector_tail(per_class=None))
+    assert report.model.bounds == ()
+    assert _node(report, "nms").status != OK and _node(report, "top_boxes").status != OK
+    assert report.uncosted.root_cause.name == "nms"
+    assert "--value max_out" in report.uncosted.root_cause.reason
+
+
+def test_every_format_says_at_most(tmp_path, capsys):
+    path = tmp_path / "tail.onnx"
+    onnx.save(detector_tail(), path)
+    assert main([str(path)]) == 0
+    table = capsys.readouterr().out
+    assert f"at most {NMS_ROWS}x3" in table and f"keeps at most {NMS_ROWS:,} rows" in table
+
+    assert main([str(path), "--format", "json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["model"]["bounds"][0]["rows"] == NMS_ROWS
+    assert {node["name"] for node in document["nodes"] if node["at_most"]} >= {"nms", "topk"}
+
+    assert main([str(path), "--format", "csv"]) == 0
+    rows = {row["name"]: row for row in csv.DictReader(io.StringIO(capsys.readouterr().out))}
+    assert rows["nms"]["at_most"] == "True" and rows["squeeze"]["at_most"] == "False"
+
+    for form in ("html", "markdown"):
+        assert main([str(path), "--format", form]) == 0
+        assert f"at most {NMS_ROWS}x3" in capsys.readouterr().out
+
+    annotated = tmp_path / "annotated.onnx"
+    assert main([str(path), "--annotate", str(annotated), "-q"]) == 0
+    written = onnx.load(annotated)
+    nms = next(node for node in written.graph.node if node.name == "nms")
+    assert {p.key: p.value for p in nms.metadata_props}["rl.at_most"] == "true" and "at most" in nms.doc_string
+    kept = len(_run(written, detections())["selected"])  # a bound is not declared as the size: a run that keeps fewer still loads
+    assert kept <= NMS_ROWS
