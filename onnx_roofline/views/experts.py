@@ -69,7 +69,7 @@ def group_experts(kernels: Sequence[KernelResult], written: Report) -> tuple[tup
         kernels = [k for k in kernels if k not in taken]
         kernels.insert(first, merged)
         notes.append(f"{merged.name}: {layer.experts} experts in one grouped GEMM reading {merged.distinct_experts:.2f} distinct experts' "
-                     f"weights for {layer.tokens} tokens ({summary.load})")  # fmt: skip
+                     f"weights for {layer.tokens} token{'s' if layer.tokens != 1 else ''} ({summary.load})")  # fmt: skip
     return tuple(dataclasses.replace(k, index=i) for i, k in enumerate(kernels)), tuple(notes)
 
 
