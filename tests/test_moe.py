@@ -5,6 +5,8 @@ the generator wrote (tests/corpus/optimum_moe.py), never from the tool's output.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from pathlib import Path
@@ -79,6 +81,9 @@ def test_the_assumption_and_the_parameters_are_in_every_format(capsys, tmp_path)
     assert main([str(QWEN), *dims, "--format", "html", "-o", str(page)]) == 0
     html = page.read_text()
     assert "uniform routing" in html and "active per token" in html
+    assert main([str(MOE), "--format", "csv"]) == 0  # several models: one summary row each
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert all("top-2" in row["experts"] and "active per token" in row["experts"] for row in rows) and len(rows) == 3
 
 
 # --- parameters: total and active per token -------------------------------------------------------

@@ -32,6 +32,7 @@ class ModelRow:
     memory_bound_time_share: float | None = None
     defaulted_dims: tuple[str, ...] = ()
     error: str | None = None
+    experts: str = ""  # an MoE's layers, experts, top-k, shared, parameters total and active (report/experts.py)
 
 
 def model_paths(arguments: list[str]) -> list[str]:
@@ -89,6 +90,7 @@ def _row(options: argparse.Namespace) -> ModelRow:
     return ModelRow(
         options.model, len(report.nodes), report.uncosted.count, totals.flops, totals.bytes, totals.time_s,
         totals.memory_bound_time_share, tuple(report.model.defaulted_dims),
+        experts="" if report.model.experts is None else report.model.experts.message,
     )
 
 
@@ -112,7 +114,7 @@ def render(rows: list[ModelRow], fmt: str) -> str:
 def _cells(row: ModelRow) -> tuple[str, ...]:
     if row.error:
         return (row.model, "", "", "", "", "", "", f"error: {row.error}")
-    note = f"defaults: {', '.join(row.defaulted_dims)}" if row.defaulted_dims else ""
+    note = "; ".join(part for part in (row.experts, f"defaults: {', '.join(row.defaulted_dims)}" if row.defaulted_dims else "") if part)
     if row.uncosted:
         note = f"UNCOSTED {row.uncosted}: totals partial" + (f"; {note}" if note else "")
     return (row.model, f"{row.nodes:,}", f"{row.uncosted:,}", si(row.flops, "FLOP"), si(row.bytes, "B"), duration(row.time_s),
