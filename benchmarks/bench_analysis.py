@@ -27,6 +27,18 @@ from onnx_roofline.shapes.dims import parse_dim
 MEASURES = {"floor": "floor (load+infer)", "analysis": "analysis", "json": "analysis + to_dict"}
 
 
+def timed(fn, repeats: int) -> list[float]:
+    """Seconds per call of `fn`, `repeats` calls in a row after a warm-up (imports, schema caches)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def measure(name: str, model: str, dims: dict[str, int], repeats: int) -> dict:
     """Seconds per call of one measure, run `repeats` times in a row after a warm-up (imports,
     schema caches), and its peak traced memory."""
@@ -35,13 +47,7 @@ def measure(name: str, model: str, dims: dict[str, int], repeats: int) -> dict:
         "analysis": lambda: analyze(model, hw="h100", dims=dims),
         "json": lambda: analyze(model, hw="h100", dims=dims).to_dict(),
     }[name]
-    fn()
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
+    times = timed(fn, repeats)
     gc.collect()
     tracemalloc.start()
     fn()

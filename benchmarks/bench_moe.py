@@ -9,8 +9,7 @@ The minimum over the repeats, after a warm-up call (imports, schema caches)."""
 from __future__ import annotations
 
 import argparse
-import gc
-import time
+import sys
 from pathlib import Path
 
 import onnx
@@ -20,19 +19,15 @@ from onnx_roofline.model.experts import recognize
 from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.views.deployed import deploy
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_analysis import timed  # a sibling script, not a package
+
 MOE = Path(__file__).resolve().parents[1] / "tests" / "corpus" / "moe"
 DIMS = {"batch_size": 1, "sequence_length": 8, "past_sequence_length": 24}
 
 
 def best(fn, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(timed(fn, repeats))
 
 
 def main() -> None:
@@ -43,9 +38,9 @@ def main() -> None:
     for path in sorted(MOE.glob("*.onnx")):
         graph = onnx.load(path, load_external_data=False).graph
         nodes = read_nodes(graph)
-        found = best(lambda: recognize(graph, nodes), args.repeats)
-        analysis = best(lambda: analyze(path, dims=DIMS), args.repeats)
-        both = best(lambda: deploy(analyze(path, dims=DIMS)), args.repeats)
+        found = best(lambda g=graph, n=nodes: recognize(g, n), args.repeats)
+        analysis = best(lambda p=path: analyze(p, dims=DIMS), args.repeats)
+        both = best(lambda p=path: deploy(analyze(p, dims=DIMS)), args.repeats)
         print(f"{path.stem:46s} {len(nodes):5d} {found * 1e3:8.1f} ms {analysis:7.3f} s {both:8.3f} s")
 
 
