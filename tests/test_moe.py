@@ -139,7 +139,7 @@ def test_the_dense_export_is_an_moe_written_as_written_and_deployed_routed():
     summary = report.model.experts
     assert [(s.form, s.experts, s.top_k) for s in summary.layers] == [("dense", E, K)] * L
     pass_flops = 2 * H * 2 * I + 2 * I * H  # gate_up [H, 2I], down [I, H]
-    expert_matmuls = [n for n in report.nodes if n.index in summary.layers[0].layer.nodes and n.matrix_flops]
+    expert_matmuls = [n for n in report.nodes if n.graph_node.position in summary.layers[0].layer.nodes and n.matrix_flops]
     assert sum(n.matrix_flops for n in expert_matmuls) == T * E * pass_flops  # as written: every token through every expert
     kernel = next(k for k in deploy(report).nodes if k.op_type == GROUPED_GEMM)
     assert kernel.matrix_flops == T * K * pass_flops  # deployed: tokens·k passes

@@ -60,11 +60,13 @@ def group_experts(kernels: Sequence[KernelResult], written: Report) -> tuple[tup
     if summary is None:
         return tuple(kernels), ()
     kernels, notes = list(kernels), []
+    row = {n.graph_node.position: n.index for n in written.nodes if not n.scope and n.graph_node is not None}  # graph position → row
     for layer in summary.layers:
-        taken = [k for k in kernels if layer.layer.nodes.intersection(k.members)]
+        experts = frozenset(row[i] for i in layer.layer.nodes)
+        taken = [k for k in kernels if experts.intersection(k.members)]
         if not taken or layer.tokens is None or any(k.status != OK for k in taken):
             continue
-        merged = _grouped(taken, layer, summary.load, written)
+        merged = _grouped(taken, experts, layer, summary.load, written, written.nodes[row[layer.layer.router]].name)
         first = kernels.index(taken[0])
         kernels = [k for k in kernels if k not in taken]
         kernels.insert(first, merged)
@@ -73,41 +75,48 @@ def group_experts(kernels: Sequence[KernelResult], written: Report) -> tuple[tup
     return tuple(dataclasses.replace(k, index=i) for i, k in enumerate(kernels)), tuple(notes)
 
 
-def _grouped(taken: Sequence[KernelResult], layer: LayerSummary, load: ExpertLoad, written: Report) -> GroupedGemm:
-    """One kernel for the layer: the kernels `taken`, their members joined."""
+def _grouped(taken: Sequence[KernelResult], experts: frozenset[int], layer: LayerSummary, load: ExpertLoad, written: Report,
+             router: str) -> GroupedGemm:  # fmt: skip
+    """One kernel for the layer: the kernels `taken`, their members joined; `experts`: the rows of
+    the layer's routed experts, whose work is scaled to the rows the load runs (the rest is taken
+    in as it is)."""
     members = sorted({i for k in taken for i in k.members})
     nodes = [written.nodes[i] for i in members]
-    produced = {t.name for n in nodes for t in n.outputs if t is not None}
-    expert_weights = {name for expert in layer.layer.routed for name in expert.weights}
-    read = {t.name: t for n in nodes for t in n.inputs if t is not None and t.name not in produced}
-    stored = sum(t.nbytes for name, t in read.items() if name in expert_weights)
-    reads = sum(t.nbytes for name, t in read.items() if name not in expert_weights)
-    readers = _read_outside(written, set(members))
-    writes = [t for n in nodes for t in n.outputs if t is not None and (t.name in readers or t.name in written.model.graph_outputs)]
+    read, writes = _traffic(nodes, written)
+    names = {name for expert in layer.layer.routed for name in expert.weights}
+    touched = load.distinct(layer.experts, layer.top_k, layer.tokens)
+    weights = round(sum(t.nbytes for name, t in read.items() if name in names) * touched / layer.experts)
     written_rows = sum(row or 0 for row in layer.rows)  # dense: T·E; routed: each expert's, rounded up
     scale = load.rows(layer.experts, layer.top_k, layer.tokens) / written_rows if written_rows else 1.0
-    touched = load.distinct(layer.experts, layer.top_k, layer.tokens)
-    weights = round(stored * touched / layer.experts)
     costed = [n for n in nodes if n.cost is not None]
-    experts = [n for n in costed if n.index in layer.layer.nodes]  # scaled to the rows the load runs; the rest taken in as they are
-    others = [n for n in costed if n.index not in layer.layer.nodes]
-    cost = Cost(flops=round(_sum(experts, "flops") * scale) + _sum(others, "flops"),
-                transcendentals=round(_sum(experts, "transcendentals") * scale) + _sum(others, "transcendentals"),
-                bytes_read=reads + weights, bytes_written=sum(t.nbytes for t in writes))  # fmt: skip
-    special = written.hardware.special_function_rate
-    shares = unit_shares(experts, scale, special) + unit_shares(others, 1.0, special)
-    bandwidth = written.hardware.memory_bandwidth
+    scaled, others = [n for n in costed if n.index in experts], [n for n in costed if n.index not in experts]
+    cost = Cost(flops=round(_sum(scaled, "flops") * scale) + _sum(others, "flops"),
+                transcendentals=round(_sum(scaled, "transcendentals") * scale) + _sum(others, "transcendentals"),
+                bytes_read=sum(t.nbytes for name, t in read.items() if name not in names) + weights,
+                bytes_written=sum(t.nbytes for t in writes))  # fmt: skip
+    special, bandwidth = written.hardware.special_function_rate, written.hardware.memory_bandwidth
+    shares = unit_shares(scaled, scale, special) + unit_shares(others, 1.0, special)
     _, roof = busiest(shares)
     lead = next((k for k in taken if k.matrix_flops), taken[0])
     fields = {f.name: getattr(lead, f.name) for f in dataclasses.fields(lead)}
     return GroupedGemm(**{
-        **fields, "name": f"{written.nodes[layer.layer.router].name} experts", "op_type": GROUPED_GEMM, "cost": cost,
+        **fields, "name": f"{router} experts", "op_type": GROUPED_GEMM, "cost": cost, "members": tuple(members), "units": shares,
         "placement": kernel_placement(cost.flops, cost.bytes, cost.bytes / bandwidth, shares, roof.peak / bandwidth if roof else 0.0),
-        "inputs": tuple(read.values()), "outputs": tuple(writes), "members": tuple(members), "units": shares, "launches": 1,
-        "kernel_matrix_flops": round(sum(n.matrix_flops for n in experts) * scale) + sum(n.matrix_flops for n in others), "parameters": sum(n.parameters or 0 for n in nodes),
+        "inputs": tuple(read.values()), "outputs": tuple(writes), "launches": 1, "parameters": sum(n.parameters or 0 for n in nodes),
+        "kernel_matrix_flops": round(sum(n.matrix_flops for n in scaled) * scale) + sum(n.matrix_flops for n in others),
         "peak": roof.peak if roof else lead.peak, "unit": roof.unit if roof else lead.unit, "dtype": roof.dtype if roof else lead.dtype,
         "experts": layer.experts, "top_k": layer.top_k, "tokens": layer.tokens, "distinct_experts": touched, "expert_weight_bytes": weights,
     })  # fmt: skip
+
+
+def _traffic(nodes: Sequence[NodeResult], written: Report) -> tuple[dict, list]:
+    """What a kernel running `nodes` reads from memory (by name: what they read and do not
+    compute) and writes to it (what other nodes read for its data, and graph outputs)."""
+    produced = {t.name for n in nodes for t in n.outputs if t is not None}
+    read = {t.name: t for n in nodes for t in n.inputs if t is not None and t.name not in produced}
+    readers = _read_outside(written, {n.index for n in nodes})
+    writes = [t for n in nodes for t in n.outputs if t is not None and (t.name in readers or t.name in written.model.graph_outputs)]
+    return read, writes
 
 
 def _sum(nodes: Sequence[NodeResult], figure: str) -> int:
