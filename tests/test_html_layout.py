@@ -78,11 +78,15 @@ def page(tmp_path_factory):
     browser.close()
 
 
+def open_at(page, path, width: int) -> None:
+    page.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+    page.goto(path.as_uri())
+
+
 @pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", MODELS)
 def test_the_html_report_holds_its_layout(page, pages, name, width):
-    page.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
-    page.goto(pages[name].as_uri())
+    open_at(page, pages[name], width)
     assert page.errors() == []
     views = page.evaluate("[...document.querySelectorAll('input[type=radio]')].map(i => '#' + i.id)")
     for view in [None, *views]:  # as opened, then with each view switched on (written, deployed)
@@ -94,8 +98,7 @@ def test_the_html_report_holds_its_layout(page, pages, name, width):
 def test_long_names_wrap_after_their_separators_and_read_the_same(page, pages):
     """A name breaks after `/`, `.` or `_` (a <wbr> the page adds), never as written text: the
     cell's text, its sort key and the filter see the name unchanged."""
-    page.call("Emulation.setDeviceMetricsOverride", width=1000, height=900, deviceScaleFactor=1, mobile=False)
-    page.goto(pages["genai_llama_fp32"].as_uri())
+    open_at(page, pages["genai_llama_fp32"], 1000)
     name = "/model/layers.0/attn/qkv_proj/MatMul"
     cell = f"[...document.querySelectorAll('#nodes td.name')].find(td => td.textContent === '{name}')"
     assert page.evaluate(f"{cell}.querySelectorAll('wbr').length") == 5 + 1 + 1  # five /, one ., one _
@@ -154,11 +157,6 @@ def test_the_overlay_title_wraps_inside_the_figure(reports):
     assert_laid_out(figure)
 
 
-@pytest.fixture(scope="module")
-def llm_session():
-    return Session(LLM, dims=LLM_DIMS)
-
-
 def test_critical_draws_coinciding_curves_once_and_names_them_all():
     result = critical(Session(FIXTURES / "gpt2_decode_fp16.onnx", dims={"past_sequence": 1023}), "batch")
     figure = critical_figure(result)
@@ -172,12 +170,12 @@ def test_critical_draws_coinciding_curves_once_and_names_them_all():
     assert "[batch,768] [768,3072] [3072]" in shared and "[batch,3072] [3072,768] [768]" in shared
 
 
-def test_the_what_if_pngs_hold_their_layout(llm_session):
+def test_the_what_if_pngs_hold_their_layout():
     """Long dim names in every title; the compare notes end inside the axes."""
     decode = Session(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1})
     figures = [
         sweep_figure(sweep(Session(LLM, dims={k: v for k, v in LLM_DIMS.items() if k != "batch_size"}), {"batch_size": (1, 2, 4)})),
-        compare_figure(compare(llm_session, parse_hardware_list("h100,h200,a100,l4"))),
+        compare_figure(compare(Session(LLM, dims=LLM_DIMS), parse_hardware_list("h100,h200,a100,l4"))),
         context_figure(context_study(decode, [64, 256, 1024])),
         fusion_figure(fusion_study(Session(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 128}))),
     ]
