@@ -72,6 +72,7 @@ def analyze(
     fp32_matmul: str = "ieee",
     nonzero_fraction: float | None = None,
     expert_load: str | ExpertLoad = "uniform",
+    found_sizes: Mapping[str, TensorInfo] | None = None,
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
 
@@ -95,6 +96,10 @@ def analyze(
     MoE layer recognized from the graph's structure (model/experts.py), where no fraction is given;
     the report names it (`model.experts`).
 
+    `found_sizes`: the types a run found for values whose size is data (a NonZero's, an NMS's
+    selection), by name: they are typed so, before any bound or assumption (verify checks a
+    data-dependent node at the sizes its run produced).
+
     `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
     activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
     Raises UnboundDimensionError (a DimensionError) when a symbolic dim left unbound blocks a
@@ -105,7 +110,7 @@ def analyze(
     load = expert_load if isinstance(expert_load, ExpertLoad) else ExpertLoad.parse(expert_load)
     dims, input_shapes = checked_sizes(dims, input_shapes)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load)
+        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load, found_sizes)
 
 
 @contextlib.contextmanager
@@ -143,9 +148,10 @@ def _analyze(
     default_dims: bool = False,
     nonzero_fraction: float | None = None,
     expert_load: ExpertLoad = UNIFORM_LOAD,
+    found_sizes: Mapping[str, TensorInfo] | None = None,
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
-    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction, expert_load=expert_load)
+    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction, expert_load=expert_load, found_sizes=found_sizes)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
@@ -215,13 +221,14 @@ def bind_and_infer(
     nonzero_fraction: float | None = None,
     conform: bool = True,
     expert_load: ExpertLoad = UNIFORM_LOAD,
+    found_sizes: Mapping[str, TensorInfo] | None = None,
 ) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
     graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
     node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py).
     `conform`: check, as loaded, whether a runtime would load it (conformance.py); `expert_load`:
-    the routing that sizes an MoE's experts (routing.py)."""
+    the routing that sizes an MoE's experts (routing.py); `found_sizes`: analyze's."""
     solved: dict[str, tuple[int, str]] = {}
     invalid: tuple[Invalid, ...] | None = None if conform else ()
     while True:
@@ -237,7 +244,7 @@ def bind_and_infer(
         bound = {**defaulted, **explicit}
         bind(proto, bound, input_shapes)
         layers = recognize(proto.graph, graph_nodes)
-        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction, ExpertSizing(layers, expert_load))
+        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction, ExpertSizing(layers, expert_load), found_sizes)
         check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
         implausible: tuple[Implausible, ...] = ()
         constants = constant_lookup(shapes.folded, lambda: constant_table(proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target

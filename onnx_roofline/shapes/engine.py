@@ -70,13 +70,15 @@ def infer(
     map_inputs: Mapping[str, tuple[int, ...]] | None = None,
     nonzero_fraction: float | None = None,
     experts: ExpertSizing | None = None,
+    found: Mapping[str, TensorInfo] | None = None,
 ) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
     `map_inputs`: the shapes of map-typed graph inputs ([entries], [maps, entries]), which no ONNX
     type can declare (dims.map_shapes); `nonzero_fraction`: the share of its candidates a NonZero
     or Compress selects, where its input is data (selection.py); None leaves their outputs unknown;
-    `experts`: an MoE's routing, which sizes its experts' NonZeros where no fraction is given."""
+    `experts`: an MoE's routing, which sizes its experts' NonZeros where no fraction is given;
+    `found`: the types a run found for values whose size is data (verify), which they take first."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
@@ -89,7 +91,7 @@ def infer(
     if not unknown:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
     sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction, warnings, bool(crashed))
-    sweep.experts = experts
+    sweep.experts, sweep.found = experts, found
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
@@ -105,6 +107,7 @@ class _Sweep:
     node's outputs from its inputs, with the small values they carry folded on demand."""
 
     experts: ExpertSizing | None = None  # the main graph's MoE routing (routing.py)
+    found: Mapping[str, TensorInfo] | None = None  # the types a run found for values whose size is data (verify)
 
     def __init__(
         self,
@@ -151,6 +154,9 @@ class _Sweep:
             return False
         if not all(self.resolved(name) for name in node.inputs if name):
             return False
+        if self.found and any(name in self.found for name in node.outputs):
+            learned = [self.learn(self.found[name]) for name in node.outputs if name in self.found]  # each one, then whether any was new
+            return any(learned)
         inputs = tuple(self.values[name] if name else None for name in node.inputs)
         value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_shape(self.values.get(node.outputs[0])) else None
         if value is not None:

@@ -34,6 +34,7 @@ def add_command(subparsers) -> None:
                         help="refuse a run needing more memory: weights, feeds, node outputs (default: 4GiB)")
     verify.add_argument("--max-node-runs", type=_amount, default=Budget.max_node_runs, metavar="N",
                         help=f"refuse a run of more kernel launches, a Loop's body once per trip (default: {Budget.max_node_runs:.0e})")
+    verify.add_argument("--strict", action="store_true", help="fail (exit 1) when any node could not be checked; without it the verdict is INCOMPLETE, exit 0")
     verify.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     verify.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     verify.set_defaults(run=run_verify)
@@ -82,10 +83,10 @@ def run_verify(options: argparse.Namespace) -> int:
     values = dict(parse_value(text) for text in options.value)
     budget = Budget(options.max_flops, options.max_memory, options.max_node_runs)
     result = verify(options.model, hw=options.hw, dims=dims, input_shapes=shapes, seed=options.seed,
-                    threads=options.threads, timing=timing, budget=budget, values=values)
+                    threads=options.threads, timing=timing, budget=budget, values=values, strict=options.strict)
     text = render_json(result) if options.format == "json" else render_text(result)
     write_text(text, options.output, protect=protected_files(options))
-    return EXIT_OK if result.passed else EXIT_FAIL
+    return EXIT_FAIL if result.verdict == "fail" else EXIT_OK
 
 
 def run_calibrate(options: argparse.Namespace) -> int:

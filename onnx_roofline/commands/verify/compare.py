@@ -34,6 +34,10 @@ from onnx_roofline.commands.verify.conventions import DEFAULT_OPS, OBSERVERS, at
 
 DEFAULT, RULE_SPECIFIC = "default", "rule-specific"
 CHECKED, BOUNDS_ONLY, NOT_COSTED, NOT_OBSERVED, NOT_CHECKED = "checked", "bounds-only", "not-costed", "not-observed", "not-checked"
+UNCHECKED = frozenset({NOT_COSTED, NOT_OBSERVED})
+"""The outcomes of a node the verdict counts as unchecked. NOT_CHECKED is not among them: a
+control-flow node's body rows are checked as rows of their own, a call onnx cannot inline at its
+outputs."""
 _SAYS_DEFAULT = re.compile(r"\bdefault bytes\b", re.IGNORECASE)
 
 

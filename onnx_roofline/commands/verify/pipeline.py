@@ -28,9 +28,10 @@ from onnx_roofline.report.model import Report
 from onnx_roofline.shapes.engine import infer
 from onnx_roofline.commands.verify.bodies import expose_loop_values, implied_values, inline_taken_branches, unstacked
 from onnx_roofline.commands.verify import budget as budgets
-from onnx_roofline.commands.verify.compare import Comparison, compare, observed_infos
+from onnx_roofline.commands.verify.compare import UNCHECKED, Comparison, NodeCheck, compare, observed_infos
 from onnx_roofline.commands.verify.inputs import bound_inputs, make_feeds
 from onnx_roofline.commands.verify.run import chunk_bytes, observe
+from onnx_roofline.commands.verify.sizes import FoundSize, at_run_sizes
 from onnx_roofline.commands.verify.weights import materialize
 
 
@@ -41,10 +42,26 @@ class Verification:
     weights_loaded: int
     weights_synthesized: int
     timing: object | None = None  # attainment.TimingCheck when timing was asked for
+    sizes: tuple[FoundSize, ...] = ()  # the values whose size is data: the analysis' against the run's (sizes.py)
+    strict: bool = False  # an unchecked node fails the verification
 
     @property
     def passed(self) -> bool:
+        """Nothing checked disagrees (unchecked nodes aside: `complete` says whether there are any)."""
         return not self.comparison.disagreements and (self.timing is None or self.timing.passed)
+
+    @property
+    def unchecked(self) -> tuple[NodeCheck, ...]:
+        """The nodes neither checked nor bounds-checked: not costed, or their tensors not observed."""
+        return tuple(node for node in self.comparison.nodes if node.outcome in UNCHECKED)
+
+    @property
+    def verdict(self) -> str:
+        """"pass" only where every node was checked; "incomplete" where nothing disagrees but some
+        node was not; "fail" where something disagrees, or some node was not checked and `strict`."""
+        if not self.passed or (self.strict and self.unchecked):
+            return "fail"
+        return "incomplete" if self.unchecked else "pass"
 
 
 def verify(
@@ -57,21 +74,29 @@ def verify(
     timing: Mapping[str, object] | None = None,
     budget: budgets.Budget = budgets.Budget(),
     values: Mapping[str, Sequence[float] | float] | None = None,
+    strict: bool = False,
 ) -> Verification:
     """Run `model` in onnxruntime (CPU) and check the analysis against it. `timing`, when given, holds
     the keyword arguments of `attainment.check_timing` (runs, warmup, margin, optimize). `values`:
     small graph inputs given a value (analyze's), which the run is fed too (an If's condition:
-    the branch costed is the branch run)."""
+    the branch costed is the branch run). `strict`: a node left unchecked fails the verification
+    (its verdict is otherwise "incomplete")."""
     values = dict(values or {})
     proto = load_model(model)
     dims = {**derived_dims(symbolic_dims(proto.graph), dims or {}), **(dims or {})}  # `past + sequence` from the two given, fed so
     inlined = _inlined(proto) if proto.functions else None
-    if inlined is None:
-        report = analyze(model, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
-    else:  # the inlined graph is what is analyzed, run and compared; the report still names the file
-        proto = inlined
-        report = analyze(proto, hw=hw, dims=dims, input_shapes=input_shapes, values=values)
-        report = dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
+    given = dict(values)
+
+    def analyzed(found_sizes: Mapping | None = None) -> Report:
+        """The analysis of the model (the inlined graph is what is analyzed, run and compared; the
+        report still names the file), `found_sizes` typed as the run found them (sizes.py)."""
+        if inlined is None:
+            return analyze(model, hw=hw, dims=dims, input_shapes=input_shapes, values=given, found_sizes=found_sizes)
+        report = analyze(inlined, hw=hw, dims=dims, input_shapes=input_shapes, values=given, found_sizes=found_sizes)
+        return dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
+
+    report = analyzed()
+    proto = proto if inlined is None else inlined
     base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
     files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
     values = {**implied_values(report), **values}  # the branch a default took is the branch run
@@ -87,13 +112,14 @@ def verify(
     sizes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
     observed = {**observed_infos(proto, feeds), **observe(proto, feeds, weights.arrays, sizes, chunk, threads=threads)}
     observed.update(unstacked(observed, stacked))
+    report, sizes = at_run_sizes(report, observed, analyzed)
     comparison = compare(report, proto, observed, folded)
     timed = None
     if timing is not None:
         from onnx_roofline.commands.verify.attainment import check_timing
 
         timed = check_timing(report, weights.model, feeds, threads=threads, **timing)
-    return Verification(report, comparison, weights.loaded, weights.synthesized, timed)
+    return Verification(report, comparison, weights.loaded, weights.synthesized, timed, sizes, strict)
 
 
 def _inlined(model: onnx.ModelProto) -> onnx.ModelProto | None:

@@ -15,10 +15,6 @@ SCHEMA_VERSION = 1
 CALIBRATED_SOURCE = "measured by onnx-roofline calibrate"
 
 
-def verdict(result: Verification) -> str:
-    return "pass" if result.passed else "fail"
-
-
 def to_dict(result: Verification) -> dict[str, Any]:
     report, comparison = result.report, result.comparison
     return {
@@ -44,7 +40,9 @@ def to_dict(result: Verification) -> dict[str, Any]:
         "not_costed": [n.to_dict() for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED, NOT_CHECKED)],
         "bounds_only": [n.to_dict() for n in comparison.nodes if n.outcome == BOUNDS_ONLY],
         "timing": result.timing.to_dict() if result.timing is not None else None,
-        "verdict": verdict(result),
+        "data_dependent": [size.to_dict() for size in result.sizes],
+        "unchecked": [n.to_dict() for n in result.unchecked],
+        "verdict": result.verdict,
     }
 
 
@@ -84,10 +82,26 @@ def render_text(result: Verification, limit: int = 50) -> str:
     if bounded:
         lines.append("bounds-only (rule-specific bytes, within [0, default]): "
                      + ", ".join(f"{op} ×{c}" for op, c in sorted(Counter(n.op_type for n in bounded).items())))
+    if result.sizes:
+        lines.append(f"data-dependent sizes, checked at the run's ({len(result.sizes)}): what the analysis had against what the run found")
+        lines += [f"  {size.line}" for size in result.sizes[:limit]]
+        if len(result.sizes) > limit:
+            lines.append(f"  ... and {len(result.sizes) - limit} more (--format json lists all)")
     if result.timing is not None:
         lines += _timing_lines(result.timing, report.hardware, limit)
-    lines.append(f"verdict: {verdict(result).upper()}")
+    lines.append(f"verdict: {_verdict_text(result)}")
     return "\n".join(lines) + "\n"
+
+
+def _verdict_text(result: Verification, shown: int = 5) -> str:
+    """PASS only where every node was checked; otherwise the unchecked nodes, how many and the
+    first few, beside the verdict."""
+    unchecked = result.unchecked
+    if not unchecked:
+        return result.verdict.upper()
+    names = ", ".join(n.name for n in unchecked[:shown]) + (", ..." if len(unchecked) > shown else "")
+    strict = "" if result.strict else "; --strict fails them"
+    return f"{result.verdict.upper()}: {len(unchecked)} of {len(result.comparison.nodes)} nodes not checked ({names}){strict}"
 
 
 def _timing_lines(timing: TimingCheck, hardware, limit: int) -> list[str]:
