@@ -238,6 +238,8 @@ def test_kv_cache_bytes_grow_by_the_cache_per_past_token():
     result = context_study(Session(DECODE, dims={"batch": 1}), [64, 128, 256, 512, 1024], view="fused")
     assert result.dim == "past_sequence" and result.sweep.view == "deployed"
     assert result.bytes_line.slope == LAYERS * 2 * 2 * HEADS * DH * 2
+    inplace = context_study(Session(DECODE, dims={"batch": 1}, kv_cache="inplace"), [64, 128], view="deployed")
+    assert inplace.bytes_line.slope == LAYERS * 2 * HEADS * DH * 2  # the past read once, only the new row written
     shares = [result.kv_share(i) for i in range(len(result.sweep.points))]
     latencies = [p.latency_s for p in result.sweep.points]
     assert shares == sorted(shares) and latencies == sorted(latencies)
