@@ -83,12 +83,16 @@ def run_case(case, declared: bool = True) -> CaseResult:
     result.statuses.update(n.status for n in report.nodes)
     result.uncosted = [f"{n.op_type}: {n.status}: {n.reason}" for n in report.nodes if n.status != OK]
     inferred = {t.name: t for n in report.nodes for t in n.outputs if t is not None}
+    bounded = {t.name for n in report.nodes if n.at_most for t in n.outputs if t is not None}  # sizes at a bound (shapes/bounds.py)
     for value, expected in zip(model.graph.output, outputs):
         if not isinstance(expected, np.ndarray) or value.name not in inferred:
             continue
         info = inferred[value.name]
         if not info.is_known:
             result.shapes_left_unknown.append(f"{value.name}: inferred {info.shape}, expected {list(expected.shape)}")
+        elif value.name in bounded:  # the real size is at most the bound: the expected one must be
+            if len(info.shape) != expected.ndim or any(at_most < size for at_most, size in zip(info.shape, expected.shape)):
+                result.shape_mismatches.append(f"{value.name}: at most {info.shape}, expected {list(expected.shape)}")
         elif tuple(info.shape) != expected.shape:
             result.shape_mismatches.append(f"{value.name}: inferred {info.shape}, expected {list(expected.shape)}")
     return result

@@ -122,10 +122,56 @@ def test_a_slice_to_a_constant_length_bounds_what_reads_it():
 
 def test_a_maximum_that_is_data_bounds_nothing_and_stays_uncosted_loudly():
     report = analyze(detector_tail(per_class=None))
-    assert report.model.bounds == ()
+    assert [bound.node for bound in report.model.bounds] == ["topk"]  # k = Min(kept, 100) still bounds TopK's own outputs
     assert _node(report, "nms").status != OK and _node(report, "top_boxes").status != OK
     assert report.uncosted.root_cause.name == "nms"
     assert "--value max_out" in report.uncosted.root_cause.reason
+
+
+TOKENS, HIDDEN, FFN, FIRST, K_MAX = 16, 8, 12, 4, 3
+
+
+def selected_rows() -> onnx.ModelProto:
+    """The rows of x whose first feature is positive (NonZero: a count no analysis can know, and
+    no constant bounds), then a Slice of the first 4 of them through a weight, and a TopK of
+    their second feature at k = Min(selected, 3), doubled."""
+    nodes = [
+        helper.make_node("Gather", ["x", "first"], ["feature"], axis=1, name="feature"),  # [16]
+        helper.make_node("Greater", ["feature", "zero"], ["mask"], name="mask"),
+        helper.make_node("NonZero", ["mask"], ["where"], name="where"),  # [1, n]
+        helper.make_node("Squeeze", ["where", "axis"], ["rows"], name="rows"),  # [n]
+        helper.make_node("Slice", ["rows", "start", "length"], ["leading"], name="leading"),  # [min(n, 4)]
+        helper.make_node("Gather", ["x", "leading"], ["picked"], axis=0, name="picked"),  # [≤ 4, 8]
+        helper.make_node("MatMul", ["picked", "w"], ["y"], name="project"),  # [≤ 4, 12]
+        helper.make_node("Gather", ["x", "second"], ["score_all"], axis=1, name="score_all"),  # [16]
+        helper.make_node("Gather", ["score_all", "rows"], ["scores"], axis=0, name="scores"),  # [n]
+        helper.make_node("Shape", ["scores"], ["selected"], name="selected"),
+        helper.make_node("Min", ["selected", "k_max"], ["k"], name="k"),
+        helper.make_node("TopK", ["scores", "k"], ["best", "best_index"], name="best"),  # [min(n, 3)]
+        helper.make_node("Add", ["best", "best"], ["doubled"], name="doubled"),
+    ]
+    constants = {"first": np.array(0, np.int64), "second": np.array(1, np.int64), "zero": np.array(0, np.float32), "axis": np.array([0], np.int64),
+                 "start": np.array([0], np.int64), "length": np.array([FIRST], np.int64), "k_max": np.array([K_MAX], np.int64),
+                 "w": np.ones((HIDDEN, FFN), np.float32)}  # fmt: skip
+    graph = helper.make_graph(nodes, "selected_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [TOKENS, HIDDEN])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("y", "doubled")],
+                              initializer=[numpy_helper.from_array(value, name) for name, value in constants.items()])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_slice_to_a_constant_length_and_a_min_against_a_constant_bound_a_count_that_is_data():
+    report = analyze(selected_rows())
+    assert {(bound.node, bound.rows) for bound in report.model.bounds} == {("leading", FIRST), ("best", K_MAX)}
+    project, doubled = _node(report, "project"), _node(report, "doubled")
+    assert project.at_most and project.cost.flops == 2 * FIRST * HIDDEN * FFN  # [≤ 4, 8] x [8, 12]
+    assert doubled.at_most and doubled.outputs[0].shape == (K_MAX,)
+    # the count itself has no bound: the NonZero and what reads it stay uncosted, with the flag named
+    assert report.uncosted.root_cause.name == "where" and "--nonzero-fraction" in report.uncosted.root_cause.reason
+    session = onnxruntime.InferenceSession(selected_rows().SerializeToString(), providers=["CPUExecutionProvider"])
+    for seed in range(3):
+        x = np.random.default_rng(seed).standard_normal((TOKENS, HIDDEN)).astype(np.float32)
+        y, best = session.run(["y", "doubled"], {"x": x})
+        assert len(y) <= FIRST and len(best) <= K_MAX
 
 
 def test_every_format_says_at_most(tmp_path, capsys):

@@ -64,7 +64,8 @@ def test_uncosted_nodes_only_for_documented_reasons(results):
 
 def test_outputs_are_typed_without_their_declared_shapes():
     """The cases again, their output shapes and value_info cleared: every output shape the engine
-    infers is the expected one, and one it leaves unknown is in a case holding a documented op."""
+    infers is the expected one (a bound, shapes/bounds.py, at least it), and one it leaves unknown
+    is in a case holding a documented op."""
     results = sweep(declared=False)
     assert [f"{r.name}: {m}" for r in results for m in r.shape_mismatches] == []
     unexplained = [r.name for r in results if r.shapes_left_unknown and not {op for _, op in r.ops} & set(LEFT_UNKNOWN_WITHOUT_DECLARATIONS)]

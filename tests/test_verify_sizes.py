@@ -11,34 +11,23 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.verify import verify
 from onnx_roofline.commands.verify.inputs import make_feeds
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
-from tests.test_bounded_sizes import NMS_ROWS, detector_tail
+from tests.test_bounded_sizes import (
+    FFN,
+    FIRST,
+    HIDDEN,
+    K_MAX,
+    NMS_ROWS,
+    detector_tail,
+    selected_rows,
+)
 
-TOKENS, HIDDEN, FFN = 16, 8, 12
 MOE = Path(__file__).parent / "corpus" / "moe" / "optimum_qwen3_moe_decoder_with_past_model.onnx"
-
-
-def selected_rows() -> onnx.ModelProto:
-    """The rows of x whose first feature is positive, through a weight: NonZero of a mask the
-    graph computes from an input, which no analysis can size and no flag is given for."""
-    nodes = [
-        helper.make_node("Gather", ["x", "first"], ["feature"], axis=1, name="feature"),  # [tokens]
-        helper.make_node("Greater", ["feature", "zero"], ["mask"], name="mask"),
-        helper.make_node("NonZero", ["mask"], ["where"], name="where"),  # [1, n]
-        helper.make_node("Squeeze", ["where", "axis"], ["rows"], name="rows"),  # [n]
-        helper.make_node("Gather", ["x", "rows"], ["picked"], axis=0, name="picked"),  # [n, hidden]
-        helper.make_node("MatMul", ["picked", "w"], ["y"], name="project"),  # [n, ffn]
-    ]
-    constants = [numpy_helper.from_array(np.array(0, np.int64), "first"), numpy_helper.from_array(np.array(0, np.float32), "zero"),
-                 numpy_helper.from_array(np.array([0], np.int64), "axis"), numpy_helper.from_array(np.ones((HIDDEN, FFN), np.float32), "w")]  # fmt: skip
-    graph = helper.make_graph(nodes, "selected_rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [TOKENS, HIDDEN])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=constants)  # fmt: skip
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def test_a_nonzero_is_checked_at_the_count_the_run_selected():
@@ -47,10 +36,11 @@ def test_a_nonzero_is_checked_at_the_count_the_run_selected():
     feeds = make_feeds(model, {}, None, 0)  # the inputs verify runs on (seed 0)
     kept = int(np.count_nonzero(feeds["x"][:, 0] > 0))  # the rows whose first feature is positive
     assert result.unchecked == () and result.verdict == "pass"
-    [size] = result.sizes
-    assert (size.node, size.analysis, size.run) == ("where", "unknown", (1, kept))
+    found = {size.node: (size.analysis, size.run) for size in result.sizes}
+    assert found == {"where": ("unknown", (1, kept)), "leading": (f"at most {FIRST}", (min(kept, FIRST),)),
+                     "best": (f"at most {K_MAX}", (min(kept, K_MAX),))}  # fmt: skip
     project = next(node for node in result.report.nodes if node.name == "project")
-    assert project.cost.flops == 2 * kept * HIDDEN * FFN  # checked at the run's rows: [kept, 8] x [8, 12]
+    assert project.cost.flops == 2 * min(kept, FIRST) * HIDDEN * FFN  # checked at the run's rows: [min(kept, 4), 8] x [8, 12]
 
 
 def test_the_sizes_the_run_found_are_printed(tmp_path, capsys):

@@ -2,15 +2,18 @@
 
 How many boxes a NonMaxSuppression keeps depends on their scores and overlaps, which no static
 analysis knows; but it never keeps more than max_output_boxes_per_class of each class's boxes, a
-constant input of the node. The shape engine types such an output at its bound (`typed_at_bound`)
-and records it (`Bound`); the nodes downstream of it are then typed by ordinary shape propagation
-(a Gather of the selected rows, a TopK whose k is Min(kept, K), a Slice of the first rows: each at
-most what it will run), and every format labels their figures "at most" (`at_most`). A size the
-graph does not bound (NonZero, whose count is data) stays unknown, loudly, with the flag that sizes
-it named (selection.py)."""
+constant input of the node. Likewise a Slice to a constant length keeps at most that length of an
+axis whose size is data, and a TopK whose k is a Min against a constant (`upper_value`) keeps at
+most that constant. The shape engine types such an output at its bound (`typed_at_bound`), from
+its inputs as far as they are known, and records it (`Bound`); the nodes downstream are then typed
+by ordinary shape propagation (a Gather of the selected rows, a TopK at Min(kept, K) folded from
+the bound: each at most what it will run), and every format labels their figures "at most"
+(`at_most`). A size the graph does not bound (a NonZero, whose count is data) stays unknown,
+loudly, with the flag that sizes it named (selection.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -22,7 +25,8 @@ from onnx_roofline.model.tensors import TensorInfo
 
 @dataclass(frozen=True)
 class Bound:
-    """A node's output typed at the bound the graph fixes: `rows` at most, for the reason `why`."""
+    """A node's output typed at the bound the graph fixes: `rows` at most along the axis that is
+    data, for the reason `why`."""
 
     node: str
     op_type: str
@@ -38,14 +42,24 @@ class Bound:
         return {"node": self.node, "op_type": self.op_type, "output": self.output, "rows": self.rows, "why": self.why}
 
 
-def typed_at_bound(node: Node, inputs: Sequence[TensorInfo | None], value: Callable[[str], np.ndarray | None]) -> tuple[TensorInfo, Bound] | None:
-    """The node's data-dependent output typed at the graph's bound, and the bound; None where the
-    op has none, or its inputs and constants do not fix it."""
+Value = Callable[[str], "np.ndarray | None"]  # a value by name: the folded one, or an upper bound of one that is data
+Typed = tuple[tuple[TensorInfo, ...], Bound]  # the outputs typed at the bound, and the bound
+
+
+def typed_at_bound(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
+    """The node's data-dependent outputs typed at the graph's bound, and the bound; None where the
+    op has none, or its inputs and constants do not fix it. `inputs` as far as they are known (a
+    dim None or a symbol where it is data); `value` folds a constant, `upper` bounds a value
+    that is data (upper_value)."""
     rule = _RULES.get(node.op_type) if not node.domain else None
-    return None if rule is None else rule(node, inputs, value)
+    return None if rule is None else rule(node, inputs, value, upper)
 
 
-def _non_max_suppression(node: Node, inputs: Sequence[TensorInfo | None], value: Callable[[str], np.ndarray | None]) -> tuple[TensorInfo, Bound] | None:
+def _bound(node: Node, outputs: tuple[TensorInfo, ...], rows: int, why: str) -> Typed:
+    return outputs, Bound(node.name or f"{node.op_type}_{node.position}", node.op_type, outputs[0].name, rows, why)
+
+
+def _non_max_suppression(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
     """selected_indices [rows, 3]: each (batch, class) keeps at most max_output_boxes_per_class of
     its boxes, and no more boxes than there are: rows ≤ batch × classes × min(max, boxes). The
     maximum is an optional input, 0 where absent (the spec: nothing is kept); a maximum that is
@@ -61,11 +75,85 @@ def _non_max_suppression(node: Node, inputs: Sequence[TensorInfo | None], value:
     per_class = max(0, int(maximum.reshape(-1)[0]))
     rows = batch * classes * min(per_class, count)
     why = f"batch {batch} × classes {classes} × min(max_output_boxes_per_class {per_class}, boxes {count})"
-    return TensorInfo(node.outputs[0], (rows, 3), "int64"), Bound(node.name or f"{node.op_type}_{node.position}", node.op_type, node.outputs[0], rows, why)
+    return _bound(node, (TensorInfo(node.outputs[0], (rows, 3), "int64"),), rows, why)
 
 
-_RULES = {"NonMaxSuppression": _non_max_suppression}
+_SATURATED = 2**62  # an axis this long stands for one whose size is data: a slice that keeps less of it keeps a constant length
+
+
+def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
+    """Slice (opset ≥ 10) of an axis whose size is data, to a constant length: each such axis
+    keeps what the slice keeps of an axis of any length, where that stops growing (starts 0, ends
+    64: 64; starts -8 to the end: 8); where an end is itself data, a Min against a constant, the
+    length at that constant (starts ≥ 0, steps > 0: the length only grows with the end). The
+    other axes must be known. None where nothing is bounded: ONNX's inference types the rest."""
+    data = inputs[0] if inputs else None
+    if data is None or data.shape is None or data.dtype is None or len(node.inputs) < 3:
+        return None
+    starts, axes, steps = (value(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None for slot in (1, 3, 4))
+    exact = value(node.inputs[2])
+    ends = exact if exact is not None else upper(node.inputs[2])
+    if starts is None or ends is None:
+        return None
+    starts, ends = starts.reshape(-1).tolist(), ends.reshape(-1).tolist()
+    steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
+    axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
+    if exact is None and not all(start >= 0 and step > 0 for start, step in zip(starts, steps)):
+        return None
+    shape, bounded = list(data.shape), []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis %= len(shape)
+        size = shape[axis] if isinstance(shape[axis], int) else _SATURATED
+        kept = len(range(*slice(start, end, step).indices(size)))
+        if size == _SATURATED and kept != len(range(*slice(start, end, step).indices(size + 1))):
+            return None  # grows with the axis: no bound
+        shape[axis] = kept
+        if size == _SATURATED or exact is None:
+            bounded.append(f"axis {axis} sliced {start}:{end}" + (f":{step}" if step != 1 else "") + ("" if exact is not None else " (its end at most that: a Min)"))
+    if not bounded or not all(isinstance(d, int) for d in shape):
+        return None
+    rows = math.prod(shape[axis % len(shape)] for axis in axes)
+    return _bound(node, (TensorInfo(node.outputs[0], tuple(shape), data.dtype),), rows, "; ".join(bounded))
+
+
+def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
+    """TopK whose k is data bounded by a constant (Min(kept, K)): k at most that constant, or the
+    axis where it is shorter. The other axes must be known. None where k is a constant: then the
+    output is k exactly, which ONNX's inference types."""
+    data = inputs[0] if inputs else None
+    if data is None or data.shape is None or data.dtype is None or len(node.inputs) < 2 or value(node.inputs[1]) is not None:
+        return None
+    k = upper(node.inputs[1])
+    if k is None or k.size != 1:
+        return None
+    axis = next((attr.i for attr in node.attributes if attr.name == "axis"), -1) % len(data.shape)
+    shape = list(data.shape)
+    shape[axis] = min(int(k.reshape(-1)[0]), shape[axis]) if isinstance(shape[axis], int) else int(k.reshape(-1)[0])
+    if not all(isinstance(d, int) for d in shape):
+        return None
+    outputs = (TensorInfo(node.outputs[0], tuple(shape), data.dtype), *(TensorInfo(name, tuple(shape), "int64") for name in node.outputs[1:2] if name))
+    return _bound(node, outputs, shape[axis], f"k at most {int(k.reshape(-1)[0])}")
+
+
+_RULES = {"NonMaxSuppression": _non_max_suppression, "Slice": _slice, "TopK": _top_k}
 """The ai.onnx ops whose data-dependent output size the graph can bound, and how."""
+BOUNDED_OPS = frozenset(_RULES)
+
+_VALUE_KEEPING = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+"""Ops whose output holds their first input's values, in the same order."""
+
+
+def upper_value(name: str, producer: Callable[[str], Node | None], value: Value) -> np.ndarray | None:
+    """An upper bound on an integer value that is data, flattened, where the graph fixes one: a Min
+    with a constant among its inputs is at most that constant (elementwise), through the ops that
+    keep its values (a Cast, an Unsqueeze). None where nothing bounds it."""
+    node = producer(name)
+    while node is not None and not node.domain and node.op_type in _VALUE_KEEPING:
+        node = producer(node.inputs[0])
+    if node is None or node.domain or node.op_type != "Min":
+        return None
+    constants = [folded for folded in (value(i) for i in node.inputs if i) if folded is not None and folded.dtype.kind in "iu"]
+    return np.minimum.reduce(np.broadcast_arrays(*constants)).reshape(-1) if constants else None
 
 
 def at_most(nodes: Iterable[Node], bounds: Iterable[Bound]) -> set[int]:

@@ -37,7 +37,7 @@ from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isol
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.shapes.root_cause import RootCause
-from onnx_roofline.shapes.bounds import Bound, typed_at_bound
+from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, typed_at_bound, upper_value
 from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
@@ -153,7 +153,7 @@ class _Sweep:
         if all(self.resolved(name) for name in node.outputs if name):
             return False
         if not all(self.resolved(name) for name in node.inputs if name):
-            return False
+            return bool(self.type_at_bound(node))  # a bound may type a node whose data is only partly known
         if self.found and any(name in self.found for name in node.outputs):
             learned = [self.learn(self.found[name]) for name in node.outputs if name in self.found]  # each one, then whether any was new
             return any(learned)
@@ -165,9 +165,8 @@ class _Sweep:
             learned = self.type_selection(node, inputs)
             if learned is not None:
                 return learned
-        if (bounded := typed_at_bound(node, inputs, self.folder.value)) is not None:
-            self.bounds.append(bounded[1])
-            return self.learn(bounded[0])
+        if (learned := self.type_at_bound(node)) is not None:
+            return learned
         partial = self.substituted(node.outputs[0]) if len(node.outputs) == 1 else None
         shape = complete(node, inputs, partial.shape) if partial is not None and partial.dtype else None
         if shape is not None:
@@ -202,6 +201,26 @@ class _Sweep:
             return None
         dtype = "int64" if node.op_type == "NonZero" else inputs[0].dtype
         return self.learn(TensorInfo(node.outputs[0], selected_shape(node.op_type, attributes, inputs[0], count), dtype))
+
+    def type_at_bound(self, node: Node) -> bool | None:
+        """Type a data-dependent output at the bound the graph fixes (bounds.py), from its inputs as
+        far as they are known, and record the bound; None where the graph fixes none."""
+        if node.domain or node.op_type not in BOUNDED_OPS:
+            return None
+        inputs = tuple(self.substituted(name) if name else None for name in node.inputs)
+        bounded = typed_at_bound(node, inputs, self.folder.value, lambda name: upper_value(name, self.producers.get, self.folder.value))
+        if bounded is None:
+            return None
+        outputs, bound = bounded
+        learned = [self.learn(info) for info in outputs]  # each one, then whether any was new
+        if any(learned):
+            self.bounds.append(bound)
+        return any(learned)
+
+    @functools.cached_property
+    def producers(self) -> dict[str, Node]:
+        """The node computing each value, built when a bound first needs them."""
+        return {name: node for node in self.nodes for name in node.outputs if name}
 
     @functools.cached_property
     def consumers(self) -> dict[str, list[Node]]:
