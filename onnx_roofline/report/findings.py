@@ -87,8 +87,8 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
         lines.append(Finding("ASSUMED", model.assumed.message, loud=True))
     if model.bounds:  # data-dependent sizes costed at the graph's bound: the figures downstream are upper bounds
         lines.append(Finding("at most", "; ".join(bound.message for bound in model.bounds)))
-        marked = sum(node.at_most for node in report.nodes)
-        lines.append(Finding("", f"{marked} node{'s' if marked != 1 else ''} costed at sizes that are at most what a run has"))
+        marked, row = sum(node.at_most for node in report.nodes), "kernel" if report.view == DEPLOYED else "node"
+        lines.append(Finding("", f"{marked} {row}{'s' if marked != 1 else ''} costed at sizes that are at most what a run has"))
     lines += [Finding("IMPLAUSIBLE", flag.message, loud=True) for flag in model.implausible]  # the defaults cannot run
     lines += [Finding("INVALID", str(flag), loud=True) for flag in model.invalid]  # a runtime would refuse the file
     if report.unsupported:
