@@ -98,8 +98,8 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     starts, ends = starts.reshape(-1).tolist(), ends.reshape(-1).tolist()
     steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
     axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
-    if exact is None and not all(start >= 0 and step > 0 for start, step in zip(starts, steps)):
-        return None
+    if exact is None and not all(start >= 0 and end >= 0 and step > 0 for start, end, step in zip(starts, ends, steps)):
+        return None  # the length grows with the end only from a start and to an end counted from the front
     shape, bounded = list(data.shape), []
     for start, end, axis, step in zip(starts, ends, axes, steps):
         axis %= len(shape)
@@ -109,7 +109,8 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
             return None  # grows with the axis: no bound
         shape[axis] = kept
         if size == _SATURATED or exact is None:
-            bounded.append(f"axis {axis} sliced {start}:{end}" + (f":{step}" if step != 1 else "") + ("" if exact is not None else " (its end at most that: a Min)"))
+            end_is = "" if exact is not None else " (the end at most that: a Min)"
+            bounded.append(f"axis {axis} sliced {start}:{end}" + (f":{step}" if step != 1 else "") + end_is)
     if not bounded or not all(isinstance(d, int) for d in shape):
         return None
     rows = math.prod(shape[axis % len(shape)] for axis in axes)
@@ -123,16 +124,17 @@ def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     data = inputs[0] if inputs else None
     if data is None or data.shape is None or data.dtype is None or len(node.inputs) < 2 or value(node.inputs[1]) is not None:
         return None
-    k = upper(node.inputs[1])
-    if k is None or k.size != 1:
+    bounded = upper(node.inputs[1])
+    if bounded is None or bounded.size != 1 or bounded[0] < 0:
         return None
+    k = int(bounded[0])
     axis = next((attr.i for attr in node.attributes if attr.name == "axis"), -1) % len(data.shape)
     shape = list(data.shape)
-    shape[axis] = min(int(k.reshape(-1)[0]), shape[axis]) if isinstance(shape[axis], int) else int(k.reshape(-1)[0])
+    shape[axis] = min(k, shape[axis]) if isinstance(shape[axis], int) else k
     if not all(isinstance(d, int) for d in shape):
         return None
     outputs = (TensorInfo(node.outputs[0], tuple(shape), data.dtype), *(TensorInfo(name, tuple(shape), "int64") for name in node.outputs[1:2] if name))
-    return _bound(node, outputs, shape[axis], f"k at most {int(k.reshape(-1)[0])}")
+    return _bound(node, outputs, shape[axis], f"k at most {k}")
 
 
 _RULES = {"NonMaxSuppression": _non_max_suppression, "Slice": _slice, "TopK": _top_k}

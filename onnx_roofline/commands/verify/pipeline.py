@@ -47,7 +47,7 @@ class Verification:
 
     @property
     def passed(self) -> bool:
-        """Nothing checked disagrees (unchecked nodes aside: `complete` says whether there are any)."""
+        """Nothing checked disagrees (unchecked nodes aside: `unchecked` lists them, `verdict` weighs them)."""
         return not self.comparison.disagreements and (self.timing is None or self.timing.passed)
 
     @property
