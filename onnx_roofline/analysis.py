@@ -49,7 +49,7 @@ from onnx_roofline.report.experts import summarize
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad, ExpertSizing
 from onnx_roofline.model.scopes import graph_outer_references
 from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, choose_branch, bodies
-from onnx_roofline.shapes.bounds import at_most
+from onnx_roofline.shapes.bounds import Bound, at_most
 from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
 from onnx_roofline.model.tensors import TensorInfo, with_precision
 from onnx_roofline.model.validation import check_axes
@@ -160,7 +160,9 @@ def _analyze(
     shared = _Shared(precision, frozenset(typed.given), inputs)
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, nonzero_fraction, shared)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
-    nodes = _marked_at_most(walk.rows(graph_nodes, foldable), at_most(graph_nodes, shapes.bounds))
+    rows = walk.rows(graph_nodes, foldable)
+    bounds = tuple(dict.fromkeys((*shapes.bounds, *shared.bounds)))  # the main sweep's, and the bodies' the walk typed
+    nodes = _marked_at_most(rows, at_most(graph_nodes, bounds))
     parameters = _model_parameters(stored, nodes)
     unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
     if unbound and not partial:
@@ -182,7 +184,7 @@ def _analyze(
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
-        bounds=shapes.bounds,
+        bounds=bounds,
         experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes), parameters, shapes.routed),
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
@@ -274,11 +276,12 @@ Shape/Size, which read only a shape (folded there when the file declares it conc
 depends on the dims a deployment binds)."""
 
 
-def _marked_at_most(rows: tuple[NodeResult, ...], positions: set[int]) -> tuple[NodeResult, ...]:
-    """The main graph's rows at the positions bounds.at_most gives, marked: their figures are at most."""
-    if not positions:
+def _marked_at_most(rows: tuple[NodeResult, ...], bounded: set[str]) -> tuple[NodeResult, ...]:
+    """The rows reading or writing a value bounds.at_most gives, bodies' too, marked: their figures are at most."""
+    if not bounded:
         return rows
-    return tuple([dataclasses.replace(row, at_most=True) if not row.scope and row.graph_node.position in positions else row for row in rows])
+    return tuple([dataclasses.replace(row, at_most=True) if any(t is not None and t.name in bounded for t in (*row.inputs, *row.outputs)) else row
+                  for row in rows])  # fmt: skip
 
 
 def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str]) -> set[int]:
@@ -340,6 +343,7 @@ class _Shared:
     graph_inputs: dict[str, TensorInfo]
     branches: list[Branch] = field(default_factory=list)
     aliases: list[tuple[str, str]] = field(default_factory=list)
+    bounds: list[Bound] = field(default_factory=list)  # the bounds of the bodies a walk typed (shapes/bounds.py)
 
 
 class _Walk:
@@ -514,6 +518,7 @@ class _Walk:
             inferred = shapes.values if precision is None else with_precision(dict(shapes.values), precision)
             values.update((name, info) for name, info in inferred.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
+            self.shared.bounds.extend(shapes.bounds)
         child = _Walk(values, constants, self.weights, self.model, self.hardware,
                       nonzero_fraction=self.nonzero_fraction, shared=self.shared, producers=self.producers, scope=scope)  # fmt: skip
         return child, nodes

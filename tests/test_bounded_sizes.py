@@ -128,6 +128,24 @@ def test_a_maximum_that_is_data_bounds_nothing_and_stays_uncosted_loudly():
     assert "--value max_out" in report.uncosted.root_cause.reason
 
 
+def test_a_bound_in_an_if_branch_is_labelled_there_and_on_the_if():
+    """The tail as the then-branch of an If (detections or a fixed fallback): its rows, named by
+    where they live, are at most, and so is the If whose outputs its bound sizes."""
+    tail = detector_tail()
+    detected = helper.make_graph(list(tail.graph.node), "detected", [], [helper.make_tensor_value_info("top_boxes", TensorProto.FLOAT, None)])
+    fallback = helper.make_graph([helper.make_node("Identity", ["none"], ["no_boxes"])], "fallback", [], [helper.make_tensor_value_info("no_boxes", TensorProto.FLOAT, None)])
+    graph = helper.make_graph([helper.make_node("If", ["detect"], ["boxes_out"], then_branch=detected, else_branch=fallback, name="maybe")], "g",
+                              [*tail.graph.input, helper.make_tensor_value_info("detect", TensorProto.BOOL, [])],
+                              [helper.make_tensor_value_info("boxes_out", TensorProto.FLOAT, None)],
+                              initializer=[numpy_helper.from_array(np.zeros((K, 4), np.float32), "none")])  # fmt: skip
+    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), values={"detect": 1})
+    assert [node.name for node in report.nodes if node.status != OK] == []
+    assert _node(report, "maybe/then_branch/nms").outputs[0].shape == (NMS_ROWS, 3)
+    marked = {node.name for node in report.nodes if node.at_most}
+    assert {"maybe", "maybe/then_branch/nms", "maybe/then_branch/topk", "maybe/then_branch/top_boxes"} <= marked
+    assert "maybe/then_branch/squeeze" not in marked
+
+
 TOKENS, HIDDEN, FFN, FIRST, K_MAX = 16, 8, 12, 4, 3
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.tensors import TensorInfo
 
 
@@ -158,14 +158,24 @@ def upper_value(name: str, producer: Callable[[str], Node | None], value: Value)
     return np.minimum.reduce(np.broadcast_arrays(*constants)).reshape(-1) if constants else None
 
 
-def at_most(nodes: Iterable[Node], bounds: Iterable[Bound]) -> set[int]:
-    """The positions of the nodes whose sizes rest on a bound: each node a bound types, and every
-    node that reads, directly or not, what one of them computes. Their figures are at most what a
-    run costs, not what it costs. One pass: a graph's nodes come in topological order."""
+def at_most(nodes: Iterable[Node], bounds: Iterable[Bound]) -> set[str]:
+    """The values whose sizes rest on a bound: each output a bound types, and every value computed,
+    directly or not, from one of them, in control-flow bodies too (a body that holds or reads one
+    makes its node's outputs at most). A node reading or writing one is costed at most what a run
+    costs. One pass per graph: its nodes come in topological order."""
     bounded = {bound.output for bound in bounds}
-    positions = set()
+    return _closure(nodes, bounded) if bounded else bounded
+
+
+def _closure(nodes: Iterable[Node], bounded: set[str]) -> set[str]:
+    """`bounded` grown by what `nodes` compute from it, bodies first (a body's names are its own)."""
     for node in nodes:
-        if any(name in bounded for name in (*node.inputs, *node.outputs) if name):
-            positions.add(node.position)
+        inner = False
+        for attr in node.attributes:
+            for graph in (*attr.graphs, *([attr.g] if attr.HasField("g") else [])):
+                body = read_nodes(graph)
+                _closure(body, bounded)
+                inner |= any(name in bounded for step in body for name in step.outputs)
+        if inner or any(name in bounded for name in (*node.inputs, *node.outputs) if name):
             bounded.update(name for name in node.outputs if name)
-    return positions
+    return bounded
