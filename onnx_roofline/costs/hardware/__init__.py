@@ -28,6 +28,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from onnx_roofline.model import files
 from onnx_roofline.errors import HardwareSpecError
+from onnx_roofline.costs.hardware.interconnect import Interconnect, parse_interconnect
 
 __all__ = [
     "DTYPE_CLASSES",
@@ -53,7 +54,7 @@ FALLBACK_DTYPE = "fp32"
 """Integer, bool and unknown-dtype work, and any dtype a unit lacks, is costed at the vector fp32 rate."""
 
 _ENTRY_FIELDS = ("name", "source", "memory_bandwidth", "memory_capacity", "special_function_rate", "launch_overhead",
-                 "peaks", "sources", "notes", "aliases")  # fmt: skip
+                 "peaks", "sources", "notes", "aliases", "interconnect")  # fmt: skip
 _SCALAR_FIGURES = ("memory_bandwidth", "memory_capacity", "special_function_rate", "launch_overhead")
 FP32_MATMUL = ("ieee", "tf32")
 """How fp32 matmuls run: `ieee` (the default: full fp32, cuBLAS's and PyTorch's default, at the
@@ -129,6 +130,9 @@ class Hardware:
     """Seconds per kernel launch: the floor an eagerly launched stream of kernels cannot go below
     per kernel; None: no floor is reported."""
     fp32_matmul: str = "ieee"  # FP32_MATMUL: how this instance costs fp32 matmuls (with_fp32_matmul)
+    interconnect: Interconnect | None = field(default=None, compare=False)
+    """The link between devices of one node (NVLink, PCIe): what tensor-parallel collectives cost;
+    None: no tensor parallelism is costed on it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peaks", _freeze_peaks(self.peaks))
@@ -202,6 +206,7 @@ class Hardware:
             "special_function_rate": self.special_function_rate,
             "launch_overhead": self.launch_overhead,
             "fp32_matmul": self.fp32_matmul,
+            "interconnect": None if self.interconnect is None else self.interconnect.to_dict(),
         }
 
 
@@ -333,6 +338,7 @@ def _entry_from_mapping(data: object, key: str, origin: str, default_source: str
         memory_capacity=capacity,
         special_function_rate=sfu,
         launch_overhead=launch,
+        interconnect=parse_interconnect(data["interconnect"], origin) if "interconnect" in data else None,
     )
 
 
