@@ -25,6 +25,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "onnx_roofline.commands.gate.command": ("check",),
     "onnx_roofline.commands.verify.command": ("verify", "calibrate"),
     "onnx_roofline.commands.whatif.command": ("sweep", "critical", "compare", "fuse", "context"),
+    "onnx_roofline.commands.whatif.serve_command": ("serve",),
     "onnx_roofline.commands.plot": ("plot",),
     "onnx_roofline.commands.inspect": ("inspect",),
     "onnx_roofline.commands.diff": ("diff",),

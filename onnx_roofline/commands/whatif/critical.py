@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
-from math import floor
 
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.report.model import OK, Report
 from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
 from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
+from onnx_roofline.commands.whatif.fit import largest_fitting
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
 from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.sweep import main_peak
@@ -151,33 +151,14 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
 
 
 def _memory_fit(session: Session, dim: str, view: str, views, reports: list[Report], capacity: float | None) -> dict:
-    """The footprint as a line in the dim (through the two largest probes, 2 and 64) and the
-    largest value that fits `capacity`. Weights are constant and the KV cache a line, but the
-    activation peak may move to another node as the dim grows, so the value the line gives is
-    checked by analysis there: while it does not fit (or the next does), the line is redrawn
-    through the last two values tried (a secant step), then the answer is confirmed on both sides.
-    None when nothing fits at 2 or the footprint does not grow."""
-    footprint = {x: getattr(v, "memory", r.memory).total_bytes for x, v, r in zip(PROBES, views, reports)}
-    line = Line.fit(PROBES[1:], tuple(footprint[x] for x in PROBES[1:]))
-    if line is None or capacity is None or line.slope <= 0 or footprint[PROBES[1]] > capacity:
-        return {"fits_up_to": None, "memory_capacity": capacity, "memory_line": line}
+    """The footprint as a line in the dim (through the probes 2 and 64) and the largest value that
+    fits `capacity`, checked by analysis where the line puts it (fit.py)."""
+    known = {x: getattr(v, "memory", r.memory).total_bytes for x, v, r in zip(PROBES, views, reports)}
 
     def total(x: int) -> int:
-        if x not in footprint:
-            report = session.report({dim: x})
-            footprint[x] = session.view(report, view).memory.total_bytes
-        return footprint[x]
+        return known[x] if x in known else session.view(session.report({dim: x}), view).memory.total_bytes
 
-    guess, (a, b) = floor((Fraction(capacity) - line.intercept) / line.slope), PROBES[1:]
-    for _ in range(6):
-        if total(guess) <= capacity < total(guess + 1):
-            break
-        a, b = b, guess
-        slope = Fraction(total(b) - total(a), b - a) if b != a else line.slope
-        if slope <= 0:
-            break
-        guess = max(PROBES[1], floor(b + (Fraction(capacity) - total(b)) / slope))
-    fits = guess if total(guess) <= capacity < total(guess + 1) else None
+    fits, line = largest_fitting(total, capacity)
     return {"fits_up_to": fits, "memory_capacity": capacity, "memory_line": line}
 
 

@@ -1,0 +1,195 @@
+"""The serving envelope of a decoder: per batch size and tensor-parallel degree, the decode step's
+latency and tokens/s, the time to first token, the memory each device holds and whether it fits;
+the largest batch that fits and the batch from which the step is compute-bound.
+
+Every figure comes from the deployed view of the graph at the bound dims (the cache at the
+context, `--kv-cache inplace` by default: a serving engine writes the new rows in place), split
+across devices as views/tensor_parallel.py infers from the graph and views/parallel.py costs it.
+A decode step at context C attends to C tokens: the past is bound to C − 1. The time to first
+token is the prefill of `prompt` tokens for the whole batch at once, from a prefill graph
+(`--prefill`, or the model itself where its token input has a symbolic sequence)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+
+from onnx_roofline.commands.whatif.affine import Line, ceil
+from onnx_roofline.commands.whatif.context import context_dim
+from onnx_roofline.commands.whatif.critical import batch_dim
+from onnx_roofline.commands.whatif.fit import largest_fitting
+from onnx_roofline.commands.whatif.piecewise import KernelLines, share_crossing
+from onnx_roofline.commands.whatif.session import DEPLOYED, Session
+from onnx_roofline.costs.collectives import RING
+from onnx_roofline.errors import DimensionError
+from onnx_roofline.views.parallel import ACTIVATIONS, OVERLAP, DeviceRun, per_device
+from onnx_roofline.views.tensor_parallel import SPLIT_PATTERN, plan_tensor_parallel
+
+DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+@dataclass(frozen=True)
+class ServePoint:
+    batch: int
+    decode: DeviceRun  # one decode step, per device
+    prefill: DeviceRun | None  # the prompt's prefill for the batch, per device
+    limit: bool = False  # the largest batch that fits, added to those asked
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.batch / self.decode.time_s
+
+    def to_dict(self) -> dict:
+        run = self.decode
+        return {
+            "batch": self.batch,
+            "largest_that_fits": self.limit,
+            "step_latency_s": run.time_s,
+            "kernel_time_s": run.kernel_time_s,
+            "communication": run.collectives_dict(),
+            "tokens_per_s": self.tokens_per_s,
+            "tokens_per_s_per_device": self.tokens_per_s / run.devices,
+            "compute_bound_share": run.compute_share,
+            "flops_per_device": float(run.flops),
+            "bytes_per_device": float(run.bytes),
+            "ttft_s": None if self.prefill is None else self.prefill.time_s,
+            "memory_per_device": run.memory_dict(),
+        }
+
+
+@dataclass(frozen=True)
+class Degree:
+    devices: int
+    refusal: str | None  # why this degree is not costed (heads not divisible, no blocks, no interconnect)
+    points: tuple[ServePoint, ...] = ()
+    fits_up_to: int | None = None
+    memory_line: Line | None = None  # bytes per device in the batch
+    compute_crossing: Fraction | None = None  # the batch from which compute-bound kernels take half the step
+
+    def to_dict(self) -> dict:
+        line = self.memory_line
+        return {
+            "tp": self.devices,
+            "refused": self.refusal,
+            "largest_batch_that_fits": self.fits_up_to,
+            "memory_per_device": None if line is None else {"intercept": float(line.intercept), "per_batch": float(line.slope)},
+            "compute_bound_batch": ceil(self.compute_crossing),
+            "compute_bound_crossing": None if self.compute_crossing is None else float(self.compute_crossing),
+            "points": [p.to_dict() for p in self.points],
+        }
+
+
+@dataclass(frozen=True)
+class ServeResult:
+    setup: dict
+    context: int
+    prompt: int | None
+    dims: dict[str, str]  # the batch, past and prompt dims bound
+    plan: dict
+    interconnect: dict | None
+    assumptions: tuple[str, ...]
+    degrees: tuple[Degree, ...]
+    elapsed_s: float
+
+    def to_dict(self) -> dict:
+        return {
+            "study": "serve",
+            **self.setup,
+            "view": DEPLOYED,
+            "context": self.context,
+            "prompt": self.prompt,
+            "bound_dims": self.dims,
+            "tensor_parallel": self.plan,
+            "interconnect": self.interconnect,
+            "assumptions": list(self.assumptions),
+            "elapsed_s": self.elapsed_s,
+            "degrees": [d.to_dict() for d in self.degrees],
+        }
+
+
+def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int] = DEFAULT_BATCHES, context: int = 1024,
+          prompt: int | None = None, prefill: Session | None = None) -> ServeResult:  # fmt: skip
+    """The serving study of the decode graph `session` holds (see the module docstring)."""
+    start = time.perf_counter()
+    batch, past = batch_dim(session), context_dim(session)
+    if context < 1:
+        raise DimensionError(f"--context {context}: a decode step attends to at least one token")
+    prefill = prefill or (session if prompt is not None and _sequence_dim(session) else None)
+    if prompt is not None and prefill is None:
+        raise DimensionError("--prompt needs a prefill graph: --prefill MODEL (the decode graph reads one token per sequence)")
+
+    @cache
+    def decode_view(b: int):
+        return session.view(session.report({batch: b, past: context - 1}), DEPLOYED)
+
+    @cache
+    def prefill_view(b: int):
+        dims = {batch_dim(prefill): b, _sequence_dim(prefill): prompt, **_empty_past(prefill)}
+        return prefill.view(prefill.report(dims), DEPLOYED)
+
+    plan = plan_tensor_parallel(decode_view(1).written)
+    prefill_plan = plan_tensor_parallel(prefill_view(1).written) if prefill is not None else None
+    link = session.hardware.interconnect
+    results = []
+    for n in degrees:
+        refusal = plan.refusal(n) or (f"{session.hardware.key} lists no interconnect: no tensor parallelism costed" if n > 1 and link is None else None)
+        if refusal:
+            results.append(Degree(n, refusal))
+            continue
+        runs = lambda b, n=n: per_device(decode_view(b), plan, n, link)  # noqa: E731
+        fits, line = largest_fitting(lambda b: runs(b).memory_bytes, session.hardware.memory_capacity)
+        asked = sorted(set(batches) | ({fits} if fits else set()))
+        points = tuple(ServePoint(b, runs(b), per_device(prefill_view(b), prefill_plan, n, link) if prefill_plan else None, b == fits and b not in batches)
+                       for b in asked)  # fmt: skip
+        results.append(Degree(n, None, points, fits, line, _compute_crossing(runs(1), runs(2))))
+    dims = {"batch": batch, "past": f"{past} = context - 1"} | ({"prompt": _sequence_dim(prefill)} if prefill else {})
+    return ServeResult(session.describe(), context, prompt, dims, plan.to_dict(decode_view(1).written),
+                       None if link is None else link.to_dict(), _assumptions(session, plan), tuple(results), time.perf_counter() - start)  # fmt: skip
+
+
+def _compute_crossing(one: DeviceRun, two: DeviceRun) -> Fraction | None:
+    """The batch from which compute-bound kernels take half the kernel time: each kernel's FLOPs,
+    bytes and compute time are lines in the batch (through batch 1 and 2), solved exactly."""
+    kernels = [KernelLines(a.name, _line(a.flops, b.flops), _line(a.bytes, b.bytes), (_line(a.compute_s, b.compute_s),))
+               for a, b in zip(one.kernels, two.kernels)]  # fmt: skip
+    return share_crossing(kernels, one.bandwidth)
+
+
+def _line(at_one: Fraction, at_two: Fraction) -> Line:
+    return Line(2 * at_one - at_two, at_two - at_one)
+
+
+def _sequence_dim(session: Session) -> str | None:
+    """The symbolic sequence of the token input [batch, sequence] (None where it is fixed)."""
+    graph = session.model.graph
+    for value in graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name in session.graph_inputs and len(dims) == 2 and value.type.tensor_type.elem_type in (6, 7):  # int32, int64
+            return dims[1].dim_param or None
+    return None
+
+
+def _empty_past(session: Session) -> dict[str, int]:
+    """A merged decoder's prefill: the past bound to 0 (a prefill graph has none to bind)."""
+    try:
+        return {context_dim(session): 0}
+    except DimensionError:
+        return {}
+
+
+def _assumptions(session: Session, plan) -> tuple[str, ...]:
+    """Every assumption the figures rest on, as the table prints them and the JSON lists them."""
+    link = session.hardware.interconnect
+    return (
+        f"split: {SPLIT_PATTERN}",
+        f"collectives: {RING} all-reduce (2(N-1) steps, 2(N-1)/N x bytes over the per-direction bandwidth) after every block "
+        f"and the embedding, {RING} all-gather of the logits; NCCL's latency model: per collective + per step"
+        + ("" if link is None else f" ({link.base_latency * 1e6:g} us + {link.step_latency * 1e6:g} us on {link.name})"),
+        f"overlap: {OVERLAP}",
+        "KV cache: heads divided among the devices; " + (f"updated {session.kv_cache}" if session.kv_cache else "none"),
+        f"memory: weights split as the plan says, replicated ones whole; {ACTIVATIONS}; workspace and the runtime's own memory not counted",
+        "latency: the deployed view's kernels at their roofline bound, per device, plus the collectives; no launch overhead",
+    )
