@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 WRITTEN, DEPLOYED = "written", "deployed"
 WHAT_TIME_IS = {WRITTEN: "lower bound, as written", DEPLOYED: "deployed estimate"}
 """What a printed time is, per view: every time the tool prints says which it is."""
+QUANTIZED_NOTE = "quantized: "
+"""The deployed note of a quantized graph (views/quantized.py), which the written view's summary
+repeats under the deployed estimate: what the QDQ units run as."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     lines = []
     if other is not None and report.totals.costed_nodes:
         lines.append(_other_view(other))
+        if other.view == DEPLOYED:
+            lines += [Finding("", note) for note in other.notes if note.startswith(QUANTIZED_NOTE)]
     if report.view == DEPLOYED:
         lines += [Finding("", note) for note in report.notes]
     lines.append(Finding("memory", memory_text(report)))

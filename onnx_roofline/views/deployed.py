@@ -35,10 +35,11 @@ from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.experts import group_experts
-from onnx_roofline.views.fusion import ATTENTION, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
+from onnx_roofline.views.fusion import ATTENTION, READ_THROUGH, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
 from onnx_roofline.views.kernel import KernelResult
 from onnx_roofline.views.load import fold_constant_operand_work
 from onnx_roofline.views.ops import VIEWS
+from onnx_roofline.views.quantized import note as quantized_note, quantize
 
 COPY, INPLACE = "copy", "inplace"
 SHAPE_ONLY = frozenset({"Shape", "Size"})
@@ -47,8 +48,10 @@ KV_MODES = (COPY, INPLACE)
 
 def deployed_plan(report: Report) -> FusionPlan:
     """The deployed fusion plan of an as-written report: structural, so valid at every dims."""
-    folded = frozenset(n.index for n in report.nodes if n.constant_foldable)
-    return plan_fusion(report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), deployed=True)
+    quantized = quantize(report)
+    folded = frozenset(n.index for n in quantized.report.nodes if n.constant_foldable)
+    return plan_fusion(quantized.report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), deployed=True,
+                       read_through=quantized.through)  # fmt: skip
 
 
 def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:
@@ -61,12 +64,14 @@ def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None)
     if not has_kv_cache(report):
         kv_cache = None  # no cache to copy or update: no mode to print
     inplace = kv_cache == INPLACE
-    costed, load_flops = fold_constant_operand_work(_with_cache_updates(report, plan, inplace))
+    quantized = quantize(report)
+    costed, load_flops = fold_constant_operand_work(_with_cache_updates(quantized.report, plan, inplace))
     view = fuse(costed, plan, kv_inplace=inplace, useful=True, special=True)
     kernels, grouped = group_experts([_kernel(costed, position, group) for position, group in enumerate(_execution_order(view))], costed)
     members = tuple(k.members for k in kernels)
+    quantized_notes = tuple(filter(None, [quantized_note(quantized, kernels)]))
     return Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
-                  members=members, notes=_notes(report, view, kv_cache, load_flops) + grouped)  # fmt: skip
+                  members=members, notes=_notes(report, view, kv_cache, load_flops) + quantized_notes + grouped)  # fmt: skip
 
 
 def kernel_count(report: Report) -> int:
@@ -138,7 +143,7 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
     nodes = [report.nodes[i] for i in group.members]
     folded = group.kind == FOLDED
     views_only = all(n.op_type in VIEWS for n in nodes)
-    single = len(nodes) == 1  # a folded node keeps its tensors: its outputs are weights from then on
+    single = len(nodes) == 1 and group.kind != READ_THROUGH  # a folded node keeps its tensors: its outputs are weights from then on
     inputs = lead.inputs if single or group.reads is None else group.reads
     outputs = lead.outputs if single or group.writes is None else group.writes
     roof = group.roof

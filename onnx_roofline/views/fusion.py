@@ -26,12 +26,14 @@ from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
 from onnx_roofline.views.graph import Dataflow, tensor_table
 from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
+from onnx_roofline.views.quantized import is_quantize
 from onnx_roofline.views.rows import is_row_reduction, is_tile_local, packed_with, row_feeders
 from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, single_shares, unit_shares
 
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
 DROPPED = "dropped"  # deployed: a mask or guard only attention kernels read, which generate it (dead.py)
-FREE = frozenset({FOLDED, DROPPED})  # kinds that cost nothing per run and launch nothing
+READ_THROUGH = "read-through"  # deployed: a DequantizeLinear its readers read through, or a Q undoing one (quantized.py)
+FREE = frozenset({FOLDED, DROPPED, READ_THROUGH})  # kinds that cost nothing per run and launch nothing
 STORES = frozenset({"Split", "Transpose"})
 """Deployed: ops that only choose where a matrix op's output tiles are stored. The epilogue writes
 each tile to its part (Split: the QKV projection's Q, K and V) in its layout (Transpose: K and V
@@ -119,13 +121,15 @@ class FusedView:
 
 
 def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None,
-                deployed: bool = False) -> FusionPlan:  # fmt: skip
+                deployed: bool = False, read_through: frozenset[int] = frozenset()) -> FusionPlan:  # fmt: skip
     """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
-    nothing joins. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
+    nothing joins; `read_through` (deployed): the DequantizeLinears whose readers read the quantized
+    tensor, and the Qs undoing them (quantized.py), each its own READ_THROUGH group. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
     kernels may take in (flash.find_attention). `deployed`: a node only attention kernels read, not
     as data, is its own DROPPED group (dead.py), a matrix op's epilogue also takes the Split and
-    Transposes of its output (STORES), and the row rules of rows.py apply (norms as one kernel,
-    RoPE's rotate-half in the projection's epilogue, projections of one activation packed)."""
+    Transposes of its output (STORES), the row rules of rows.py apply (norms as one kernel,
+    RoPE's rotate-half in the projection's epilogue, projections of one activation packed), and a
+    QuantizeLinear ends the kernel of the op it quantizes (quantized.py)."""
     flow = Dataflow.of(report)
     drafts = _Drafts(flow, deployed=deployed)
     matches = find_attention(flow, graph_outputs, caches)
@@ -136,6 +140,8 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
         if index not in drafts.owner:
             if index in folded:
                 drafts.new(FOLDED, [index])
+            elif index in read_through:
+                drafts.new(READ_THROUGH, [index])
             elif index in dead:
                 drafts.new(DROPPED, [index])
             else:
@@ -178,10 +184,11 @@ class _Drafts:
             return
         store = self.deployed and node.op_type in STORES and node.domain == ""
         reduction = self.deployed and is_row_reduction(node)
-        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store or reduction or (self.deployed and is_tile_local(node))
+        quantize = self.deployed and is_quantize(node)  # joins its producer's kernel, whatever the op
+        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store or reduction or quantize or (self.deployed and is_tile_local(node))
         whole_rows = reduction or index in self.feeders  # needs whole rows: no matrix op's epilogue holds them
         target = None
-        for gid in self._fusible_producers(index) if fusible else ():
+        for gid in self._fusible_producers(index, any_kernel=quantize) if fusible else ():
             if store and self.anchor[gid] is None:
                 continue  # only a matrix op's epilogue writes its tiles wherever they go
             if (whole_rows or target in self.rows) and self.anchor[gid] is not None:
@@ -190,6 +197,8 @@ class _Drafts:
                 target = gid
                 self.members[gid].add(index)
                 self.owner[index] = gid
+                if self.kind[gid] == SINGLE:
+                    self.kind[gid] = ELEMENTWISE  # an op and its quantize epilogue
             elif target is not None and gid != target and self._can_merge(target, gid):
                 self._merge(target, gid)
         if target is None:
@@ -216,15 +225,20 @@ class _Drafts:
             if a != b:
                 self.quotient.add_edge(a, b)
 
-    def _fusible_producers(self, index: int) -> list[int]:
-        """Groups that may take this node: data producers' groups, epilogue (matrix) groups first."""
+    def _fusible_producers(self, index: int, any_kernel: bool = False) -> list[int]:
+        """Groups that may take this node: data producers' groups, epilogue (matrix) groups first.
+        `any_kernel`: a single op's too (a QuantizeLinear joins whatever it quantizes). Deployed,
+        never through a quantized tensor: it is stored between two QDQ units."""
         node = self.flow.node(index)
         inputs = node.inputs[:1] if node.op_type in VIEWS or node.op_type in STORES or node.op_type == "Slice" else node.inputs
+        kinds = (EPILOGUE, ELEMENTWISE, SINGLE) if any_kernel else (EPILOGUE, ELEMENTWISE)
         gids = []
         for tensor in inputs:
             producer = self.flow.producer.get(tensor.name) if tensor is not None else None
+            if producer is not None and self.deployed and is_quantize(self.flow.node(producer)):
+                continue
             gid = self.owner.get(producer) if producer is not None else None
-            if gid is not None and self.kind[gid] in (EPILOGUE, ELEMENTWISE) and gid not in gids:
+            if gid is not None and self.kind[gid] in kinds and gid not in gids:
                 gids.append(gid)
         return sorted(gids, key=lambda g: self.anchor[g] is None)
 
@@ -358,12 +372,13 @@ def _causal_useful(report: Report, match: AttentionMatch, total: int) -> int:
 
 def _lead(group: PlannedGroup, nodes) -> int:
     """The node that names a kernel: Q·Kᵀ for attention, the matrix op of an epilogue, else the
-    member doing the most FLOPs."""
+    member doing the most FLOPs (a QuantizeLinear only where nothing else is: the op it quantizes
+    names the kernel)."""
     if group.attention:
         return group.attention.scores
     if group.anchor is not None:
         return group.anchor
-    return max(nodes, key=lambda n: n.cost.flops if n.cost else -1).index
+    return max(nodes, key=lambda n: (not is_quantize(n), n.cost.flops if n.cost else -1)).index
 
 
 def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> tuple[list[TensorInfo], list[TensorInfo]]:

@@ -1,0 +1,256 @@
+"""Quantized graphs as deployed: a QDQ graph's DequantizeLinear → op → QuantizeLinear runs as one
+kernel on the quantized tensors.
+
+A QDQ graph (onnxruntime's `quantize_static` with QuantFormat.QDQ, TensorRT's explicit
+quantization) writes each quantized op in float between a DequantizeLinear on every input and a
+QuantizeLinear on its output. As written each DQ and Q is a node of its own and a Conv or MatMul
+computes in fp32: the same model comes out several times slower than its QOperator twin
+(QLinearConv, QLinearMatMul). A runtime runs each such node unit as one kernel (onnxruntime's QDQ
+transformers turn it into its QLinear op; TensorRT fuses the layer), so deployed:
+
+1. **A DequantizeLinear is read by its readers** (`quantize`): each node reading a DQ's output reads
+   the quantized tensor, its scale and zero point instead, and the DQ runs no kernel. A constant's
+   DQ is folded at load: the weight is stored at its quantized dtype and read at it, and what only
+   weights feed (an Identity of a dequantized weight, the Q of a bias) is folded with it. An
+   activation's DQ goes into every kernel that reads it, as onnxruntime gives each node unit a DQ
+   of its own. A reader computing in float dequantizes in registers: the DQ's FLOPs become its
+   `dequantize_flops` (the column MatMulNBits keeps them in), outside the time bound.
+2. **A matrix op whose two operands are both dequantized computes at their integer (or fp8) peak**:
+   the wider operand's dtype class (int4 where the matrix unit has no int4 peak runs as int8). One
+   whose weight alone is dequantized (weight-only quantization, float activations) computes at its
+   float peak and reads the quantized weight bytes, as MatMulNBits does.
+3. **Data movement runs on the quantized tensor**: an op that only moves data (MOVES: a Reshape, a
+   Transpose, a Gather, a MaxPool) between a DQ and Qs of the same scale and zero point reads and
+   writes the quantized dtype, and those Qs, which restore what the DQ undid, run nothing
+   (onnxruntime drops such Q/DQ pairs; the QOperator format runs these ops on int8 as they stand).
+4. **A QuantizeLinear ends its producer's kernel** (fusion.py): it is fused into the kernel of the
+   op it quantizes, whatever op that is (a Conv with its Relu, a Softmax, a LayerNorm), and nothing
+   joins a kernel through a quantized tensor: the tensor between two units is stored quantized, as
+   onnxruntime's node units and the QOperator format's QLinear ops store it.
+
+The written view keeps the graph as written; the deployed notes say what changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from dataclasses import dataclass
+
+from onnx_roofline.analysis import NOT_FOLDED
+from onnx_roofline.costs.cost import Cost
+from onnx_roofline.costs.hardware import dtype_class
+from onnx_roofline.costs.roofline import place
+from onnx_roofline.costs.rules.registry import MATRIX
+from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.report.findings import QUANTIZED_NOTE
+from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.units import si
+from onnx_roofline.views.ops import VIEWS
+
+DEQUANTIZE, QUANTIZE = "DequantizeLinear", "QuantizeLinear"
+DOMAINS = frozenset({"", "com.microsoft"})
+MOVES = VIEWS | {"Transpose", "Gather", "GatherElements", "GatherND", "Slice", "Split", "MaxPool", "Expand", "Tile",
+                 "DepthToSpace", "SpaceToDepth"}  # fmt: skip
+"""ai.onnx ops that only move or select elements: on a quantized tensor they compute the same in its dtype."""
+QUANTIZED_CLASSES = frozenset({"int8", "int4", "fp8"})
+WIDENED = {"int4": "int8"}
+"""An operand class the matrix unit may lack, and the class it is widened to (H100 has no int4
+tensor cores: int4 operands are unpacked to int8)."""
+
+
+def is_quantize(node: NodeResult) -> bool:
+    return node.op_type == QUANTIZE and node.domain in DOMAINS
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """A report as its quantized units run: `report` with every read-through applied (and the
+    nodes only weights feed once the DQs are read through marked constant_foldable), `through` the
+    DQs and Qs that run nothing (their readers read the quantized tensor)."""
+
+    report: Report
+    through: frozenset[int] = frozenset()
+
+
+@dataclass(frozen=True)
+class _Source:
+    """What a reader of a read-through tensor reads instead: `tensor` (the quantized one), `extra`
+    (the DQ's scale and zero point), `node` (the DQ or Q that runs nothing)."""
+
+    tensor: TensorInfo
+    extra: tuple[TensorInfo | None, ...]
+    node: NodeResult
+
+    @property
+    def dequantizes(self) -> bool:
+        return self.node.op_type == DEQUANTIZE
+
+
+def quantize(report: Report) -> Quantized:
+    """`report` with its DQs (and the Qs that undo them) read through by their readers, each
+    reader re-placed (the integer peak for a matrix op whose operands both are); see the module
+    docstring. A report with no DequantizeLinear comes back as it is."""
+    if not any(n.op_type == DEQUANTIZE and n.domain in DOMAINS for n in report.nodes):
+        return Quantized(report)
+    readers = _readers(report)
+    readable = _readable(report, readers)
+    sources: dict[str, _Source] = {}
+    nodes = list(report.nodes)
+    through: set[int] = set()
+    constant = _Constants(report)
+    for node in report.nodes:
+        if node.index in through:  # a Q undoing a DQ: its output is the moved tensor
+            constant.follow(node, sources[node.outputs[0].name].tensor.name)
+            continue
+        if node.op_type == DEQUANTIZE and node.domain in DOMAINS and node.status == OK and node.outputs[0].name in readable:
+            quantized = sources[node.inputs[0].name].tensor if node.inputs[0].name in sources else node.inputs[0]
+            sources[node.outputs[0].name] = _Source(quantized, node.inputs[1:], node)
+            through.add(node.index)
+            constant.follow(node, quantized.name, *(t.name for t in node.inputs[1:] if t is not None))
+            continue
+        read = {t.name: sources[t.name] for t in node.inputs if t is not None and t.name in sources}
+        undone = _undone(node, read, readers, readable)
+        if read:
+            node = nodes[node.index] = _reading(node, read, report.hardware)
+        if undone:
+            node = nodes[node.index] = _moved(node, node.inputs[0].dtype, report.hardware)
+            for q in undone:
+                sources[q.outputs[0].name] = _Source(node.outputs[0], (), q)
+                through.add(q.index)
+        if constant.follow(node) and node.domain == "" and node.op_type not in NOT_FOLDED:
+            nodes[node.index] = dataclasses.replace(node, constant_foldable=True)
+    return Quantized(dataclasses.replace(report, nodes=tuple(nodes)), frozenset(through))
+
+
+def note(quantized: Quantized, kernels) -> str | None:
+    """The deployed note: the DQs read through and the matrix kernels on quantized operands, by
+    dtype and peak."""
+    if not quantized.through:
+        return None
+    counts: dict[tuple[str, float], int] = defaultdict(int)
+    for kernel in kernels:
+        for share in kernel.units:
+            if share.unit == MATRIX and share.dtype in QUANTIZED_CLASSES:
+                counts[share.dtype, share.peak] += 1
+    integer = ", ".join(f"{count} {dtype} at {si(peak, 'op/s')}" for (dtype, peak), count in counts.items()) or "none"
+    nodes = quantized.report.nodes
+    dequantized = sum(nodes[i].op_type == DEQUANTIZE for i in quantized.through)
+    return (f"{QUANTIZED_NOTE}{dequantized} DequantizeLinear read at the stored dtype by the kernels that read them (weights stored "
+            f"quantized), each QuantizeLinear in its producer's kernel; matrix kernels on quantized operands: {integer}")  # fmt: skip
+
+
+# --- who reads what ---------------------------------------------------------------------------------
+
+
+def _readers(report: Report) -> dict[str, list[NodeResult]]:
+    readers: dict[str, list[NodeResult]] = defaultdict(list)
+    for node in report.nodes:
+        for name in dict.fromkeys(t.name for t in node.inputs if t is not None):
+            readers[name].append(node)
+    return readers
+
+
+def _readable(report: Report, readers: dict[str, list[NodeResult]]) -> frozenset[str]:
+    """The tensors every reader of which can be costed reading another in its place: no graph
+    output (someone needs it as it is), read only by costed main-graph nodes."""
+    outputs = frozenset(report.model.graph_outputs)
+    return frozenset(name for name, nodes in readers.items()
+                     if name not in outputs and all(n.status == OK and not n.scope and type(n.cost) is Cost for n in nodes))  # fmt: skip
+
+
+class _Constants:
+    """The values only weights feed, followed in graph order: an initializer, a folded node's
+    output, a dequantized weight, and what nodes compute from them alone (which a runtime folds at
+    load, under the analysis's rules: NOT_FOLDED)."""
+
+    def __init__(self, report: Report):
+        computed = {t.name for n in report.nodes if not n.constant_foldable for t in n.outputs if t is not None}
+        self.variable = computed | set(report.model.graph_inputs)
+
+    def follow(self, node: NodeResult, *inputs: str) -> bool:
+        """Whether `node`'s outputs are constant, reading `inputs` (its own by default); they are
+        then constant from here on."""
+        if node.constant_foldable or node.scope:
+            return False
+        inputs = inputs or tuple(t.name for t in node.inputs if t is not None)
+        if not inputs or any(name in self.variable for name in inputs):
+            return False
+        self.variable -= {t.name for t in node.outputs if t is not None}
+        return True
+
+
+# --- a reader reading the quantized tensor ---------------------------------------------------------------
+
+
+def _reading(node: NodeResult, read: dict[str, _Source], hardware) -> NodeResult:
+    """`node` reading each source of `read` (tensor name → _Source) in place of the tensor: its
+    inputs the quantized tensors (scales and zero points appended), its bytes read scaled to them,
+    the DQs' FLOPs its `dequantize_flops` unless it computes on the quantized operands, its
+    placement redone."""
+    inputs = [t if t is None or t.name not in read else read[t.name].tensor for t in node.inputs]
+    present = {t.name for t in inputs if t is not None}
+    for source in read.values():
+        for extra in source.extra:
+            if extra is not None and extra.name not in present:
+                inputs.append(extra)
+                present.add(extra.name)
+    cost = node.cost
+    before, after = _distinct_bytes(node.inputs), _distinct_bytes(inputs)
+    share = min(1.0, cost.bytes_read / before) if before else 1.0  # a rule reading part of its inputs (Gather's rows) reads that part of the quantized ones
+    integer = _integer_class(node, read)
+    dequantize = 0 if integer else round(share * sum(s.node.cost.flops for s in read.values() if s.dequantizes))
+    cost = dataclasses.replace(cost, bytes_read=max(cost.bytes_read + round(share * (after - before)), 0),
+                               dequantize_flops=cost.dequantize_flops + dequantize)  # fmt: skip
+    peak, dtype = node.peak, node.dtype
+    if integer:
+        peak, unit, dtype = hardware.peak(MATRIX, integer)
+        if unit != MATRIX and integer in WIDENED:
+            peak, _, dtype = hardware.peak(MATRIX, WIDENED[integer])
+    placement = place(cost.flops, cost.bytes, peak, hardware.memory_bandwidth)
+    parameters = (node.parameters or 0) + sum(s.node.parameters or 0 for s in read.values())
+    return dataclasses.replace(node, inputs=tuple(inputs), cost=cost, peak=peak, dtype=dtype, placement=placement, parameters=parameters)
+
+
+def _integer_class(node: NodeResult, read: dict[str, _Source]) -> str | None:
+    """The dtype class a matrix op computes in when both its operands (its first two inputs) are
+    dequantized: the wider quantized operand's; else None."""
+    if node.unit != MATRIX or len(node.inputs) < 2 or any(t is None or t.name not in read for t in node.inputs[:2]):
+        return None
+    wider = max((read[t.name].tensor for t in node.inputs[:2]), key=lambda t: t.bits)
+    return dtype_class(wider.dtype)
+
+
+def _undone(node: NodeResult, read: dict[str, _Source], readers, readable: frozenset[str]) -> list[NodeResult]:
+    """The Qs that undo the DQ a data-movement op reads (MOVES: its data input dequantized, every
+    output read only by Qs of that DQ's scale and zero point); [] where it is not such an op."""
+    if node.op_type not in MOVES or node.domain or not node.inputs or node.inputs[0] is None:
+        return []
+    source = read.get(node.inputs[0].name)
+    if source is None or not source.dequantizes or any(t is not None and t.name in read for t in node.inputs[1:]):
+        return []
+    scale = [t.name if t is not None else "" for t in source.extra]
+    undone = []
+    for output in node.outputs:
+        if output is None or output.name not in readable:
+            return []
+        for q in readers[output.name]:
+            if not is_quantize(q) or [t.name if t is not None else "" for t in q.inputs[1:]] != scale:
+                return []
+            undone.append(q)
+    return undone
+
+
+def _moved(node: NodeResult, dtype: str, hardware) -> NodeResult:
+    """A data-movement op writing its outputs in the quantized `dtype`: its bytes written scaled."""
+    outputs = tuple(t if t is None else TensorInfo(t.name, t.shape, dtype) for t in node.outputs)
+    before, after = _distinct_bytes(node.outputs), _distinct_bytes(outputs)
+    cost = dataclasses.replace(node.cost, bytes_written=node.cost.bytes_written * after // before if before else node.cost.bytes_written)
+    placement = place(cost.flops, cost.bytes, node.peak, hardware.memory_bandwidth)
+    return dataclasses.replace(node, outputs=outputs, cost=cost, placement=placement)
+
+
+def _distinct_bytes(tensors) -> int:
+    return sum({t.name: t.nbytes for t in tensors if t is not None and t.is_known}.values())
+
+
+__all__ = ("DEQUANTIZE", "QUANTIZE", "Quantized", "is_quantize", "note", "quantize")
