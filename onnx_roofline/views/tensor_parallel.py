@@ -246,8 +246,8 @@ def _heads(report: Report, inner: frozenset[int]) -> tuple[int | None, int | Non
 def _embedding(report: Report, flow: Dataflow, weights: set[str]) -> int | None:
     """The Gather of a 2-D weight whose indices are the token ids (the first integer graph input,
     through views and casts)."""
-    tokens = next((t.name for n in report.nodes for t in n.inputs if t is not None and t.name in report.model.graph_inputs
-                   and t.dtype is not None and "int" in t.dtype), None)  # fmt: skip
+    read = {t.name: t for t in _graph_inputs(report)}
+    tokens = next((name for name in report.model.graph_inputs if name in read and "int" in (read[name].dtype or "")), None)
     for node in report.nodes:
         if node.op_type == "Gather" and node.domain == "" and node.status == OK and len(node.inputs) == 2:
             table, indices = node.inputs
@@ -298,6 +298,7 @@ def _pasts(report: Report, flow: Dataflow, block: Block) -> set[str]:
 
 
 def _graph_inputs(report: Report):
+    """The graph inputs some node reads, as the analysis typed them."""
     inputs = frozenset(report.model.graph_inputs)
     return {t.name: t for n in report.nodes for t in n.inputs if t is not None and t.name in inputs}.values()
 

@@ -25,6 +25,8 @@ from onnx_roofline.commands.whatif.piecewise import KernelLines, share_crossing
 from onnx_roofline.commands.whatif.session import DEPLOYED, Session
 from onnx_roofline.costs.collectives import RING
 from onnx_roofline.errors import DimensionError
+from onnx_roofline.shapes.defaults import NO_DEFAULT, default_dims
+from onnx_roofline.shapes.dims import symbolic_dims
 from onnx_roofline.views.parallel import ACTIVATIONS, OVERLAP, DeviceRun, per_device
 from onnx_roofline.views.tensor_parallel import SPLIT_PATTERN, plan_tensor_parallel
 
@@ -117,18 +119,18 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
     batch, past = batch_dim(session), context_dim(session)
     if context < 1:
         raise DimensionError(f"--context {context}: a decode step attends to at least one token")
-    prefill = prefill or (session if prompt is not None and _sequence_dim(session) else None)
+    prefill = prefill or (_twin(session) if prompt is not None and _sequence_dim(session) else None)
     if prompt is not None and prefill is None:
         raise DimensionError("--prompt needs a prefill graph: --prefill MODEL (the decode graph reads one token per sequence)")
 
     @cache
     def decode_view(b: int):
-        return session.view(session.report({batch: b, past: context - 1}), DEPLOYED)
+        return session.view(session.report(_with_roles(session, {batch: b, past: context - 1})), DEPLOYED)
 
     @cache
     def prefill_view(b: int):
         dims = {batch_dim(prefill): b, _sequence_dim(prefill): prompt, **_empty_past(prefill)}
-        return prefill.view(prefill.report(dims), DEPLOYED)
+        return prefill.view(prefill.report(_with_roles(prefill, dims)), DEPLOYED)
 
     plan = plan_tensor_parallel(decode_view(1).written)
     prefill_plan = plan_tensor_parallel(prefill_view(1).written) if prefill is not None else None
@@ -160,6 +162,20 @@ def _compute_crossing(one: DeviceRun, two: DeviceRun) -> Fraction | None:
 
 def _line(at_one: Fraction, at_two: Fraction) -> Line:
     return Line(2 * at_one - at_two, at_two - at_one)
+
+
+def _twin(session: Session) -> Session:
+    """The same model in a session of its own: a merged decoder's prefill takes the other branch,
+    so its deployed plan is not the decode step's."""
+    return Session(session.model, session.hardware, session.dims, session.input_shapes, session.precision, session.partial,
+                   session.values, session.kv_cache, session.fp32_matmul, session.nonzero_fraction, session.expert_load)  # fmt: skip
+
+
+def _with_roles(session: Session, given: dict[str, int]) -> dict[str, int]:
+    """`given` and every other unbound dim at the size its role implies with them: a decode step's
+    sequence 1, a total length the past plus the sequence (shapes/defaults.py)."""
+    implied = default_dims(symbolic_dims(session.model.graph), {**session.dims, **given})
+    return given | {name: size for name, (size, rule) in implied.items() if rule != NO_DEFAULT and name not in session.dims}
 
 
 def _sequence_dim(session: Session) -> str | None:

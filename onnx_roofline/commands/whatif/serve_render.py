@@ -36,7 +36,7 @@ def render_serve(result: ServeResult) -> str:
         "no transformer blocks recognised: the graph runs whole on every device"  # fmt: skip
     title = _title("serve", result.setup, None) + f"  ·  context {result.context}" + ("" if result.prompt is None else f"  ·  prompt {result.prompt}")
     lines = [
-        title + f"  ·  deployed view ({TIMES['deployed']}, KV cache {result.setup.get('kv_cache')})",
+        title + f"  ·  deployed view ({TIMES['deployed']}" + (f", KV cache {result.setup['kv_cache']})" if result.setup.get("kv_cache") else ")"),
         grid(HEADER, rows) if rows else "(no degree costed)",
         *limits,
         f"blocks: {found}",
