@@ -135,8 +135,8 @@ def note(quantized: Quantized, kernels) -> str | None:
     integer = ", ".join(f"{count} {dtype} at {si(peak, 'op/s')}" for (dtype, peak), count in counts.items()) or "none"
     nodes = quantized.report.nodes
     dequantized = sum(nodes[i].op_type == DEQUANTIZE for i in quantized.through)
-    return (f"{QUANTIZED_NOTE}{dequantized} DequantizeLinear read at the stored dtype by the kernels that read them (weights stored "
-            f"quantized), each QuantizeLinear in its producer's kernel; matrix kernels on quantized operands: {integer}")  # fmt: skip
+    return (f"{QUANTIZED_NOTE}{dequantized} DequantizeLinear read at the stored dtype by their readers (weights stored quantized), "
+            f"each QuantizeLinear in its producer's kernel; matrix kernels on quantized operands: {integer}")  # fmt: skip
 
 
 # --- who reads what ---------------------------------------------------------------------------------
