@@ -201,14 +201,15 @@ def _reading(node: NodeResult, read: dict[str, _Source], hardware) -> NodeResult
     dequantize = 0 if integer else round(share * sum(s.node.cost.flops for s in read.values() if s.dequantizes))
     cost = dataclasses.replace(cost, bytes_read=max(cost.bytes_read + round(share * (after - before)), 0),
                                dequantize_flops=cost.dequantize_flops + dequantize)  # fmt: skip
-    peak, dtype = node.peak, node.dtype
+    peak, unit, dtype = node.peak, node.unit, node.dtype
     if integer:
         peak, unit, dtype = hardware.peak(MATRIX, integer)
         if unit != MATRIX and integer in WIDENED:
-            peak, _, dtype = hardware.peak(MATRIX, WIDENED[integer])
+            peak, unit, dtype = hardware.peak(MATRIX, WIDENED[integer])
     placement = place(cost.flops, cost.bytes, peak, hardware.memory_bandwidth)
     parameters = (node.parameters or 0) + sum(s.node.parameters or 0 for s in read.values())
-    return dataclasses.replace(node, inputs=tuple(inputs), cost=cost, peak=peak, dtype=dtype, placement=placement, parameters=parameters)
+    return dataclasses.replace(node, inputs=tuple(inputs), cost=cost, unit=unit, peak=peak, dtype=dtype, placement=placement,
+                               parameters=parameters)  # fmt: skip
 
 
 def _integer_class(node: NodeResult, read: dict[str, _Source]) -> str | None:
