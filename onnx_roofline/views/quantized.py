@@ -117,7 +117,7 @@ def quantize(report: Report) -> Quantized:
             for q in undone:
                 sources[q.outputs[0].name] = _Source(node.outputs[0], (), q)
                 through.add(q.index)
-        if constant.follow(node) and node.domain == "" and node.op_type not in NOT_FOLDED:
+        if constant.folds(node):
             nodes[node.index] = dataclasses.replace(node, constant_foldable=True)
     return Quantized(dataclasses.replace(report, nodes=tuple(nodes)), frozenset(through))
 
@@ -177,6 +177,11 @@ class _Constants:
             return False
         self.variable -= {t.name for t in node.outputs if t is not None}
         return True
+
+    def folds(self, node: NodeResult) -> bool:
+        """Whether a runtime folds `node` at load, now that it may compute from constants alone: an
+        ai.onnx op not in NOT_FOLDED (its outputs are then constant)."""
+        return node.domain == "" and node.op_type not in NOT_FOLDED and self.follow(node)
 
 
 # --- a reader reading the quantized tensor ---------------------------------------------------------------
