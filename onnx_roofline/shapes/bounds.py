@@ -88,13 +88,13 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     length at that constant (starts ≥ 0, steps > 0: the length only grows with the end). The
     other axes must be known. None where nothing is bounded: ONNX's inference types the rest."""
     data = inputs[0] if inputs else None
-    if data is None or data.shape is None or data.dtype is None or len(node.inputs) < 3:
+    if data is None or not data.shape or data.dtype is None or len(node.inputs) < 3:
         return None
     starts, axes, steps = (value(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None for slot in (1, 3, 4))
     exact = value(node.inputs[2])
     ends = exact if exact is not None else upper(node.inputs[2])
-    if starts is None or ends is None:
-        return None
+    if starts is None or ends is None or any(array is not None and array.dtype.kind not in "iu" for array in (starts, ends, axes, steps)):
+        return None  # a float index: the file is invalid, and ONNX's inference says so
     starts, ends = starts.reshape(-1).tolist(), ends.reshape(-1).tolist()
     steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
     axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
@@ -102,8 +102,10 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
         return None  # the length grows with the end only from a start and to an end counted from the front
     shape, bounded = list(data.shape), []
     for start, end, axis, step in zip(starts, ends, axes, steps):
+        if step == 0 or not -len(shape) <= axis < len(shape):
+            return None  # a runtime refuses it
         axis %= len(shape)
-        size = shape[axis] if isinstance(shape[axis], int) else _SATURATED
+        size = shape[axis] if isinstance(shape[axis], int) and shape[axis] >= 0 else _SATURATED
         kept = len(range(*slice(start, end, step).indices(size)))
         if size == _SATURATED and kept != len(range(*slice(start, end, step).indices(size + 1))):
             return None  # grows with the axis: no bound
@@ -122,13 +124,16 @@ def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     axis where it is shorter. The other axes must be known. None where k is a constant: then the
     output is k exactly, which ONNX's inference types."""
     data = inputs[0] if inputs else None
-    if data is None or data.shape is None or data.dtype is None or len(node.inputs) < 2 or value(node.inputs[1]) is not None:
+    if data is None or not data.shape or data.dtype is None or len(node.inputs) < 2 or value(node.inputs[1]) is not None:
         return None
     bounded = upper(node.inputs[1])
     if bounded is None or bounded.size != 1 or bounded[0] < 0:
         return None
     k = int(bounded[0])
-    axis = next((attr.i for attr in node.attributes if attr.name == "axis"), -1) % len(data.shape)
+    axis = next((attr.i for attr in node.attributes if attr.name == "axis"), -1)
+    if not -len(data.shape) <= axis < len(data.shape):
+        return None
+    axis %= len(data.shape)
     shape = list(data.shape)
     shape[axis] = min(k, shape[axis]) if isinstance(shape[axis], int) else k
     if not all(isinstance(d, int) for d in shape):
