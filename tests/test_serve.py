@@ -188,7 +188,8 @@ def test_weight_bytes_per_device_are_the_split_over_n_plus_the_replicated(llama_
 def test_decode_latency_is_bytes_over_bandwidth_plus_the_all_reduces(llama_study, n, batch):
     kv_read = LAYERS * 2 * batch * (HEADS // n) * PAST * HEAD_DIM * E  # K and V of this device's heads: the past read once by attention
     kv_written = LAYERS * 2 * batch * (HEADS // n) * HEAD_DIM * E  # the new rows, written in place
-    per_device = SPLIT / n + REPLICATED + kv_read + kv_written  # every weight read once per step
+    embedding = VOCAB * HIDDEN * E  # held, but the lookup reads only the batch's rows: 1/N of them on each device, on average
+    per_device = (SPLIT - embedding) / n + REPLICATED + batch * HIDDEN * E / n + kv_read + kv_written  # every other weight read once per step
     hidden = batch * HIDDEN * E  # the [batch, 1, 4096] fp16 hidden state
     collectives = 0.0 if n == 1 else (
         2 * LAYERS * ring_all_reduce(hidden, n)  # after attention and after the MLP, in every layer

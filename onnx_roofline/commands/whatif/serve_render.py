@@ -21,7 +21,7 @@ def render_serve(result: ServeResult) -> str:
             rows.append([str(degree.devices), str(p.batch) + (" (limit)" if p.limit else ""), duration(run.time_s), si(p.tokens_per_s, ""),
                          si(p.tokens_per_s / run.devices, ""), "-" if p.prefill is None else duration(p.prefill.time_s),
                          duration(run.communication_s) if run.devices > 1 else "-", percent(run.compute_share), si(run.memory_bytes, "B"),
-                         "yes" if run.fits else "no"])  # fmt: skip
+                         {True: "yes", False: "no", None: "?"}[run.fits]])  # fmt: skip
         crossing = degree.compute_crossing
         limits.append(
             f"TP {degree.devices}: largest batch that fits {si(degree.points[0].decode.capacity, 'B')} per GPU = {degree.fits_up_to or 'none'}"
