@@ -204,7 +204,7 @@ def test_calibrate_has_one_home_under_hw(tmp_path, capsys):
 def test_colour_by_bound_only_on_a_terminal(monkeypatch):
     """The bound column in its colour where the output is a terminal, never under NO_COLOR or a dumb
     TERM; the text a reader sees is the same either way."""
-    from onnx_roofline.commands.arguments import terminal_colours
+    from onnx_roofline.commands.terminal import terminal_colours
     from onnx_roofline.report.table import BOUND_COLOURS, render_table
 
     class Terminal(io.StringIO):
@@ -239,3 +239,25 @@ def test_progress_on_several_models_only_on_a_terminal(tmp_path, monkeypatch, ca
     assert "[1/2]" in err and f"[2/2] {tmp_path / 'b.onnx'}" in err
     assert main([str(tmp_path), "--dim", "batch=1", "-q"]) == 0
     assert "[1/2]" not in capsys.readouterr().err
+
+
+def test_a_long_analysis_says_how_long_it_has_taken_only_on_a_terminal():
+    """`what… N s` rewritten in place once the block has run `after` seconds, the line cleared at
+    the end; nothing on a pipe, nothing for a quick block."""
+    import time
+
+    from onnx_roofline.commands.terminal import CLEAR_LINE, elapsed
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    slow, quick, piped = Terminal(), Terminal(), io.StringIO()
+    with elapsed("analyzing m.onnx", slow, after=0.05, every=0.05):
+        time.sleep(0.3)
+    assert slow.getvalue().startswith(CLEAR_LINE + "analyzing m.onnx… 0 s") and slow.getvalue().endswith(CLEAR_LINE)
+    with elapsed("analyzing m.onnx", quick, after=5):
+        pass
+    with elapsed("analyzing m.onnx", piped, after=0):
+        time.sleep(0.1)
+    assert quick.getvalue() == "" and piped.getvalue() == ""

@@ -5,9 +5,10 @@ never write over. `cli` and every subcommand's module import it; it imports none
 from __future__ import annotations
 
 import argparse
-import os
+import contextlib
 import sys
 
+from onnx_roofline.commands.terminal import elapsed
 from onnx_roofline.errors import DimensionError, one_line
 
 def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100", assumptions: bool = True) -> None:
@@ -88,11 +89,6 @@ def count(minimum: int = 0):
     return convert
 
 
-def terminal_colours(stream) -> bool:
-    """Colour only on a terminal, and never where NO_COLOR is set (no-color.org) or TERM is dumb."""
-    return stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
-
-
 def add_verbosity_arguments(parser: argparse.ArgumentParser) -> None:
     """-q/--quiet and -v/--verbose: how much goes to stderr besides errors."""
     loud = parser.add_mutually_exclusive_group()
@@ -158,12 +154,14 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     values = dict(parse_value(text) for text in options.value)
     if len(dims) != len(options.dim):
         raise DimensionError("the same --dim is given twice")
-    report = analyze(
-        options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
-        default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
-        nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", "uniform"),
-    )
-    if report.model.defaulted_dims and not getattr(options, "quiet", False):
+    quiet = getattr(options, "quiet", False)
+    with contextlib.nullcontext() if quiet else elapsed(f"onnx-roofline: analyzing {options.model}", sys.stderr):  # a long one says so
+        report = analyze(
+            options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
+            default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
+            nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", "uniform"),
+        )
+    if report.model.defaulted_dims and not quiet:
         _notice_defaults(report)
     if getattr(options, "verbose", False):
         _say_what_ran(report, time.perf_counter() - started)

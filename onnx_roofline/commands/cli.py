@@ -13,7 +13,8 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, count, analyze_from_options, deployed_from, protected_files, refuse_if_nothing_costed, terminal_colours
+from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, count, analyze_from_options, deployed_from, protected_files, refuse_if_nothing_costed
+from onnx_roofline.commands.terminal import model_progress, terminal_colours
 from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, RooflineError, one_line
 from onnx_roofline.version import __version__
 
@@ -193,14 +194,14 @@ def _check_outputs(options: argparse.Namespace) -> None:
 def _run_summary(options: argparse.Namespace) -> int:
     """Several models (or a folder): one row each (onnx_roofline.commands.summary)."""
     from onnx_roofline.report.output import write_text
-    from onnx_roofline.commands.summary import model_paths, render, summarize, terminal_progress
+    from onnx_roofline.commands.summary import model_paths, render, summarize
 
     if options.format not in ("table", "json", "csv"):
         raise RooflineError(f"--format {options.format} is for one model; several models give a table, json or csv")
     if options.plot or options.annotate:
         raise RooflineError("--plot and --annotate are for one model at a time")
     paths = model_paths(options.model)
-    progress = terminal_progress(sys.stderr) if sys.stderr.isatty() and not options.quiet else None  # silent when piped
+    progress = model_progress(sys.stderr) if sys.stderr.isatty() and not options.quiet else None  # silent when piped
     rows = summarize(paths, options, max(options.jobs, 1), progress)
     write_text(render(rows, options.format), options.output, protect=paths)
     if not options.quiet:

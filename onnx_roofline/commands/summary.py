@@ -11,7 +11,6 @@ import csv
 import io
 import json
 import os
-import shutil
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
@@ -65,17 +64,6 @@ def _told(progress: Callable[[int, int, str], None] | None, done: int, total: in
     if progress is not None:
         progress(done, total, row.model)
     return row
-
-
-def terminal_progress(stream) -> Callable[[int, int, str], None]:
-    """`[3/10] model.onnx` rewritten in place on a terminal, the line cleared after the last."""
-
-    def say(done: int, total: int, model: str) -> None:
-        width = shutil.get_terminal_size().columns - 1
-        stream.write(f"\r\033[K{f'[{done}/{total}] {model}'[:width]}" + ("\r\033[K" if done == total else ""))
-        stream.flush()
-
-    return say
 
 
 def _row(options: argparse.Namespace) -> ModelRow:
