@@ -21,7 +21,7 @@ from onnx_roofline.commands.whatif.affine import Line, ridge_crossing
 from onnx_roofline.commands.whatif.compare import parse_hardware_list
 from onnx_roofline.commands.whatif.render import render_compare
 from onnx_roofline.commands.whatif.session import Session
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 
 DECODE = FIXTURES / "gpt2_decode_fp16.onnx"
 H100 = load_hardware("h100")
@@ -308,3 +308,15 @@ def test_compare_help_states_one_default_for_hw(capsys):
         main(["compare", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "(default: h100,h200,a100,l4)" in text and "(default: h100)" not in text
+
+
+def test_a_merged_decoder_swept_across_its_branches():
+    """past 0 and past 12 walk the If's two branches: each gets its own deployed plan, so the
+    figures at a point do not depend on the order the points are swept in (a plan made from one
+    branch's rows failed on the other's)."""
+    merged = REPO / "tests" / "corpus" / "shipped" / "gpt2_decoder_model_merged.onnx"
+    dims = {"batch_size": 1, "sequence_length": 1, "attention_mask_sequence_length": 13}
+    forward = sweep(Session(merged, dims=dims), {"past_sequence_length": (0, 12)}, view="deployed")
+    backward = sweep(Session(merged, dims=dims), {"past_sequence_length": (12, 0)}, view="deployed")
+    assert [p.bytes for p in forward.points] == [p.bytes for p in reversed(backward.points)]
+    assert forward.points[0].bytes != forward.points[1].bytes

@@ -57,8 +57,8 @@ class Session:
         self.kv_cache = kv_cache  # the deployed view's --kv-cache: copy or inplace
         self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
         self.expert_load = expert_load  # --expert-load (routing.py)
-        self._plan = None
-        self._deployed_plan = None
+        self._plans: dict[tuple, object] = {}  # fusion plans by the graph a report walked (rows.py's key)
+        self._deployed_plans: dict[tuple, object] = {}
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
@@ -81,9 +81,10 @@ class Session:
             return report
         from onnx_roofline.views.deployed import deploy, deployed_plan
 
-        if self._deployed_plan is None:
-            self._deployed_plan = deployed_plan(report)
-        deployed = deploy(report, self.kv_cache, self._deployed_plan)
+        key = _walked(report)
+        if key not in self._deployed_plans:
+            self._deployed_plans[key] = deployed_plan(report)
+        deployed = deploy(report, self.kv_cache, self._deployed_plans[key])
         self._has_kv_cache = deployed.kv_cache is not None
         return deployed
 
@@ -95,12 +96,13 @@ class Session:
         return fuse(report, self.fusion_plan(report))
 
     def fusion_plan(self, report: Report):
-        """Built from the first report asked for; valid at every dims (the graph is the same)."""
-        if self._plan is None:
+        """Built once per graph walked; valid at every dims that walk the same nodes."""
+        key = _walked(report)
+        if key not in self._plans:
             from onnx_roofline.views.fusion import plan_fusion
 
-            self._plan = plan_fusion(report, self.graph_outputs)
-        return self._plan
+            self._plans[key] = plan_fusion(report, self.graph_outputs)
+        return self._plans[key]
 
     @cached_property
     def graph_inputs(self) -> tuple[str, ...]:
@@ -123,3 +125,10 @@ class Session:
             "nonzero_fraction": self.nonzero_fraction,
             "expert_load": str(self.expert_load),
         }
+
+
+def _walked(report: Report) -> tuple:
+    """The rows a report walked, by name and op: one graph walks other rows at other dims where an
+    If takes the other branch (a merged decoder at past 0 and past 12), and a plan holds only for
+    the rows it was made from."""
+    return tuple((node.name, node.op_type) for node in report.nodes)
