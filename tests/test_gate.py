@@ -23,7 +23,7 @@ from onnx_roofline.commands.gate.baseline import NodeFigures, compare
 from onnx_roofline.report.breakdown import in_module, module_of
 from onnx_roofline.commands.gate.policy import Budget, Policy
 from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 
 # --- models --------------------------------------------------------------------------------
 
@@ -688,3 +688,15 @@ def test_pre_commit_hook_runs_the_check_command():
     script, command = hook["entry"].split()
     scripts = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     assert script in scripts and command == "check"
+
+
+def test_the_gate_states_what_its_figures_rest_on():
+    """An MoE's figures rest on the routing assumed (uniform: tokens·k/E rows per expert, here
+    8·2/4): the gate says so beside its verdict, in text and JSON, as the table does."""
+    model = REPO / "tests" / "corpus" / "moe" / "optimum_qwen3_moe_decoder_with_past_model.onnx"
+    args = (str(model), "--dim", "batch_size=1", "--dim", "sequence_length=8", "--dim", "past_sequence_length=24", "--max-latency", "1s")
+    text = run_check(*args).stdout.splitlines()
+    assert text[2].startswith("experts: 2 MoE layers (4 experts, top-2")
+    assert text[3].startswith("assumed: uniform routing: each expert takes tokens·2/4 rows")
+    labels = [line["label"] for line in json.loads(run_check(*args, "--format", "json").stdout)["qualifiers"]]
+    assert labels == ["experts", "ASSUMED"]

@@ -103,6 +103,21 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     return lines
 
 
+QUALIFIERS = frozenset({"branch", "BOTH", "experts", "ASSUMED", "at most", "IMPLAUSIBLE"})
+"""The labels of findings that say what the figures rest on: a branch chosen, a routing or fraction
+assumed, sizes at a bound, defaults that cannot run. A gate states them beside its verdict."""
+
+
+def qualifiers(report: Report) -> list[Finding]:
+    """The findings with a QUALIFIERS label, each with the lines that continue it."""
+    kept, label = [], ""
+    for line in findings(report):
+        label = line.label or label
+        if label in QUALIFIERS:
+            kept.append(Finding(line.label or label, line.text, line.loud))
+    return kept
+
+
 def memory_text(report: Report) -> str:
     """`weights … + KV cache … + peak activations … = … of 80 GB: fits`."""
     memory = report.memory

@@ -13,6 +13,7 @@ from onnx_roofline.commands.gate.baseline import Baseline, Comparison, NodeFigur
 from onnx_roofline.commands.gate.policy import METRICS, Budget, Policy
 from onnx_roofline.commands.gate.result import FAIL, PASS, SKIP, Check, Contributor, GateResult, formatted
 from onnx_roofline.report.breakdown import in_module, module_path
+from onnx_roofline.report.findings import qualifiers
 from onnx_roofline.report.model import OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, Report
 from onnx_roofline.costs.roofline import MEMORY
 
@@ -38,6 +39,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
         model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
         baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
         assumed=report.model.assumed, dim_roles=dict(report.model.dim_roles), implausible=report.model.implausible,
+        qualifiers=tuple(qualifiers(report)),
     )
 
 

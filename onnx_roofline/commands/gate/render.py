@@ -25,8 +25,7 @@ def render_text(result: GateResult) -> str:
         f"onnx-roofline check: {verdict} ({counts})",
         f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims, result.dim_roles)}; "
         + ("times: deployed estimate" if result.view == "deployed" else "times: lower bound, as written"),
-        *([f"assumed: {result.assumed.message}"] if result.assumed else []),
-        *[f"IMPLAUSIBLE: {flag.message}" for flag in result.implausible],
+        *[f"{'assumed' if line.label == 'ASSUMED' else line.label}: {line.text}" for line in result.qualifiers],
         "",
     ]
     for check in result.checks:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_roofline.commands.gate.baseline import Comparison, NodeFigures
+from onnx_roofline.report.findings import Finding
 from onnx_roofline.report.model import Assumed
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
@@ -79,6 +80,7 @@ class GateResult:
     assumed: Assumed | None = None  # the data-dependent size the figures assume (report.model.assumed), where one is
     dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # the defaults taken, each with its role (report.model.dim_roles)
     implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run (report.model.implausible)
+    qualifiers: tuple[Finding, ...] = ()  # what the figures rest on (findings.qualifiers): said beside the verdict
 
     @property
     def passed(self) -> bool:
@@ -103,6 +105,7 @@ class GateResult:
                       "implausible": [flag.to_dict() for flag in self.implausible]},
             "hardware": self.hardware,
             "view": self.view,
+            "qualifiers": [{"label": line.label, "text": line.text} for line in self.qualifiers],
             "checks": [c.to_dict() for c in self.checks],
             "baseline": None if self.comparison is None else _comparison_dict(self.baseline, self.comparison),
         }
