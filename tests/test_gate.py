@@ -700,3 +700,15 @@ def test_the_gate_states_what_its_figures_rest_on():
     assert text[3].startswith("assumed: uniform routing: each expert takes tokens·2/4 rows")
     labels = [line["label"] for line in json.loads(run_check(*args, "--format", "json").stdout)["qualifiers"]]
     assert labels == ["experts", "ASSUMED"]
+
+
+def test_a_policy_sets_the_expert_load(tmp_path):
+    """`expert_load` in a policy file is --expert-load's (a capacity bound, here), said beside the
+    verdict; a flag overrides it; a malformed one is refused by name."""
+    model = REPO / "tests" / "corpus" / "moe" / "optimum_qwen3_moe_decoder_with_past_model.onnx"
+    policy = write(tmp_path / "policy.toml", 'expert_load = "capacity=1.25"\n[dims]\nbatch_size = 1\nsequence_length = 8\npast_sequence_length = 24\n')
+    said = run_check(str(model), "--policy", str(policy)).stdout
+    assert "assumed: capacity 1.25: every expert runs ceil(1.25·tokens·2/4) rows" in said and "uniform" not in said
+    flagged = run_check(str(model), "--policy", str(policy), "--expert-load", "uniform").stdout
+    assert "uniform routing" in flagged
+    assert "malformed expert load" in run_check(str(model), "--policy", str(write(tmp_path / "bad.toml", 'expert_load = "skew=0.5"\n'))).stderr

@@ -38,7 +38,7 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
                  "the report names it and the nodes it sized; it overrides --expert-load",
         )  # fmt: skip
         parser.add_argument(
-            "--expert-load", type=_expert_load, default="uniform", metavar="LOAD",
+            "--expert-load", type=_expert_load, metavar="LOAD",
             help="the routing an MoE's experts are sized by: uniform (tokens·k/E rows each, the default), skew=F "
                  "(the choices on E/F hot experts) or capacity=C (every expert at its capacity bound, ceil(C·tokens·k/E) rows); "
                  "the report names it",
@@ -159,7 +159,7 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
         report = analyze(
             options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
             default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
-            nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", "uniform"),
+            nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", None) or "uniform",
         )
     if report.model.defaulted_dims and not quiet:
         _notice_defaults(report)

@@ -107,7 +107,8 @@ def _analysis_options(options: argparse.Namespace, policy: Policy, baseline: Bas
         if taken and not getattr(options, "quiet", False):
             print(f"onnx-roofline: note: dims from the baseline {baseline.path}: {dims_text(taken)}", file=sys.stderr)
     fraction = options.nonzero_fraction if options.nonzero_fraction is not None else policy.nonzero_fraction
-    return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW, "nonzero_fraction": fraction})
+    load = options.expert_load or policy.expert_load
+    return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW, "nonzero_fraction": fraction, "expert_load": load})
 
 
 def _argument(parse: Callable) -> Callable:

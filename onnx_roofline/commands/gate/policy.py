@@ -43,6 +43,7 @@ class Policy:
     hw: str | None = None
     dims: Mapping[str, int] = field(default_factory=dict)
     nonzero_fraction: float | None = None  # --nonzero-fraction's assumption (selection.py), where the flag gives none
+    expert_load: Any = None  # --expert-load's (routing.ExpertLoad), where the flag gives none
     max_latency: Mapping[str, float] = field(default_factory=dict)  # hardware key or "default" → seconds
     max_memory_bound_share: float | None = None
     max_bytes: int | None = None
@@ -130,6 +131,15 @@ def _selected_share(value: Any) -> float:
     return parse_selected(str(value))
 
 
+def _expert_load(value: Any):
+    """`expert_load = "skew=4"`, as --expert-load takes it."""
+    from onnx_roofline.shapes.routing import ExpertLoad
+
+    if not isinstance(value, str):
+        raise ValueError(f"expected uniform, skew=F or capacity=C as a string, got {value!r}")
+    return ExpertLoad.parse(value)
+
+
 def _table_of(parse_entry: Parser, check_name: Callable[[str, str, str], str] | None = None) -> Parser:
     """A table whose keys the user names (dims, op types, modules), each value parsed alike."""
 
@@ -189,6 +199,7 @@ _TOP_LEVEL: dict[str, Parser] = {
     "hw": _scalar(_string),
     "dims": _table_of(_scalar(_dim)),
     "nonzero_fraction": _scalar(_selected_share),
+    "expert_load": _scalar(_expert_load),
     "max_latency": _latency_limits,
     "max_memory_bound_share": _SHARE,
     "max_bytes": _scalar(parse_amount),

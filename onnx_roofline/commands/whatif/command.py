@@ -12,6 +12,7 @@ from onnx_roofline.commands.arguments import add_model_arguments, add_view_argum
 from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, DimensionError
 from onnx_roofline.shapes.input_values import parse_value
+from onnx_roofline.shapes.routing import ExpertLoad
 from onnx_roofline.report.output import write_text
 from onnx_roofline.commands.whatif.session import Session
 
@@ -79,7 +80,7 @@ def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Sessio
     session = Session(options.model, with_launch_overhead(hw or options.hw, getattr(options, "launch_overhead", None)), dims, shapes, options.dtype, options.partial, values,
                       kv_cache=getattr(options, "kv_cache", None) or "copy",
                       fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee", nonzero_fraction=options.nonzero_fraction,
-                      expert_load=options.expert_load)  # fmt: skip
+                      expert_load=options.expert_load or ExpertLoad())  # fmt: skip
     return session, axes
 
 
