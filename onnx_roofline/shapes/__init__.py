@@ -6,7 +6,10 @@
 - `dims` binds symbolic dims (`--dim`, `--input`), `defaults` chooses the size of a dim left
   unbound by its name, `roles` by its role in the graph where the name says nothing (an image's
   sides, a token input's sequence), `input_values` gives small graph inputs a value (`--value`),
-  `selection` sizes what a NonZero or Compress selects (`--nonzero-fraction`).
+  `selection` sizes what a NonZero or Compress selects (`--nonzero-fraction`), `routing` an MoE
+  expert's tokens by the load assumed (`--expert-load`), `bounds` a data-dependent size at the
+  bound the graph's constants state (NonMaxSuppression, a Slice or Min to a constant), `at most`.
+- `bodies`: how a control-flow body sees its inputs, its trips and which branch runs.
 - `folding` evaluates the small integer subgraphs that compute shapes; `spec_defaults` spells out
   attribute defaults ONNX's inference reads otherwise; `runnable` refuses what cannot run at the
   bound dims, `plausible` says a result the defaults taken cannot run (with sizes that run);

@@ -1,5 +1,6 @@
 """What-if studies over one model: dim sweeps, critical batch sizes, hardware comparison, a fused
-view of bytes, and decode over context length. Each study reuses one loaded model (`Session`)."""
+view of bytes, decode over context length, and the serving envelope (`serve`: batch × tensor
+parallelism). Each study reuses one loaded model (`Session`)."""
 
 from onnx_roofline.commands.whatif.compare import compare
 from onnx_roofline.commands.whatif.context import context_study
