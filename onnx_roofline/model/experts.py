@@ -29,14 +29,13 @@ from dataclasses import dataclass
 import onnx
 
 from onnx_roofline.model.constants import constant_array, small_constant_table
-from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.nodes import METADATA_READS, Node
 from onnx_roofline.model.weights import Weight, weights
 
 ROUTED, DENSE = "routed", "dense"
 MATRIX_OPS = frozenset({"MatMul", "Gemm"})
 SCATTERS = frozenset({"ScatterElements", "ScatterND", "Scatter"})
 VIEWS = frozenset({"Reshape", "Flatten", "Cast", "Squeeze", "Unsqueeze", "Identity"})
-SHAPE_READS = frozenset({"Shape", "Size"})
 MAX_EXPERT_NODES = 400  # an expert's path that runs longer has escaped its layer: no expert
 
 
@@ -271,7 +270,7 @@ class _Graph:
         queue = deque([name] if name else [])
         while queue:
             node = self.producer.get(queue.popleft())
-            if node is None or node.position in found or node.op_type in SHAPE_READS or node.op_type == "Constant":
+            if node is None or node.position in found or node.op_type in METADATA_READS or node.op_type == "Constant":
                 continue
             found.add(node.position)
             if len(found) > MAX_EXPERT_NODES:

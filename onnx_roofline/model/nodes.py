@@ -16,6 +16,10 @@ from typing import Any, NamedTuple
 
 import onnx
 
+METADATA_READS = frozenset({"Shape", "Size"})
+"""Ops that read only their input's shape, which a runtime knows before the data exists: no data
+dependency and no bytes of it (the deployed view waits on nothing and writes nothing for them)."""
+
 
 class Node(NamedTuple):
     graph_nodes: Any  # the graph's repeated `node` field, which `proto` indexes

@@ -30,6 +30,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from onnx_roofline.costs.memory import kv_caches
+from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
@@ -42,7 +43,6 @@ from onnx_roofline.views.ops import VIEWS
 from onnx_roofline.views.quantized import note as quantized_note, quantize
 
 COPY, INPLACE = "copy", "inplace"
-SHAPE_ONLY = frozenset({"Shape", "Size"})
 KV_MODES = (COPY, INPLACE)
 
 
@@ -128,7 +128,7 @@ def _execution_order(view: FusedView) -> list[FusedGroup]:
     for gid, group in enumerate(view.nodes):
         for index in group.members:
             node = view.report.nodes[index]
-            if node.op_type in SHAPE_ONLY and node.domain == "":
+            if node.op_type in METADATA_READS and node.domain == "":
                 continue
             for tensor in node.inputs:
                 producer = view.plan.producer.get(tensor.name) if tensor is not None else None

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from onnx_roofline.costs.cost import Cost
+from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.model.status import OK
 from onnx_roofline.records import record
 from onnx_roofline.report.experts import LayerSummary
@@ -29,7 +30,6 @@ from onnx_roofline.shapes.routing import ExpertLoad
 from onnx_roofline.views.kernel import KernelResult
 from onnx_roofline.views.units import busiest, kernel_placement, unit_shares
 
-SHAPE_ONLY = frozenset({"Shape", "Size"})
 SHAPE_PASSES = frozenset({"Slice", "Reshape", "Identity", "Squeeze", "Unsqueeze"})
 GROUPED_GEMM = "MoEGroupedGemm"
 """The op_type of the kernel that runs one MoE layer's routed experts."""
@@ -133,8 +133,8 @@ def _read_outside(written: Report, inside: set[int]) -> set[str]:
                 readers.setdefault(tensor.name, []).append(node)
 
     def shape_only(node) -> bool:
-        if node.op_type in SHAPE_ONLY:
+        if node.op_type in METADATA_READS:
             return True
-        return node.op_type in SHAPE_PASSES and all(r.op_type in SHAPE_ONLY for t in node.outputs if t is not None for r in readers.get(t.name, ()))
+        return node.op_type in SHAPE_PASSES and all(r.op_type in METADATA_READS for t in node.outputs if t is not None for r in readers.get(t.name, ()))
 
     return {name for name, nodes in readers.items() if any(n.index not in inside and not shape_only(n) for n in nodes)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.model.tensors import TensorInfo
 from onnx_roofline.views.digraph import DiGraph
@@ -18,11 +19,6 @@ def tensor_table(report: Report) -> dict[str, TensorInfo]:
             if tensor is not None:
                 table.setdefault(tensor.name, tensor)
     return table
-
-
-METADATA_READS = frozenset({"Shape", "Size"})
-"""Ops that read only their input's shape, which a runtime knows before the data exists: no data
-dependency, no bytes, so they keep no producer waiting and make no one write a tensor."""
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,6 @@ op types; never names):
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from onnx_roofline.report.model import NodeResult
 from onnx_roofline.views.graph import Dataflow
 from onnx_roofline.views.ops import elementwise_ops
@@ -65,7 +63,7 @@ def row_feeders(flow: Dataflow) -> frozenset[int]:
         inside = {node.index} | _after(flow, node.index, elementwise)
         frontier = [node.index]
         while frontier:
-            for producer in _producers(flow, frontier.pop()):
+            for producer in flow.digraph.predecessors(frontier.pop()):
                 candidate = flow.node(producer)
                 if producer in inside or candidate.op_type not in elementwise or candidate.domain != "":
                     continue
@@ -86,10 +84,6 @@ def _after(flow: Dataflow, start: int, elementwise: frozenset[str]) -> set[int]:
                 seen.add(consumer)
                 frontier.append(consumer)
     return seen
-
-
-def _producers(flow: Dataflow, index: int) -> Iterable[int]:
-    return flow.digraph.predecessors(index)
 
 
 def _shape(tensors) -> tuple | None:
