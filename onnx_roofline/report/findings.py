@@ -14,7 +14,7 @@ from onnx_roofline.report.units import duration, percent, si
 if TYPE_CHECKING:
     from onnx_roofline.report.model import Report
 
-WRITTEN, DEPLOYED = "written", "deployed"
+WRITTEN, DEPLOYED = "written", "deployed"  # the two views (report.model re-exports them)
 WHAT_TIME_IS = {WRITTEN: "lower bound, as written", DEPLOYED: "deployed estimate"}
 """What a printed time is, per view: every time the tool prints says which it is."""
 QUANTIZED_NOTE = "quantized: "

@@ -25,6 +25,7 @@ from onnx_roofline.model.conformance import Invalid
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.report.findings import DEPLOYED, WRITTEN, foldable, view_summary  # noqa: F401 (the views, re-exported)
 from onnx_roofline.report.totals import Totals
 from onnx_roofline.report.experts import ExpertsSummary
 
@@ -271,9 +272,6 @@ class ModelInfo:
         }
 
 
-WRITTEN, DEPLOYED = "written", "deployed"
-
-
 @dataclass(frozen=True)
 class Report:
     """The analysis of one model. As written (`view` "written", the default), `nodes` are the
@@ -401,8 +399,6 @@ class Report:
     def to_dict_with(self, nodes: Any, other: Report | None = None) -> dict[str, Any]:
         """The report's JSON object, with `nodes` as its "nodes" value (to_dict gives the list);
         `other`, the report's other view, gives its block in "views" as the terminal gives its line."""
-        from onnx_roofline.report.findings import foldable, view_summary
-
         folded = foldable(self)
         data = {
             "schema_version": SCHEMA_VERSION,
