@@ -68,12 +68,14 @@ class KVCache:
 def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> list[KVCache]:
     """The KV caches of a graph, by the node that updates each (see the module docstring)."""
     found = []
+    copies = _copies_of_inputs(nodes, graph_inputs)
     for node in nodes:
         if node.op_type == "Concat" and node.domain == "" and node.outputs and node.outputs[0] is not None:
             present = node.outputs[0]
-            pasts = [t for t in node.inputs if t is not None and t.name in graph_inputs and t.shape is not None and len(t.shape) >= 3]
+            operands = [copies.get(t.name, t) if t is not None else None for t in node.inputs]
+            pasts = [t for t in operands if t is not None and t.name in graph_inputs and t.shape is not None and len(t.shape) >= 3]
             if pasts and present.name in graph_outputs and is_floating(present.dtype):  # the first cache-like operand: Concat(past, new)
-                new = tuple(t for t in dict.fromkeys(node.inputs) if t is not None and t.name != pasts[0].name)
+                new = tuple(t for t in dict.fromkeys(operands) if t is not None and t.name != pasts[0].name)
                 found.append(KVCache(node.index, pasts[0], present, new, False))
             continue
         slots = CACHE_SLOTS.get((node.domain, node.op_type))
@@ -88,6 +90,18 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
             found.append(KVCache(node.index, past, present, (), shared))
     return found
 
+
+
+def _copies_of_inputs(nodes, graph_inputs: frozenset[str]) -> dict[str, TensorInfo]:
+    """Outputs that are a graph input unchanged (an Identity, a one-operand Concat: TorchScript
+    writes `Concat(past)` before `Concat(·, new)`), each with the input it copies."""
+    copies = {}
+    for node in nodes:
+        if node.domain == "" and node.op_type in ("Identity", "Concat") and len(node.inputs) == 1 and node.outputs:
+            source, out = node.inputs[0], node.outputs[0]
+            if source is not None and out is not None and source.name in graph_inputs:
+                copies[out.name] = source
+    return copies
 
 
 @dataclass(frozen=True)

@@ -189,8 +189,12 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: in
     attention = [p.attention for p in view.plan.groups if p.kind == ATTENTION]
     if attention:
         causal = sum(a.causal for a in attention)
-        notes.append(f"attention: {len(attention)} FlashAttention-style kernel(s), {causal} causal, timed on useful FLOPs"
-                     + (" (without the graph-only work: K scaled over the whole cache, NaN guards)" if any(a.graph_only for a in attention) else ""))
+        windows = sorted({a.window for a in attention if a.window})
+        grouped = sum(bool(a.repeats) for a in attention)
+        notes.append(f"attention: {len(attention)} FlashAttention-style kernel(s), {causal} causal"
+                     + (f" (sliding window of {', '.join(map(str, windows))} keys)" if windows else "") + ", timed on useful FLOPs"
+                     + (" (without the graph-only work: K scaled over the whole cache, NaN guards)" if any(a.graph_only for a in attention) else "")
+                     + (f"; {grouped} grouped-query: each KV head read once, its repeat to the query heads never written" if grouped else ""))  # fmt: skip
     caches = sum(len(a.caches) for a in attention)
     rate = report.hardware.special_function_rate
     notes.append(f"transcendentals on the special-function units at {si(rate, 'op/s')}" if rate

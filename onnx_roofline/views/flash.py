@@ -7,6 +7,12 @@ ops that only rearrange O, so it reads Q, K, V once and writes O once; the S×T 
 memory. Masks and constants feeding the pattern are taken as generated in the kernel (causal
 masking from indices, as FlashAttention's is_causal does) and are not read.
 
+Grouped- and multi-query attention reads each KV head once. However an exporter repeats K and V
+to the query heads — transformers' `repeat_kv` as Unsqueeze → Expand → Reshape, a Tile, a Gather
+over the head axis — the kernel indexes the KV head of each query head instead (FlashAttention's
+GQA, onnxruntime's GroupQueryAttention): the repeat joins the kernel, which reads the tensor
+before it, so the expanded K/V is neither written nor resident.
+
 Some of the graph's work inside the pattern a fused kernel does not do (`graph_only`): K scaled
 over the whole cache each step (the kernel scales the scores, or Q), and a NaN guard after the
 softmax (IsNaN and its Where: an online softmax never makes the NaN). Its FLOPs stay in `flops`,
@@ -18,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from onnx_roofline.views.graph import Dataflow
+from onnx_roofline.views.mask import ConstantLookup, attention_mask
 from onnx_roofline.views.ops import LAYOUT, SCALES, VIEWS, elementwise_ops
 
 SOFTMAX = "Softmax"
@@ -46,18 +53,21 @@ class AttentionMatch:
     v: str
     o: str
     caches: tuple[CacheUpdate, ...] = ()  # deployed: the KV-cache Concats absorbed (K, V)
-    causal: bool = False  # the mask is built by comparing positions (Trilu, or a comparison of a Range)
+    causal: bool = False  # the mask compares query and key positions (mask.py)
     graph_only: frozenset[int] = frozenset()  # members whose work a fused kernel does not do (graph_only_work)
+    repeats: frozenset[int] = frozenset()  # members repeating K/V heads to the query heads (read once, not repeated)
+    window: int | None = None  # a sliding window's width in keys (mask.py), None for a plain causal or no mask
 
 
-def find_attention(flow: Dataflow, graph_outputs: frozenset[str], caches: Mapping | None = None) -> list[AttentionMatch]:
+def find_attention(flow: Dataflow, graph_outputs: frozenset[str], caches: Mapping | None = None,
+                   constant: ConstantLookup | None = None) -> list[AttentionMatch]:  # fmt: skip
     """Every decomposed attention. `caches` (the deployed view: present name → memory.KVCache of
     the Concat caches) also takes in the KV-cache Concats and a QKV Split whose outputs all feed
-    the kernel."""
+    the kernel; `constant` reads a sliding window's width (mask.py)."""
     matches = []
     for node in flow.nodes:
         if node.op_type == SOFTMAX and node.domain == "":
-            match = _match_at(flow, graph_outputs, node.index, caches)
+            match = _match_at(flow, graph_outputs, node.index, caches, constant)
             if match is not None:
                 matches.append(match)
     return matches
@@ -68,7 +78,8 @@ def _body_ops() -> frozenset[str]:
     return elementwise_ops() | VIEWS | {SOFTMAX}
 
 
-def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, caches: Mapping | None = None) -> AttentionMatch | None:
+def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, caches: Mapping | None = None,
+              constant: ConstantLookup | None = None) -> AttentionMatch | None:  # fmt: skip
     body = _body_ops()
     size = _numel(flow.node(softmax).outputs[0])
     scores = [m for m in _reach(flow, softmax, body, upstream=True) if _numel(flow.node(m).outputs[0]) == size]
@@ -85,18 +96,19 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
     inner_members = frozenset(members)
     q = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 0))
     before_k = set(members)
-    k = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 1))
+    k = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 1), repeats=True)
     k_scales = frozenset(i for i in members - before_k if flow.node(i).op_type in SCALES)
-    v = _absorb_inputs(flow, graph_outputs, members, _input(flow, second, 1))
+    v = _absorb_inputs(flow, graph_outputs, members, _input(flow, second, 1), repeats=True)
     o = _absorb_output(flow, graph_outputs, members, flow.node(second).outputs[0].name)
     updates: list[CacheUpdate] = []
     if caches is not None:
         k = _absorb_cache(flow, graph_outputs, members, k, caches, updates)
         v = _absorb_cache(flow, graph_outputs, members, v, caches, updates)
         q, k, v = _absorb_split(flow, graph_outputs, members, (q, k, v))
-    causal = _is_causal(flow, inner_members, {first, second})
+    mask = attention_mask(flow, inner_members, frozenset({first, second}), constant)
     graph_only = k_scales | _nan_guards(flow, inner_members)
-    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), causal, graph_only)
+    repeats = frozenset(i for i in members if _repeat_input(flow.node(i)) is not None)
+    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), mask.causal, graph_only, repeats, mask.window)
 
 
 def _nan_guards(flow: Dataflow, members: frozenset[int]) -> frozenset[int]:
@@ -134,32 +146,6 @@ def _absorb_split(flow: Dataflow, graph_outputs: frozenset[str], members: set[in
         outputs = {t.name for t in node.outputs if t is not None}
         roots = tuple(source if name in outputs else name for name in roots)
     return roots
-
-
-COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
-
-
-def _is_causal(flow: Dataflow, members: frozenset[int], matmuls: set[int]) -> bool:
-    """The mask feeding the pattern compares positions: a Trilu, or a comparison with a Range
-    upstream (how exporters build the causal mask). The kernel is then timed on the useful, lower-
-    triangle work, as FlashAttention's causal kernels skip the blocks above the diagonal."""
-    sources = set()
-    for index in members - matmuls:
-        for tensor in flow.node(index).inputs:
-            producer = flow.producer.get(tensor.name) if tensor is not None else None
-            if producer is not None and producer not in members:
-                sources.add(producer)
-    seen = set()
-    for source in sources:
-        upstream = flow.digraph.ancestors(source) | {source}
-        for index in upstream - seen:
-            node = flow.node(index)
-            if node.op_type == "Trilu":
-                return True
-            if node.op_type in COMPARISONS and any(flow.node(a).op_type == "Range" for a in flow.digraph.ancestors(index)):
-                return True
-        seen |= upstream
-    return False
 
 
 def _reach(flow: Dataflow, start: int, body: frozenset[str], upstream: bool) -> list[int]:
@@ -200,11 +186,12 @@ def _input(flow: Dataflow, index: int, position: int) -> str:
     return flow.node(index).inputs[position].name
 
 
-def _absorb_inputs(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str) -> str:
+def _absorb_inputs(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, repeats: bool = False) -> str:
     """Walk up from a MatMul operand through layout ops and scalar scales that feed only the
-    kernel; adds them to `members` and returns the tensor the kernel actually reads."""
+    kernel (and, for K and V, `repeats` of their heads); adds them to `members` and returns the
+    tensor the kernel actually reads."""
     while (producer := flow.producer_of(tensor)) is not None:
-        data = _data_input(producer)
+        data = _data_input(producer) or (_repeat_input(producer) if repeats else None)
         if data is None or not _only_feeds(flow, graph_outputs, members, producer.index):
             break
         members.add(producer.index)
@@ -233,6 +220,21 @@ def _data_input(node) -> str | None:
             return a.name
         if node.op_type == "Mul" and _numel(a) == 1:
             return b.name
+    return None
+
+
+def _repeat_input(node) -> str | None:
+    """The tensor a head repeat copies (an Expand, a Tile, or a Gather whose output holds at
+    least its data's elements: indices over the head axis that repeat heads), or None: an
+    attention kernel indexes the KV head of each query head rather than read copies of it."""
+    if node.domain != "" or not node.inputs or node.inputs[0] is None:
+        return None
+    if node.op_type in ("Expand", "Tile"):
+        return node.inputs[0].name
+    if node.op_type == "Gather":
+        data, out = _numel(node.inputs[0]), _numel(node.outputs[0]) if node.outputs else None
+        if data is not None and out is not None and out >= data:
+            return node.inputs[0].name
     return None
 
 

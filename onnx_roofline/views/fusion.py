@@ -25,6 +25,7 @@ from onnx_roofline.views.dead import dead_nodes
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
 from onnx_roofline.views.graph import Dataflow, tensor_table
+from onnx_roofline.views.mask import scalar_constants, visible_scores
 from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
 from onnx_roofline.views.quantized import is_quantize
 from onnx_roofline.views.rows import is_row_reduction, is_tile_local, packed_with, row_feeders
@@ -132,7 +133,7 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
     QuantizeLinear ends the kernel of the op it quantizes (quantized.py)."""
     flow = Dataflow.of(report)
     drafts = _Drafts(flow, deployed=deployed)
-    matches = find_attention(flow, graph_outputs, caches)
+    matches = find_attention(flow, graph_outputs, caches, scalar_constants(report.model.source))
     for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
     dead = dead_nodes(flow, matches, graph_outputs) if deployed else frozenset()
@@ -317,7 +318,7 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     if group.attention:
         match = group.attention
         caches = match.caches
-        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v, *(c.past for c in caches)))]
+        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v))] + [_windowed(tensors[c.past], match.window) for c in caches]
         writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
         useful_flops = sum(n.cost.useful for n in nodes if n.index not in match.graph_only)
         if timing.useful and match.causal:
@@ -360,13 +361,21 @@ def _rows(present: TensorInfo, new: TensorInfo) -> TensorInfo:
     return TensorInfo(present.name, new.shape, new.dtype)
 
 
+def _windowed(past: TensorInfo, window: int | None) -> TensorInfo:
+    """The part of a cache's past [.., P, dh] a sliding-window kernel reads: the last w − 1 rows
+    (the new row makes w), as FlashAttention's window_size skips the blocks before them."""
+    if window is None or not past.is_known or past.rank < 2 or past.shape[-2] < window:
+        return past
+    return TensorInfo(past.name, (*past.shape[:-2], window - 1, past.shape[-1]), past.dtype)
+
+
 def _causal_useful(report: Report, match: AttentionMatch, total: int) -> int:
-    """The kernel's FLOPs (`total`, its graph-only work left out) scaled to the scores on or below
-    the diagonal: with S queries, the last S of T positions, query i sees the P = T − S past keys
-    and i + 1 new ones, S·P + S·(S+1)/2 of the S·T scores (the rules' causal count, rules/attention.py)."""
+    """The kernel's FLOPs (`total`, its graph-only work left out) scaled to the scores its mask
+    lets through: with S queries, the last S of T positions, query i sees the P = T − S past keys
+    and i + 1 new ones (S·P + S·(S+1)/2 of the S·T scores, the rules' causal count,
+    rules/attention.py), or its last w keys under a sliding window (mask.visible_scores)."""
     *_, queries, keys = report.nodes[match.scores].outputs[0].shape
-    past = max(keys - queries, 0)
-    seen = queries * past + queries * (min(queries, keys) + 1) // 2
+    seen = visible_scores(queries, keys, match.window)
     return total * seen // (queries * keys) if queries * keys else total
 
 
