@@ -120,8 +120,15 @@ def _matrix_weights(report, path) -> dict[str, tuple[str, int]]:
 def _stored_weight_bytes(path) -> int:
     """Every initializer at its stored dtype, what the quantized model holds with no fp32 copy, but
     the integer tensors of rank 0 or 1 and at most 16 elements the parameter count leaves out as
-    shape constants (docs/cost-model.md: per-tensor zero points, here, and a 10-wide bias)."""
-    arrays = [numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer]
+    shape constants (docs/cost-model.md: per-tensor zero points, here, and a 10-wide bias), and the
+    scale and zero point of each int32 bias's DQ: the integer kernel adds the bias as it is, at
+    x_scale·w_scale (QLinearConv and QGemm take no bias scale; onnxruntime's QDQ transform leaves
+    them unread)."""
+    graph = onnx.load(path).graph
+    int32 = {t.name for t in graph.initializer if t.data_type == TensorProto.INT32}
+    bias_dqs = [n for n in graph.node if n.op_type == "DequantizeLinear" and n.input[0] in int32]
+    bias_scales = {name for n in bias_dqs for name in n.input[1:]}
+    arrays = [numpy_helper.to_array(t) for t in graph.initializer if t.name not in bias_scales]
     return sum(a.nbytes for a in arrays if not (a.dtype.kind in "iu" and a.ndim <= 1 and a.size <= 16))
 
 

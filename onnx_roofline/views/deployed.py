@@ -51,7 +51,7 @@ def deployed_plan(report: Report) -> FusionPlan:
     quantized = quantize(report)
     folded = frozenset(n.index for n in quantized.report.nodes if n.constant_foldable)
     return plan_fusion(quantized.report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), deployed=True,
-                       read_through=quantized.through)  # fmt: skip
+                       read_through=quantized.through, across=quantized.across)  # fmt: skip
 
 
 def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:

@@ -27,7 +27,7 @@ from onnx_roofline.views.flash import AttentionMatch, find_attention
 from onnx_roofline.views.graph import Dataflow, tensor_table
 from onnx_roofline.views.mask import scalar_constants, visible_scores
 from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
-from onnx_roofline.views.quantized import is_quantize
+from onnx_roofline.views.quantized import is_quantize, requantizing
 from onnx_roofline.views.rows import is_row_reduction, is_tile_local, packed_with, row_feeders
 from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, single_shares, unit_shares
 
@@ -122,17 +122,20 @@ class FusedView:
 
 
 def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset[int] = frozenset(), caches=None,
-                deployed: bool = False, read_through: frozenset[int] = frozenset()) -> FusionPlan:  # fmt: skip
+                deployed: bool = False, read_through: frozenset[int] = frozenset(),
+                across: frozenset[int] = frozenset()) -> FusionPlan:  # fmt: skip
     """`folded` (the deployed view): nodes computed once at load, each its own FOLDED group that
     nothing joins; `read_through` (deployed): the DequantizeLinears whose readers read the quantized
-    tensor, and the Qs undoing them (quantized.py), each its own READ_THROUGH group. `caches` (deployed): present name → memory.KVCache, the Concat caches attention
+    tensor, and the Qs undoing them (quantized.py), each its own READ_THROUGH group; `across`
+    (deployed): the activations that join the kernel of the Q they read through a DQ of its own
+    scale (quantized.py). `caches` (deployed): present name → memory.KVCache, the Concat caches attention
     kernels may take in (flash.find_attention). `deployed`: a node only attention kernels read, not
     as data, is its own DROPPED group (dead.py), a matrix op's epilogue also takes the Split and
     Transposes of its output (STORES), the row rules of rows.py apply (norms as one kernel,
     RoPE's rotate-half in the projection's epilogue, projections of one activation packed), and a
     QuantizeLinear ends the kernel of the op it quantizes (quantized.py)."""
     flow = Dataflow.of(report)
-    drafts = _Drafts(flow, deployed=deployed)
+    drafts = _Drafts(flow, deployed=deployed, across=across)
     matches = find_attention(flow, graph_outputs, caches, scalar_constants(report.model.source))
     for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
@@ -148,15 +151,18 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
             else:
                 drafts.place(index)
         drafts.link(index)
-    return FusionPlan(drafts.finished(), flow.producer, flow.consumers, graph_outputs)
+    # A read-through DQ or Q runs nothing (its readers read the tensor it reads): nothing is written for it alone.
+    consumers = {name: tuple(c for c in readers if c not in read_through) for name, readers in flow.consumers.items()}
+    return FusionPlan(drafts.finished(), flow.producer, consumers, graph_outputs)
 
 
 class _Drafts:
     """Groups under construction and the quotient graph between them (kept acyclic)."""
 
-    def __init__(self, flow: Dataflow, deployed: bool = False):
+    def __init__(self, flow: Dataflow, deployed: bool = False, across: frozenset[int] = frozenset()):
         self.flow = flow
         self.deployed = deployed  # a matrix op's epilogue takes STORES too, and the row rules apply
+        self.across = across  # activations that join their Q's kernel through its Q → DQ pair
         self.feeders = row_feeders(flow) if deployed else frozenset()  # nodes of a norm before its reduction
         self.rows: set[int] = set()  # groups holding a row reduction: never a matrix op's epilogue
         self.packs: dict[str, int] = {}  # activation -> the group of the projections that read it
@@ -189,7 +195,7 @@ class _Drafts:
         fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store or reduction or quantize or (self.deployed and is_tile_local(node))
         whole_rows = reduction or index in self.feeders  # needs whole rows: no matrix op's epilogue holds them
         target = None
-        for gid in self._fusible_producers(index, any_kernel=quantize) if fusible else ():
+        for gid in self._fusible_producers(index, any_kernel=quantize or index in self.across) if fusible else ():
             if store and self.anchor[gid] is None:
                 continue  # only a matrix op's epilogue writes its tiles wherever they go
             if (whole_rows or target in self.rows) and self.anchor[gid] is not None:
@@ -229,14 +235,16 @@ class _Drafts:
     def _fusible_producers(self, index: int, any_kernel: bool = False) -> list[int]:
         """Groups that may take this node: data producers' groups, epilogue (matrix) groups first.
         `any_kernel`: a single op's too (a QuantizeLinear joins whatever it quantizes). Deployed,
-        never through a quantized tensor: it is stored between two QDQ units."""
+        never through a quantized tensor, which is stored between two QDQ units, but for an
+        activation of `across`: the Q → DQ pair it reads through is removed."""
         node = self.flow.node(index)
         inputs = node.inputs[:1] if node.op_type in VIEWS or node.op_type in STORES or node.op_type == "Slice" else node.inputs
         kinds = (EPILOGUE, ELEMENTWISE, SINGLE) if any_kernel else (EPILOGUE, ELEMENTWISE)
         gids = []
         for tensor in inputs:
             producer = self.flow.producer.get(tensor.name) if tensor is not None else None
-            if producer is not None and self.deployed and is_quantize(self.flow.node(producer)):
+            quantized = producer is not None and self.deployed and is_quantize(self.flow.node(producer))
+            if quantized and index not in self.across:
                 continue
             gid = self.owner.get(producer) if producer is not None else None
             if gid is not None and self.kind[gid] in kinds and gid not in gids:
@@ -334,7 +342,8 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
         useful_flops=useful_flops,
     )
     scale = cost.useful / cost.flops if timing.useful and cost.flops else 1.0
-    shares = unit_shares(nodes, scale, timing.special_rate)
+    placed = requantizing(nodes, report.nodes[group.anchor]) if group.anchor is not None else nodes
+    shares = unit_shares(placed, scale, timing.special_rate)
     _, roof = busiest(shares)
     ridge = (roof.peak if roof else lead.peak) / timing.bandwidth
     flops = cost.useful if timing.useful else cost.flops

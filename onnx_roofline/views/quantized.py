@@ -26,7 +26,19 @@ transformers turn it into its QLinear op; TensorRT fuses the layer), so deployed
 4. **A QuantizeLinear ends its producer's kernel** (fusion.py): it is fused into the kernel of the
    op it quantizes, whatever op that is (a Conv with its Relu, a Softmax, a LayerNorm), and nothing
    joins a kernel through a quantized tensor: the tensor between two units is stored quantized, as
-   onnxruntime's node units and the QOperator format's QLinear ops store it.
+   onnxruntime's node units and the QOperator format's QLinear ops store it. But:
+5. **An activation joins its producer across a Q → DQ pair of one scale** (`Quantized.across`):
+   `Conv → Q → DQ → Relu → Q`, the DQ naming the Q's own scale and zero point, is one kernel, the
+   Relu in the Conv's epilogue, writing only the last Q's tensor. onnxruntime drops a Relu or Clip
+   before a QuantizeLinear, whose saturation clamps it (ReluQuantFusion, ClipQuantFusion), then
+   the Q1 → DQ1 → Q2 → DQ2 left becomes Q1 → DQ2 (DoubleQDQPairsRemover) and the Conv's node unit
+   ends at Q1; TensorRT fuses its activation layers into the Conv or GEMM before them (ACTIVATIONS).
+6. **An integer matrix kernel requantizes on its integer unit** (`requantizing`): its
+   QuantizeLinears (the int32 accumulator scaled to the output's scale) and the Relu or Clip that
+   quantize's saturation performs count at the kernel's integer peak, as the QOperator rules count
+   QLinearConv's and QGemm's requantize. A 3-channel stem Conv (54 FLOPs of products per output
+   beside a 5-FLOP requantize that the vector unit would take longer over) stays on the matrix
+   unit; so does a 16-wide final Gemm. An int32 bias is read as it is (`_reading`).
 
 The written view keeps the graph as written; the deployed notes say what changed."""
 
@@ -56,6 +68,16 @@ QUANTIZED_CLASSES = frozenset({"int8", "int4", "fp8"})
 WIDENED = {"int4": "int8"}
 """An operand class the matrix unit may lack, and the class it is widened to (H100 has no int4
 tensor cores: int4 operands are unpacked to int8)."""
+ACTIVATIONS = frozenset({"Relu", "Clip", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Elu", "Selu", "Softsign",
+                         "Softplus", "ThresholdedRelu", "Gelu"})  # fmt: skip
+"""Activation functions a runtime applies in the epilogue of the kernel that produces their input:
+TensorRT's activation layer types (nvinfer1::ActivationType: RELU, SIGMOID, TANH, LEAKY_RELU, ELU,
+SELU, SOFTSIGN, SOFTPLUS, CLIP, HARD_SIGMOID, THRESHOLDED_RELU, GELU_ERF/GELU_TANH), which it fuses
+into a Conv or GEMM; onnxruntime's ReluQuantFusion and ClipQuantFusion drop a Relu or Clip before a
+QuantizeLinear."""
+CLAMPS = frozenset({"Relu", "Clip"})
+"""Activations a QuantizeLinear's saturation performs (onnxruntime removes them: ReluQuantFusion,
+ClipQuantFusion in onnxruntime/core/optimizer/qdq_transformer)."""
 
 
 def is_quantize(node: NodeResult) -> bool:
@@ -66,10 +88,12 @@ def is_quantize(node: NodeResult) -> bool:
 class Quantized:
     """A report as its quantized units run: `report` with every read-through applied (and the
     nodes only weights feed once the DQs are read through marked constant_foldable), `through` the
-    DQs and Qs that run nothing (their readers read the quantized tensor)."""
+    DQs and Qs that run nothing (their readers read the quantized tensor), `across` the
+    activations that join the kernel of the Q they read through a DQ of its own scale."""
 
     report: Report
     through: frozenset[int] = frozenset()
+    across: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -94,9 +118,11 @@ def quantize(report: Report) -> Quantized:
         return Quantized(report)
     readers = _readers(report)
     readable = _readable(report, readers)
+    producer = {t.name: n for n in report.nodes for t in n.outputs if t is not None}
     sources: dict[str, _Source] = {}
     nodes = list(report.nodes)
     through: set[int] = set()
+    across: set[int] = set()
     constant = _Constants(report)
     for node in report.nodes:
         if node.index in through:  # a Q undoing a DQ: its output is the moved tensor
@@ -110,6 +136,8 @@ def quantize(report: Report) -> Quantized:
             continue
         read = {t.name: sources[t.name] for t in node.inputs if t is not None and t.name in sources}
         undone = _undone(node, read, readers, readable)
+        if _activation_across(node, read, producer):
+            across.add(node.index)
         if read:
             node = nodes[node.index] = _reading(node, read, report.hardware)
         if undone:
@@ -119,12 +147,23 @@ def quantize(report: Report) -> Quantized:
                 through.add(q.index)
         if constant.folds(node):
             nodes[node.index] = dataclasses.replace(node, constant_foldable=True)
-    return Quantized(dataclasses.replace(report, nodes=tuple(nodes)), frozenset(through))
+    return Quantized(dataclasses.replace(report, nodes=tuple(nodes)), frozenset(through), frozenset(across))
+
+
+def requantizing(nodes, anchor) -> list:
+    """A kernel's members (`nodes`) as its integer matrix op `anchor` runs them: where the anchor
+    computes on quantized operands, its QuantizeLinears and the Relu or Clip their saturation
+    performs are its requantize, placed on the anchor's unit at its peak (module docstring, 6);
+    otherwise `nodes` as they are."""
+    if anchor.unit != MATRIX or anchor.dtype not in QUANTIZED_CLASSES:
+        return list(nodes)
+    return [dataclasses.replace(n, unit=anchor.unit, dtype=anchor.dtype, peak=anchor.peak)
+            if is_quantize(n) or (n.op_type in CLAMPS and not n.domain) else n for n in nodes]  # fmt: skip
 
 
 def note(quantized: Quantized, kernels) -> str | None:
-    """The deployed note: the DQs read through and the matrix kernels on quantized operands, by
-    dtype and peak."""
+    """The deployed note: the DQs read through, the activations joined across a Q → DQ pair, and
+    the matrix kernels on quantized operands, by dtype and peak."""
     if not quantized.through:
         return None
     counts: dict[tuple[str, float], int] = defaultdict(int)
@@ -135,8 +174,10 @@ def note(quantized: Quantized, kernels) -> str | None:
     integer = ", ".join(f"{count} {dtype} at {si(peak, 'op/s')}" for (dtype, peak), count in counts.items()) or "none"
     nodes = quantized.report.nodes
     dequantized = sum(nodes[i].op_type == DEQUANTIZE for i in quantized.through)
-    return (f"{QUANTIZED_NOTE}{dequantized} DequantizeLinear read at the stored dtype by their readers (weights stored quantized), "
-            f"each QuantizeLinear in its producer's kernel; matrix kernels on quantized operands: {integer}")  # fmt: skip
+    across = f", {len(quantized.across)} activation(s) joined to it across a Q → DQ pair" if quantized.across else ""
+    return (f"{QUANTIZED_NOTE}{dequantized} DequantizeLinear read at the stored dtype by their readers "
+            f"(weights stored quantized), each QuantizeLinear in its producer's kernel{across}; "
+            f"matrix kernels on quantized operands: {integer}")  # fmt: skip
 
 
 # --- who reads what ---------------------------------------------------------------------------------
@@ -191,10 +232,15 @@ def _reading(node: NodeResult, read: dict[str, _Source], hardware) -> NodeResult
     """`node` reading each source of `read` (tensor name → _Source) in place of the tensor: its
     inputs the quantized tensors (scales and zero points appended), its bytes read scaled to them,
     the DQs' FLOPs its `dequantize_flops` unless it computes on the quantized operands, its
-    placement redone."""
+    placement redone. An integer kernel reads an int32 bias as it is, already at its accumulator's
+    scale (x_scale·w_scale, zero point 0, as onnxruntime's quantizer writes it): not its DQ's scale
+    and zero point, which QLinearConv and QGemm do not take either."""
+    integer = _integer_class(node, read)
     inputs = [t if t is None or t.name not in read else read[t.name].tensor for t in node.inputs]
     present = {t.name for t in inputs if t is not None}
     for source in read.values():
+        if integer and source.dequantizes and source.tensor.dtype == "int32":
+            continue
         for extra in source.extra:
             if extra is not None and extra.name not in present:
                 inputs.append(extra)
@@ -202,7 +248,6 @@ def _reading(node: NodeResult, read: dict[str, _Source], hardware) -> NodeResult
     cost = node.cost
     before, after = _distinct_bytes(node.inputs), _distinct_bytes(inputs)
     share = min(1.0, cost.bytes_read / before) if before else 1.0  # a rule reading part of its inputs (Gather's rows) reads that part of the quantized ones
-    integer = _integer_class(node, read)
     dequantize = 0 if integer else round(share * sum(s.node.cost.flops for s in read.values() if s.dequantizes))
     cost = dataclasses.replace(cost, bytes_read=max(cost.bytes_read + round(share * (after - before)), 0),
                                dequantize_flops=cost.dequantize_flops + dequantize)  # fmt: skip
@@ -226,6 +271,24 @@ def _integer_class(node: NodeResult, read: dict[str, _Source]) -> str | None:
     return dtype_class(wider.dtype)
 
 
+def _activation_across(node: NodeResult, read: dict[str, _Source], producer: dict[str, NodeResult]) -> bool:
+    """Whether `node` is an activation (ACTIVATIONS) reading, through a DQ, a QuantizeLinear's
+    output with that Q's own scale and zero point: the Q → DQ pair a runtime removes, the
+    activation then in the epilogue of the Q's kernel."""
+    if node.domain or node.op_type not in ACTIVATIONS or not node.inputs or node.inputs[0] is None:
+        return False
+    source = read.get(node.inputs[0].name)
+    if source is None or not source.dequantizes:
+        return False
+    q = producer.get(source.tensor.name)
+    return q is not None and is_quantize(q) and _names(q.inputs[1:]) == _names(source.extra)
+
+
+def _names(tensors) -> list[str]:
+    """The names of a Q's or DQ's scale and zero point ("" for an absent one)."""
+    return [t.name if t is not None else "" for t in tensors]
+
+
 def _undone(node: NodeResult, read: dict[str, _Source], readers, readable: frozenset[str]) -> list[NodeResult]:
     """The Qs that undo the DQ a data-movement op reads (MOVES: its data input dequantized, every
     output read only by Qs of that DQ's scale and zero point); [] where it is not such an op."""
@@ -234,13 +297,13 @@ def _undone(node: NodeResult, read: dict[str, _Source], readers, readable: froze
     source = read.get(node.inputs[0].name)
     if source is None or not source.dequantizes or any(t is not None and t.name in read for t in node.inputs[1:]):
         return []
-    scale = [t.name if t is not None else "" for t in source.extra]
+    scale = _names(source.extra)
     undone = []
     for output in node.outputs:
         if output is None or output.name not in readable:
             return []
         for q in readers[output.name]:
-            if not is_quantize(q) or [t.name if t is not None else "" for t in q.inputs[1:]] != scale:
+            if not is_quantize(q) or _names(q.inputs[1:]) != scale:
                 return []
             undone.append(q)
     return undone
@@ -259,4 +322,5 @@ def _distinct_bytes(tensors) -> int:
     return sum({t.name: t.nbytes for t in tensors if t is not None and t.is_known}.values())
 
 
-__all__ = ("DEQUANTIZE", "QUANTIZE", "Quantized", "is_quantize", "note", "quantize")
+__all__ = ("ACTIVATIONS", "CLAMPS", "DEQUANTIZE", "QUANTIZE", "Quantized", "is_quantize", "note", "quantize",
+           "requantizing")
