@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import math
 import os
@@ -22,7 +23,7 @@ from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.model.inlining import inline_functions
-from onnx_roofline.shapes.input_values import bind_values
+from onnx_roofline.shapes.input_values import bind_values, if_conditions
 from onnx_roofline.model.conformance import Invalid, conformance
 from onnx_roofline.model.loader import load_with_nodes
 from onnx_roofline.model.schemas import opsets
@@ -73,6 +74,7 @@ def analyze(
     nonzero_fraction: float | None = None,
     expert_load: str | ExpertLoad = "uniform",
     found_sizes: Mapping[str, TensorInfo] | None = None,
+    frames_per_token: float | None = None,
 ) -> Report:
     """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
 
@@ -90,7 +92,11 @@ def analyze(
     `nonzero_fraction` sizes the output of every NonZero and Compress whose input is data as if
     that share of its candidates were selected (selection.py: an MoE's routing, 1/num_experts for
     uniform); the report names it and the nodes it sized (`model.assumed`). None, the default,
-    leaves them unknown, and what depends on them uncosted.
+    costs each at its bound, every candidate selected, labelled at most (`model.bounds`).
+
+    `frames_per_token` sizes a length regulator (a TTS model's sum of predicted durations: VITS,
+    FastSpeech) as if each token lasted that many frames; None takes FRAMES_PER_TOKEN
+    (shapes/durations.py). The report names it and the sums it sized (`model.frames`).
 
     `expert_load` ("uniform", "skew=F", "capacity=C": shapes/routing.py) sizes the experts of an
     MoE layer recognized from the graph's structure (model/experts.py), where no fraction is given;
@@ -110,7 +116,8 @@ def analyze(
     load = expert_load if isinstance(expert_load, ExpertLoad) else ExpertLoad.parse(expert_load)
     dims, input_shapes = checked_sizes(dims, input_shapes)
     with _cyclic_gc_paused():
-        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load, found_sizes)
+        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load, found_sizes,
+                        frames_per_token)
 
 
 @contextlib.contextmanager
@@ -149,15 +156,17 @@ def _analyze(
     nonzero_fraction: float | None = None,
     expert_load: ExpertLoad = UNIFORM_LOAD,
     found_sizes: Mapping[str, TensorInfo] | None = None,
+    frames_per_token: float | None = None,
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
-    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction, expert_load=expert_load, found_sizes=found_sizes)
+    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction, expert_load=expert_load, found_sizes=found_sizes,
+                           frames_per_token=frames_per_token)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
     initializers = {t.name for t in proto.graph.initializer} - typed.given | {w.name for w in stored}
     inputs = {v.name: values[v.name] for v in proto.graph.input if v.name not in initializers and v.name in values}
-    shared = _Shared(precision, frozenset(typed.given), inputs)
+    shared = _Shared(precision, frozenset(typed.given), inputs, conditions=typed.conditions)
     walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, nonzero_fraction, shared)
     foldable = _constant_foldable(graph_nodes, proto, typed.given)
     rows = walk.rows(graph_nodes, foldable)
@@ -185,6 +194,7 @@ def _analyze(
         shape_warnings=shapes.warnings,
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
         bounds=bounds,
+        regulated=shapes.regulated,
         experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes), parameters, shapes.routed),
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
@@ -212,6 +222,7 @@ class Typed:
     implausible: tuple[Implausible, ...]  # a node the defaults cannot run (shapes/plausible.py): said, not refused
     invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): said, not refused
     experts: tuple[MoeLayer, ...] = ()  # the MoE layers the graph's structure shows (model/experts.py)
+    conditions: Mapping[str, bool] = field(default_factory=dict)  # If conditions given --value: the branch each takes (input_values.if_conditions)
 
 
 def bind_and_infer(
@@ -224,20 +235,22 @@ def bind_and_infer(
     conform: bool = True,
     expert_load: ExpertLoad = UNIFORM_LOAD,
     found_sizes: Mapping[str, TensorInfo] | None = None,
+    frames_per_token: float | None = None,
 ) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
     graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
     node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py).
     `conform`: check, as loaded, whether a runtime would load it (conformance.py); `expert_load`:
-    the routing that sizes an MoE's experts (routing.py); `found_sizes`: analyze's."""
+    the routing that sizes an MoE's experts (routing.py); `found_sizes`, `frames_per_token`: analyze's."""
     solved: dict[str, tuple[int, str]] = {}
     invalid: tuple[Invalid, ...] | None = None if conform else ()
     while True:
         proto, graph_nodes = load_with_nodes(model)
         if invalid is None:  # before the dims are bound: the file's own consistency
             invalid = conformance(proto, graph_nodes, None if isinstance(model, onnx.ModelProto) else model)
-        given = bind_values(proto, input_values or {})
+        conditions = if_conditions(proto.graph, input_values or {})  # an If's condition given --value: its branch, not a graph input
+        given = bind_values(proto, {name: value for name, value in (input_values or {}).items() if name not in conditions})
         dim_names = input_dim_names(proto.graph)
         dim_uses = symbolic_dims(proto.graph, dim_names)
         explicit = {**_derived(dim_uses, dims), **dims}  # `past + sequence` from the two given
@@ -246,10 +259,11 @@ def bind_and_infer(
         bound = {**defaulted, **explicit}
         bind(proto, bound, input_shapes)
         layers = recognize(proto.graph, graph_nodes)
-        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction, ExpertSizing(layers, expert_load), found_sizes)
+        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction, ExpertSizing(layers, expert_load), found_sizes,
+                       frames_per_token)
         check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
         implausible: tuple[Implausible, ...] = ()
-        constants = constant_lookup(shapes.folded, lambda: constant_table(proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target
+        constants = constant_lookup(shapes.folded, functools.partial(constant_table, proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target
         try:
             check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted, constants)  # what cannot run at these dims (runnable.py)
         except DimensionConflict as conflict:
@@ -260,12 +274,12 @@ def bind_and_infer(
         except DimensionError as error:
             if not defaulted:
                 raise
-            retry = lambda sizes: runs_at(model, {**bound, **sizes}, input_shapes, input_values or {}, nonzero_fraction)  # noqa: E731
+            retry = lambda sizes, bound=bound: runs_at(model, {**bound, **sizes}, input_shapes, input_values or {}, nonzero_fraction)  # noqa: E731
             flag = contradicted(error, chosen, retry, len(graph_nodes))
             if flag is None:  # no default it rests on: the dims given cannot run
                 raise
             implausible = (flag,)
-        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible, invalid, layers)
+        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible, invalid, layers, conditions)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
@@ -344,6 +358,7 @@ class _Shared:
     branches: list[Branch] = field(default_factory=list)
     aliases: list[tuple[str, str]] = field(default_factory=list)
     bounds: list[Bound] = field(default_factory=list)  # the bounds of the bodies a walk typed (shapes/bounds.py)
+    conditions: Mapping[str, bool] = field(default_factory=dict)  # If conditions given a value (--value COND=1): the branch they take
 
 
 class _Walk:
@@ -462,7 +477,7 @@ class _Walk:
         """The If's branch to walk: the one its condition, a --value or the bound dims imply
         (bodies.choose_branch), else both walked and the heavier counted, the other's totals kept."""
         condition = op.inputs[0].name if op.inputs and op.inputs[0] is not None else ""
-        choice = choose_branch(op, self.sources(condition), self.shared.graph_inputs, self.shared.given)
+        choice = choose_branch(op, self.sources(condition), self.shared.graph_inputs, self.shared.given, self.shared.conditions)
         node = self.scoped(result.name)
         if choice.taken is not None:
             body, other = branches if branches[0].attribute == choice.taken else branches[::-1]

@@ -63,11 +63,16 @@ def test_the_assumed_count_rounds_up_within_the_candidates():
     assert candidates("NonZero", {}, (TensorInfo("x", ("n", 4), "float"),)) is None
 
 
-def test_without_the_flag_the_nodes_stay_uncosted_and_the_root_cause_says_how_to_size_them():
-    report = analyze(_routed())
-    assert report.uncosted.count == 4
-    assert report.uncosted.root_cause.op_type == "NonZero"
-    assert report.uncosted.root_cause.reason.endswith("--nonzero-fraction F sizes it as if F of its candidates were selected")
+def test_without_the_flag_each_selection_is_at_most_all_its_candidates():
+    """A NonZero keeps at most every element of its input (bounds.selection_bound): costed there,
+    every node downstream labelled at most, nothing left out."""
+    report = analyze(_routed(tokens=8, hidden=16, ffn=32))
+    assert report.uncosted.count == 0
+    matmul = next(n for n in report.nodes if n.op_type == "MatMul")
+    assert matmul.inputs[0].shape == (8, 16) and matmul.at_most  # all 8 tokens at most
+    assert matmul.cost.flops == 2 * 8 * 16 * 32  # 2·M·K·N with M = 8 rows
+    (bound,) = report.model.bounds
+    assert (bound.op_type, bound.rows) == ("NonZero", 8)
     assert report.model.assumed is None
 
 
@@ -122,7 +127,7 @@ def test_the_command_line_names_the_assumption_in_the_table_json_and_stderr(tmp_
     assert main([str(path), "--nonzero-fraction", "0.25", "--format", "json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["model"]["assumed"] == {"nonzero_fraction": 0.25, "nodes": ["NonZero_0"]}
     assert main(["check", str(path), "--nonzero-fraction", "0.25"]) == 0  # every node costed: the gate passes
-    assert main(["check", str(path)]) == 1  # uncosted without it
+    assert main(["check", str(path)]) == 0  # and at the bound without it
 
 
 @pytest.mark.parametrize("args", [["--nonzero-fraction", "1.5"], ["--nonzero-fraction", "x"], ["verify", "--nonzero-fraction", "0.5"]])
@@ -186,7 +191,7 @@ def test_a_policy_file_carries_the_fraction_and_the_flag_wins(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] == 0.125
     assert main(["check", str(path), "--policy", str(policy), "--nonzero-fraction", "0.5"]) == 0
     assert "assumed: NonZero/Compress select 0.5 of their candidates" in capsys.readouterr().out  # the gate's text says it
-    assert main(["check", str(path), "--format", "json"]) == 1
+    assert main(["check", str(path), "--format", "json"]) == 0  # costed at the bound without one
     assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] is None
 
 

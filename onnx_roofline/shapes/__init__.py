@@ -8,7 +8,8 @@
   sides, a token input's sequence), `input_values` gives small graph inputs a value (`--value`),
   `selection` sizes what a NonZero or Compress selects (`--nonzero-fraction`), `routing` an MoE
   expert's tokens by the load assumed (`--expert-load`), `bounds` a data-dependent size at the
-  bound the graph's constants state (NonMaxSuppression, a Slice or Min to a constant), `at most`.
+  bound the graph's constants state (NonMaxSuppression, a Slice or Min to a constant, a NonZero's
+  every element), `at most`; `durations` a length regulator's frames (`--frames-per-token`).
 - `bodies`: how a control-flow body sees its inputs, its trips and which branch runs.
 - `folding` evaluates the small integer subgraphs that compute shapes; `spec_defaults` spells out
   attribute defaults ONNX's inference reads otherwise; `runnable` refuses what cannot run at the

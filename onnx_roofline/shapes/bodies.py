@@ -11,6 +11,7 @@ over the node's output of the same position (`aliases`), as an If branch's outpu
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,18 +102,22 @@ class BranchChoice:
     implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (use_cache_branch=1)
 
 
-def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs: dict[str, TensorInfo], given: frozenset[str]) -> BranchChoice:
-    """The branch the condition's value takes (a constant, or a graph input given --value); else
+def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs: dict[str, TensorInfo], given: frozenset[str],
+                  conditions: Mapping[str, bool] | None = None) -> BranchChoice:
+    """The branch the condition's value takes (a constant, a graph input given --value, or the
+    condition itself given one: `conditions`, input_values.if_conditions); else
     the one its meaning and the bound dims imply: a merged decoder's `use_cache_branch` is true
     when its past inputs are not empty (optimum writes the with-past decoder as then_branch); else
     None: both branches, said as such."""
+    name = node.inputs[0].name if node.inputs and node.inputs[0] is not None else ""
+    if conditions and name in conditions:
+        return BranchChoice("then_branch" if conditions[name] else "else_branch", f"--value {shlex.quote(f'{name}={int(conditions[name])}')}", condition_inputs)
     condition = node.input_value(0)
     if condition is not None and condition.size == 1:
         taken = "then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"
         source = [name for name in condition_inputs if name in given]
         why = f"--value {source[0]}" if source else "its condition is a constant"
         return BranchChoice(taken, why, condition_inputs)
-    name = node.inputs[0].name if node.inputs and node.inputs[0] is not None else ""
     if name in graph_inputs and "use_cache" in name.lower():
         pasts = [info for input_name, info in graph_inputs.items() if "past" in input_name.lower() and info.is_known]
         if pasts:
@@ -120,5 +125,9 @@ def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs:
             taken, value = ("else_branch", 0) if empty else ("then_branch", 1)
             state = f"{empty[0].name!r} is empty" if empty else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
             return BranchChoice(taken, f"default: {name}={value}, as {state}; --value {shlex.quote(f'{name}={1 - value}')} for the other", (name,), (name, value))
-    listed = ", ".join(value_flag(source) for source in condition_inputs) or "a constant condition"
-    return BranchChoice(None, f"its condition is data: both branches analyzed, the heavier counted ({listed} picks one)", condition_inputs)
+    flags = [value_flag(source, getattr(graph_inputs.get(source), "shape", None)) for source in condition_inputs]
+    if condition_inputs and all(flags):
+        picks = ", ".join(flag for flag in flags if flag)
+    else:  # computed from data no flag gives (an image's scores): the condition itself takes one
+        picks = f"--value {shlex.quote(f'{name}=1')} takes then_branch, =0 else_branch"
+    return BranchChoice(None, f"its condition is data: both branches analyzed, the heavier counted ({picks})", condition_inputs)

@@ -8,8 +8,9 @@ most that constant. The shape engine types such an output at its bound (`typed_a
 its inputs as far as they are known, and records it (`Bound`); the nodes downstream are then typed
 by ordinary shape propagation (a Gather of the selected rows, a TopK at Min(kept, K) folded from
 the bound: each at most what it will run), and every format labels their figures "at most"
-(`at_most`). A size the graph does not bound (a NonZero, whose count is data) stays unknown,
-loudly, with the flag that sizes it named (selection.py)."""
+(`at_most`). A NonZero or Compress given no count (selection.py: --nonzero-fraction, an MoE's
+routing, a count the graph fixes) selects at most all its candidates (`selection_bound`); a scatter's
+output has its data's shape whatever its indices (exact: no bound)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ class Bound:
 
 
 Value = Callable[[str], "np.ndarray | None"]  # a value by name: the folded one, or an upper bound of one that is data
-Typed = tuple[tuple[TensorInfo, ...], Bound]  # the outputs typed at the bound, and the bound
+Typed = tuple[tuple[TensorInfo, ...], "Bound | None"]  # the outputs typed at the bound, and the bound (None: the size is exact)
 
 
 def typed_at_bound(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
@@ -142,7 +143,26 @@ def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     return _bound(node, outputs, shape[axis], f"k at most {k}")
 
 
-_RULES = {"NonMaxSuppression": _non_max_suppression, "Slice": _slice, "TopK": _top_k}
+def selection_bound(node: Node, candidates: int, data: TensorInfo) -> Bound:
+    """A NonZero or Compress with no count given: it selects at most every one of its candidates
+    (each element of a NonZero's input; a Compress's along its axis)."""
+    what = "elements" if node.op_type == "NonZero" else "candidates"
+    return Bound(node.name or f"{node.op_type}_{node.position}", node.op_type, node.outputs[0], candidates,
+                 f"all its input's {candidates:,} {what}: {'x'.join(str(d) for d in data.shape)}")
+
+
+def _scatter(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
+    """ScatterND, ScatterElements (Scatter before opset 11): the output has its data's shape,
+    whatever its indices and updates, which may be data (a VLM's image tokens placed where
+    `input_ids` holds the image token: NonZero → ScatterND). Exact, not a bound: no Bound made."""
+    data = inputs[0] if inputs else None
+    if data is None or not data.is_known or not node.outputs:
+        return None
+    return (TensorInfo(node.outputs[0], data.shape, data.dtype),), None
+
+
+_RULES = {"NonMaxSuppression": _non_max_suppression, "Slice": _slice, "TopK": _top_k,
+          "ScatterND": _scatter, "ScatterElements": _scatter, "Scatter": _scatter}  # fmt: skip
 """The ai.onnx ops whose data-dependent output size the graph can bound, and how."""
 BOUNDED_OPS = frozenset(_RULES)
 
@@ -172,6 +192,10 @@ def at_most(nodes: Iterable[Node], bounds: Iterable[Bound]) -> set[str]:
     return _closure(nodes, bounded) if bounded else bounded
 
 
+_SHAPED_BY_DATA = frozenset({"ScatterND", "ScatterElements", "Scatter"})
+"""Ops whose output has their first input's shape: sized at most only where that input is."""
+
+
 def _closure(nodes: Iterable[Node], bounded: set[str]) -> set[str]:
     """`bounded` grown by what `nodes` compute from it, bodies first (a body's names are its own)."""
     for node in nodes:
@@ -181,6 +205,10 @@ def _closure(nodes: Iterable[Node], bounded: set[str]) -> set[str]:
                 body = read_nodes(graph)
                 _closure(body, bounded)
                 inner |= any(name in bounded for step in body for name in step.outputs)
-        if inner or any(name in bounded for name in (*node.inputs, *node.outputs) if name):
+        if node.op_type in _SHAPED_BY_DATA and not node.domain and not inner:
+            reads = node.inputs[:1]  # the updates' count is at most; the output's shape is its data's
+        else:
+            reads = node.inputs
+        if inner or any(name in bounded for name in (*reads, *node.outputs) if name):
             bounded.update(name for name in node.outputs if name)
     return bounded

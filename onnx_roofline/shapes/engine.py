@@ -37,10 +37,11 @@ from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isol
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.shapes.root_cause import RootCause
-from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, typed_at_bound, upper_value
+from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, selection_bound, typed_at_bound, upper_value
 from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
+from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, SUMMING_OPS, Regulated, assumed_sum, is_duration
 from onnx_roofline.shapes.routing import ExpertSizing
 from onnx_roofline.shapes.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
 from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
@@ -62,6 +63,7 @@ class ShapeResult:
     assumed: tuple[str, ...] = ()  # the nodes whose output size is the --nonzero-fraction assumption (selection.py)
     routed: tuple[str, ...] = ()  # the experts' NonZeros sized by the routing load (routing.py)
     bounds: tuple[Bound, ...] = ()  # the data-dependent outputs typed at the bound the graph fixes (bounds.py)
+    regulated: Regulated | None = None  # the sums of predicted durations sized by the frames per token assumed (durations.py)
 
 
 def infer(
@@ -71,14 +73,18 @@ def infer(
     nonzero_fraction: float | None = None,
     experts: ExpertSizing | None = None,
     found: Mapping[str, TensorInfo] | None = None,
+    frames_per_token: float | None = None,
 ) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
     `map_inputs`: the shapes of map-typed graph inputs ([entries], [maps, entries]), which no ONNX
     type can declare (dims.map_shapes); `nonzero_fraction`: the share of its candidates a NonZero
-    or Compress selects, where its input is data (selection.py); None leaves their outputs unknown;
+    or Compress selects, where its input is data (selection.py); None types them at their bound, all
+    their candidates (bounds.selection_bound);
     `experts`: an MoE's routing, which sizes its experts' NonZeros where no fraction is given;
-    `found`: the types a run found for values whose size is data (verify), which they take first."""
+    `found`: the types a run found for values whose size is data (verify), which they take first;
+    `frames_per_token`: the frames each token lasts where a length regulator sums durations that
+    are data (durations.py), FRAMES_PER_TOKEN where None."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
@@ -92,6 +98,7 @@ def infer(
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
     sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction, warnings, bool(crashed))
     sweep.experts, sweep.found = experts, found
+    sweep.regulate(frames_per_token)
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
@@ -99,7 +106,7 @@ def infer(
     root = sweep.root_cause(nodes, needed) if unresolved else None
     unread = frozenset(name for name in unread if not _known(values.get(name)))
     return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread, tuple(sweep.assumed),
-                       tuple(experts.sized) if experts else (), bounds=tuple(sweep.bounds))
+                       tuple(experts.sized) if experts else (), bounds=tuple(sweep.bounds), regulated=sweep.regulated())
 
 
 class _Sweep:
@@ -136,6 +143,8 @@ class _Sweep:
         self.element_symbols = {d for info in values.values() if info.sequence and info.shape for d in info.shape if isinstance(d, str)}
         self.assumed: dict[str, None] = {}  # the nodes sized by nonzero_fraction, bodies' included, in the order met
         self.bounds: list[Bound] = []  # the outputs typed at a bound (bounds.py), bodies' included
+        self.frames_per_token: float | None = None  # --frames-per-token, None for the default (durations.py)
+        self.durations: dict[str, None] = {}  # the sums of durations it sized, in the order met
 
     def run(self, nodes: list[Node]) -> list[Node] | None:
         """Visit the nodes once, in order. Returns the nodes left with unknown outputs, to visit
@@ -182,8 +191,8 @@ class _Sweep:
     def type_selection(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> bool | None:
         """Type a NonZero's or Compress's output whose value was not folded: at the count the graph
         fixes downstream, or a Compress's constant condition gives, else at `nonzero_fraction` of
-        its candidates (recorded as assumed). None where none applies: its inputs, or the count,
-        unknown."""
+        its candidates (recorded as assumed), else at all its candidates, the bound (recorded as
+        one: at most). None where its inputs are unknown."""
         attributes = {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attributes}
         total = candidates(node.op_type, attributes, inputs)
         if total is None:
@@ -197,10 +206,15 @@ class _Sweep:
         if count is None and self.nonzero_fraction is not None:
             count = assumed_count(total, self.nonzero_fraction)
             self.assumed[node.name or f"{node.op_type}_{node.position}"] = None
-        if count is None:
-            return None
+        bound = None
+        if count is None:  # no count given or fixed: at most every candidate (bounds.py)
+            count = total
+            bound = selection_bound(node, total, inputs[0])
         dtype = "int64" if node.op_type == "NonZero" else inputs[0].dtype
-        return self.learn(TensorInfo(node.outputs[0], selected_shape(node.op_type, attributes, inputs[0], count), dtype))
+        learned = self.learn(TensorInfo(node.outputs[0], selected_shape(node.op_type, attributes, inputs[0], count), dtype))
+        if learned and bound is not None:
+            self.bounds.append(bound)
+        return learned
 
     def type_at_bound(self, node: Node) -> bool | None:
         """Type a data-dependent output at the bound the graph fixes (bounds.py), from its inputs as
@@ -213,9 +227,40 @@ class _Sweep:
             return None
         outputs, bound = bounded
         learned = [self.learn(info) for info in outputs]  # each one, then whether any was new
-        if any(learned):
+        if any(learned) and bound is not None:
             self.bounds.append(bound)
         return any(learned)
+
+    def regulate(self, frames_per_token: float | None) -> None:
+        """Size the sums of predicted durations that are data at `frames_per_token` (durations.py)."""
+        self.frames_per_token = frames_per_token
+        self.folder.assume = self.assume_durations
+
+    def assume_durations(self, node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
+        """A length regulator's sum of durations, each assumed to last the frames per token; None
+        for any other node the folder could not fold."""
+        if node.domain or node.op_type not in SUMMING_OPS or not node.inputs:
+            return None
+        data = self.tensor(node.inputs[0])
+        if data is None or not is_duration(node.inputs[0], self.producers.get):
+            return None
+        frames = FRAMES_PER_TOKEN if self.frames_per_token is None else self.frames_per_token
+        value = assumed_sum(node, data, known, self.tensor, frames)
+        if value is not None:
+            self.durations[node.name or f"{node.op_type}_{node.position}"] = None
+        return value
+
+    def regulated(self) -> Regulated | None:
+        """The frames-per-token assumption, the sums it sized and the nodes whose sizes rest on
+        them: a value input (VALUE_INPUTS) folded from one, as the Range to the frames' limit;
+        None where none was needed."""
+        if not self.durations:
+            return None
+        given, assumed = self.frames_per_token is not None, self.folder.assumed
+        sized = tuple(node.name or f"{node.op_type}_{node.position}" for node in self.nodes if any(
+            slot < len(node.inputs) and node.inputs[slot] in assumed
+            for slot in shape_rules.value_inputs(node.domain, node.op_type) or (VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ())))  # fmt: skip
+        return Regulated(self.frames_per_token if given else FRAMES_PER_TOKEN, given, tuple(self.durations), sized)
 
     @functools.cached_property
     def producers(self) -> dict[str, Node]:
@@ -427,6 +472,8 @@ class _Sweep:
         results = []
         for branch in branches:
             graph, result = self.body(node, branch, ())
+            if len(graph.output) != len(node.outputs):  # a runtime refuses it (conformance flags it); ONNX's inference says why
+                return {}
             results.append([result.values.get(output.name) for output in graph.output])
         typed: dict[str, TensorInfo] = {}
         for index, name in enumerate(node.outputs):
@@ -465,12 +512,22 @@ class _Sweep:
                 reason = self.failures.get(id(node), "its outputs could not be typed")
                 sources = self.value_sources(node, nodes)
                 if sources:
-                    reason += (f" (computed from the values of graph input{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))}: "
-                               f"give {'it' if len(sources) == 1 else 'them'} with {' '.join(value_flag(source) for source in sources)})")
+                    reason += f" (computed from the values of graph input{'s' if len(sources) > 1 else ''} {', '.join(map(repr, sources))}: {self.value_hint(sources)})"
                 if node.op_type in SELECTING_OPS and not node.domain:
                     reason += "; --nonzero-fraction F sizes it as if F of its candidates were selected"
                 return RootCause(index, node.name or f"{node.op_type}_{index}", node.op_type, node.domain, reason)
         return None
+
+    def value_hint(self, sources: list[str]) -> str:
+        """How to give the inputs `sources` their values: --value in the form each one's shape
+        takes (input_values.value_flag), or why no flag can (a token tensor, an image)."""
+        shapes = {source: getattr(self.values.get(source), "shape", None) for source in sources}
+        flags = {source: value_flag(source, shapes[source]) for source in sources}
+        givable = [flag for flag in flags.values() if flag]
+        if givable:
+            return f"give {'it' if len(givable) == 1 else 'them'} with {' '.join(givable)}"
+        data = ", ".join(f"{source!r} {list(shapes[source] or ())}" for source in sources)
+        return f"{data}: a value (--value) is given only to a scalar or a short 1-D input, and no flag sizes what is computed from {'it' if len(sources) == 1 else 'them'}"
 
     def value_sources(self, node: Node, nodes: list[Node]) -> list[str]:
         """The graph inputs whose values — not just their shapes: a Shape or Size reads no value —

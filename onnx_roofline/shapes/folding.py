@@ -247,7 +247,9 @@ class Folder:
 
     `tensor(name)` gives a value's TensorInfo as the caller knows it now (Shape and Size read it);
     `constants` are the graph's small constants, converted when first read. A value that cannot be
-    folded yet is remembered until `retry()`, which the caller calls when it has learned more."""
+    folded yet is remembered until `retry()`, which the caller calls when it has learned more;
+    `assume`, where set, gives the value of a node whose inputs are data (a sum of predicted
+    durations: durations.py), asked only where the node cannot be folded."""
 
     def __init__(self, nodes: list[Node], tensor: Callable[[str], TensorInfo | None], constants: Mapping[str, ConstantSource]):
         self.producers = {output: node for node in nodes if not node.domain and (len(node.outputs) == 1 or node.op_type == "Split")
@@ -257,6 +259,8 @@ class Folder:
         self.known: dict[str, np.ndarray] = {}  # constants converted and values folded
         self.folded: dict[str, np.ndarray] = {}  # the values computed, for the cost rules
         self._failed: set[str] = set()
+        self.assume: Callable[[Node, Mapping[str, np.ndarray]], np.ndarray | None] | None = None  # a value that is data, assumed (durations.py)
+        self.assumed: set[str] = set()  # the values `assume` gave, and those folded from them
 
     def retry(self) -> None:
         self._failed.clear()
@@ -287,6 +291,12 @@ class Folder:
                 continue
             stack.pop()
             result = fold_node(node, self.tensor, known, top)
+            if result is not None and self.assumed and not self.assumed.isdisjoint(node.inputs):
+                self.assumed.add(top)  # computed from an assumed value: assumed too
+            elif result is None and self.assume is not None:
+                result = self.assume(node, known)
+                if result is not None:
+                    self.assumed.add(top)
             if result is None:
                 failed.add(top)
             else:
@@ -294,8 +304,10 @@ class Folder:
         return known.get(name)
 
     def _convert(self, name: str) -> None:
+        """A constant's value, where it has one to compute with: a string tensor's is text, which
+        no fold computes with (a Concat with a number would be an array of neither)."""
         array = constant_array(self.constants[name])
-        if array is None:
+        if array is None or array.dtype == object:
             self._failed.add(name)
         else:
             self.known[name] = array

@@ -34,12 +34,44 @@ _RATE_WORDS = frozenset({"sr", "rate", "samplerate", "sample_rate", "sampling_ra
 SAMPLE_RATE = 16_000  # what a speech model's rate input (Silero VAD's `sr`) takes most often
 
 
-def value_flag(name: str) -> str:
-    """The flag that gives a graph input its value, quoted for a shell: `--value sr=16000` for a
-    sample rate (the 16 kHz speech models take), `--value 'max steps=N'` otherwise."""
+MAX_LISTED = 16
+"""The longest 1-D input a hint spells a value for (`--value sizes=N,N,N`)."""
+
+
+def value_flag(name: str, shape: Sequence | None = ()) -> str | None:
+    """The flag that gives a graph input its value, quoted for a shell, in the form its `shape`
+    takes: `--value sr=16000` for a scalar sample rate (the 16 kHz speech models take), `--value
+    'max steps=N'` for another scalar (a shape None: not known, a scalar assumed), `--value
+    sizes=N,N,N` for a 1-D input of 3. None where --value cannot give it: an input of rank 2 or
+    more (a token or pixel tensor), a 1-D one longer than MAX_LISTED or of a size not bound."""
     words = {w for w in re.split(r"[^a-z0-9]+", name.lower()) if w}
     example = SAMPLE_RATE if words & _RATE_WORDS or name.lower() in _RATE_WORDS else "N"
+    if shape:
+        if len(shape) > 1 or not isinstance(shape[0], int) or not 0 < shape[0] <= MAX_LISTED:
+            return None
+        example = ",".join(["N"] * shape[0]) if shape[0] > 1 else "N"
     return f"--value {shlex.quote(f'{name}={example}')}"
+
+
+def if_conditions(graph: onnx.GraphProto, values: Mapping[str, Sequence[float] | float]) -> dict[str, bool]:
+    """The values given to an If's condition computed in the graph (not a graph input): a score
+    compared against a threshold, which is data. `--value COND=1` takes the then_branch of every If
+    it conditions, 0 the else_branch; nothing else reads it."""
+    conditions, graphs = set(), [graph]
+    while graphs:  # an If in a body (a detector's NMS tail) too
+        for node in graphs.pop().node:
+            if node.op_type == "If" and not node.domain and node.input:
+                conditions.add(node.input[0])
+            graphs.extend(attr.g for attr in node.attribute if attr.type == onnx.AttributeProto.GRAPH)
+            graphs.extend(g for attr in node.attribute if attr.type == onnx.AttributeProto.GRAPHS for g in attr.graphs)
+    inputs = {value.name for value in graph.input}
+    chosen = {}
+    for name, value in values.items():
+        if name in conditions and name not in inputs:
+            if isinstance(value, tuple) and len(value) != 1:
+                raise _value_error(name, f"{len(value)} values for an If's condition, which holds one")
+            chosen[name] = bool(value[0] if isinstance(value, tuple) else value)
+    return chosen
 
 
 def bind_values(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | float]) -> set[str]:

@@ -9,7 +9,8 @@ do, and the defaults it rests on with a size at which it runs.
 
 That size is found by trying: each defaulted dim in turn (those no role explained first: a dim
 defaulted to 1 for want of a role is the usual culprit, a 1-sample audio input), at the sizes of
-`LADDER` above its default, the graph bound, inferred and checked again each time, until it
+`LADDER` above its default, then the two below it (a sequence of 512 longer than the 128
+positions a BERT's table holds), the graph bound, inferred and checked again each time, until it
 runs; then those dims all together. At most `ATTEMPTS` tries (`ATTEMPTS_LARGE` for a graph of
 over `LARGE_GRAPH` nodes, where each costs seconds); where none runs, the defaults are named
 without a size."""
@@ -63,8 +64,9 @@ def contradicted(error: DimensionError, defaults: Mapping[str, DimDefault], runs
     budget = ATTEMPTS_LARGE if node_count > LARGE_GRAPH else ATTEMPTS
     problem = str(error)
     tries: list[dict[str, int]] = []
-    for name in candidates:
+    for name in candidates:  # larger first (a dim defaulted too small), then smaller (one longer than a table the graph holds)
         tries += [{name: size} for size in LADDER if size > defaults[name].size][:3]
+        tries += [{name: size} for size in reversed(LADDER) if size < defaults[name].size][:2]
     loose = [name for name in candidates if defaults[name].source == NONE]
     if len(loose) > 1:
         tries += [{name: size for name in loose} for size in LADDER]

@@ -8,8 +8,10 @@ Where the name gives no default, the graph says what the dim is, in this order:
 1. **A size the model states**: a Reshape of the input to a constant target with no -1 (its
    elements fix the one dim the input leaves open: `x [N, 784]` reshaped to `[1, 1, 28, 28]`);
    for image sides, the size exporters write into the model's metadata (`imgsz`, `image_size`,
-   `img_size`, `input_size`: ultralytics writes `imgsz: [640, 640]`). A stated size applies
-   whatever the dim's name, since the model runs at no other (the metadata only to image sides).
+   `img_size`, `input_size`: ultralytics writes `imgsz: [640, 640]`); a dim a Conv, MatMul or Gemm
+   consumes against a constant weight (a ViT's `num_channels`: its patch embedding's weight has 3
+   input channels). A stated size applies whatever the dim's name, since the model runs at no
+   other (the metadata only to image sides).
 2. **Its role in the graph**:
    - the sides of an image: a 4-D input of a float type (or uint8), with 1, 3 or 4 channels in
      NCHW (axis 1) or NHWC (axis 3) position, a convolution or pooling downstream: height and
@@ -62,6 +64,9 @@ _CHANNELS = frozenset({1, 3, 4})
 _PASS_THROUGH = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Transpose", "Clip", "Add", "Sub"})
 """What a token input goes through on its way to its embedding's Gather (a cast to int64, a reshape
 to [B·S], an offset)."""
+_KEEPS_AXES = frozenset({"Cast", "Identity", "Sub", "Div", "Mul", "Add", "Clip", "Relu"})
+"""What an input goes through to a weight that fixes its axes, every axis kept where it is (a
+cast to the weights' type, a normalization by constant mean and deviation)."""
 _SEARCH_LIMIT = 4096  # nodes visited downstream of one input: a convolution is within a few of an image
 _METADATA_KEYS = ("imgsz", "image_size", "img_size", "input_size")
 
@@ -201,6 +206,7 @@ class _Roles:
         self.initialized = initialized
         self._consumers: dict[str, list[tuple[int, int]]] | None = None
         self._constants: dict | None = None
+        self._weights: dict[str, tuple[int, ...]] | None = None
 
     @property
     def consumers(self) -> dict[str, list[tuple[int, int]]]:
@@ -291,14 +297,16 @@ class _Roles:
     def stated(self, unbound: set[str], given: Mapping[str, int]) -> dict[str, tuple[int, str]]:
         """Sizes the graph fixes for dims in `unbound`: a graph input reshaped (directly, or after a
         Cast) to a constant target with no -1 leaves one dim open, whose size the target's elements
-        fix. {dim: (size, why)}. Two scans of the op types, no more: this runs on every model."""
+        fix; a dim a convolution or matrix product consumes against a constant weight takes the
+        weight's size (weight_fixed). {dim: (size, why)}. A few scans of the op types, no more:
+        this runs on every model."""
         open_inputs = {name for name, (_, dims) in self.inputs.items() if any(self.dim_names.get((name, axis)) in unbound for axis in range(len(dims)))}
         if not open_inputs:
             return {}
+        stated = self.weight_fixed(open_inputs, unbound)
         nodes = self.nodes
         sources = {n.outputs[0]: n.inputs[0] for n in nodes if n.op_type == "Cast" and n.inputs and n.inputs[0] in open_inputs and n.outputs}
         sources.update((name, name) for name in open_inputs)
-        stated: dict[str, tuple[int, str]] = {}
         for node in nodes:
             if node.op_type != "Reshape" or node.domain or len(node.inputs) < 2 or node.inputs[0] not in sources:
                 continue
@@ -318,6 +326,62 @@ class _Roles:
                 label = f"{node.name!r}" if node.name else "a Reshape"
                 stated[dim] = (elements // known, f"fixed by {label}, which reshapes {name!r} to {target}")
         return stated
+
+    def weight_fixed(self, open_inputs: set[str], unbound: set[str]) -> dict[str, tuple[int, str]]:
+        """Dims of `open_inputs` that a Conv, MatMul or Gemm consumes against a constant weight, as
+        the weight's size: a Conv's input channels are its weight's second dim × group (a ViT's
+        patch embedding: 3 channels, whatever its dim is named), a MatMul's or Gemm's contracted
+        axis its weight's rows (a tabular model's features). Reached through the ops that keep
+        every axis where it is (a cast, a normalization by constants)."""
+        fixed: dict[str, tuple[int, str]] = {}
+        for name in open_inputs:
+            rank = len(self.inputs[name][1])
+            pending, seen = [name], {name}
+            while pending:
+                value = pending.pop()
+                for position, slot in self.consumers.get(value, ()):
+                    node = self.nodes[position]
+                    consumed = self._weight_axis(node, slot, rank) if not node.domain else None
+                    if consumed is not None:
+                        axis, size, why = consumed
+                        dim = self.dim_names.get((name, axis))
+                        if dim in unbound and dim not in fixed and size > 0:
+                            fixed[dim] = (size, why)
+                    elif not node.domain and node.op_type in _KEEPS_AXES and node.outputs and node.outputs[0] not in seen:
+                        seen.add(node.outputs[0])
+                        pending.append(node.outputs[0])
+        return fixed
+
+    def _weight_axis(self, node: Node, slot: int, rank: int) -> tuple[int, int, str] | None:
+        """(the input's axis, the size the node's constant weight gives it, why) where `node`
+        consumes its input at `slot` against one: None otherwise."""
+        label = f"{node.op_type} {node.name!r}" if node.name else node.op_type
+        if node.op_type == "Conv" and slot == 0 and len(node.inputs) > 1 and rank >= 3:
+            weight = self._weight_dims(node.inputs[1])
+            if weight is None or len(weight) != rank:
+                return None
+            group = next((attr.i for attr in node.attributes if attr.name == "group"), 1) or 1
+            return 1, weight[1] * group, f"the input channels of the weight {list(weight)} of {label}" + (f" × group {group}" if group > 1 else "")
+        if node.op_type in ("MatMul", "Gemm") and slot == 0 and len(node.inputs) > 1:
+            weight = self._weight_dims(node.inputs[1])
+            if weight is None or len(weight) != 2 or (node.op_type == "Gemm" and rank != 2):
+                return None
+            attrs = {attr.name: attr.i for attr in node.attributes}
+            axis = (0 if attrs.get("transA") else 1) if node.op_type == "Gemm" else rank - 1
+            return axis, weight[1] if attrs.get("transB") else weight[0], f"the rows of the weight {list(weight)} of {label}"
+        return None
+
+    def _weight_dims(self, name: str) -> tuple[int, ...] | None:
+        """A constant weight's dims (an initializer no input overrides, or a Constant's tensor),
+        read from its header: never its bytes."""
+        if self._weights is None:
+            self._weights = {t.name: tuple(t.dims) for t in self.graph.initializer if t.name not in self.inputs}
+            for node in self.nodes:
+                if node.op_type == "Constant" and not node.domain and node.outputs:
+                    value = next((attr.t for attr in node.attributes if attr.name == "value"), None)
+                    if value is not None:
+                        self._weights[node.outputs[0]] = tuple(value.dims)
+        return self._weights.get(name)
 
     def _constant_vector(self, name: str) -> list[int] | None:
         """A small 1-D integer constant's values (a Reshape's target), or None."""

@@ -17,6 +17,11 @@ an error naming the node, the sizes and the dims (docs/hostile-inputs.md).
   the key length it was traced at); bound to other sizes, the graph cannot run. Nor can a
   Reshape whose target's other sizes do not divide the input's elements (ONNX's inference leaves
   its output untyped: "incompatible shapes").
+- A convolution whose input has other channels than its weight takes (× group): ONNX's inference
+  types the output from the weight and lets it through. A DimensionConflict where the channels are a
+  graph input's dim: a default taken for it is replaced by the weight's (roles.py states it first).
+- An Expand whose input does not broadcast to its target: a buffer the graph holds (BERT's token
+  types, as long as its position table) expanded to a longer sequence.
 - A GroupQueryAttention whose past holds heads of another size than its query packs: the
   onnxruntime-genai builder names the head dim of its KV-cache inputs (`kv_cache_dim`), which
   the query's width and the op's head counts fix. That one is a DimensionConflict: a default
@@ -260,8 +265,50 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
     return None
 
 
+def _channels_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
+    """An input whose channels are not its weight's (× group): ONNX's inference types the output
+    from the weight alone, and onnxruntime refuses it. Where the channels are a graph input's dim,
+    the weight fixes it (a DimensionConflict)."""
+    slot = WINDOW_OPS[node.op_type]
+    data = values.get(node.inputs[0]) if node.inputs else None
+    weight = values.get(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None
+    if data is None or weight is None or not data.is_known or not weight.is_known or len(data.shape) < 3 or len(weight.shape) != len(data.shape):
+        return None
+    group = next((attr.i for attr in node.attributes if attr.name == "group"), 1) or 1
+    channels = weight.shape[1] * group
+    if data.shape[1] == channels:
+        return None
+    problem = (f"its input {data.name!r} {list(data.shape)} has {data.shape[1]} channels where its weight {weight.name!r} {list(weight.shape)} "
+               f"takes {channels}" + (f" ({weight.shape[1]} × group {group})" if group > 1 else ""))  # fmt: skip
+    dim = dim_names.get((data.name, 1))
+    return problem if dim is None else _Solvable(problem, dim, channels, f"the input channels of the weight of {_label(node)}")
+
+
+def _convolution_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, constant) -> str | None:
+    return _window_problem(node, values) or _channels_problem(node, values, dim_names)
+
+
+def _expand_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, constant) -> str | None:
+    """An Expand whose input does not broadcast to its target (ONNX's inference fails:
+    "Incompatible dimensions"): a traced buffer sliced to the table it holds (BERT's token types,
+    `max_position_embeddings` of them) expanded to a longer sequence. The table cannot grow."""
+    data = values.get(node.inputs[0]) if node.inputs else None
+    result = values.get(node.outputs[0]) if node.outputs else None
+    if data is None or not data.is_known or (result is not None and result.is_known) or len(node.inputs) < 2:
+        return None
+    target = constant(node.inputs[1])
+    if target is None or target.ndim != 1 or target.dtype.kind not in "iu":
+        return None
+    for have, want in zip(reversed(data.shape), reversed(target.tolist())):
+        if have != want and 1 not in (have, want):
+            return (f"its input {data.name!r} {list(data.shape)} does not broadcast to its target {target.tolist()} ({have} against {want}): "
+                    f"a size the graph holds (a table, a traced buffer) is shorter than these dims")  # fmt: skip
+    return None
+
+
 _CHECKS = {
-    **{op: ("", _window_problem) for op in WINDOW_OPS},
+    **{op: ("", _convolution_problem) for op in WINDOW_OPS},
+    "Expand": ("", _expand_problem),
     "Reshape": ("", _reshape_divides_problem),
     "Pad": ("", _pad_problem),
     **{op: ("", _pool_problem) for op in ("MaxPool", "AveragePool", "LpPool")},

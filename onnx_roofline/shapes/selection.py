@@ -8,7 +8,8 @@ as if F of the elements it chooses from were selected, rounded up — a node tha
 keeps at least one element — and the report names the fraction and every node it sized: the
 figures downstream are estimates under that assumption. For an MoE layer whose experts each take
 the tokens routed to them through a one-hot mask (transformers' eager experts), F = 1/num_experts
-is uniform routing: each expert gets tokens · top_k / num_experts of them."""
+is uniform routing: each expert gets tokens · top_k / num_experts of them. Otherwise it is costed
+at its bound, every candidate selected, and labelled at most (bounds.selection_bound)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,8 @@ def _data_dependent(report: Report, observed: Mapping[str, TensorInfo]) -> Itera
     time)."""
     model = report.model
     bounded = {bound.output for bound in model.bounds}
-    assumed = {*(model.assumed.nodes if model.assumed else ()), *(model.experts.sized if model.experts else ())}
+    assumed = {*(model.assumed.nodes if model.assumed else ()), *(model.experts.sized if model.experts else ()),
+               *(model.regulated.sized if model.regulated else ())}  # a length regulator's frames (shapes/durations.py)
     for node in report.nodes:
         if node.scope:
             continue
