@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 EXIT_OK = 0
 EXIT_FAIL = 1  # a check or verification ran and found a problem
 EXIT_USAGE = 2  # bad input: missing/unreadable model, bad flag, bad spec, unbound dim
+EXIT_OUTPUT = 74  # an output could not be written: a full disk, a closed stdout (sysexits.h's EX_IOERR)
+EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`| head -1`): quiet, and what a shell reports for a tool SIGPIPE ended (128 + 13)
 
 
 class RooflineError(Exception):
@@ -24,6 +26,13 @@ class RooflineError(Exception):
     def for_command_line(self, argv: Sequence[str] = ()) -> str:
         """The message the command line prints; `argv`, the arguments it was given."""
         return self.cli_message or str(self)
+
+
+class OutputError(RooflineError):
+    """An output the analysis made could not be written (a full disk, an I/O error, stdout closed):
+    the input was fine, so it is not exit 2."""
+
+    exit_code = EXIT_OUTPUT
 
 
 class ModelLoadError(RooflineError):

@@ -6,12 +6,14 @@ through the command line as a user runs it: docs/hostile-inputs.md, "Fuzzing".""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import math
 import os
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -155,8 +157,16 @@ def test_mutated_model_bytes_give_a_report_or_exit_2(tmp_path_factory, capsys, e
         assert sum(line.startswith("onnx-roofline: error: ") for line in err.splitlines()) == 1, err
 
 
-CI_SEEDS = range(120)  # mutant N grows from seed model N mod their count: 120 mutants, 360 runs, ~100 s on 2 cores
+CI_MUTANTS = 120  # mutant N grows from seed model N mod their count: 120 mutants, 360 runs, ~100 s on 2 cores
 CI_COMMANDS = ("analyze", "inspect", "check")  # check --max-latency 1s
+SEED_VARIABLE = "ONNX_ROOFLINE_FUZZ_SEED"
+
+
+def campaign_seed() -> int:
+    """The first mutant seed of this run: $ONNX_ROOFLINE_FUZZ_SEED where given (to rerun a failed
+    day), else one from today's date (UTC), so that each day explores 120 mutants never run before."""
+    given = os.environ.get(SEED_VARIABLE, "").strip()
+    return int(given) if given else datetime.datetime.now(datetime.timezone.utc).date().toordinal() * CI_MUTANTS
 
 
 def test_structure_aware_mutants_end_cleanly(tmp_path):
@@ -165,12 +175,15 @@ def test_structure_aware_mutants_end_cleanly(tmp_path):
     its own, under a 60 s deadline and a 4 GiB address-space limit: an exit code of 0, 1 or 2,
     every stderr line the tool's own (one error line with exit 2); no traceback, signal, hang or
     memory blow-up; where strace is installed, no file opened outside the allowlist
-    (campaign.py). A failure names the mutant: `python -m tests.fuzz.mutate MODEL --seed N`."""
+    (campaign.py). The seeds change every day (campaign_seed); a failure names the campaign's
+    seed and each failing mutant with the command that writes it again."""
     cfg = Config(HERE_REPO, tmp_path, sys.executable, CI_COMMANDS, timeout=60, memory=4 * GiB, strace=shutil.which("strace"),
                  oracle=False)
     models = seed_models(HERE_REPO)
-    records = run_jobs(cfg, [(seed, models[seed % len(models)]) for seed in CI_SEEDS], workers=2)
-    failures = [f"{r['outcome']}: {r['model']} --seed {r['seed']} ({r['label']}: {r['detail'][:100]}), {r['command']}: {r['place']}"
+    first = campaign_seed()
+    records = run_jobs(cfg, [(seed, models[seed % len(models)]) for seed in range(first, first + CI_MUTANTS)], workers=2)
+    failures = [f"{r['outcome']}: mutant {r['mutant']} ({r['label']}: {r['detail'][:100]}), {r['command']}: {r['place']}; "
+                f"reproduce: python -m tests.fuzz.mutate {Path(r['model_path']).relative_to(HERE_REPO)} --seed {r['seed']} --out DIR"
                 for r in records if r["outcome"] in FAILURES]
-    assert not failures, "\n".join(failures)
-    assert sum(r["outcome"] == "ok" for r in records) >= 3 * len(CI_SEEDS) * 0.9  # the mutants ran (a few are not applicable)
+    assert not failures, f"campaign seed {first} (rerun it: {SEED_VARIABLE}={first})\n" + "\n".join(failures)
+    assert sum(r["outcome"] == "ok" for r in records) >= 3 * CI_MUTANTS * 0.9  # the mutants ran (a few are not applicable)

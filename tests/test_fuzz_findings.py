@@ -286,3 +286,111 @@ def test_the_fold_cap_keeps_small_values():
     proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [4]), ("y0", TensorProto.FLOAT, [6])], [("y", TensorProto.FLOAT, None)],
                           constants)
     assert {n.name: n.outputs[0].shape for n in analyze(proto, hw="h100").nodes}["reshape"] == (2, 3)
+
+
+# --- issue 43: an If's outputs against its branches', a string folded with a number ----------------------------
+
+
+def short_if_model(condition: bool | None, branch_outputs: int) -> onnx.ModelProto:
+    """An If of two outputs whose branches have `branch_outputs` (onnxruntime refuses the file); its
+    condition a constant (`condition`) or a graph input (None), its outputs added."""
+    def branch(name: str) -> onnx.GraphProto:
+        outs = [f"{name}{i}" for i in range(branch_outputs)]
+        return helper.make_graph([helper.make_node("Relu", ["x"], [out], name=f"{name}_relu{i}") for i, out in enumerate(outs)], name, [],
+                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, [2]) for out in outs])
+
+    nodes = [helper.make_node("If", ["c"], ["a", "b"], name="if", then_branch=branch("then"), else_branch=branch("else")),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    inputs = [("x", TensorProto.FLOAT, [2])] + ([("c", TensorProto.BOOL, [])] if condition is None else [])
+    constants = [] if condition is None else [numpy_helper.from_array(np.array(condition), "c")]
+    return hostile.model(nodes, inputs, [("y", TensorProto.FLOAT, None)], constants)
+
+
+@pytest.mark.parametrize("condition", [None, True, False], ids=["input", "then", "else"])
+@pytest.mark.parametrize("branch_outputs", [1, 3])
+def test_an_if_whose_branches_have_another_number_of_outputs(tmp_path, capsys, condition, branch_outputs):
+    """Each branch's outputs are counted against the If's: not typed from them (an IndexError
+    before), flagged INVALID, and verify refuses it as check does (exit 1)."""
+    path = hostile.save(short_if_model(condition, branch_outputs), tmp_path / "m.onnx")
+    for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"], ["verify"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err, allowed=(0, 1, 2))
+    code, out, _ = run(capsys, "verify", path)
+    assert code == 1 and "verdict: INVALID: a runtime would refuse this model" in out and "subgraphs produce" in out
+
+
+def test_a_string_constant_is_never_folded_with_a_number(tmp_path, capsys):
+    """Concat(string, int64) feeding a Reshape's shape: a NotImplementedError in onnx's
+    numpy_helper before (an object array of bytes and ints); the string's value is now never
+    folded, so the Reshape is uncosted with its root cause, and verify refuses the file."""
+    constants = [numpy_helper.from_array(np.array([b"a"], dtype=object), "s"), int64_shape([2], "i")]
+    nodes = [helper.make_node("Concat", ["s", "i"], ["shape"], name="concat", axis=0), helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
+    path = hostile.save(hostile.model(nodes, [("x", TensorProto.FLOAT, [2])], [("y", TensorProto.FLOAT, None)], constants), tmp_path / "m.onnx")
+    for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err, allowed=(0, 1, 2))
+    code, out, err = run(capsys, "verify", path)
+    clean(code, err, allowed=(1,))
+    assert "verdict: INVALID" in out
+
+
+def test_verify_refuses_what_analyze_flags_invalid(tmp_path, capsys):
+    """One conformance check for both: an initializer holding 7 of its 8 bytes (the onnx checker and
+    onnxruntime refuse it) and a ZipMap's output retyped to optional are INVALID in analyze's
+    warning, check's FAIL and verify's verdict, exit 1 as check's; nothing is run."""
+    weight = truncated(numpy_helper.from_array(np.ones(2, np.float32), "w"))
+    short = hostile.model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [("x", TensorProto.FLOAT, [2])],
+                          [("y", TensorProto.FLOAT, [2])], [weight])
+    zipmap = helper.make_node("ZipMap", ["x"], ["z"], name="zipmap", domain="ai.onnx.ml", classlabels_int64s=[0, 1])
+    maps = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    graph = helper.make_graph([zipmap], "zipmap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+                              [helper.make_value_info("z", helper.make_optional_type_proto(maps))])
+    optional = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    for name, proto in (("short", short), ("zipmap", optional)):
+        path = hostile.save(proto, tmp_path / f"{name}.onnx")
+        code, _, err = run(capsys, "analyze", path)
+        assert code == 0 and "onnx-roofline: warning: INVALID: " in err
+        code, out, _ = run(capsys, "check", "--max-latency", "1s", path)
+        assert code == 1 and "INVALID: a runtime would refuse this model" in out
+        code, out, err = run(capsys, "verify", path)
+        clean(code, err, allowed=(1,))
+        assert out.splitlines()[-1].startswith("verdict: INVALID: a runtime would refuse this model: ")
+        code, out, _ = run(capsys, "verify", "--format", "json", path)
+        document = json.loads(out)
+        assert code == 1 and document["verdict"] == "invalid" and document["model"]["invalid"]
+
+
+def test_a_location_leaving_the_folder_by_a_backslash_is_invalid(tmp_path, capsys):
+    """`..\\x`: a file name on Linux (absent, so nothing was said), but onnx's checker and
+    onnxruntime read it as leaving the model's folder and refuse the model: flagged as they do."""
+    path = hostile.save(hostile.matmul_with(hostile.external("..\\x")), tmp_path / "m.onnx")
+    code, _, err = run(capsys, "analyze", path)
+    assert code == 0 and "INVALID: external data" in err and "leaves the model's folder" in err
+
+
+def test_a_reference_attribute_outside_a_function_is_refused(tmp_path, capsys):
+    """`ref_attr_name` names an attribute of the function a node sits in; outside one it has no
+    value (onnx's `get_attribute_value` raised a ValueError in the fold): refused, naming the node."""
+    cast = helper.make_node("Cast", ["x"], ["y"], name="cast", to=TensorProto.FLOAT)
+    cast.attribute[0].ref_attr_name = "fuzz_ref"
+    path = hostile.save(hostile.model([cast], [("x", TensorProto.INT64, [2])], [("y", TensorProto.FLOAT, [2])]), tmp_path / "m.onnx")
+    for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"], ["verify"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err, allowed=(2,))
+        assert "node 'cast' (Cast): attribute 'to' refers to attribute 'fuzz_ref' of a function, outside any function" in err
+
+
+def test_kernels_that_read_each_other_are_ordered_by_the_graph(tmp_path, capsys):
+    """A BART decoder step whose Shape of the self-attention cache is wrapped in a local function
+    (campaign seed 88800009, `function/wrap`): the function is no metadata read the deployed view
+    knows, so the attention kernel, which takes in the Reshape that reads it, and the function,
+    which reads the cache the kernel writes, each wait for the other. The kernels fall back to the
+    graph's order (lexicographical_order raised a CycleError traceback)."""
+    from tests.fuzz.mutate import main as mutate_main
+
+    corpus = os.path.join(os.path.dirname(__file__), "corpus", "models", "dynamo_bart_decoder_past.onnx")
+    mutate_main([corpus, "--seed", "88800009", "--out", str(tmp_path)])
+    capsys.readouterr()
+    code, out, err = run(capsys, "analyze", tmp_path / "mutant.onnx")
+    clean(code, err)
+    assert code == 0 and "floor" in out

@@ -1,8 +1,10 @@
 """The command line: `onnx-roofline MODEL --hw h100` and its subcommands.
 
 Exit codes: 0 success, 1 a check found a problem, 2 bad input (one line on stderr, no traceback),
-130 interrupted. Importing this module loads nothing heavy: onnx, numpy and the analysis load
-inside `main`, so a Ctrl-C during start-up is an exit 130 too, not a traceback from an import."""
+74 an output could not be written (a full disk, stdout closed), 130 interrupted, 141 the reader of
+stdout left (`| head -1`: nothing said). Importing this module loads nothing heavy: onnx, numpy
+and the analysis load inside `main`, so a Ctrl-C during start-up is an exit 130 too, not a
+traceback from an import."""
 
 from __future__ import annotations
 
@@ -13,9 +15,10 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, count, analyze_from_options, deployed_from, protected_files, refuse_if_nothing_costed
+from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, count, analyze_from_options, other_view, protected_files, refuse_if_nothing_costed
 from onnx_roofline.commands.terminal import model_progress, terminal_colours
-from onnx_roofline.errors import EXIT_OK, EXIT_USAGE, RooflineError, one_line
+from onnx_roofline.report.output import Stdout, flush_stdout
+from onnx_roofline.errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, OutputError, RooflineError, one_line
 from onnx_roofline.version import __version__
 
 # The modules that add subcommands, by the commands each adds: each has `add_command(subparsers)`,
@@ -34,6 +37,19 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    streams = sys.stdout, sys.stderr
+    sys.stdout, stderr = Stdout(sys.stdout), _Stderr(sys.stderr)
+    sys.stderr = stderr
+    try:
+        code = _main(argv)
+    finally:
+        sys.stdout, sys.stderr = streams
+    if stderr.lost is not None and code == EXIT_OK:  # a warning could not be said: the run is not a clean one
+        return EXIT_BROKEN_PIPE if isinstance(stderr.lost, BrokenPipeError) else EXIT_OUTPUT
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     typed = tuple(args)  # as the user typed them: an error's suggested command starts from these
     try:
@@ -46,15 +62,59 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_USAGE
         if args[0] != "hw":  # every command but `hw` reads a model
             _import_onnx()
-        return options.run(options)
+        code = options.run(options)
+        flush_stdout()  # what a command printed: a full disk said here, not by the interpreter at exit
+        return code
     except RooflineError as exc:
+        if isinstance(exc, OutputError):
+            _discard_stdout()
         print(f"onnx-roofline: error: {one_line(exc.for_command_line(typed))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # `onnx-roofline ... | head`: the reader left, nothing more to say
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (keeps the interpreter's final flush quiet)
-        return EXIT_OK
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
+
+
+def _discard_stdout() -> None:
+    """stdout failed (a full disk, a reader gone): what is still buffered goes to /dev/null, so that
+    the interpreter's own flush at exit has nothing to say. (A stream that is not a file, a test's
+    capture, has no such flush.)"""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+class _Stderr:
+    """stderr as the commands write it: a line that cannot be written (a full disk, a reader gone,
+    stderr closed at start) is dropped, where a traceback could not be printed either, and the
+    failure is remembered (`lost`): the run then exits EXIT_OUTPUT rather than 0."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.lost: BaseException | None = None
+
+    def write(self, text: str) -> int:
+        if self.stream is not None and self.lost is None:
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError) as exc:
+                self.lost = exc
+        return len(text)
+
+    def flush(self) -> None:
+        pass  # each write is flushed
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def _import_onnx() -> None:
@@ -105,6 +165,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--group", action="store_true",
                      help="table: alike nodes of different layers as one row (c_fc/Gemm ×12), modules totalled across layers (h.*.mlp)")  # fmt: skip
     add_view_arguments(run)
+    add_memory_argument(run)
     run.set_defaults(run=_run_analyze)
 
     hw = sub.add_parser("hw", help="the hardware table")
@@ -123,9 +184,6 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-OTHER_VIEW_NODES = 50_000
-"""Up to this many nodes the default table also plans the deployed view for its summary line
-(about 0.1 ms a node); beyond, `--view deployed` asks for it."""
 
 
 def _run_analyze(options: argparse.Namespace) -> int:
@@ -141,7 +199,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
     by = [OP_TYPE if b == "op-type" else MODULE for b in options.by or ["op-type"]]
 
     def other():  # the table, JSON, HTML and Markdown show both views' totals (the deployed one planned for graphs of a usual size)
-        return report.written if report.view == "deployed" else deployed_from(report, options) if len(report.nodes) <= OTHER_VIEW_NODES else None
+        return other_view(report, options)
 
     def table(r):
         from onnx_roofline.report.table import render_table
@@ -178,13 +236,15 @@ def _run_analyze(options: argparse.Namespace) -> int:
 
 
 def _check_outputs(options: argparse.Namespace) -> None:
-    """Every output path checked before the analysis runs: a typo costs nothing, and nothing is
-    printed before the error."""
-    from onnx_roofline.report.output import check_destination
+    """Every output path checked before the analysis runs: a typo, two outputs named to one file
+    (`-o X --annotate X`) or the model named as an output costs nothing, and nothing is printed
+    before the error. (The model's data files are known once it is read: they are checked then.)"""
+    from onnx_roofline.report.annotate import sidecar_path
+    from onnx_roofline.report.output import check_destinations
 
-    for path in (options.output, options.annotate):
-        if path not in (None, "-"):
-            check_destination(path)
+    outputs = {"-o": options.output, "--annotate": options.annotate, "--plot": options.plot,
+               "--annotate's Netron attachment": sidecar_path(options.annotate) if options.annotate else None}
+    check_destinations(outputs, protect=(options.model,))
     if options.plot:
         from onnx_roofline.report.plot import check_plot_destination
 

@@ -22,6 +22,7 @@ import logging
 import math
 import os
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,12 @@ class Invalid:
 
     def __str__(self) -> str:
         return f"{self.source}: {self.message}"
+
+
+def refusal(invalid: Sequence[Invalid]) -> str:
+    """The findings in one line, as `check` fails a model and `verify` refuses to run one."""
+    more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
+    return f"INVALID: a runtime would refuse this model: {invalid[0]}{more}"
 
 
 def conformance(model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLike | None) -> tuple[Invalid, ...]:

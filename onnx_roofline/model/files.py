@@ -16,7 +16,7 @@ import stat
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
 
 from onnx_roofline.errors import ExternalDataError, RooflineError
@@ -253,7 +253,7 @@ def resolve_location(location: str, folder: Path, where: str) -> Path:
     relative = PurePosixPath(location)
     if relative.is_absolute() or os.path.isabs(location):
         raise ExternalDataError(f"{where}: location {location!r} is absolute; it must be inside the model's folder")
-    if ".." in relative.parts:
+    if ".." in relative.parts or ".." in PureWindowsPath(location).parts:  # onnx's checker reads `..\x` as leaving too
         raise ExternalDataError(f"{where}: location {location!r} leaves the model's folder")
     try:
         resolved = (folder / relative).resolve()

@@ -22,12 +22,17 @@ policy, `ONNX_ROOFLINE_ISOLATION`:
 - `all`: every call (a gate over models from strangers, at the cost above);
 - `0`: none (to debug a pass in-process).
 Where the platform has no fork (Windows) or the system refuses one (no memory to commit a copy
-of the process), the call runs in-process."""
+of the process), the call runs in-process.
+
+A child never outlives its parent (`die_with_parent`, which the `-j` workers call too): whatever
+ends the parent, a SIGKILL included, which no handler of its own sees, ends the child with it —
+onnxruntime running a stranger's model for minutes in a process nobody waits for any more."""
 
 from __future__ import annotations
 
 import os
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -71,6 +76,40 @@ def forks(risky: bool) -> bool:
     return hasattr(os, "fork") and mode != "0" and (risky or mode == "all")
 
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h: the signal this process gets when the thread that made it ends
+_WATCH_INTERVAL_S = 0.5  # elsewhere, how often a child looks at its parent
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process (a child: a -j worker, an isolated pass) when its parent, pid `parent`,
+    ends, however it ends. Linux: the kernel sends SIGKILL (prctl PR_SET_PDEATHSIG); other POSIX
+    systems: a daemon thread that watches for the parent to change. A parent already gone ends the
+    child at once. (Windows has neither fork nor these; its workers are left to the executor.)"""
+    if not hasattr(os, "fork"):
+        return
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    else:
+        import threading
+
+        threading.Thread(target=_watch, args=(os.getppid(),), daemon=True, name="die-with-parent").start()
+    try:
+        os.kill(parent, 0)  # gone before the death signal was set: nobody would send it
+    except ProcessLookupError:
+        os._exit(1)
+
+
+def _watch(parent: int) -> None:
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(_WATCH_INTERVAL_S)
+    os._exit(1)
+
+
 def isolated(name: str, fn: Callable[..., T], *args: Any, risky: bool = True) -> T:
     """`fn(*args)`, run in a forked child where `forks(risky)`: its result, or the exception it
     raised, raised here. Raises PassCrashed (naming the pass `name`) where the child dies without
@@ -78,6 +117,7 @@ def isolated(name: str, fn: Callable[..., T], *args: Any, risky: bool = True) ->
     if not forks(risky):
         return fn(*args)
     read, write = os.pipe()
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:  # no memory to commit a copy of this process, no process slot: run it here
@@ -86,7 +126,7 @@ def isolated(name: str, fn: Callable[..., T], *args: Any, risky: bool = True) ->
         return fn(*args)
     if pid == 0:  # the child: never returns
         os.close(read)
-        _child(write, fn, args)
+        _child(write, parent, fn, args)
     os.close(write)
     reaped = False
     try:
@@ -100,10 +140,11 @@ def isolated(name: str, fn: Callable[..., T], *args: Any, risky: bool = True) ->
     return _outcome(name, data, status)
 
 
-def _child(write: int, fn: Callable, args: tuple) -> None:
+def _child(write: int, parent: int, fn: Callable, args: tuple) -> None:
     """Run `fn` and send what came of it; exit without running the parent's exit handlers or
     flushing its buffers (they are the parent's, and it flushes them itself)."""
     try:
+        die_with_parent(parent)
         _quiet_crash()
         try:
             payload = pickle.dumps((True, fn(*args)), pickle.HIGHEST_PROTOCOL)

@@ -117,9 +117,9 @@ class _Graphs:
         for index, node in enumerate(nodes):
             names = node.inputs
             attrs = node.attributes
-            kinds = tuple([(a.name, a.type) for a in attrs]) if attrs else ()
+            kinds = tuple([(a.name, a.type, a.ref_attr_name) for a in attrs]) if attrs else ()
             self._schema(node, kinds)
-            if kinds and any(kind in _GRAPH_ATTRIBUTES for _, kind in kinds):
+            if kinds and any(kind in _GRAPH_ATTRIBUTES for _, kind, _ in kinds):
                 scope = scope if scope is not None else outer | seen | {o for n in nodes for o in n.outputs}
                 names = names + self._body_reads(attrs, scope)
             reads.append(names)
@@ -159,12 +159,17 @@ class _Graphs:
     def _schema(self, node: Node, kinds: tuple) -> None:
         """The node against its operator's schema (attribute names and types, input and output
         counts) with onnx's checker, once per distinct signature: GPT-2's 614 nodes have 26. A call
-        to a model-local function has no schema to meet."""
+        to a model-local function has no schema to meet. An attribute that refers to a function's
+        (`ref_attr_name`) has no value outside a function body, whatever the op."""
         signature = (node.domain, node.op_type, kinds, tuple(map(bool, node.inputs)), len(node.outputs))
         problem = self.checked.get(signature, ...)
         if problem is ...:
+            referring = [f"{name!r} refers to attribute {ref!r} of a function" for name, _, ref in kinds if ref]
             defined = (node.proto.domain, node.op_type) not in self.local and self._defined(node)
-            problem = self.checked[signature] = _schema_problem(_without_bodies(node.proto), self.context) if defined else None
+            problem = self.checked[signature] = (
+                f"attribute {referring[0]}, outside any function" if referring
+                else _schema_problem(_without_bodies(node.proto), self.context) if defined else None
+            )
         if problem is not None:
             raise ModelLoadError(f"not a valid ONNX model: {self.where} (node {_label(node.proto)}: {problem})")
 

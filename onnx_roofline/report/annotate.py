@@ -33,7 +33,7 @@ from onnx_roofline.model import files
 from onnx_roofline.errors import RooflineError
 from onnx_roofline.model.inferred import declared_types, inferred_types
 from onnx_roofline.model.loader import load_model
-from onnx_roofline.report.output import link_or_copy, write_bytes, write_text
+from onnx_roofline.report.output import Unit
 from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
@@ -83,11 +83,12 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     in_memory = isinstance(source, onnx.ModelProto)
     protect = () if in_memory else files.referenced_files(source, proto)  # the input's data files are inputs too
     plan = _plan_external_data(proto, None if in_memory else files.model_folder(source), destination)
-    write_bytes(proto.SerializeToString(), str(destination), protect=protect)  # refuses to overwrite the input
-    actions = {plan.kept or "none"} | {link_or_copy(ref, dst, protect) for ref, dst in plan.links}
-    action = next(a for a in ("absent", "copied", "linked", "kept", "none") if a in actions)
     sidecar = sidecar_path(destination)
-    write_text(_attachment_text(netron_attachment(report)), str(sidecar), protect=protect)
+    with Unit(protect) as unit:  # the data files, the attachment and the model: renamed into place once all are written
+        actions = {plan.kept or "none"} | {unit.link(ref, dst) for ref, dst in plan.links}
+        unit.write(_attachment_text(netron_attachment(report)).encode(), sidecar)
+        unit.write(proto.SerializeToString(), destination)  # refuses to overwrite the input
+    action = next(a for a in ("absent", "copied", "linked", "kept", "none") if a in actions)
     return Annotated(destination, sidecar, plan.locations, action)
 
 

@@ -1,57 +1,265 @@
 """Writing outputs without ever losing what the user owns: atomic replace, never onto an input
-(the model, its external-data files, a spec or baseline), every failure one line."""
+(the model, its external-data files, a spec or baseline), every failure one line.
+
+Files are written as a `Unit`: each in full into a hidden folder of this run's beside its
+destination (`.onnx-roofline-XXXXXXXX/`), then all renamed into place, so `--annotate`'s model and
+its Netron attachment land together or not at all. The folder goes when the unit ends, whatever
+ends it but a SIGKILL; it is locked (flock) while the run lives, so that the next run writing into
+that folder removes a killed run's. stdout is written by `write_stdout`: a full disk or a closed
+stdout is an OutputError (one line, exit 74); a reader that left (`| head -1`) is the
+BrokenPipeError on which the command line ends quietly."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from onnx_roofline.model import files
-from onnx_roofline.errors import RooflineError
+from onnx_roofline.errors import OutputError, RooflineError
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock, so no folder is known to be a dead run's, and none is swept
+    fcntl = None  # type: ignore[assignment]
 
 _TEMP_STEM = 64  # characters of the target's name in its temporary name: a long name still fits
+STAGING_PREFIX = ".onnx-roofline-"  # a run's hidden folder beside its outputs
+_WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EFBIG}  # the disk's doing, not the path's: exit 74
 
 
 def write_text(text: str | Iterable[str], destination: str | None, protect: Iterable[str | os.PathLike] = ()) -> None:
-    """Print to stdout, or write `destination` atomically (a temp file in the same folder, then rename).
+    """Print to stdout, or write `destination` atomically (a Unit of one file).
     `text` may come in pieces (a large JSON report, streamed): each is written as it comes."""
     pieces = (text,) if isinstance(text, str) else text
     if destination is None or destination == "-":
-        for piece in pieces:
-            sys.stdout.write(piece)
+        write_stdout(pieces)
         return
     write_bytes(text.encode() if isinstance(text, str) else (piece.encode() for piece in pieces), destination, protect)
 
 
+def write_stdout(pieces: Iterable[str]) -> None:
+    """Each piece to stdout, then flushed: what fails is said here, not by the interpreter at exit."""
+    stream = sys.stdout if isinstance(sys.stdout, Stdout) else Stdout(sys.stdout)
+    for piece in pieces:
+        stream.write(piece)
+    stream.flush()
+
+
+def flush_stdout() -> None:
+    """What a command printed, flushed while a failure can still be said in one line."""
+    (sys.stdout if isinstance(sys.stdout, Stdout) else Stdout(sys.stdout)).flush()
+
+
+class Stdout:
+    """stdout, where a write that fails is an OutputError (one line, exit 74) rather than a
+    traceback: a full disk, an I/O error, stdout closed at start (`>&-`, where Python's own is
+    None). A reader that left (`| head -1`) stays the BrokenPipeError on which the command line
+    ends quietly. The command line prints through one (cli.main)."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        if self.stream is None:
+            raise OutputError("cannot write the output: stdout is closed (give -o FILE to write it to a file)")
+        _on_stdout(self.stream.write, text)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.stream is not None:
+            _on_stdout(self.stream.flush)
+
+    def isatty(self) -> bool:
+        return self.stream is not None and self.stream.isatty()
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
+
+
+def _on_stdout(call: Callable, *args) -> None:
+    try:
+        call(*args)
+    except BrokenPipeError:
+        raise  # the reader left: the command line ends quietly
+    except (OSError, ValueError) as exc:  # ValueError: stdout closed under us
+        raise OutputError(f"cannot write the output to stdout: {_reason(exc)}") from None
+
+
 def write_bytes(data: bytes | Iterable[bytes], destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> None:
-    """A symlink is written through (its target replaced, as a shell's `>` would write it), never
-    replaced itself: `-o /dev/stdout` must not swap the system's link for a file."""
-    target = check_destination(destination, protect)
-    if target.exists() and not target.is_file():  # /dev/null, a FIFO someone reads: written into, not replaced
-        _write_into(data, target)
+    """One file, atomically (a Unit of one)."""
+    with Unit(protect) as unit:
+        unit.write(data, destination)
+
+
+class Unit:
+    """Files written as one: each in full into this run's hidden folder beside its destination;
+    all renamed into place, in the order given, once every one is written. Where anything fails
+    or is interrupted before, none is, and the hidden folders go. A symlink is written through
+    (its target replaced, as a shell's `>` would write it), never replaced itself: `-o /dev/stdout`
+    must not swap the system's link for a file. Outputs never replace a file in `protect`, and
+    two outputs of a unit never name one file."""
+
+    def __init__(self, protect: Iterable[str | os.PathLike] = ()) -> None:
+        self._protect = tuple(protect)
+        self._staging: dict[Path, _Staging] = {}
+        self._pending: list[tuple[Path, Path]] = []  # (written in the hidden folder, destination)
+
+    def __enter__(self) -> Unit:
+        return self
+
+    def __exit__(self, kind, value, traceback) -> None:
+        try:
+            if kind is None:
+                for temp, target in self._pending:
+                    try:
+                        os.replace(temp, target)
+                    except OSError as exc:
+                        raise OutputError(f"cannot write {target}: {_reason(exc)}") from None
+        finally:
+            for staging in self._staging.values():
+                staging.remove()
+
+    def write(self, data: bytes | Iterable[bytes], destination: str | os.PathLike) -> None:
+        target = check_destination(destination, self._protect)
+        if target.exists() and not target.is_file():  # /dev/null, a FIFO someone reads, /dev/stdout: written into, not replaced
+            _write_into(data, target)
+            return
+        target = self._target(target)
+        temp = self._temporary(target)
+        try:
+            _write_file(temp, data)
+            os.chmod(temp, _mode_for(target))
+        except OSError as exc:
+            raise OutputError(f"cannot write {destination}: {_reason(exc)}") from None
+        self._pending.append((temp, target))
+
+    def link(self, source: files.DataRef, destination: Path) -> str:
+        """Put the data file `source` at `destination`: a hard link costs nothing and leaves the
+        source alone; across file systems, a copy of exactly the bytes checked. The file linked is
+        the one opened and checked (not a symlink swapped in since). Says "linked" or "copied"."""
+        if destination.exists() and os.path.samefile(source.path, destination):
+            return "linked"  # annotated here before: the link is in place, nothing to write
+        target = self._target(check_destination(destination, self._protect))
+        temp = self._temporary(target)
+        where = f"external data {source.location!r}"
+        with files.open_regular(source.path, where, follow=False) as (fd, info):
+            try:
+                try:
+                    os.link(source.path, temp, follow_symlinks=False)
+                    linked = os.lstat(temp)
+                    if (linked.st_dev, linked.st_ino) != (info.st_dev, info.st_ino):
+                        raise RooflineError(f"{where} changed while being linked: refused")
+                    action = "linked"
+                except OSError:
+                    temp.unlink(missing_ok=True)
+                    _copy(fd, info.st_size, temp)
+                    action = "copied"
+            except OSError as exc:
+                raise OutputError(f"cannot write {target}: {_reason(exc)}") from None
+        self._pending.append((temp, target))
+        return action
+
+    def _target(self, checked: Path) -> Path:
+        """The file a checked destination replaces: a symlink's target."""
+        target = checked.resolve() if checked.is_symlink() else checked
+        if any(_same_file(target, other) for _, other in self._pending):
+            raise RooflineError(f"two outputs name the same file: {checked}")
+        return target
+
+    def _temporary(self, target: Path) -> Path:
+        folder = target.parent
+        if folder not in self._staging:
+            try:
+                self._staging[folder] = _Staging(folder)
+            except OSError as exc:  # a full disk is a failed write; a folder that takes no file (read-only, not ours), bad input
+                error = OutputError if exc.errno in _WRITE_FAILURES else RooflineError
+                raise error(f"cannot write {target}: {_reason(exc)}") from None
+        return self._staging[folder].path / f"{len(self._pending)}.{target.name[:_TEMP_STEM]}"
+
+
+class _Staging:
+    """A run's hidden folder in `folder`, locked while it lives; stale ones swept first."""
+
+    def __init__(self, folder: Path) -> None:
+        _sweep(folder)
+        self.path = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=folder))
+        try:
+            self._lock = _locked(self.path)
+        except OSError:
+            _remove_folder(self.path)
+            raise
+
+    def remove(self) -> None:
+        _remove_folder(self.path)
+        if self._lock is not None:
+            os.close(self._lock)
+
+
+def _remove_folder(path: Path) -> None:
+    """A hidden folder and the files in it (all it ever holds); anything else there keeps it."""
+    try:
+        for entry in os.scandir(path):
+            os.remove(entry.path)
+        os.rmdir(path)
+    except OSError:
+        pass
+
+
+_LOCK = "lock"  # the file in a run's hidden folder that the run holds locked while it lives
+
+
+def _locked(folder: Path) -> int | None:
+    """A descriptor of `folder`'s lock file, holding its lock (flock: released by the kernel
+    however the process ends), or None where the platform has no flock."""
+    if fcntl is None:
+        return None
+    fd = os.open(folder / _LOCK, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    return fd
+
+
+def _sweep(folder: Path) -> None:
+    """Remove the hidden folders that runs killed by SIGKILL left in `folder`: those whose lock no
+    live process holds. (A run between creating its folder and locking it, a few microseconds,
+    could lose its folder to a sweep and fail with one line.)"""
+    if fcntl is None:
         return
-    if target.is_symlink():
-        target = target.resolve()
     try:
-        handle, temp = tempfile.mkstemp(prefix=f".{target.name[:_TEMP_STEM]}.", dir=target.parent)
-    except OSError as exc:
-        raise RooflineError(f"cannot write {destination}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            for piece in (data,) if isinstance(data, bytes) else data:
-                stream.write(piece)
-        os.chmod(temp, _mode_for(target))
-        os.replace(temp, target)
-    except OSError as exc:
-        Path(temp).unlink(missing_ok=True)
-        raise RooflineError(f"cannot write {destination}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        stale = [Path(entry.path) for entry in os.scandir(folder) if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False)]
+    except OSError:
+        return
+    for path in stale:
+        try:
+            fd = os.open(path / _LOCK, os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0))
+        except FileNotFoundError:  # killed before it locked
+            _remove_folder(path)
+            continue
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live run's
+        else:
+            _remove_folder(path)
+        finally:
+            os.close(fd)
+
+
+def _write_file(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """`data` (bytes, or its pieces as they come) into a new file at `path`."""
+    with open(path, "xb") as stream:
+        for piece in (data,) if isinstance(data, bytes) else data:
+            stream.write(piece)
+
+
+def _reason(exc: BaseException) -> str:
+    return getattr(exc, "strerror", None) or str(exc)
 
 
 def check_destination(destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> Path:
@@ -80,35 +288,21 @@ def check_destination(destination: str | os.PathLike, protect: Iterable[str | os
     return target
 
 
-def link_or_copy(source: files.DataRef, target: Path, protect: Iterable[str | os.PathLike] = ()) -> str:
-    """Put the data file `source` at `target`: a hard link costs nothing and leaves the source
-    alone; across file systems, a copy of exactly the bytes checked. Atomic, like every output;
-    the file linked is the one opened and checked (not a symlink swapped in since)."""
-    if target.exists() and os.path.samefile(source.path, target):
-        return "linked"  # annotated here before: the link is in place, nothing to write
-    target = check_destination(target, protect)
-    temp = target.with_name(f".{target.name[:_TEMP_STEM]}.{os.getpid()}.tmp")
-    where = f"external data {source.location!r}"
-    with files.open_regular(source.path, where, follow=False) as (fd, info):
-        try:
-            try:
-                os.link(source.path, temp, follow_symlinks=False)
-                linked = os.lstat(temp)
-                if (linked.st_dev, linked.st_ino) != (info.st_dev, info.st_ino):
-                    raise RooflineError(f"{where} changed while being linked: refused")
-                action = "linked"
-            except OSError:
-                temp.unlink(missing_ok=True)
-                _copy(fd, info.st_size, temp)
-                action = "copied"
-            os.replace(temp, target)
-        except OSError as exc:
-            temp.unlink(missing_ok=True)
-            raise RooflineError(f"cannot write {target}: {exc.strerror or exc}") from None
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-    return action
+def check_destinations(outputs: dict[str, str | os.PathLike | None], protect: Iterable[str | os.PathLike] = ()) -> None:
+    """A command's outputs by the flag that names each, before any work: each writable in principle
+    and none an input (check_destination), and no two of them one file, where one would silently
+    replace the other. (A character device, /dev/null, takes any number.)"""
+    seen: list[tuple[str, Path]] = []
+    for flag, path in outputs.items():
+        if path is None or path == "-":
+            continue
+        target = check_destination(path, protect)
+        if target.exists() and not target.is_file():
+            continue
+        for other_flag, other in seen:
+            if _same_file(target, other):
+                raise RooflineError(f"{other_flag} and {flag} name the same file: {os.fspath(path)}")
+        seen.append((flag, target))
 
 
 def _copy(fd: int, size: int, target: Path) -> None:
@@ -129,7 +323,7 @@ def _write_into(data: bytes | Iterable[bytes], target: Path) -> None:
     try:
         fd = os.open(target, os.O_WRONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise RooflineError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise RooflineError(f"cannot write {target}: {_reason(exc)}") from None
     try:
         os.set_blocking(fd, True)
         for piece in (data,) if isinstance(data, bytes) else data:
@@ -139,7 +333,7 @@ def _write_into(data: bytes | Iterable[bytes], target: Path) -> None:
     except BrokenPipeError:
         raise  # the reader left: the command line ends quietly, as for stdout
     except OSError as exc:
-        raise RooflineError(f"cannot write {target}: {exc.strerror or exc}") from None
+        raise OutputError(f"cannot write {target}: {_reason(exc)}") from None
     finally:
         os.close(fd)
 
@@ -162,7 +356,7 @@ def _name_max(folder: Path) -> int:
 
 def _mode_for(target: Path) -> int:
     """An existing file keeps its permissions; a new one gets the umask's, as open() would give
-    (mkstemp's private 0600 is for the temporary name only)."""
+    (the privacy of the run's hidden folder, 0700, is for the file being written only)."""
     if target.exists():
         return target.stat().st_mode & 0o7777
     umask = os.umask(0)

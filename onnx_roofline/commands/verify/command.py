@@ -86,7 +86,7 @@ def run_verify(options: argparse.Namespace) -> int:
                     threads=options.threads, timing=timing, budget=budget, values=values, strict=options.strict)
     text = render_json(result) if options.format == "json" else render_text(result)
     write_text(text, options.output, protect=protected_files(options))
-    return EXIT_FAIL if result.verdict == "fail" else EXIT_OK
+    return EXIT_FAIL if result.verdict in ("fail", "invalid") else EXIT_OK
 
 
 def run_calibrate(options: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """verify(): analyze, check every external-data reference and the budget, materialize weights,
 feed, run, compare, and optionally time — in that order: nothing is read, synthesized or run
-before the checks that could refuse it.
+before the checks that could refuse it. A model the analysis flags invalid (model/conformance.py)
+is not run: its verdict is "invalid".
 
 A model with model-local functions is checked with them inlined (inlining.py, as the analysis
 costs a call: its body inlined): a run exposes no value inside a call, so the call itself could
@@ -57,8 +58,12 @@ class Verification:
 
     @property
     def verdict(self) -> str:
-        """"pass" only where every node was checked; "incomplete" where nothing disagrees but some
-        node was not; "fail" where something disagrees, or some node was not checked and `strict`."""
+        """"invalid" where a runtime would refuse the model (the analysis' conformance check, as
+        `check` fails it: nothing is run); "pass" only where every node was checked; "incomplete"
+        where nothing disagrees but some node was not; "fail" where something disagrees, or some
+        node was not checked and `strict`."""
+        if self.report.model.invalid:
+            return "invalid"
         if not self.passed or (self.strict and self.unchecked):
             return "fail"
         return "incomplete" if self.unchecked else "pass"
@@ -99,6 +104,8 @@ def verify(
     proto = proto if inlined is None else inlined
     base_dir = None if isinstance(model, onnx.ModelProto) else files.model_folder(model)
     files.locate_all(proto, base_dir)  # every reference checked (refused, present or absent) before anything is read
+    if report.model.invalid:  # what analyze flags and check fails is neither run nor passed
+        return Verification(report, Comparison((), (), 0, (), ()), 0, 0, strict=strict)
     values = {**implied_values(report), **values}  # the branch a default took is the branch run
     bound = load_model(proto)
     bind_values(bound, values)

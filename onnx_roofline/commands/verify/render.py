@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from typing import Any
 
+from onnx_roofline.model.conformance import refusal
 from onnx_roofline.report.units import duration, percent, si
 from onnx_roofline.commands.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, TimingCheck
 from onnx_roofline.commands.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED, NOT_OBSERVED
@@ -53,6 +54,8 @@ def render_json(result: Verification) -> str:
 def render_text(result: Verification, limit: int = 50) -> str:
     report, comparison = result.report, result.comparison
     dims = " ".join(f"{k}={v}" for k, v in sorted(report.model.dims.items())) or "none"
+    if result.verdict == "invalid":  # nothing was run
+        return f"verify {report.model.path or '<in-memory model>'}  dims: {dims}  (not run)\nverdict: {_verdict_text(result)}\n"
     counts = _bases(result)  # each checked node's bytes read and bytes written, by what they follow
     bases = ", ".join(f"{count} {basis}" for basis, count in sorted(counts.items(), key=lambda kv: -kv[1]))
     lines = [
@@ -96,6 +99,8 @@ def render_text(result: Verification, limit: int = 50) -> str:
 def _verdict_text(result: Verification, shown: int = 5) -> str:
     """PASS only where every node was checked; otherwise the unchecked nodes, how many and the
     first few, beside the verdict."""
+    if result.verdict == "invalid":
+        return refusal(result.report.model.invalid)
     unchecked = result.unchecked
     if not unchecked:
         return result.verdict.upper()
