@@ -48,7 +48,12 @@ _PUBLIC = {  # name: the module that defines it
     "DimensionError": "onnx_roofline.errors",
     "UnboundDimensionError": "onnx_roofline.errors",
 }
-__all__ = sorted(_PUBLIC)
+__all__ = [  # _PUBLIC's names, sorted: a literal, as type checkers and linters read it
+    "DimensionError", "Group", "Hardware", "HardwareSpecError", "Inspection", "ModelInfo", "ModelLoadError",
+    "NodeResult", "Report", "RooflineError", "Totals", "UnboundDimensionError", "analyze", "breakdown", "by_module",
+    "by_op_type", "default_dims", "inspect_model", "json_schema", "list_hardware", "load_hardware", "module_path",
+    "top_nodes",
+]
 
 if TYPE_CHECKING:
     from onnx_roofline.analysis import analyze

@@ -42,6 +42,7 @@ def test_a_report_streamed_in_many_pieces(monkeypatch):
     monkeypatch.setattr(serialize, "CHUNK_ITEMS", 3)
     monkeypatch.setattr(_Encoder, "MAX_SHARED", 5)  # tensors' texts forgotten and written again
     monkeypatch.setattr(_Encoder, "MAX_FLOATS", 4)
+    monkeypatch.setattr(_Encoder, "MAX_LAYOUTS", 2)  # dicts' writers forgotten and made again
     report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
     pieces = list(iter_json(report))
     assert len(pieces) > 30

@@ -39,6 +39,11 @@ class Node(NamedTuple):
     def __repr__(self) -> str:  # not the graph's nodes, which the default would print whole
         return f"Node({self.position}, {self.op_type!r}, {self.name!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled with its own NodeProto in the place of the graph's repeated field, which does
+        not pickle: `proto` finds it at `position` all the same (a report crosses processes)."""
+        return Node._make, (({self.position: self.proto}, *self[1:]),)
+
 
 def read_nodes(graph: onnx.GraphProto) -> list[Node]:
     """The graph's nodes in stored order (slicing a repeated field reads it faster than iterating;

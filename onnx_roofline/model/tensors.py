@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import field
+from typing import TypeGuard
 
 import onnx
 from onnx import TensorProto
@@ -86,15 +87,16 @@ class TensorInfo:
 
     def __post_init__(self) -> None:
         # Computed once, eagerly: the walk asks these of every value several times per node.
+        numel: int | None = None
         if self.sequence:
             elements = self.elements
-            known = elements is not None and (self.dtype is not None or not elements) and all(_all_ints(shape) for shape in elements)
-            object.__setattr__(self, "is_known", known)
-            object.__setattr__(self, "_numel", sum(math.prod(shape) for shape in elements) if known else None)
-            return
-        known = self.shape is not None and self.dtype is not None and _all_ints(self.shape)
-        object.__setattr__(self, "is_known", known)
-        object.__setattr__(self, "_numel", math.prod(self.shape) if known else None)
+            if elements is not None and (self.dtype is not None or not elements):
+                known = [shape for shape in elements if _all_ints(shape)]
+                numel = sum(map(math.prod, known)) if len(known) == len(elements) else None
+        elif self.shape is not None and self.dtype is not None and _all_ints(self.shape):
+            numel = math.prod(self.shape)
+        object.__setattr__(self, "is_known", numel is not None)
+        object.__setattr__(self, "_numel", numel)
 
     @property
     def rank(self) -> int:
@@ -135,11 +137,13 @@ class TensorInfo:
 
     def value_info(self) -> onnx.ValueInfoProto:
         """This tensor (map, sequence of maps) declared as a graph input/output of a scratch model."""
+        if self.dtype is None:
+            raise ValueError(f"dtype of {self.name!r} is unknown")
         if self.sequence:
             element = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), None if self.shape is None else list(self.shape))
             return onnx.helper.make_value_info(self.name, onnx.helper.make_sequence_type_proto(element))
         if self.key_dtype is None:
-            return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), list(self.shape))
+            return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), None if self.shape is None else list(self.shape))
         value = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), [])
         kind = onnx.helper.make_map_type_proto(elem_type(self.key_dtype), value)
         if self.shape is not None and len(self.shape) == 2:
@@ -157,10 +161,10 @@ def sequence_of(name: str, elements: list[tuple[Dim, ...]], dtype: str | None) -
 def element_inputs(inputs: Sequence[TensorInfo], index: int) -> list[TensorInfo]:
     """What a SequenceMap body's run `index` sees: each sequence input's element `index`, each
     tensor input as it is."""
-    return [TensorInfo(t.name, t.elements[index], t.dtype) if t.sequence else t for t in inputs]
+    return [TensorInfo(t.name, t.elements[index], t.dtype) if t.sequence and t.elements is not None else t for t in inputs]
 
 
-def _all_ints(shape: tuple[Dim, ...]) -> bool:
+def _all_ints(shape: tuple[Dim, ...]) -> TypeGuard[tuple[int, ...]]:
     """`all(isinstance(d, int) for d in shape)` as a plain loop, which costs less than the
     generator: every value of a graph gets a TensorInfo, thousands of them."""
     for dim in shape:

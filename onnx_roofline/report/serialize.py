@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import csv
+import functools
 import gc
 import io
 import json
 import json.encoder
+import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -57,7 +59,8 @@ def _node_texts(report: Report, encoder: _Encoder) -> Iterator[_Text]:
     for index, node in enumerate(report.nodes):
         has_members = index < len(members)
         tensors = node.inputs + node.outputs
-        key = (node.op_type, node.domain, len(node.inputs), len(tensors), node.figures_key, has_members)
+        predicted = report.prediction.per_kernel[index] if report.prediction is not None else None  # a kernel's own, as its figures are
+        key = (node.op_type, node.domain, len(node.inputs), len(tensors), node.figures_key, has_members, predicted)
         written = templates.get(key)
         if written is None:
             if len(templates) >= encoder.MAX_SHARED:
@@ -114,24 +117,25 @@ class _Text:
 class _Encoder:
     """`json.dumps(value, indent=2, allow_nan=False)`, rewritten for speed: the standard library
     writes an indented document in pure Python (its C encoder does not indent), a tenth of a
-    millisecond per node of a report here. A dict is written by a function made for its keys and
-    the types of its values (a report's nodes have a handful of such layouts) that fills one
-    %-template: ints converted in C, strings through json's own C escaping (ensure_ascii), floats
-    as their repr (remembered: a float's shortest repr costs more than the rest of its node's
-    figures, and a report repeats few of them). A tensor that several nodes read is written once,
-    from a template of its type; a node, from a template of its kind (`_node_texts`).
+    millisecond per node of a report here. A dict is written by a writer made for its layout (its
+    keys, the types of its values, its level: a report's nodes have a handful): a %-template of the
+    keys' texts, each value written by the function for its type — ints converted in C, strings
+    through json's own C escaping (ensure_ascii), floats as their repr (remembered: a float's
+    shortest repr costs more than the rest of its node's figures, and a report repeats few of
+    them). A tensor that several nodes read is written once, from a template of its type; a node,
+    from a template of its kind (`_node_texts`).
     The same text: NaN and infinities refused with json's error, keys converted as json converts
     them; any other type (a subclass, an object json refuses) is written, or refused, by json."""
 
-    MAX_LAYOUTS = 512  # layouts compiled; beyond (an unusual document), dicts take the general path
+    MAX_LAYOUTS = 512  # layouts whose writers are kept
     MAX_SHARED = 1 << 16  # tensors whose dict and text are kept (a node's inputs are mostly recent outputs)
     MAX_FLOATS = 1 << 16  # float texts kept
 
     def __init__(self) -> None:
         self.newlines = ["\n" + "  " * level for level in range(32)]
-        self.layouts: dict[tuple, Callable[[dict], str]] = {}
+        self.layouts: dict[tuple, Callable[[dict], str]] = {}  # a dict's writer, by (level, keys, value types)
         self.tensors: dict[int, tuple[TensorInfo, str]] = {}  # by id(TensorInfo)
-        self.floats: dict[float, str] = {}  # never a zero: 0.0 == -0.0, whose texts differ
+        self.floats = _FloatTexts(self.MAX_FLOATS)
         self.types: dict[tuple, str] = {}  # a tensor's %-template, by (shape, dtype, key dtype): a graph has few
 
     def newline(self, level: int) -> str:
@@ -157,17 +161,6 @@ class _Encoder:
             template = self.types[key] = _template(self, tensor.to_dict(), TENSOR_LEVEL, ("name",))
         text = template % _escape(tensor.name)
         self.tensors[id(tensor)] = (tensor, text)  # the entry keeps the tensor, and so its id, alive
-        return text
-
-    def float_text(self, value: float) -> str:
-        """A float's text, after json's refusal of NaN and the infinities (allow_nan=False)."""
-        if not -_INFINITY < value < _INFINITY:
-            json.dumps(value, indent=2, allow_nan=False)  # raises json's own ValueError
-        text = _float(value)
-        if value:
-            if len(self.floats) >= self.MAX_FLOATS:
-                self.floats.clear()
-            self.floats[value] = text
         return text
 
     def stream_list(self, items: Iterable[Any], level: int) -> Iterator[str]:
@@ -205,7 +198,7 @@ class _Encoder:
         if kind is int:
             return _int(value)
         if kind is float:
-            return self.floats.get(value) or self.float_text(value)
+            return self.floats[value]
         if value is None:
             return "null"
         if value is True:
@@ -242,52 +235,39 @@ class _Encoder:
         write = self.layouts.get(layout)
         if write is None:
             if len(self.layouts) >= self.MAX_LAYOUTS:
-                return self.general_items_text(value, level)
-            write = self.layouts[layout] = self.compile(*layout)
+                self.layouts.clear()
+            write = self.layouts[layout] = self.layout_writer(*layout)
         return write(value)
 
-    def general_items_text(self, value: dict, level: int) -> str:
-        items = [_key(key) + ": " + self.text(item, level + 1) for key, item in value.items()]
-        return ("," + self.newline(level + 1)).join(items)
+    def layout_writer(self, level: int, keys: tuple, kinds: tuple[type, ...]) -> Callable[[dict], str]:
+        """The writer of the items of a dict of these keys and value types at this level: one
+        %-template of the keys' texts, each value written by the function for its type."""
+        template = ("," + self.newline(level + 1)).join(_key(key).replace("%", "%%") + ": %s" for key in keys)
+        writers = [self.value_writer(kind, level + 1) for kind in kinds]
 
-    def compile(self, level: int, keys: tuple, kinds: tuple[type, ...]) -> Callable[[dict], str]:
-        """A function that writes the items of a dict of these keys and value types at this level:
-        one %-template, each value converted by its type (None written into the template)."""
-        newline = self.newline(level + 1)
-        template, arguments = [], []
-        for index, (key, kind) in enumerate(zip(keys, kinds)):
-            slot, value = "%s", f"v{index}"
-            if kind is str:
-                value = f"escape({value})"
-            elif kind is int:
-                slot = "%d"
-            elif kind is float:
-                value = f"(floats({value}) or float_text({value}))"
-            elif kind is type(None):
-                slot, value = "null", None
-            elif kind is bool:
-                value = f"('true' if {value} else 'false')"
-            elif kind is dict:
-                value = f"dict_text({value}, {level + 1})"
-            elif kind is list or kind is tuple:
-                value = f"list_text({value}, {level + 1})"
-            else:
-                value = f"scalar({value}, {level + 1})"
-            template.append(_key(key).replace("%", "%%") + ": " + slot)
-            if value is not None:
-                arguments.append(value)
-        text = ("," + newline).join(template)
-        names = ", ".join(f"v{index}" for index in range(len(keys)))
-        if arguments:
-            source = f"def write(value):\n    {names}, = value.values()\n    return {text!r} % ({', '.join(arguments)},)\n"
-        else:
-            source = f"def write(value):\n    return {text.replace('%%', '%')!r}\n"
-        namespace = {
-            "escape": _escape, "floats": self.floats.get, "float_text": self.float_text,
-            "dict_text": self.dict_text, "list_text": self.list_text, "scalar": self.scalar,
-        }
-        exec(source, namespace)  # as dataclasses and records.py build an __init__: the layout is known only here
-        return namespace["write"]
+        def write(value: dict) -> str:
+            return template % tuple(map(_call, writers, value.values()))
+
+        return write
+
+    def value_writer(self, kind: type, level: int) -> Callable[[Any], str]:
+        """The function that writes a value of exactly type `kind` at `level` (any other type: `scalar`)."""
+        if kind is str:
+            return _escape
+        if kind is int:
+            return _int
+        if kind is float:
+            return self.floats.__getitem__
+        if kind is bool:
+            return _BOOLS.__getitem__
+        if kind is type(None):
+            return _NULL.__getitem__
+        if kind is dict:
+            return functools.partial(self.dict_text, level=level)
+        if kind is list or kind is tuple:
+            return functools.partial(self.list_text, level=level)
+        return functools.partial(self.scalar, level=level)
+
 
 
 def _key(key: Any) -> str:
@@ -311,6 +291,29 @@ _int = int.__repr__
 _float = float.__repr__
 _INFINITY = float("inf")
 _INTS = {int}
+_call = getattr(operator, "call", lambda function, value: function(value))  # operator.call: Python 3.11 on
+_BOOLS = {True: "true", False: "false"}
+_NULL = {None: "null"}
+
+
+class _FloatTexts(dict):
+    """A float's text by its value, made when first asked: its repr, after json's refusal of NaN
+    and the infinities (allow_nan=False). The last `limit` are kept, never a zero: 0.0 == -0.0,
+    whose texts differ."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def __missing__(self, value: float) -> str:
+        if not -_INFINITY < value < _INFINITY:
+            json.dumps(value, indent=2, allow_nan=False)  # raises json's own ValueError
+        text = _float(value)
+        if value:
+            if len(self) >= self.limit:
+                self.clear()
+            self[value] = text
+        return text
 
 
 def render_csv(report: Report) -> str:
