@@ -41,10 +41,13 @@ def test_no_kv_cache_mode_is_printed_for_a_model_without_a_cache(capsys):
 
 def test_a_decoder_still_says_its_kv_cache_mode(capsys):
     dims = ["--dim", "batch=1", "--dim", "past_sequence=15"]
-    assert "KV cache copy" in _out(capsys, [str(DECODE), *dims, "--top", "1"])
-    assert "KV cache inplace" in _out(capsys, [str(DECODE), *dims, "--view", "deployed", "--kv-cache", "inplace", "--top", "1"])
+    assert "KV cache inplace" in _out(capsys, [str(DECODE), *dims, "--top", "1"])  # in place by default (issue 39)
+    assert "KV cache copy" in _out(capsys, [str(DECODE), *dims, "--view", "deployed", "--kv-cache", "copy", "--top", "1"])
     data = json.loads(_out(capsys, [str(DECODE), *dims, "--view", "deployed", "--format", "json"]))
-    assert data["kv_cache"] == COPY and any(note.startswith("KV cache copy") for note in data["notes"])
+    assert data["kv_cache"] == INPLACE and any(note.startswith("KV cache inplace") for note in data["notes"])
+    assert data["memory"]["kv_cache"] == INPLACE  # the footprint says how it counted the cache
+    data = json.loads(_out(capsys, [str(DECODE), *dims, "--kv-cache", "copy", "--format", "json"]))
+    assert data["views"]["deployed"]["kv_cache"] == COPY and data["memory"]["kv_cache"] == COPY
 
 
 def test_a_study_of_a_model_without_a_cache_says_no_mode(capsys):

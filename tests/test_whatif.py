@@ -235,7 +235,7 @@ def test_kv_cache_bytes_grow_by_the_cache_per_past_token():
     past token and per layer: K and V each read from the past cache and written into present once
     by the attention kernel that takes the Concat in: 2·2·H·dh·2 bytes; over 12 layers 73,728. The
     causal mask is generated inside the kernel (dropped: no row of it is stored)."""
-    result = context_study(Session(DECODE, dims={"batch": 1}), [64, 128, 256, 512, 1024], view="fused")
+    result = context_study(Session(DECODE, dims={"batch": 1}, kv_cache="copy"), [64, 128, 256, 512, 1024], view="fused")
     assert result.dim == "past_sequence" and result.sweep.view == "deployed"
     assert result.bytes_line.slope == LAYERS * 2 * 2 * HEADS * DH * 2
     inplace = context_study(Session(DECODE, dims={"batch": 1}, kv_cache="inplace"), [64, 128], view="deployed")

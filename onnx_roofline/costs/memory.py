@@ -12,8 +12,9 @@
   attention ops that take a cache (GroupQueryAttention, MultiHeadAttention, contrib Attention, …).
   `kv_cache_bytes` is the cache at the bound dims (the presents: what the next step reads), per
   sequence divided by the batch. `kv_cache_resident_bytes` is what the step holds: past and present
-  both while the graph copies one into the other, one buffer where it is updated in place (a shared
-  past/present buffer, or the deployed view's `--kv-cache inplace`).
+  both while the graph copies one into the other (the graph as written, or the deployed view's
+  `--kv-cache copy`), one buffer where it is updated in place (a shared past/present buffer, or the
+  deployed view's `--kv-cache inplace`, the default: what serving engines do).
 - **Peak activations**: tensor liveness over the execution order (the graph's order as written,
   the kernels' order deployed). A tensor is allocated when its producer runs (a graph input from the
   start) and freed after its last reader (a graph output at the end); a view (Reshape, Squeeze, …)
@@ -21,15 +22,18 @@
   sum of live bytes at any node, its inputs and outputs live together. A body's nodes are rows
   after their If, Loop or Scan, and the node's outputs are its body's (one buffer, not two).
 
-`fits`: weights + resident KV cache + peak activations ≤ the hardware's `memory_capacity` (None
-where the spec gives none). Workspace, allocator fragmentation and the runtime's own memory come
-on top: the total is a lower bound, so a "fits" within a few percent of the capacity is not one."""
+`fits`: weights + resident KV cache + peak activations ≤ the usable memory, the hardware's
+`memory_capacity` × its memory utilization (costs/capacity.py: vLLM's `gpu_memory_utilization`,
+0.9 by default, leaves the rest to the runtime's workspace); None where the spec gives no capacity.
+The footprint the commands judge by is the deployed view's (what a runtime holds), and the largest
+batch that fits is capacity.largest_fitting over it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from onnx_roofline.costs.capacity import MemoryBudget
 from onnx_roofline.model.tensors import TensorInfo, is_floating, with_precision
 from onnx_roofline.shapes.bodies import CONTROL_FLOW
 
@@ -114,15 +118,20 @@ class Footprint:
     kv_cache_resident_bytes: int
     peak_activation_bytes: int
     peak_at: str | None  # the node (kernel) running at the peak
-    capacity: float | None
+    budget: MemoryBudget  # the capacity and the share of it the model may hold
+    kv_cache: str | None = None  # "copy" or "inplace": how the resident cache was counted; None without one
 
     @property
     def total_bytes(self) -> int:
         return self.weight_bytes + self.untaken_branch_weight_bytes + self.kv_cache_resident_bytes + self.peak_activation_bytes
 
     @property
+    def capacity(self) -> float | None:
+        return self.budget.capacity
+
+    @property
     def fits(self) -> bool | None:
-        return None if self.capacity is None else self.total_bytes <= self.capacity
+        return self.budget.fits(self.total_bytes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,14 +144,16 @@ class Footprint:
             "peak_activation_bytes": self.peak_activation_bytes,
             "peak_activation_at": self.peak_at,
             "total_bytes": self.total_bytes,
-            "memory_capacity": self.capacity,
+            "kv_cache": self.kv_cache,
+            **self.budget.to_dict(),
             "fits": self.fits,
         }
 
 
 def footprint(report, kv_inplace: bool = False) -> Footprint:
     """The footprint of `report` (as written, or a deployed report whose nodes are its kernels in
-    execution order). `kv_inplace`: the cache is updated in place (one buffer per cache)."""
+    execution order). `kv_inplace`: the cache is updated in place (one buffer per cache); the
+    graph as written copies it."""
     model = report.model
     graph_inputs, graph_outputs = frozenset(model.graph_inputs), frozenset(model.graph_outputs)
     deployed = getattr(report, "view", "written") == "deployed"
@@ -185,7 +196,8 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         kv_cache_resident_bytes=sum(resident.values()),
         peak_activation_bytes=peak,
         peak_at=at,
-        capacity=report.hardware.memory_capacity,
+        budget=report.hardware.memory_budget,
+        kv_cache=None if not caches else "inplace" if kv_inplace or all(c.shared for c in caches) else "copy",
     )
 
 

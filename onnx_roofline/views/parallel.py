@@ -1,14 +1,15 @@
 """One run on N devices under the Megatron split (tensor_parallel.py): what each device does and
 what they say to each other.
 
-Per kernel (per node, as written), each tensor it reads or writes counts 1/N where the plan
-splits it and whole where it is replicated, so its bytes are scaled by the split share of what it
-touches; its compute time by the share of its members' FLOPs that are divided. Its time is then
-the roofline's max(compute, memory) again, per device. The collectives — an all-reduce per
-block and for the embedding, an all-gather of the logits — sit on the critical path: the next
-kernel needs the reduced hidden state, so their ring time (costs/collectives.py) is added, never
-overlapped. Memory per device: the split weights and the KV cache divided, replicated weights
-whole, the activation peak taken whole (an upper bound: the split activations are smaller).
+Per kernel (per node, as written), each tensor it reads or writes counts the share the plan gives
+it (1/N; 1/min(N, H_kv) on the KV side where KV heads are replicated) and whole where it is not
+split, so its bytes are scaled by the share of what it touches; its compute time by the share of
+its members' FLOPs this device does. Its time is then the roofline's max(compute, memory) again,
+per device. The collectives — an all-reduce per block and for the embedding, an all-gather of the
+logits — sit on the critical path: the next kernel needs the reduced hidden state, so their time
+(costs/collectives.py: the algorithm NCCL would pick for the size) is added, never overlapped.
+Memory per device: the split weights and the KV cache at their shares, replicated weights whole,
+the activation peak taken whole (an upper bound: the split activations are smaller).
 Figures are exact fractions, so they stay lines in a batch-like dim."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from onnx_roofline.costs.collectives import ALL_GATHER, ALL_REDUCE, Collective, ring
+from onnx_roofline.costs.collectives import ALL_GATHER, ALL_REDUCE, Collective, collective
 from onnx_roofline.costs.hardware.interconnect import Interconnect
 from onnx_roofline.report.model import DEPLOYED, OK, Report
 from onnx_roofline.views.graph import tensor_table
@@ -52,6 +53,7 @@ class DeviceRun:
     kv_cache_bytes: Fraction
     activation_bytes: int
     capacity: float | None
+    kv_replicas: int = 1  # devices holding each KV head (1: the KV heads are divided)
 
     @property
     def kernel_time_s(self) -> float:
@@ -88,27 +90,42 @@ class DeviceRun:
     def fits(self) -> bool | None:
         return None if self.capacity is None else self.memory_bytes <= self.capacity
 
+    def algorithms(self, kind: str = ALL_REDUCE) -> tuple[str, ...]:
+        """The algorithms (and protocols) the `kind` collectives run with, in order of appearance."""
+        return tuple(dict.fromkeys(c.algorithm for c in self.collectives if c.kind == kind and c.algorithm))
+
     def collectives_dict(self) -> dict:
         kinds = (ALL_REDUCE, ALL_GATHER)
+        messages: dict[tuple[str, int], dict] = {}
+        for c in self.collectives:  # one entry per kind and size: the algorithm chosen for it, and how many ran
+            entry = messages.setdefault((c.kind, c.bytes), {**c.to_dict(), "count": 0})
+            entry["count"] += 1
         return {"time_s": self.communication_s, **{kind: sum(c.kind == kind for c in self.collectives) for kind in kinds},
-                "bytes": sum(c.bytes for c in self.collectives)}  # fmt: skip
+                "bytes": sum(c.bytes for c in self.collectives), "messages": list(messages.values())}  # fmt: skip
 
     def memory_dict(self) -> dict:
-        return {"weight_bytes": float(self.weight_bytes), "kv_cache_bytes": float(self.kv_cache_bytes),
+        return {"weight_bytes": float(self.weight_bytes), "kv_cache_bytes": float(self.kv_cache_bytes), "kv_replicas": self.kv_replicas,
                 "activation_bytes": self.activation_bytes, "total_bytes": self.memory_bytes, "capacity": self.capacity, "fits": self.fits}  # fmt: skip
 
 
 def per_device(view: Report, plan: TensorParallelPlan, devices: int, link: Interconnect | None) -> DeviceRun:
     """Device 0's share of `view` (a written or deployed report) on `devices` devices linked by `link`."""
     written = view.written if view.view == DEPLOYED else view
-    share = Fraction(1, devices)
-    split = plan.split_tensors if devices > 1 else frozenset()
+    shares = plan.shares(devices)
     divided = plan.divided_nodes if devices > 1 else frozenset()
+
+    def does(node) -> Fraction:
+        """The share of a node's FLOPs one device does: its output's share where the plan splits it
+        (a replicated K/V projection does more than 1/N), else 1/N (a row projection); 1 outside."""
+        if node.index not in divided:
+            return Fraction(1)
+        out = node.outputs[0] if node.outputs else None
+        return shares.get(out.name, Fraction(1, devices)) if out is not None else Fraction(1, devices)
 
     def part(tensors) -> Fraction:
         known = {t.name: t.nbytes for t in tensors if t is not None and t.is_known}
         total = sum(known.values())
-        return Fraction(sum(n * (share if name in split else 1) for name, n in known.items()), total) if total else Fraction(1)
+        return Fraction(sum(n * shares.get(name, 1) for name, n in known.items()), total) if total else Fraction(1)
 
     kernels = []
     for row in view.nodes:
@@ -116,18 +133,17 @@ def per_device(view: Report, plan: TensorParallelPlan, devices: int, link: Inter
             continue
         members = [written.nodes[i] for i in getattr(row, "members", (row.index,))]
         flops = sum(m.cost.flops for m in members if m.cost is not None)
-        divided_flops = sum(m.cost.flops for m in members if m.cost is not None and m.index in divided)
-        flop_share = Fraction(flops - divided_flops, flops) + share * Fraction(divided_flops, flops) if flops else Fraction(1)
+        flop_share = sum((m.cost.flops * does(m) for m in members if m.cost is not None), Fraction(0)) / flops if flops else Fraction(1)
         moved = row.cost.bytes_read * part(row.inputs) + row.cost.bytes_written * part(row.outputs)
         kernels.append(DeviceKernel(row.name, row.cost.flops * flop_share, moved, Fraction(row.placement.compute_time_s) * flop_share))
     tensors = tensor_table(written)
     collectives = () if devices == 1 or link is None else tuple(
-        ring(kind, tensors[name].nbytes, devices, link)
+        collective(kind, tensors[name].nbytes, devices, link)
         for kind, names in ((ALL_REDUCE, plan.reduced), (ALL_GATHER, plan.gathered)) for name in names if tensors[name].is_known)  # fmt: skip
     memory = view.memory
     read = {t.name: t.nbytes for row in view.nodes if not row.constant_foldable for t in row.inputs if t is not None and t.is_known}
-    held = sum(n for name, n in read.items() if name in plan.split_weights) if devices > 1 else 0  # the split weights the footprint holds
-    weights = memory.weight_bytes + memory.untaken_branch_weight_bytes - held * (1 - share)
-    kv = memory.kv_cache_resident_bytes * (share if plan.found else 1)
+    saved = sum(n * (1 - shares[name]) for name, n in read.items() if name in plan.split_weights) if devices > 1 else 0  # the split weights' other shares
+    weights = memory.weight_bytes + memory.untaken_branch_weight_bytes - saved
+    kv = memory.kv_cache_resident_bytes * plan.kv_share(devices)
     return DeviceRun(devices, tuple(kernels), collectives, view.hardware.memory_bandwidth, weights, kv,
-                     memory.peak_activation_bytes, view.hardware.memory_capacity)  # fmt: skip
+                     memory.peak_activation_bytes, view.hardware.memory_capacity, plan.kv_replicas(devices))  # fmt: skip

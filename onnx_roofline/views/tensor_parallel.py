@@ -1,6 +1,6 @@
 """The Megatron tensor-parallel split, inferred from the graph's structure (never from names).
 
-A *projection* is a MatMul/Gemm that multiplies an activation by a 2-D weight. From each one the
+A *projection* multiplies an activation by a weight (below). From each one the
 region it feeds is followed forward, through every node but another projection (Shape and Size
 read no data, so they lead nowhere). Projections whose regions meet form a candidate block: the
 projections that open it, the projections it ends at, and the nodes between. A block is split
@@ -13,21 +13,36 @@ KV cache:
 - **MLP** (the region is elementwise: activation, gate·up): up and gate split by columns, down
   by rows.
 
+A projection is a MatMul or Gemm by a 2-D weight, a MatMulNBits by its packed 4/8-bit weight (an
+onnxruntime-genai export), or onnxruntime's fused `Attention`, whose weight holds Q, K and V (the op
+opens its block and is its attention at once). Between projections an MLP may hold onnxruntime's
+fused activations (Gelu, BiasGelu, FastGelu, QuickGelu) besides ai.onnx elementwise ops.
+
+Grouped-query attention with fewer KV heads than devices keeps whole KV heads on every device, as
+vLLM and TensorRT-LLM do: with N devices and H_kv < N KV heads, each device holds one, replicated
+on N/H_kv devices. A K or V projection (found by its width: H_kv of the H query heads' width), the
+K/V part of a packed QKV projection, and the KV cache then count 1/min(N, H_kv) per device, the
+query part 1/N. A degree is refused where N does not divide the query heads, or where it neither
+divides the KV heads nor is a multiple of them.
+
 Each block then ends in one all-reduce of its [..., H] output. A projection whose region ends at
 a graph output with no projection after it is the **lm_head**, split by vocabulary (its columns),
 its logits all-gathered. A Gather of a 2-D weight by the token ids is the **embedding**, split by
 vocabulary: each device looks up the rows it holds, an all-reduce of the [..., H] output sums them.
 
-What is divided: the split weights (a block's column and row weights, a column projection's bias
-and the bias-like weights [..., width] added to its output, the vocabulary tables), every
-activation inside a block, the KV cache. What stays whole: norms, residual adds, a row
-projection's bias (added after the all-reduce), position tables, everything outside the blocks.
+What is divided (1/N, or 1/min(N, H_kv) on the KV side): the split weights (a block's column and
+row weights, a column projection's bias and the bias-like weights [..., width] added to its
+output, the vocabulary tables), every activation inside a block (those reshaped to heads count
+1/N: the new token's K and V, a sliver in decode), the KV cache. What stays whole: norms,
+residual adds, a row projection's bias (added after the all-reduce), position tables, everything
+outside the blocks.
 The plan names tensors and nodes, not sizes: like the fusion plan it holds at every binding."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import cached_property
 
 from onnx_roofline.report.model import OK, Report
@@ -35,13 +50,17 @@ from onnx_roofline.views.graph import Dataflow
 from onnx_roofline.views.ops import LAYOUT, elementwise_ops
 
 ATTENTION, MLP = "attention", "mlp"
-PROJECTIONS = frozenset({"MatMul", "Gemm"})
+MS = "com.microsoft"
+PROJECTIONS = frozenset({("", "MatMul"), ("", "Gemm"), (MS, "MatMulNBits"), (MS, "Attention")})  # (domain, op type)
+ROW_WEIGHT_SLOTS = {"MatMul": (1,), "Gemm": (1,), "MatMulNBits": (1, 2, 3, 4)}  # split along K by a row projection; a bias stays whole
 ATTENTION_OPS = frozenset({"Attention", "GroupQueryAttention", "MultiHeadAttention", "PackedMultiHeadAttention", "SparseAttention",
                            "PagedAttention", "DecoderMaskedMultiHeadAttention"})  # fmt: skip
 MLP_OPS = frozenset({"Cast", "Split", "Slice", "Concat"})  # besides elementwise ops and views: a packed gate_up split in two
+FUSED_ACTIVATIONS = frozenset({"Gelu", "BiasGelu", "FastGelu", "QuickGelu"})  # onnxruntime's, one output per input element
 
 SPLIT_PATTERN = ("Megatron-LM: attention's Q, K, V and the MLP's up/gate split by columns, the output projection and the "
-                 "MLP's down by rows, heads divided; embedding and lm_head split by vocabulary, the logits all-gathered")  # fmt: skip
+                 "MLP's down by rows, query heads divided, KV heads divided or replicated where the devices outnumber them; "
+                 "embedding and lm_head split by vocabulary, the logits all-gathered")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -53,8 +72,21 @@ class Block:
     heads: int | None  # attention heads (None for an MLP, or where the graph does not show them)
     kv_heads: int | None
 
-    def divides(self, devices: int) -> bool:
-        return all(h is None or h % devices == 0 for h in (self.heads, self.kv_heads))
+
+@dataclass(frozen=True)
+class Part:
+    """What a split tensor holds, in heads: `query` units divided among the devices, `kv` units of
+    `kv_heads` KV heads, whole heads on each device (1/min(N, kv_heads) of them). (1, 0): plain 1/N."""
+
+    query: int = 1
+    kv: int = 0
+    kv_heads: int = 1
+
+    def share(self, devices: int) -> Fraction:
+        return (Fraction(self.query, devices) + Fraction(self.kv, min(devices, self.kv_heads))) / (self.query + self.kv)
+
+
+PLAIN = Part()
 
 
 @dataclass(frozen=True)
@@ -62,7 +94,7 @@ class TensorParallelPlan:
     blocks: tuple[Block, ...]
     embedding: int | None  # the Gather split by vocabulary
     lm_head: int | None  # the projection split by vocabulary
-    split_tensors: frozenset[str]  # each device holds 1/N of them
+    split_tensors: dict[str, Part]  # each device holds a share of them (Part.share)
     split_weights: frozenset[str]  # those of them that are weights
     reduced: tuple[str, ...]  # the tensors all-reduced each run, in graph order
     gathered: tuple[str, ...]  # the tensors all-gathered each run (the logits)
@@ -86,13 +118,31 @@ class TensorParallelPlan:
         attention = [b for b in self.blocks if b.kind == ATTENTION]
         return (attention[0].heads, attention[0].kv_heads) if attention else (None, None)
 
+    def shares(self, devices: int) -> dict[str, Fraction]:
+        """What share of each split tensor one of `devices` holds (tensors not named: whole)."""
+        return {name: part.share(devices) for name, part in self.split_tensors.items()} if devices > 1 else {}
+
+    def kv_share(self, devices: int) -> Fraction:
+        """The share of the KV cache one device holds: 1/min(N, KV heads)."""
+        _, kv_heads = self.heads()
+        return Fraction(1, min(devices, kv_heads or devices)) if self.found else Fraction(1)
+
+    def kv_replicas(self, devices: int) -> int:
+        """How many devices hold each KV head (1: the heads are divided)."""
+        _, kv_heads = self.heads()
+        return devices // kv_heads if kv_heads and devices > kv_heads else 1
+
     def refusal(self, devices: int) -> str | None:
-        """Why the plan cannot run on `devices`, or None."""
+        """Why the plan cannot run on `devices`, or None: the limit the heads set."""
         if devices > 1 and not self.found:
             return "no transformer blocks recognised (attention or MLP between projections): nothing to split"
-        heads, kv_heads = self.heads()
-        if not all(b.divides(devices) for b in self.blocks):
-            return f"{devices} devices do not divide the {heads} heads ({kv_heads} KV heads)"
+        for block in self.blocks:
+            heads, kv_heads = block.heads, block.kv_heads
+            if heads is not None and heads % devices:
+                return f"{devices} devices do not divide the {heads} query heads"
+            if kv_heads is not None and kv_heads % devices and devices % kv_heads:
+                return (f"the {kv_heads} KV heads can be neither divided among {devices} devices nor replicated evenly on them "
+                        f"(each device holds whole KV heads: {devices} must divide {kv_heads} or be a multiple of it)")  # fmt: skip
         return None
 
     def to_dict(self, report: Report) -> dict:
@@ -125,7 +175,7 @@ def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
         inner = frozenset().union(*(regions[p][0] for p in group))
         ends = sorted(set().union(*(regions[p][1] for p in group)) - set(group))
         leaves = {t.name for i in (*inner, *group) for t in report.nodes[i].outputs if t is not None and t.name in outputs}
-        if not ends and leaves and len(group) == 1:
+        if not ends and leaves and len(group) == 1 and not _is_attention(report.nodes[group[0]]):
             lm_head = group[0] if lm_head is None else lm_head
             continue
         block = _block(report, group, ends, inner, leaves)
@@ -143,8 +193,8 @@ def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
         blocks=tuple(blocks),
         embedding=embedding,
         lm_head=lm_head,
-        split_tensors=frozenset(split),
-        split_weights=frozenset(split & weights),
+        split_tensors=split,
+        split_weights=frozenset(split.keys() & weights),
         reduced=tuple(reduced),
         gathered=(_out(report, lm_head),) if lm_head is not None else (),
         replicated_projections=tuple(report.nodes[p].name for p in projections if p not in in_blocks and p != lm_head),
@@ -153,11 +203,17 @@ def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
 
 
 def _is_projection(node, weights: set[str]) -> bool:
-    """A MatMul/Gemm of an activation (slot 0) by a 2-D weight (slot 1)."""
-    if node.op_type not in PROJECTIONS or node.domain != "" or node.status != OK or len(node.inputs) < 2:
+    """An activation (slot 0) times a weight (slot 1): a 2-D one for MatMul/Gemm, MatMulNBits'
+    packed one, the QKV weight of a fused Attention."""
+    if (node.domain, node.op_type) not in PROJECTIONS or node.status != OK or len(node.inputs) < 2:
         return False
     a, b = node.inputs[0], node.inputs[1]
-    return a is not None and b is not None and a.name not in weights and b.name in weights and b.rank == 2
+    two_d = b is not None and (b.rank == 2 or node.domain == MS)
+    return a is not None and b is not None and a.name not in weights and b.name in weights and two_d
+
+
+def _is_attention(node) -> bool:
+    return node.op_type in ATTENTION_OPS and node.domain == MS
 
 
 def _region(flow: Dataflow, start: int, projections: set[int]) -> tuple[set[int], set[int]]:
@@ -202,32 +258,35 @@ def _block(report: Report, group: list[int], ends: list[int], inner: frozenset[i
     """The group as a Megatron block, or None where it is not one (see the module docstring)."""
     nodes = report.nodes
     widths = {_last(nodes[p].inputs[0]) for p in group} | {_last(_first_output(nodes[e])) for e in ends}
-    if not ends or len(widths) != 1 or None in widths or set(_caches(report, inner)) != leaves:
+    members = inner | set(group)
+    if not ends or len(widths) != 1 or None in widths or set(_caches(report, members)) != leaves:
         return None
     ops = {(nodes[i].domain, nodes[i].op_type) for i in inner}
-    if any(op in ATTENTION_OPS or op == "Softmax" for _, op in ops):
+    if any(_is_attention(nodes[i]) or nodes[i].op_type == "Softmax" for i in members):
         kind = ATTENTION
-    elif all(domain == "" and (op in elementwise_ops() or op in LAYOUT or op in MLP_OPS) for domain, op in ops):
+    elif all((domain == "" and (op in elementwise_ops() or op in LAYOUT or op in MLP_OPS)) or (domain == MS and op in FUSED_ACTIVATIONS)
+             for domain, op in ops):  # fmt: skip
         kind = MLP
     else:
         return None
-    heads, kv_heads = _heads(report, inner) if kind == ATTENTION else (None, None)
+    heads, kv_heads = _heads(report, members) if kind == ATTENTION else (None, None)
     return Block(kind, tuple(sorted(group)), tuple(ends), inner, heads, kv_heads)
 
 
-def _caches(report: Report, inner: frozenset[int]) -> dict[str, object]:
+def _caches(report: Report, members: Iterable[int]) -> dict[str, object]:
     """The graph outputs a block writes that carry state to the next step: a KV cache, appended by
     a Concat or written by an attention op, by name."""
     outputs = frozenset(report.model.graph_outputs)
-    nodes = (report.nodes[i] for i in inner if report.nodes[i].op_type == "Concat" or report.nodes[i].op_type in ATTENTION_OPS)
+    nodes = (report.nodes[i] for i in members if report.nodes[i].op_type == "Concat" or report.nodes[i].op_type in ATTENTION_OPS)
     return {t.name: t for n in nodes for t in n.outputs if t is not None and t.name in outputs}
 
 
-def _heads(report: Report, inner: frozenset[int]) -> tuple[int | None, int | None]:
+def _heads(report: Report, members: Iterable[int]) -> tuple[int | None, int | None]:
     """Heads from the attention's scores [B, heads, S, T] (or an attention op's attributes); KV
     heads from its cache [B, kv_heads, T, dh] (the heads where there is no cache)."""
     heads = kv_heads = None
-    for i in sorted(inner):
+    members = sorted(members)
+    for i in members:
         node = report.nodes[i]
         if node.op_type == "Softmax" and node.inputs and node.inputs[0] is not None and node.inputs[0].rank == 4:
             heads = node.inputs[0].shape[1]
@@ -237,7 +296,7 @@ def _heads(report: Report, inner: frozenset[int]) -> tuple[int | None, int | Non
             kv_heads = attributes.get("kv_num_heads", kv_heads)
         if heads is not None:
             break
-    kv_heads = next((t.shape[1] for t in _caches(report, inner).values() if t.rank == 4), kv_heads)
+    kv_heads = next((t.shape[1] for t in _caches(report, members).values() if t.rank == 4), kv_heads)
     heads = heads if isinstance(heads, int) else None
     kv_heads = kv_heads if isinstance(kv_heads, int) else heads
     return heads, kv_heads
@@ -268,32 +327,53 @@ def _copies(node) -> bool:
     return ops and node.domain == "" and bool(node.inputs) and node.inputs[0] is not None
 
 
-def _split_tensors(report: Report, flow: Dataflow, blocks: list[Block], lm_head: int | None, embedding: int | None, weights: set[str]) -> set[str]:
-    """Every tensor each device holds 1/N of (see the module docstring)."""
+def _split_tensors(report: Report, flow: Dataflow, blocks: list[Block], lm_head: int | None, embedding: int | None,
+                   weights: set[str]) -> dict[str, Part]:  # fmt: skip
+    """Every tensor each device holds a share of, and what it holds (see the module docstring)."""
     nodes = report.nodes
-    split: set[str] = set()
+    split: dict[str, Part] = {}
     for block in blocks:
-        widths = {_last(_first_output(nodes[c])) for c in block.columns}
+        parts = _column_parts(report, block)  # by a column's output width
         for c in block.columns:
-            split |= _names(t for t in nodes[c].inputs[1:])  # the weight and a Gemm's bias
-            split |= _names(nodes[c].outputs)
+            part = parts.get(_last(_first_output(nodes[c])), PLAIN)
+            split |= dict.fromkeys(_names(t for t in nodes[c].inputs[1:] if t is not None and t.name in weights), part)  # weights, biases
+            split |= {t.name: parts.get(_last(t), PLAIN) for t in nodes[c].outputs if t is not None}  # a fused Attention's output: plain
         for i in block.inner:
-            split |= _names(nodes[i].outputs)
-            split |= _names(t for t in nodes[i].inputs if t is not None and t.name in weights and t.rank >= 1 and _last(t) in widths and _last(t) > 1)
-        split |= _names(nodes[r].inputs[1] for r in block.rows)  # the weight; the bias stays whole
-        split |= set(_caches(report, block.inner)) | _pasts(report, flow, block)
+            split |= {t.name: parts.get(_last(t), PLAIN) for t in nodes[i].outputs if t is not None}
+            split |= {t.name: parts.get(_last(t), PLAIN) for t in nodes[i].inputs
+                      if t is not None and t.name in weights and t.rank >= 1 and _last(t) in parts and _last(t) > 1}  # fmt: skip
+        split |= {nodes[r].inputs[slot].name: PLAIN for r in block.rows for slot in ROW_WEIGHT_SLOTS.get(nodes[r].op_type, ())
+                  if slot < len(nodes[r].inputs) and nodes[r].inputs[slot] is not None}  # fmt: skip
+        cache = Part(0, 1, block.kv_heads or 1)
+        split |= dict.fromkeys(set(_caches(report, {*block.inner, *block.columns})) | _pasts(report, flow, block), cache)
     for index in (lm_head, embedding):
         if index is not None:
-            split |= _names(t for t in nodes[index].inputs if t is not None and t.name in weights)
+            split |= dict.fromkeys(_names(t for t in nodes[index].inputs if t is not None and t.name in weights), PLAIN)
     if lm_head is not None:
-        split |= _names(nodes[lm_head].outputs)
+        split |= dict.fromkeys(_names(nodes[lm_head].outputs), PLAIN)
     return split
+
+
+def _column_parts(report: Report, block: Block) -> dict[int, Part]:
+    """A block's column widths and what each holds: in an attention block with fewer KV heads than
+    heads, the widest column is Q, one H_kv/H as wide is K or V, and a lone column (packed QKV)
+    holds both; everything else, and every MLP width, is plain."""
+    widths = {w for w in (_last(_first_output(report.nodes[c])) for c in block.columns) if w is not None}
+    parts = dict.fromkeys(widths, PLAIN)
+    heads, kv_heads = block.heads, block.kv_heads
+    if block.kind != ATTENTION or heads is None or kv_heads is None or kv_heads == heads or not widths:
+        return parts
+    if len(block.columns) == 1:
+        return dict.fromkeys(widths, Part(heads, 2 * kv_heads, kv_heads))
+    query = max(widths)
+    return parts | {w: Part(0, 1, kv_heads) for w in widths if w * heads == query * kv_heads}
 
 
 def _pasts(report: Report, flow: Dataflow, block: Block) -> set[str]:
     """The graph inputs a block's cache appends to: those its nodes read, directly or as copies."""
     inputs = frozenset(report.model.graph_inputs)
-    read = {_source(flow, t.name) for i in block.inner for t in report.nodes[i].inputs if t is not None}
+    fused = [t for c in block.columns if _is_attention(report.nodes[c]) for t in report.nodes[c].inputs[4:5]]  # a fused Attention's past
+    read = {_source(flow, t.name) for t in (*(t for i in block.inner for t in report.nodes[i].inputs), *fused) if t is not None}
     return {name for name in read if name in inputs} & {t.name for t in _graph_inputs(report) if t.rank is not None and t.rank >= 3}
 
 

@@ -48,12 +48,13 @@ ARCHITECTURES = {  # config, model class
 }
 
 
-def checkpoint(arch: str, folder: Path) -> torch.nn.Module:
-    """Save a seeded random ``arch`` model and a tokenizer to ``folder``; return the model."""
+def checkpoint(arch: str, folder: Path, config=None) -> torch.nn.Module:
+    """Save a seeded random ``arch`` model (its corpus config, or ``config``) and a tokenizer to
+    ``folder``; return the model."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    config, model_cls = ARCHITECTURES[arch]
-    model = sources.hf_model(model_cls, config())
+    make_config, model_cls = ARCHITECTURES[arch]
+    model = sources.hf_model(model_cls, config or make_config())
     model.save_pretrained(folder)
     vocab = {f"t{i}": i for i in range(sources.VOCAB)}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, count, protected_files, with_launch_overhead
+from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, count, hardware_from, protected_files
 from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
 from onnx_roofline.errors import EXIT_OK, DimensionError
 from onnx_roofline.shapes.input_values import parse_value
@@ -20,6 +20,7 @@ from onnx_roofline.commands.whatif.session import Session
 # that runs them: building the parser, which every command does, imports none of them.
 
 DEFAULT_COMPARE = "h100,h200,a100,l4"
+FITS = ("sweep", "critical", "context")  # the studies that say what fits: they take --memory-utilization
 DEFAULT_LENGTHS = "64,128,256,512,1024,2048,4096"
 
 
@@ -50,6 +51,8 @@ def _parser(subparsers, name: str, run: Callable, help_text: str, description: s
     parser.add_argument("--plot", metavar="FILE", help="also draw the study to FILE (.png or .svg)")
     if views:
         add_view_arguments(parser)
+    if name in FITS:
+        add_memory_argument(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -77,10 +80,10 @@ def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Sessio
     axes = {name: values for name, values in pairs if len(values) > 1}
     shapes = dict(parse_input_shape(text) for text in options.input)
     values = dict(parse_value(text) for text in options.value)
-    session = Session(options.model, with_launch_overhead(hw or options.hw, getattr(options, "launch_overhead", None)), dims, shapes, options.dtype, options.partial, values,
-                      kv_cache=getattr(options, "kv_cache", None) or "copy",
+    session = Session(options.model, hardware_from(options, hw), dims, shapes, options.dtype, options.partial, values,
+                      kv_cache=getattr(options, "kv_cache", None) or "inplace",
                       fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee", nonzero_fraction=options.nonzero_fraction,
-                      expert_load=options.expert_load or ExpertLoad())  # fmt: skip
+                      expert_load=options.expert_load or ExpertLoad(), frames_per_token=options.frames_per_token)  # fmt: skip
     return session, axes
 
 

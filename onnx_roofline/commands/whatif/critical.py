@@ -9,21 +9,24 @@ compute time (busiest unit) reaches its memory time, which is the same thing for
 Two model-level figures, from the same lines (so both exact):
 - time share: the smallest x at which compute-bound kernels take at least half the predicted time;
 - intensity: the smallest x at which total FLOPs / total bytes reaches the ridge of the unit and
-  dtype the model's heaviest matrix op runs on (295.3 for fp16 matmuls on H100)."""
+  dtype the model's heaviest matrix op runs on (295.3 for fp16 matmuls on H100).
+
+And the largest value of the dim that fits the memory budget, by the one memory model every command
+shares (Session.largest_fitting: the deployed footprint, costs/capacity.py), whichever view is asked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
 
+from onnx_roofline.costs.capacity import LargestFit
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.report.model import OK, Report
 from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
 from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
-from onnx_roofline.commands.whatif.fit import largest_fitting
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
-from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
+from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name  # noqa: F401 (batch_dim: serve's)
 from onnx_roofline.commands.whatif.sweep import main_peak
 
 
@@ -36,6 +39,7 @@ class Kind:
     kernels: tuple[KernelLines, ...]
     ridge: float  # of the first kernel, at the first probe
     crossing: Fraction | None
+    predicted: Fraction | None = None  # the crossing at the achievable fractions: compute / f_c = memory / f_bw
 
     @property
     def critical(self) -> int | None:
@@ -64,6 +68,8 @@ class Kind:
             "asymptote": self.asymptote,
             "ridge": self.ridge,
             "crossing": None if self.crossing is None else float(self.crossing),
+            "predicted_crossing": None if self.predicted is None else float(self.predicted),
+            "predicted_critical": ceil(self.predicted),
             "critical": self.critical,
         }
 
@@ -81,10 +87,23 @@ class CriticalResult:
     intensity_limit: float | None
     model_ridge: float
     not_affine: tuple[str, ...]  # kernels whose cost is not a line in the dim (left out)
-    fits_up_to: int | None = None  # the largest value of the dim whose memory footprint fits the accelerator (≥ 2)
-    memory_capacity: float | None = None
-    memory_line: Line | None = None  # the footprint (weights + resident KV cache + peak activations) in the dim
+    memory_fit: LargestFit | None = None  # the largest value of the dim whose footprint fits (costs/capacity.py)
     experts: tuple[MoeCrossing, ...] = ()  # deployed: each MoE kernel's distinct experts and crossing (experts.py)
+    predicted_share_crossing: Fraction | None = None  # share_crossing at the achievable fractions (predicted_bandwidth)
+
+    @property
+    def fits_up_to(self) -> int | None:
+        return None if self.memory_fit is None else self.memory_fit.largest
+
+    @property
+    def memory_capacity(self) -> float | None:
+        return None if self.memory_fit is None else self.memory_fit.budget.capacity
+
+    @property
+    def memory_line(self) -> Line | None:
+        """The footprint (weights + resident KV cache + peak activations) in the dim, through the probes."""
+        fit = self.memory_fit
+        return None if fit is None or fit.per_unit is None else Line(fit.intercept, fit.per_unit)
 
     def to_dict(self) -> dict:
         return {
@@ -97,6 +116,7 @@ class CriticalResult:
             "flat": self.flat,
             "model": {
                 "compute_share_50": {**_figure(self.share_crossing), "limit": self.share_limit},
+                "predicted_compute_share_50": _figure(self.predicted_share_crossing),
                 "intensity_at_ridge": {**_figure(self.intensity_crossing), "limit": self.intensity_limit},
                 "ridge": self.model_ridge,
                 "not_affine": list(self.not_affine),
@@ -107,6 +127,7 @@ class CriticalResult:
                     "fits_up_to": self.fits_up_to,
                 },
             },
+            "memory_fit": None if self.memory_fit is None else self.memory_fit.to_dict(self.dim),
         }
 
 
@@ -138,28 +159,17 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
         setup=session.describe(),
         dim=dim,
         view=view,
-        **_kinds(matrix, reports, dim, bandwidth),
+        **_kinds(matrix, reports, dim, bandwidth, predicted_bandwidth(session.hardware)),
         share_crossing=share_crossing(kernels, bandwidth) if exact else None,
+        predicted_share_crossing=share_crossing(kernels, predicted_bandwidth(session.hardware)) if exact else None,
         share_limit=share_at_infinity(kernels, bandwidth) if exact else None,
         intensity_crossing=ridge_crossing(flops, moved, model_ridge) if exact else None,
         intensity_limit=float(flops.slope / moved.slope) if exact and moved.slope else None,
         model_ridge=float(model_ridge),
         not_affine=tuple(not_affine),
         experts=moe_crossings(views, session.expert_load, bandwidth),
-        **_memory_fit(session, dim, view, views, reports, session.hardware.memory_capacity),
+        memory_fit=session.largest_fitting(dim, known={x: v.memory.total_bytes for x, v in zip(PROBES, views)} if view == DEPLOYED else None),
     )
-
-
-def _memory_fit(session: Session, dim: str, view: str, views, reports: list[Report], capacity: float | None) -> dict:
-    """The footprint as a line in the dim (through the probes 2 and 64) and the largest value that
-    fits `capacity`, checked by analysis where the line puts it (fit.py)."""
-    known = {x: getattr(v, "memory", r.memory).total_bytes for x, v, r in zip(PROBES, views, reports)}
-
-    def total(x: int) -> int:
-        return known[x] if x in known else session.view(session.report({dim: x}), view).memory.total_bytes
-
-    fits, line = largest_fitting(total, capacity)
-    return {"fits_up_to": fits, "memory_capacity": capacity, "memory_line": line}
 
 
 def _fit(views, reports: list[Report]) -> tuple[list[_Fitted], list[str]]:
@@ -193,7 +203,18 @@ def _unit_times(row, reports: list[Report]) -> tuple[Line, ...] | None:
     return tuple(per_unit.values())
 
 
-def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: float) -> dict:
+def predicted_bandwidth(hardware) -> float:
+    """The bandwidth at which the bound's crossings are the prediction's: a kernel predicted at
+    max(compute / f_c, memory / f_bw) is compute-bound when compute ≥ bytes / (bandwidth · f_bw / f_c),
+    and every share is unchanged by scaling all times by f_c (costs/prediction.py; wave quantization
+    and the kernel floor left out, so the crossing stays exact). The bandwidth itself without figures."""
+    achievable = hardware.achievable
+    if achievable is None:
+        return hardware.memory_bandwidth
+    return hardware.memory_bandwidth * achievable.bandwidth_fraction / achievable.compute_fraction
+
+
+def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: float, predicted: float) -> dict:
     by_key: dict[tuple[str, str], list[_Fitted]] = {}
     for f in matrix:
         shapes = _signature([r.nodes[f.lead.index] for r in reports[:2]], dim)
@@ -204,7 +225,7 @@ def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: fl
         if first.flops.slope * first.bytes(x) > first.flops(x) * first.bytes.slope:  # intensity grows
             crossing = share_crossing([first], bandwidth)  # one kernel: share ≥ ½ ⇔ it is compute-bound
             ridge = members[0].row.placement.ridge
-            kinds.append(Kind(op_type, signature, tuple(m.lines for m in members), ridge, crossing))
+            kinds.append(Kind(op_type, signature, tuple(m.lines for m in members), ridge, crossing, share_crossing([first], predicted)))
         else:
             flat[f"{op_type} {signature}"] = len(members)
     kinds.sort(key=lambda k: (k.crossing is None, k.crossing or 0, k.signature))
@@ -235,14 +256,3 @@ def _line(line: Line) -> dict:
 
 def _figure(x: Fraction | None) -> dict:
     return {"crossing": None if x is None else float(x), "critical": ceil(x)}
-
-
-def batch_dim(session: Session) -> str:
-    """The graph's one symbolic dim named as a batch (`batch`, `batch_size`, `N`: defaults.py)."""
-    from onnx_roofline.shapes.defaults import default_dims
-    from onnx_roofline.shapes.dims import symbolic_dims
-
-    found = [name for name, (_, rule) in default_dims(symbolic_dims(session.model.graph)).items() if rule == "batch"]
-    if len(found) != 1:
-        raise DimensionError(f"cannot tell the batch dim (candidates: {', '.join(found) or 'none'}); name the dim to solve for with --over DIM")
-    return found[0]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
-from onnx_roofline.commands.whatif.affine import PROBES
+from onnx_roofline.commands.whatif.affine import PROBES, ceil
 from onnx_roofline.commands.whatif.critical import CriticalResult
 from onnx_roofline.commands.whatif.experts import moe_columns
 from onnx_roofline.commands.whatif.fuse_report import FusionStudy
@@ -24,12 +24,14 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     axes = [name for name, values in result.axes.items()]
     unit = result.points[0].work.unit if result.points else "runs"
     extra = [*extra, *moe_columns(result.points)]
-    header = [*axes, "latency", f"{unit}/s", "compute-bound", "FLOP/B", "bytes", "memory", *(h for h, _ in extra)]
+    header = [*axes, "latency", f"{unit}/s", "predicted", f"predicted {unit}/s", "compute-bound", "FLOP/B", "bytes", "memory", *(h for h, _ in extra)]
     rows = [
         [
             *(str(p.dims[a]) for a in axes),
             duration(p.latency_s),
             si(p.throughput, ""),
+            duration(p.predicted_s),
+            si(p.predicted_throughput, ""),
             percent(p.compute_share),
             number(p.intensity, 2),
             si(p.bytes, "B"),
@@ -42,11 +44,18 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     notes = [
         f"ridge {number(result.ridge)} FLOP/B (of the unit the heaviest matmul runs on); compute-bound = share of predicted time "
         f"in compute-bound kernels; {unit} per run: {_work_note(result)}",
-        f"{unit}/s = {unit} per run / latency: an upper bound, as the latency is a lower bound (an estimate, deployed)",
+        f"{unit}/s = {unit} per run / latency: an upper bound, as the latency is a lower bound; predicted = the deployed kernels at "
+        f"the hardware's achievable fractions, launched from a CUDA graph (docs/cost-model.md#predicted-time), whatever the view",
         f"{len(result.points)} points in {result.elapsed_s:.2f} s (model parsed once, re-bound per point)",
     ]
     if uncosted:
         notes.append(f"warning: up to {uncosted} nodes per point could not be costed and are not in the figures")
+    utilization = result.setup.get("memory_utilization")
+    cache = f"resident KV cache ({result.setup['kv_cache']}) + " if result.setup.get("kv_cache") else ""  # only a model with a cache
+    notes.append(f"memory = the deployed footprint (weights + {cache}peak activations), whatever the view; "
+                 f"it fits within {percent(utilization)} of the capacity (--memory-utilization)")  # fmt: skip
+    notes += [f"memory{''.join(f' at {k}={v}' for k, v in dims.items())}: {fit_text(fit, result.batch, result.setup.get('kv_cache'))}"
+              for dims, fit in result.fits if fit.budget.capacity is not None]  # fmt: skip
     return "\n".join([_title("sweep", result.setup, result.view), grid(header, rows), *notes]) + "\n"
 
 
@@ -64,7 +73,7 @@ def render_context(result: ContextResult) -> str:
 
 def render_critical(result: CriticalResult) -> str:
     dim = result.dim
-    header = ["kind", "count", "FLOP/B at 1", "limit", "ridge", "crossing", f"critical {dim}"]
+    header = ["kind", "count", "FLOP/B at 1", "limit", "ridge", "crossing", f"critical {dim}", "predicted"]
     rows = [
         [
             f"{k.op_type} {k.signature}",
@@ -74,6 +83,7 @@ def render_critical(result: CriticalResult) -> str:
             number(k.ridge),
             "never" if k.crossing is None else number(float(k.crossing), 2),
             "never" if k.critical is None else str(k.critical),
+            "never" if k.predicted is None else str(ceil(k.predicted)),
         ]
         for k in result.kinds
     ]
@@ -94,15 +104,14 @@ def render_critical(result: CriticalResult) -> str:
                      f"{'never' if moe.critical is None else moe.critical} (the distinct experts' weights added at each {dim})")  # fmt: skip
     lines += [
         f"model: compute-bound kernels take ≥ 50% of the predicted time from {dim} = "
-        f"{_crossing(result.share_crossing, result.share_limit, percent)}",
+        f"{_crossing(result.share_crossing, result.share_limit, percent)}; predicted (at the hardware's achievable fractions of "
+        f"bandwidth and peak: docs/cost-model.md#predicted-time) from {dim} = "
+        f"{'never' if result.predicted_share_crossing is None else ceil(result.predicted_share_crossing)}",
         f"model: total FLOPs / total bytes reaches the ridge {number(result.model_ridge)} at {dim} = "
         f"{_crossing(result.intensity_crossing, result.intensity_limit, lambda v: number(v, 2) + ' FLOP/B')}",
     ]
-    if result.memory_capacity is not None:
-        fit = "never" if result.fits_up_to is None else str(result.fits_up_to)
-        per = "" if result.memory_line is None else f"; {si(float(result.memory_line.slope), 'B')} per {dim} on {si(float(result.memory_line(0)), 'B')}"
-        lines.append(f"model: the largest {dim} that fits {si(result.memory_capacity, 'B')} "
-                     f"(weights + KV cache + peak activations{per} at {dim} = 2, 64; the answer checked by analysis) = {fit}")  # fmt: skip
+    if result.memory_fit is not None and result.memory_capacity is not None:
+        lines.append(f"model: {fit_text(result.memory_fit, dim, result.setup.get('kv_cache'))}")
     return "\n".join(lines) + "\n"
 
 
@@ -196,8 +205,8 @@ def _title(study: str, setup: dict, view: str | None) -> str:
 
 
 TIMES = {
-    "written": "times: lower bounds, as written",
-    "deployed": "times: deployed estimates",
+    "written": "times: every node its own kernel, as written",
+    "deployed": "times: deployed bounds, the floor no runtime beats",
 }
 """What the times of a view are: every printed time says so."""
 
@@ -229,3 +238,15 @@ def grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _numeric(cell: str) -> bool:
     return cell[:1].isdigit() or cell[:1] in "-+?" or cell in ("never", "same", "")
+
+
+def fit_text(fit, dim: str, kv_cache: str | None, per: str = "") -> str:
+    """The largest value of `dim` that fits, as every study prints it (costs/capacity.py): the
+    budget, the answer, and the footprint analysed there and one above."""
+    budget = fit.budget
+    head = f"the largest {dim} that fits {si(float(budget.usable), 'B')}{per} ({percent(budget.utilization)} of {si(budget.capacity, 'B')})"
+    if fit.largest is None:
+        return f"{head} = none ({'the footprint does not grow with it' if fit.per_unit <= 0 else f'{dim} 1 does not fit'})"
+    cache = f", KV cache {kv_cache}" if kv_cache else ""
+    return (f"{head} = {fit.largest} (deployed footprint{cache}: {si(float(fit.per_unit), 'B')} per {dim} on {si(float(fit.intercept), 'B')}; "
+            f"{si(float(fit.bytes_at_largest), 'B')} at {fit.largest}, {si(float(fit.bytes_above_largest), 'B')} at {fit.largest + 1})")  # fmt: skip

@@ -20,14 +20,16 @@ from functools import cache
 from onnx_roofline.commands.whatif.affine import Line, ceil
 from onnx_roofline.commands.whatif.context import context_dim
 from onnx_roofline.commands.whatif.critical import batch_dim
-from onnx_roofline.commands.whatif.fit import largest_fitting
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_crossing
 from onnx_roofline.commands.whatif.session import DEPLOYED, Session
-from onnx_roofline.costs.collectives import RING
+from onnx_roofline.costs.capacity import LargestFit, MemoryBudget, largest_fitting
+from onnx_roofline.costs.collectives import MODEL as COLLECTIVE_MODEL
 from onnx_roofline.errors import DimensionError
+from onnx_roofline.report.units import percent
 from onnx_roofline.shapes.defaults import NO_DEFAULT, default_dims
 from onnx_roofline.shapes.dims import symbolic_dims
 from onnx_roofline.views.parallel import ACTIVATIONS, OVERLAP, DeviceRun, per_device
+from onnx_roofline.views.prediction import predict_device
 from onnx_roofline.views.tensor_parallel import SPLIT_PATTERN, plan_tensor_parallel
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -39,10 +41,23 @@ class ServePoint:
     decode: DeviceRun  # one decode step, per device
     prefill: DeviceRun | None  # the prompt's prefill for the batch, per device
     limit: bool = False  # the largest batch that fits, added to those asked
+    budget: MemoryBudget | None = None  # what each device's memory is judged against (costs/capacity.py)
+    predicted_s: float | None = None  # the decode step predicted (views/prediction.py predict_device), beside its bound
+    predicted_ttft_s: float | None = None  # the prefill predicted
 
     @property
     def tokens_per_s(self) -> float:
+        """The bound's: batch / the step's floor, a rate no engine exceeds."""
         return self.batch / self.decode.time_s
+
+    @property
+    def predicted_tokens_per_s(self) -> float | None:
+        return None if self.predicted_s is None else self.batch / self.predicted_s
+
+    @property
+    def fits(self) -> bool | None:
+        """Each device's footprint within its usable memory: the one memory model's verdict."""
+        return None if self.budget is None else self.budget.fits(self.decode.memory_bytes)
 
     def to_dict(self) -> dict:
         run = self.decode
@@ -58,7 +73,10 @@ class ServePoint:
             "flops_per_device": float(run.flops),
             "bytes_per_device": float(run.bytes),
             "ttft_s": None if self.prefill is None else self.prefill.time_s,
-            "memory_per_device": run.memory_dict(),
+            "predicted_step_latency_s": self.predicted_s,
+            "predicted_tokens_per_s": self.predicted_tokens_per_s,
+            "predicted_ttft_s": self.predicted_ttft_s,
+            "memory_per_device": {**run.memory_dict(), **(self.budget.to_dict() if self.budget else {}), "fits": self.fits},
         }
 
 
@@ -67,9 +85,18 @@ class Degree:
     devices: int
     refusal: str | None  # why this degree is not costed (heads not divisible, no blocks, no interconnect)
     points: tuple[ServePoint, ...] = ()
-    fits_up_to: int | None = None
-    memory_line: Line | None = None  # bytes per device in the batch
+    memory_fit: LargestFit | None = None  # the largest batch whose per-device footprint fits (costs/capacity.py)
     compute_crossing: Fraction | None = None  # the batch from which compute-bound kernels take half the step
+
+    @property
+    def fits_up_to(self) -> int | None:
+        return None if self.memory_fit is None else self.memory_fit.largest
+
+    @property
+    def memory_line(self) -> Line | None:
+        """Bytes per device in the batch, through batch 1 and 2."""
+        fit = self.memory_fit
+        return None if fit is None or fit.per_unit is None else Line(fit.intercept, fit.per_unit)
 
     def to_dict(self) -> dict:
         line = self.memory_line
@@ -77,6 +104,7 @@ class Degree:
             "tp": self.devices,
             "refused": self.refusal,
             "largest_batch_that_fits": self.fits_up_to,
+            "memory_fit": None if self.memory_fit is None else self.memory_fit.to_dict("batch"),
             "memory_per_device": None if line is None else {"intercept": float(line.intercept), "per_batch": float(line.slope)},
             "compute_bound_batch": ceil(self.compute_crossing),
             "compute_bound_crossing": None if self.compute_crossing is None else float(self.compute_crossing),
@@ -90,7 +118,7 @@ class ServeResult:
     context: int
     prompt: int | None
     dims: dict[str, str]  # the batch, past and prompt dims bound
-    plan: dict
+    plan: dict | None  # the split found (None: no blocks)
     interconnect: dict | None
     assumptions: tuple[str, ...]
     degrees: tuple[Degree, ...]
@@ -142,14 +170,24 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
             results.append(Degree(n, refusal))
             continue
         runs = lambda b, n=n: per_device(decode_view(b), plan, n, link)  # noqa: E731
-        fits, line = largest_fitting(lambda b: runs(b).memory_bytes, session.hardware.memory_capacity)
+        budget = session.hardware.memory_budget
+        fit = largest_fitting(lambda b, runs=runs: runs(b).memory_bytes, budget)  # the one memory model: at TP 1, Session.footprint's total
+        fits = fit.largest
         asked = sorted(set(batches) | ({fits} if fits else set()))
-        points = tuple(ServePoint(b, runs(b), per_device(prefill_view(b), prefill_plan, n, link) if prefill_plan else None, b == fits and b not in batches)
-                       for b in asked)  # fmt: skip
-        results.append(Degree(n, None, points, fits, line, _compute_crossing(runs(1), runs(2))))
+        points = tuple(_point(b, runs(b), decode_view(b), per_device(prefill_view(b), prefill_plan, n, link) if prefill_plan else None,
+                              prefill_view(b) if prefill_plan else None, b == fits and b not in batches, budget) for b in asked)  # fmt: skip
+        results.append(Degree(n, None, points, fit, _compute_crossing(runs(1), runs(2))))
     dims = {"batch": batch, "past": f"{past} = context - 1"} | ({"prompt": _sequence_dim(prefill)} if prefill else {})
-    return ServeResult(session.describe(), context, prompt, dims, plan.to_dict(decode_view(1).written),
-                       None if link is None else link.to_dict(), _assumptions(session, plan), tuple(results), time.perf_counter() - start)  # fmt: skip
+    split = any(d.devices > 1 and d.refusal is None for d in results)  # nothing is said of a split no degree ran
+    return ServeResult(session.describe(), context, prompt, dims, plan.to_dict(decode_view(1).written) if plan.found else None,
+                       None if link is None or not split else link.to_dict(), _assumptions(session, split), tuple(results),
+                       time.perf_counter() - start)  # fmt: skip
+
+
+def _point(batch: int, decode: DeviceRun, decode_view, prefill: DeviceRun | None, prefill_view, limit: bool, budget) -> ServePoint:
+    """A point with its predicted step and TTFT beside their bounds (CUDA graphs: serving engines capture decode)."""
+    predicted_ttft = None if prefill is None else predict_device(prefill, prefill_view)
+    return ServePoint(batch, decode, prefill, limit, budget, predict_device(decode, decode_view), predicted_ttft)
 
 
 def _compute_crossing(one: DeviceRun, two: DeviceRun) -> Fraction | None:
@@ -168,7 +206,7 @@ def _twin(session: Session) -> Session:
     """The same model in a session of its own: a merged decoder's prefill takes the other branch,
     so its deployed plan is not the decode step's."""
     return Session(session.model, session.hardware, session.dims, session.input_shapes, session.precision, session.partial,
-                   session.values, session.kv_cache, session.fp32_matmul, session.nonzero_fraction, session.expert_load)  # fmt: skip
+                   session.values, session.kv_cache, session.fp32_matmul, session.nonzero_fraction, session.expert_load, session.frames_per_token)  # fmt: skip
 
 
 def _with_roles(session: Session, given: dict[str, int]) -> dict[str, int]:
@@ -196,16 +234,19 @@ def _empty_past(session: Session) -> dict[str, int]:
         return {}
 
 
-def _assumptions(session: Session, plan) -> tuple[str, ...]:
-    """Every assumption the figures rest on, as the table prints them and the JSON lists them."""
+def _assumptions(session: Session, split: bool) -> tuple[str, ...]:
+    """Every assumption the figures rest on, as the table prints them and the JSON lists them; those
+    of the split only where a degree > 1 was costed."""
     link = session.hardware.interconnect
+    kv = f"updated {session.kv_cache}" if session.kv_cache else "none"
     return (
-        f"split: {SPLIT_PATTERN}",
-        f"collectives: {RING} all-reduce (2(N-1) steps, 2(N-1)/N x bytes over the per-direction bandwidth) after every block "
-        f"and the embedding, {RING} all-gather of the logits; NCCL's latency model: per collective + per step"
-        + ("" if link is None else f" ({link.base_latency * 1e6:g} us + {link.step_latency * 1e6:g} us on {link.name})"),
-        f"overlap: {OVERLAP}",
-        "KV cache: heads divided among the devices; " + (f"updated {session.kv_cache}" if session.kv_cache else "none"),
-        f"memory: weights split as the plan says, replicated ones whole; {ACTIVATIONS}; workspace and the runtime's own memory not counted",
+        *((f"split: {SPLIT_PATTERN}",
+           f"collectives: an all-reduce after every block and the embedding, an all-gather of the logits; {COLLECTIVE_MODEL}"
+           + ("" if link is None else f"; {link.name}, {link.fabric}, {link.bandwidth / 1e9:g} GB/s per direction"),
+           f"overlap: {OVERLAP}",
+           f"KV cache: {kv}; KV heads divided among the devices, or where the devices outnumber them one whole KV head per device, "
+           "replicated (vLLM, TensorRT-LLM)") if split else (f"KV cache: {kv}",)),
+        f"memory: weights split as the plan says, replicated ones whole; {ACTIVATIONS}; fits within "
+        f"{percent(session.hardware.memory_utilization)} of each device's memory, the rest the runtime's workspace (--memory-utilization)",
         "latency: the deployed view's kernels at their roofline bound, per device, plus the collectives; no launch overhead",
-    )
+    )  # fmt: skip

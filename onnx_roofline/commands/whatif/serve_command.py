@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from onnx_roofline.commands.arguments import add_model_arguments, count
+from onnx_roofline.commands.arguments import add_kv_cache_argument, add_memory_argument, add_model_arguments, count
 from onnx_roofline.commands.whatif.command import _emit, _no_lists, _session, parse_dim_values
 
 DEFAULT_BATCHES = "1,2,4,8,16,32,64,128,256,512"
@@ -24,9 +24,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
                         help="tokens a decode step attends to, the past bound to N - 1 (default: 1024)")  # fmt: skip
     parser.add_argument("--prompt", type=count(1), metavar="N", help="prompt tokens: the time to first token is their prefill")
     parser.add_argument("--prefill", metavar="MODEL", help="the prefill graph for --prompt (default: the model, where its sequence is symbolic)")
-    parser.add_argument("--kv-cache", choices=("copy", "inplace"), default="inplace",
-                        help="the KV cache updated in place, only the new rows written (inplace, the default: what serving "
-                             "engines do) or copied into a new present each step (copy)")  # fmt: skip
+    add_kv_cache_argument(parser)
+    add_memory_argument(parser)
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     parser.add_argument("--plot", metavar="FILE", help="also draw throughput against per-token latency to FILE (.png or .svg)")

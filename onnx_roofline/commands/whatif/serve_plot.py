@@ -15,10 +15,13 @@ def serve_figure(result: ServeResult):
         xs = [p.decode.time_s * 1e3 for p in points]
         ys = [p.tokens_per_s for p in points]
         (line,) = ax.plot(xs, ys, "-", label=f"TP {degree.devices}")
-        fitting = [i for i, p in enumerate(points) if p.decode.fits is not False]
-        over = [i for i, p in enumerate(points) if p.decode.fits is False]
+        fitting = [i for i, p in enumerate(points) if p.fits is not False]
+        over = [i for i, p in enumerate(points) if p.fits is False]
         ax.plot([xs[i] for i in fitting], [ys[i] for i in fitting], "o", color=line.get_color(), ms=4)
         ax.plot([xs[i] for i in over], [ys[i] for i in over], "o", mfc="none", color=line.get_color(), ms=4)
+        predicted = [p for p in points if p.predicted_s is not None]  # the same figures as the table and the JSON
+        ax.plot([p.predicted_s * 1e3 for p in predicted], [p.predicted_tokens_per_s for p in predicted], "--", color=line.get_color(),
+                label=f"TP {degree.devices} predicted")  # fmt: skip
         limit = next((p for p in points if p.batch == degree.fits_up_to), None)
         if limit is not None:
             ax.plot(limit.decode.time_s * 1e3, limit.tokens_per_s, "X", color=line.get_color(), ms=10, mec="black")
@@ -26,6 +29,7 @@ def serve_figure(result: ServeResult):
                         xytext=(-8, 6), ha="right", fontsize=8, color=line.get_color())  # fmt: skip
     ax.plot([], [], "X", color="grey", mec="black", label="largest batch that fits")
     ax.plot([], [], "o", mfc="none", color="grey", label="does not fit")
+    ax.plot([], [], "--", color="grey", label="predicted (dashed); bound (solid)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("per-token latency: one decode step (ms)")

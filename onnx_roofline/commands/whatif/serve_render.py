@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from onnx_roofline.report.units import duration, percent, si
-from onnx_roofline.commands.whatif.render import TIMES, _title, grid
+from onnx_roofline.commands.whatif.render import TIMES, _title, fit_text, grid
 from onnx_roofline.commands.whatif.serve import ServeResult
 
-HEADER = ["TP", "batch", "step", "tokens/s", "per GPU", "TTFT", "comm", "compute-bound", "memory/GPU", "fits"]
+HEADER = ["TP", "batch", "step", "tokens/s", "predicted step", "predicted tokens/s", "per GPU", "TTFT", "predicted TTFT", "comm", "all-reduce", "compute-bound", "memory/GPU", "fits"]
 
 
 def render_serve(result: ServeResult) -> str:
@@ -19,30 +19,36 @@ def render_serve(result: ServeResult) -> str:
         for p in degree.points:
             run = p.decode
             rows.append([str(degree.devices), str(p.batch) + (" (limit)" if p.limit else ""), duration(run.time_s), si(p.tokens_per_s, ""),
+                         duration(p.predicted_s), si(p.predicted_tokens_per_s, ""),
                          si(p.tokens_per_s / run.devices, ""), "-" if p.prefill is None else duration(p.prefill.time_s),
-                         duration(run.communication_s) if run.devices > 1 else "-", percent(run.compute_share), si(run.memory_bytes, "B"),
-                         {True: "yes", False: "no", None: "?"}[run.fits]])  # fmt: skip
+                         "-" if p.predicted_ttft_s is None else duration(p.predicted_ttft_s),
+                         duration(run.communication_s) if run.devices > 1 else "-", " + ".join(run.algorithms()) or "-",
+                         percent(run.compute_share), si(run.memory_bytes, "B"),
+                         {True: "yes", False: "no", None: "?"}[p.fits]])  # fmt: skip
         crossing = degree.compute_crossing
+        replicas = degree.points[0].decode.kv_replicas if degree.points else 1
+        if replicas > 1:
+            limits.append(f"TP {degree.devices}: one KV head per GPU, each of the {degree.devices // replicas} replicated on {replicas} GPUs")
         limits.append(
-            f"TP {degree.devices}: largest batch that fits {si(degree.points[0].decode.capacity, 'B')} per GPU = {degree.fits_up_to or 'none'}"
-            + ("" if degree.memory_line is None else f" ({si(float(degree.memory_line.slope), 'B')} per sequence on {si(float(degree.memory_line.intercept), 'B')})")
+            f"TP {degree.devices}: " + (fit_text(degree.memory_fit, "batch", result.setup.get("kv_cache"), " per GPU") if degree.memory_fit.budget.capacity
+                                        else "no memory capacity given: what fits is not judged")
             + "; compute-bound kernels take half the step from batch "
             + ("never" if crossing is None else f"{crossing.__ceil__()} (exact {float(crossing):.2f})")
         )  # fmt: skip
-    plan = result.plan
+    plan = result.plan or {}
     found = (f"{plan['layers']['attention']} attention and {plan['layers']['mlp']} MLP blocks, hidden {plan['hidden']}, "
              f"{plan['heads']} heads ({plan['kv_heads']} KV), embedding {'split' if plan['embedding'] else 'not found'}, "
-             f"lm_head {'split' if plan['lm_head'] else 'not found'}") if plan["layers"]["attention"] + plan["layers"]["mlp"] else \
-        "no transformer blocks recognised: the graph runs whole on every device"  # fmt: skip
+             f"lm_head {'split' if plan['lm_head'] else 'not found'}") if plan else None  # fmt: skip
     title = _title("serve", result.setup, None) + f"  ·  context {result.context}" + ("" if result.prompt is None else f"  ·  prompt {result.prompt}")
     lines = [
         title + f"  ·  deployed view ({TIMES['deployed']}" + (f", KV cache {result.setup['kv_cache']})" if result.setup.get("kv_cache") else ")"),
         grid(HEADER, rows) if rows else "(no degree costed)",
         *limits,
-        f"blocks: {found}",
-        *(f"replicated: {len(plan['replicated_projections'])} projection(s) in no block run whole on every device",) * bool(plan["replicated_projections"]),
+        *(f"blocks: {found}",) * bool(found),
+        *(f"replicated: {len(plan['replicated_projections'])} projection(s) in no block run whole on every device",) * bool(plan.get("replicated_projections")),
         *(f"assumed: {a}" for a in result.assumptions),
-        "step = one decode step per device (kernels + collectives); tokens/s = batch / step; per GPU = tokens/s / TP; "
+        "step = one decode step per device (kernels + collectives), the bound: tokens/s = batch / step, a rate no engine exceeds; "
+        "predicted = the kernels at the hardware's achievable fractions, launched from a CUDA graph (docs/cost-model.md#predicted-time); per GPU = tokens/s / TP; "
         "TTFT = prefill of the prompt for the whole batch" + ("" if result.prompt is not None else " (give --prompt N --prefill MODEL)"),
         f"{sum(len(d.points) for d in result.degrees)} points in {result.elapsed_s:.2f} s",
     ]

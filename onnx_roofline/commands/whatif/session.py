@@ -13,7 +13,10 @@ from functools import cached_property
 import onnx
 
 from onnx_roofline.analysis import analyze
+from onnx_roofline.costs.capacity import LargestFit, largest_fitting
 from onnx_roofline.costs.hardware import Hardware, load_hardware
+from onnx_roofline.costs.memory import Footprint
+from onnx_roofline.errors import DimensionError
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad
@@ -40,10 +43,11 @@ class Session:
         precision: str | None = None,
         partial: bool = False,
         values: Mapping[str, Sequence[float] | float] | None = None,
-        kv_cache: str = "copy",
+        kv_cache: str = "inplace",
         fp32_matmul: str = "ieee",
         nonzero_fraction: float | None = None,
         expert_load: ExpertLoad = UNIFORM_LOAD,
+        frames_per_token: float | None = None,
     ):
         self.path = None if isinstance(model, onnx.ModelProto) else str(model)
         self.model = load_model(model)
@@ -54,9 +58,10 @@ class Session:
         self.precision = precision
         self.partial = partial
         self.values = dict(values or {})
-        self.kv_cache = kv_cache  # the deployed view's --kv-cache: copy or inplace
+        self.kv_cache = kv_cache  # --kv-cache: inplace (the default) or copy
         self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
         self.expert_load = expert_load  # --expert-load (routing.py)
+        self.frames_per_token = frames_per_token  # --frames-per-token (shapes/durations.py)
         self._plans: dict[tuple, object] = {}  # fusion plans by the graph a report walked (rows.py's key)
         self._deployed_plans: dict[tuple, object] = {}
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
@@ -73,6 +78,7 @@ class Session:
             values=self.values,
             nonzero_fraction=self.nonzero_fraction,
             expert_load=self.expert_load,
+            frames_per_token=self.frames_per_token,
         )
 
     def view(self, report: Report, view: str):
@@ -87,6 +93,18 @@ class Session:
         deployed = deploy(report, self.kv_cache, self._deployed_plans[key])
         self._has_kv_cache = deployed.kv_cache is not None
         return deployed
+
+    def footprint(self, dims: Mapping[str, int] | None = None) -> Footprint:
+        """The footprint at the session's dims overridden by `dims`, as every command judges what
+        fits: the deployed view's, the KV cache as --kv-cache says (costs/memory.py)."""
+        return self.view(self.report(dims), DEPLOYED).memory
+
+    def largest_fitting(self, dim: str, dims: Mapping[str, int] | None = None, known: Mapping[int, int] | None = None) -> LargestFit:
+        """The largest value of `dim` whose footprint (at the session's dims and `dims`) fits the
+        hardware's memory budget, exactly (costs/capacity.py). `known`: footprints already analysed."""
+        known = dict(known or {})
+        return largest_fitting(lambda x: known[x] if x in known else self.footprint({**(dims or {}), dim: x}).total_bytes,
+                               self.hardware.memory_budget)  # fmt: skip
 
     def fused(self, report: Report):
         """The fusion plan applied alone (no folding, no KV-cache mode): what the `fuse` study sets
@@ -121,6 +139,7 @@ class Session:
             "dims": dict(sorted(self.dims.items())),
             "precision": self.precision,
             "kv_cache": None if self._has_kv_cache is False else self.kv_cache,  # null: the model has no cache
+            "memory_utilization": self.hardware.memory_utilization,
             "fp32_matmul": self.fp32_matmul,
             "nonzero_fraction": self.nonzero_fraction,
             "expert_load": str(self.expert_load),
@@ -132,3 +151,14 @@ def _walked(report: Report) -> tuple:
     If takes the other branch (a merged decoder at past 0 and past 12), and a plan holds only for
     the rows it was made from."""
     return tuple((node.name, node.op_type) for node in report.nodes)
+
+
+def batch_dim(session: Session) -> str:
+    """The graph's one symbolic dim named as a batch (`batch`, `batch_size`, `N`: defaults.py)."""
+    from onnx_roofline.shapes.defaults import default_dims
+    from onnx_roofline.shapes.dims import symbolic_dims
+
+    found = [name for name, (_, rule) in default_dims(symbolic_dims(session.model.graph)).items() if rule == "batch"]
+    if len(found) != 1:
+        raise DimensionError(f"cannot tell the batch dim (candidates: {', '.join(found) or 'none'}); name the dim to solve for with --over DIM")
+    return found[0]

@@ -2,7 +2,9 @@
 
 The model and hardware come from the session (loaded once); each point redoes only what depends on
 the dims — shape inference and costing — and the deployed view re-costs one deployment plan. The sweep's
-wall time is measured and reported, so a slow point shows."""
+wall time is measured and reported, so a slow point shows. Each point's footprint, and where the batch
+is swept the largest batch that fits, are the one memory model's (Session.footprint: the deployed
+view's, whichever view is asked; costs/capacity.py), as critical and serve give them."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from onnx_roofline.costs.capacity import LargestFit
 from onnx_roofline.errors import DimensionError
 from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoePoint, moe_point
-from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
+from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name
 from onnx_roofline.commands.whatif.workload import Work, work_per_run
 
 
@@ -28,13 +31,19 @@ class Point:
     flops: int
     bytes: int
     uncosted: int
-    memory_bytes: int | None = None  # the footprint: weights + resident KV cache + peak activations
-    fits: bool | None = None  # within the accelerator's memory_capacity (None: no capacity given)
+    memory_bytes: int | None = None  # the deployed footprint: weights + resident KV cache + peak activations
+    fits: bool | None = None  # within the usable memory, capacity × utilization (None: no capacity given)
     experts: MoePoint | None = None  # deployed: the MoE kernels' distinct experts, weight bytes and bound (experts.py)
+    predicted_s: float | None = None  # the deployed view's predicted time (views/prediction.py), whatever the view swept
 
     @property
     def throughput(self) -> float | None:
+        """The bound's: work per run over the latency, a rate no runtime exceeds."""
         return self.work.rate(self.latency_s)
+
+    @property
+    def predicted_throughput(self) -> float | None:
+        return None if self.predicted_s is None else self.work.rate(self.predicted_s)
 
     def to_dict(self) -> dict:
         return {
@@ -43,6 +52,8 @@ class Point:
             "work_per_run": self.work.amount,
             "unit": self.work.unit,
             "throughput": self.throughput,
+            "predicted_latency_s": self.predicted_s,
+            "predicted_throughput": self.predicted_throughput,
             "compute_bound_share": self.compute_share,
             "intensity": self.intensity,
             "flops": self.flops,
@@ -62,6 +73,8 @@ class SweepResult:
     points: tuple[Point, ...]
     ridge: float  # the matrix ridge of the model's dtype, for reading the intensity column
     elapsed_s: float
+    batch: str | None = None  # the batch dim, where it is swept
+    fits: tuple[tuple[dict[str, int], LargestFit], ...] = ()  # the largest batch that fits, per value of the other axes
 
     def to_dict(self) -> dict:
         return {
@@ -72,6 +85,7 @@ class SweepResult:
             "ridge": self.ridge,
             "elapsed_s": self.elapsed_s,
             "points": [p.to_dict() for p in self.points],
+            "memory_fit": [{"dims": dims, **fit.to_dict(self.batch)} for dims, fit in self.fits],
         }
 
 
@@ -90,13 +104,35 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = WRITT
         totals = measured.totals
         ridge = ridge or main_ridge(measured)
         share = None if totals.memory_bound_time_share is None else 1 - totals.memory_bound_time_share
-        memory = measured.memory
+        deployed = measured if view == DEPLOYED else session.view(report, DEPLOYED)
+        memory = deployed.memory  # the one memory model
+        predicted = deployed.prediction.time_s if deployed.prediction is not None and deployed.totals.costed_nodes else None
         points.append(
             Point({**session.dims, **dims}, totals.time_s, work_per_run(report, session.graph_inputs), share,
-                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits, moe_point(measured))
+                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits, moe_point(measured),
+                  predicted)  # fmt: skip
         )
+    batch, fits = _largest_batches(session, axes, {tuple(sorted(p.dims.items())): p.memory_bytes for p in points})
     elapsed = time.perf_counter() - start
-    return SweepResult(session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed)
+    return SweepResult(session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed, batch, fits)
+
+
+def _largest_batches(session: Session, axes: Mapping[str, Sequence[int]], known: dict) -> tuple[str | None, tuple]:
+    """Where the batch dim is swept: the largest batch that fits at each value of the other axes
+    (Session.largest_fitting, as critical and serve find it), the points' footprints reused."""
+    try:
+        batch = batch_dim(session)
+    except DimensionError:
+        return None, ()
+    if batch not in axes:
+        return None, ()
+    others = {name: values for name, values in axes.items() if name != batch}
+    fits = []
+    for values in itertools.product(*others.values()):
+        dims = dict(zip(others, values))
+        seen = {x: known.get(tuple(sorted({**session.dims, **dims, batch: x}.items()))) for x in axes[batch]}
+        fits.append((dims, session.largest_fitting(batch, dims, {x: n for x, n in seen.items() if n is not None})))
+    return batch, tuple(fits)
 
 
 def main_peak(view) -> float | None:
