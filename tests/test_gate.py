@@ -485,8 +485,9 @@ def test_exit_1_with_a_summary_of_what_failed(block_path):
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == "onnx-roofline check: FAIL (2 of 3 checks failed)"  # and "every node costed" passed
-    assert lines[1] == f"model {block_path} on h100, dims batch=1; times: lower bound, as written"
-    assert lines[3].startswith("FAIL  predicted latency ") and "exceeds 1.0 ns" in lines[3]
+    assert lines[1] == f"model {block_path} on h100, dims batch=1; times: every node its own kernel, as written (the floor a runtime cannot beat: --view deployed)"
+    assert lines[2].startswith("latency: floor ")  # the deployed bound first (issue 40)
+    assert lines[4].startswith("FAIL  predicted latency ") and "exceeds 1.0 ns" in lines[4]
     assert "/lm_head/MatMul (MatMul)" in result.stdout  # a named contributor
     assert result.stderr == ""
 
@@ -696,8 +697,8 @@ def test_the_gate_states_what_its_figures_rest_on():
     model = REPO / "tests" / "corpus" / "moe" / "optimum_qwen3_moe_decoder_with_past_model.onnx"
     args = (str(model), "--dim", "batch_size=1", "--dim", "sequence_length=8", "--dim", "past_sequence_length=24", "--max-latency", "1s")
     text = run_check(*args).stdout.splitlines()
-    assert text[2].startswith("experts: 2 MoE layers (4 experts, top-2")
-    assert text[3].startswith("assumed: uniform routing: each expert takes tokens·2/4 rows")
+    assert text[3].startswith("experts: 2 MoE layers (4 experts, top-2")  # under the latency line (issue 40)
+    assert text[4].startswith("assumed: uniform routing: each expert takes tokens·2/4 rows")
     labels = [line["label"] for line in json.loads(run_check(*args, "--format", "json").stdout)["qualifiers"]]
     assert labels == ["experts", "ASSUMED"]
 

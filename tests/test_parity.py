@@ -33,10 +33,10 @@ def outputs(tmp_path_factory):
 def test_the_json_has_both_views_and_the_foldable_block(outputs):
     data = json.loads(outputs["json"])
     written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
-    deployed = deploy(written, "copy")
+    deployed = deploy(written, "inplace")  # the CLI's default (issue 39)
     assert data["views"]["written"]["totals"]["time_s"] == data["totals"]["time_s"]
     assert data["views"]["deployed"]["totals"]["time_s"] == deployed.totals.time_s
-    assert data["views"]["deployed"]["kernels"] == deployed.kernels and data["views"]["deployed"]["kv_cache"] == "copy"
+    assert data["views"]["deployed"]["kernels"] == deployed.kernels and data["views"]["deployed"]["kv_cache"] == "inplace"
     # lm_head's Transpose of its [50257, 768] fp16 weight: read and written once, 2 · 50257 · 768 · 2 B
     assert data["foldable"]["nodes"] == 1 and data["foldable"]["bytes"] == 2 * 50257 * 768 * 2
     assert data["foldable"]["time_share"] == pytest.approx(data["foldable"]["time_s"] / data["totals"]["time_s"])
@@ -47,7 +47,8 @@ def test_every_format_says_what_the_json_holds(outputs, fmt):
     data, text = json.loads(outputs["json"]), outputs[fmt]
     deployed = data["views"]["deployed"]
     said = [
-        f"{duration(deployed['totals']['time_s'])} deployed estimate",  # the deployed estimate
+        duration(data["totals"]["floor_time_s"]),  # the headline: the deployed bound (issue 40)
+        duration(data["totals"]["predicted_time_s"]),  # and the predicted time beside it
         f"{deployed['kernels']} kernels",
         f"{si(data['foldable']['bytes'], 'B')}, {duration(data['foldable']['time_s'])}, {percent(data['foldable']['time_share'])} of the time",
         f"= {duration(data['launches']['floor_s'])} floor",  # the launch floor: kernels × overhead

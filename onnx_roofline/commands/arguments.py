@@ -14,8 +14,8 @@ from onnx_roofline.errors import DimensionError, one_line
 def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100", assumptions: bool = True) -> None:
     """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
     folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`;
-    `assumptions`: --nonzero-fraction, which `verify` does not take: it checks sizes a real run
-    produces)."""
+    `assumptions`: --nonzero-fraction, --expert-load and --frames-per-token, which `verify` does not
+    take: it checks sizes a real run produces)."""
     from onnx_roofline.model.precisions import PRECISIONS
 
     if many:
@@ -43,6 +43,11 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
                  "(the choices on E/F hot experts) or capacity=C (every expert at its capacity bound, ceil(C·tokens·k/E) rows); "
                  "the report names it",
         )  # fmt: skip
+        parser.add_argument(
+            "--frames-per-token", type=_frames, metavar="F",
+            help="a length regulator (a TTS model's durations → frames: VITS, FastSpeech, Piper) as if each input token lasted "
+                 "F frames (6, 52/8); default 6 (docs/cost-model.md); the report names it and the sums it sized",
+        )  # fmt: skip
     parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
     parser.add_argument(
         "--dtype", choices=sorted(PRECISIONS), help="cost every floating-point tensor (weights and activations) in this precision"
@@ -60,6 +65,15 @@ def _expert_load(text: str):
 
     try:
         return ExpertLoad.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _frames(text: str) -> float:
+    from onnx_roofline.shapes.durations import parse_frames
+
+    try:
+        return parse_frames(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -108,9 +122,48 @@ def add_view_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--launch-overhead", metavar="TIME",
                         help="per-kernel launch overhead for the launch floor reported beside the bound, e.g. 4us, 0 for none "
                              "(default: the hardware entry's)")  # fmt: skip
-    parser.add_argument("--kv-cache", choices=("copy", "inplace"), default="copy",
-                        help="deployed view: the KV cache copied into a new present each step (copy, the default) or updated "
-                             "in place, only the new rows written (inplace: a static, paged or shared-buffer cache)")  # fmt: skip
+    parser.add_argument("--launch", choices=("graphs", "eager"), default="graphs",
+                        help="the predicted time's kernel launches: replayed from a CUDA graph (graphs, the default: what serving "
+                             "engines do for decode) or submitted one by one from the host (eager)")  # fmt: skip
+    add_kv_cache_argument(parser)
+
+
+def add_kv_cache_argument(parser: argparse.ArgumentParser) -> None:
+    """--kv-cache: in place by default, in every command (docs/cost-model.md, "KV cache")."""
+    parser.add_argument("--kv-cache", choices=("inplace", "copy"), default="inplace",
+                        help="a graph that updates a KV cache: updated in place, only the new rows written and one buffer held "
+                             "(inplace, the default: what serving engines do) or copied into a new present each step, past and "
+                             "present both held (copy: what the graph as written says)")  # fmt: skip
+
+
+def add_memory_argument(parser: argparse.ArgumentParser) -> None:
+    """--memory-utilization: the share of the accelerator's memory a model may hold (costs/capacity.py)."""
+    from onnx_roofline.costs.capacity import DEFAULT_MEMORY_UTILIZATION
+
+    parser.add_argument("--memory-utilization", type=_utilization, default=DEFAULT_MEMORY_UTILIZATION, metavar="F",
+                        help="what fits: the model's footprint within F × the memory capacity, the rest left to the runtime's "
+                             f"workspace, as vLLM's gpu_memory_utilization (default: {DEFAULT_MEMORY_UTILIZATION})")  # fmt: skip
+
+
+def _utilization(text: str) -> float:
+    from onnx_roofline.costs.capacity import checked_utilization
+
+    try:
+        return checked_utilization(float(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc) if "utilization" in str(exc) else f"not a number: {text!r}") from None
+
+
+def hardware_from(options: argparse.Namespace, hw=None):
+    """The hardware the options name (`hw`: instead of --hw), with --launch-overhead and
+    --memory-utilization applied; as named where neither is given."""
+    hardware = with_launch_overhead(hw or options.hw, getattr(options, "launch_overhead", None))
+    utilization = getattr(options, "memory_utilization", None)
+    if utilization is None:
+        return hardware
+    from onnx_roofline.costs.hardware import Hardware, load_hardware
+
+    return (hardware if isinstance(hardware, Hardware) else load_hardware(hardware)).with_memory_utilization(utilization)
 
 
 def with_launch_overhead(hw, text: str | None):
@@ -131,11 +184,25 @@ def with_launch_overhead(hw, text: str | None):
     return dataclasses.replace(hardware, launch_overhead=seconds or None)
 
 
-def deployed_from(report, options: argparse.Namespace):
-    """The deployed view of a written report, with the options' --kv-cache."""
-    from onnx_roofline.views.deployed import deploy
+OTHER_VIEW_NODES = 50_000
+"""Up to this many nodes the default table also plans the deployed view for its summary line
+(about 0.1 ms a node); beyond, `--view deployed` asks for it."""
 
-    return deploy(report, getattr(options, "kv_cache", None) or "copy")
+
+def other_view(report, options: argparse.Namespace):
+    """The report's other view, which every format shows beside it (the deployed one planned for
+    graphs of a usual size, None past OTHER_VIEW_NODES)."""
+    if report.view == "deployed":
+        return report.written
+    return deployed_from(report, options) if len(report.nodes) <= OTHER_VIEW_NODES else None
+
+
+def deployed_from(report, options: argparse.Namespace):
+    """The deployed view of a written report, with the options' --kv-cache (in place by default)
+    and --launch (CUDA graphs by default) for its predicted time."""
+    from onnx_roofline.views.deployed import INPLACE, deploy
+
+    return deploy(report, getattr(options, "kv_cache", None) or INPLACE, launch=getattr(options, "launch", None) or "graphs")
 
 
 def analyze_from_options(options: argparse.Namespace, default_dims: bool = False):
@@ -157,9 +224,10 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     quiet = getattr(options, "quiet", False)
     with contextlib.nullcontext() if quiet else elapsed(f"onnx-roofline: analyzing {options.model}", sys.stderr):  # a long one says so
         report = analyze(
-            options.model, hw=with_launch_overhead(options.hw, getattr(options, "launch_overhead", None)), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
+            options.model, hw=hardware_from(options), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
             default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
             nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", None) or "uniform",
+            frames_per_token=getattr(options, "frames_per_token", None),
         )
     if report.model.defaulted_dims and not quiet:
         _notice_defaults(report)
@@ -184,7 +252,7 @@ def refuse_if_nothing_costed(report) -> None:
         statuses = {node.status for node in written.nodes}
         if statuses == {UNSUPPORTED}:
             advice = "a cost rule for its ops (docs/architecture.md says where one goes; docs/operators.md lists the ops that have one)"
-        elif "--value" in where or "--input" in where or "--nonzero-fraction" in where:
+        elif "--value " in where or "--input" in where or "--nonzero-fraction" in where:  # a flag with its argument: "(--value) is given only to ..." names none
             advice = "give what the root cause names"
         else:
             advice = "bind the input shapes (--dim NAME=N, --input NAME=AxB) or see docs/cost-model.md on uncosted nodes"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_path
-from onnx_roofline.report.findings import WHAT_TIME_IS, findings
+from onnx_roofline.report.findings import WHAT_TIME_IS, findings, headline, held_memory, predicted_words
 from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.html_points import interactive_svg, page_parts, zero_flop_strip
 from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, shape_text
@@ -111,17 +111,24 @@ def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: in
 """
 
 
+def _latency_figures(report: Report, other: Report | None) -> list[tuple[str, str]]:
+    """The floor first (the deployed bound), the predicted time beside it, then the as-written sum."""
+    head = headline(report, other)
+    floor = [(duration(head.floor_s), f"latency floor: the deployed bound, which no runtime beats ({head.kernels} kernels)"),
+             (duration(head.predicted_s), f"predicted ({predicted_words(head)})")] if head.floor_s is not None else []  # fmt: skip
+    return [*floor, (duration(head.every_node_s), f"latency, {WHAT_TIME_IS[WRITTEN]} (sum of per-node bounds)")]
+
+
 def _summary(report: Report, other: Report | None) -> str:
-    totals = report.totals
+    totals, memory = report.totals, held_memory(report, other)  # the footprint every command judges by
     figures = [
-        (duration(totals.time_s), f"latency, {WHAT_TIME_IS[report.view]} (sum of {'nodes' if report.view == WRITTEN else 'kernels'})"),
-        *([(duration(other.totals.time_s), f"latency, {WHAT_TIME_IS[other.view]}")] if other is not None and totals.costed_nodes else []),
+        *_latency_figures(report, other),
         (si(totals.flops, "FLOP"), "FLOPs"),
         (si(totals.bytes, "B"), f"bytes moved ({report.view})"),
         (f"{number(totals.intensity)} FLOP/B", "intensity"),
         (percent(totals.memory_bound_time_share), "of time memory-bound"),
         (si(report.model.parameters, ""), "parameters"),
-        (si(report.memory.total_bytes, "B"), "memory footprint" + ("" if report.memory.fits is None else (", fits" if report.memory.fits else ", DOES NOT FIT"))),
+        (si(memory.total_bytes, "B"), "memory footprint" + {None: "", True: ", fits", False: ", DOES NOT FIT"}[memory.fits]),
     ]
     cards = "".join(f'<div class="figure"><b>{_e(value)}</b><span>{_e(label)}</span></div>' for value, label in figures)
     lines = "".join(f'<p class="{"warn" if line.loud else "note"}"><b>{_e(line.label)}</b> {_e(line.text)}</p>' for line in findings(report, other))

@@ -17,7 +17,7 @@ from onnx_roofline.errors import one_line
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, top_nodes
 from onnx_roofline.report.model import Report
 from onnx_roofline.report.table import GROUP_COLUMNS, NODE_HEADER, group_cells, group_title, node_cells
-from onnx_roofline.report.findings import Finding, findings
+from onnx_roofline.report.findings import Finding, findings, headline, predicted_words
 from onnx_roofline.report.units import duration, number, percent, si
 
 NUMERIC = {"flops", "bytes", "FLOP/B", "time", "share", "nodes", "compute/memory"}  # right-aligned columns
@@ -27,6 +27,7 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
     """A PR comment: the totals, what the terminal says beside them (`other`: the other view's
     estimate), the heaviest nodes and folded breakdowns."""
     totals, model, hw = report.totals, report.model, report.hardware
+    head = headline(report, other)
     name = Path(model.path).name if model.path else "model"
     dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items()))
     precision = f", costed as {model.precision}" if model.precision else ""
@@ -34,10 +35,12 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
         f"### onnx-roofline: {_text(name, code=True)} on {_text(hw.name)}" + (f" ({_text(dims)}{precision})" if dims or precision else ""),
         "",
         _table(
-            ["latency (lower bound, as written)" if report.view == "written" else "latency (deployed estimate)",
+            ["floor (deployed bound)", "predicted", "every node its own kernel",
              "FLOPs", "bytes", "intensity", "memory-bound time", "nodes" if report.view == "written" else "kernels"],  # fmt: skip
             [[
-                duration(totals.time_s),
+                duration(head.floor_s) + (f" ({head.kernels} kernels)" if head.floor_s is not None else ""),
+                duration(head.predicted_s) + (f" ({predicted_words(head)})" if head.predicted_s is not None else ""),
+                duration(head.every_node_s),
                 si(totals.flops, "FLOP"),
                 si(totals.bytes, "B"),
                 f"{number(totals.intensity)} FLOP/B",

@@ -14,18 +14,20 @@ import onnx
 from onnx_roofline.costs.cost import CompositeCost, Cost
 from onnx_roofline.model.status import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED  # noqa: F401 (the statuses, re-exported)
 from onnx_roofline.costs.hardware import Hardware
+from onnx_roofline.costs.prediction import Prediction
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.records import record
 from onnx_roofline.costs.roofline import UNKNOWN, Placement
 from onnx_roofline.costs.rules.registry import MATRIX
 from onnx_roofline.shapes.root_cause import RootCause
 from onnx_roofline.shapes.bounds import Bound
+from onnx_roofline.shapes.durations import Regulated
 from onnx_roofline.model.weights import Weight
 from onnx_roofline.model.conformance import Invalid
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.model.tensors import TensorInfo
-from onnx_roofline.report.findings import DEPLOYED, WRITTEN, foldable, view_summary  # noqa: F401 (the views, re-exported)
+from onnx_roofline.report.findings import DEPLOYED, WRITTEN, foldable, headline, held_memory, view_summary  # noqa: F401 (the views, re-exported)
 from onnx_roofline.report.totals import Totals
 from onnx_roofline.report.experts import ExpertsSummary
 
@@ -243,6 +245,7 @@ class ModelInfo:
     weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
     bounds: tuple[Bound, ...] = ()  # the data-dependent sizes costed at the bound the graph fixes (shapes/bounds.py)
+    regulated: Regulated | None = None  # the frames per token a length regulator's durations were assumed (shapes/durations.py)
     experts: ExpertsSummary | None = None  # the MoE layers, parameters total and active, the routing load (report/experts.py)
     branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
     body_outputs: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)  # (body output, the node output it is): one buffer
@@ -267,6 +270,7 @@ class ModelInfo:
             "shape_warnings": list(self.shape_warnings),
             "assumed": None if self.assumed is None else self.assumed.to_dict(),
             "bounds": [bound.to_dict() for bound in self.bounds],
+            "frames": None if self.regulated is None else self.regulated.to_dict(),
             "experts": None if self.experts is None else self.experts.to_dict(),
             "branches": [branch.to_dict() for branch in self.branches],
         }
@@ -287,6 +291,7 @@ class Report:
     written: Report | None = field(default=None, repr=False, compare=False)
     members: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)  # deployed: per kernel
     notes: tuple[str, ...] = field(default=(), compare=False)  # deployed: the assumptions taken
+    prediction: Prediction | None = field(default=None, repr=False, compare=False)  # deployed: the predicted run (views/prediction.py)
 
     @functools.cached_property
     def totals(self) -> Totals:
@@ -394,23 +399,27 @@ class Report:
         data.update(roofline_extras(node, model_time, bandwidth))
         if index < len(self.members):
             data["members"] = list(self.members[index])
+        if self.prediction is not None:
+            data["predicted_time_s"] = self.prediction.per_kernel[index]
         return data
 
     def to_dict_with(self, nodes: Any, other: Report | None = None) -> dict[str, Any]:
         """The report's JSON object, with `nodes` as its "nodes" value (to_dict gives the list);
         `other`, the report's other view, gives its block in "views" as the terminal gives its line."""
         folded = foldable(self)
+        predicted = self.prediction if self.prediction is not None else other.prediction if other is not None else None
         data = {
             "schema_version": SCHEMA_VERSION,
             "view": self.view,
             "model": self.model.to_dict(),
             "hardware": self.hardware.to_dict(),
             "nodes": nodes,
-            "totals": self.totals.to_dict(),
+            "totals": {**self.totals.to_dict(), **headline(self, other).to_dict()},
+            "prediction": None if predicted is None else predicted.to_dict(),
             "unsupported": self.unsupported,
             "status_counts": self.status_counts,
             "uncosted": self.uncosted.to_dict(),
-            "memory": self.memory.to_dict(),
+            "memory": held_memory(self, other).to_dict(),
             "launches": self.launches.to_dict() if self.launches is not None else None,
             "foldable": folded.to_dict() if folded is not None else None,
             "views": {view.view: view_summary(view) for view in sorted((self, *([other] if other is not None else [])), key=lambda r: r.view != WRITTEN)},

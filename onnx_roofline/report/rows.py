@@ -82,7 +82,9 @@ def report_repr(report: Report) -> str:
 
     totals = report.totals
     name = os.path.basename(report.model.path) if report.model.path else "<in-memory>"
-    what = "lower bound" if report.view == "written" else "deployed estimate"
+    from onnx_roofline.report.findings import WHAT_TIME_IS
+
+    what = WHAT_TIME_IS[report.view]
     uncosted = f", {report.uncosted.count} uncosted" if report.uncosted.count else ""
     return (f"<Report {name} on {report.hardware.key}, {report.view}: {len(report.nodes)} nodes{uncosted}, {si(totals.flops, 'FLOP')}, "
             f"{si(totals.bytes, 'B')}, {duration(totals.time_s)} {what}, {percent(totals.memory_bound_time_share)} memory-bound>")  # fmt: skip

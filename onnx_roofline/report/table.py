@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, group_label, top_nodes
-from onnx_roofline.report.findings import WHAT_TIME_IS, findings
+from onnx_roofline.report.findings import WHAT_TIME_IS, findings, headline_lines
 from onnx_roofline.report.model import OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.units import duration, flops_text, number, percent, si
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY
@@ -32,17 +32,15 @@ def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), 
 def _summary(report: Report, other: Report | None = None) -> str:
     totals, model, hw = report.totals, report.model, report.hardware
     dims = listed_dims(model.dims, {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}) or "none"
-    how = "sum of per-node bounds" if report.view == WRITTEN else "sum of per-kernel bounds"
     lines = [
         f"model     {model.path or '<in-memory>'}  ({model.node_count} nodes, {si(model.parameters, '')} parameters, dims: {dims})",
         f"hardware  {hw.name} [{hw.key}]  {si(hw.memory_bandwidth, 'B/s')}",
         f"totals    {flops_text(totals.flops, totals.transcendentals)}  {si(totals.bytes, 'B')}  intensity {number(totals.intensity)} FLOP/B",
-        f"latency   {duration(totals.time_s)} {WHAT_TIME_IS[report.view]} ({how})  "
-        f"memory-bound share of time {percent(totals.memory_bound_time_share)}",
     ]
+    lines += [f"{line.label:<9} {line.text}" for line in headline_lines(report, other)]
     if report.nodes and not totals.costed_nodes:  # not "0 FLOP ... 0.0 ns", which reads as a result
-        lines[2:4] = [f"totals    unknown: none of the {len(report.nodes)} nodes could be costed (see UNCOSTED below)",
-                      f"latency   unknown: {report.advice_when_nothing_costed()}"]  # fmt: skip
+        lines[2:] = [f"totals    unknown: none of the {len(report.nodes)} nodes could be costed (see UNCOSTED below)",
+                     f"latency   unknown: {report.advice_when_nothing_costed()}"]  # fmt: skip
     lines += [f"{line.label:<9} {line.text}" for line in findings(report, other)]
     return "\n".join(lines)
 

@@ -14,4 +14,6 @@
 - `tensor_parallel` infers the Megatron split of a decoder from its structure; `parallel` costs
   one device of a tensor-parallel group, collectives included.
 - `graph` reads a report as a dataflow graph over `digraph`, the small directed graph they share.
+- `prediction`: the deployed kernels' predicted time (`predict`, attached by `deploy`), and one
+  device's share of a tensor-parallel run (`predict_device`).
 """

@@ -15,8 +15,9 @@ Built on the fused view (fusion.py, flash.py), in this order:
    and comparison building it, the shape arithmetic of a head reshape), is dropped: the kernel
    generates it, so nothing runs it (dead.py). A constant weight's zero-point subtract is done at
    load (load.py).
-4. **KV cache** (`kv_cache`): `copy` (the default: what the graph says) writes the whole present
-   cache every step; `inplace` (a static, paged or shared-buffer cache) writes only the new rows.
+4. **KV cache** (`kv_cache`): `inplace` (the default, in every command: serving engines keep a
+   static, paged or shared-buffer cache) writes only the new rows and holds one buffer; `copy`
+   (what the graph says) writes the whole present cache every step and holds past and present.
    It applies alike to a Concat cache and to the attention ops that carry one
    (GroupQueryAttention, MultiHeadAttention, …) whose past and present are separate buffers; a
    buffer the graph already shares is in place either way.
@@ -34,12 +35,13 @@ from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
-from onnx_roofline.views.digraph import DiGraph
+from onnx_roofline.views.digraph import CycleError, DiGraph
 from onnx_roofline.views.experts import group_experts
 from onnx_roofline.views.fusion import ATTENTION, READ_THROUGH, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
 from onnx_roofline.views.kernel import KernelResult
 from onnx_roofline.views.load import fold_constant_operand_work
 from onnx_roofline.views.ops import VIEWS
+from onnx_roofline.views.prediction import DEFAULT_LAUNCH, predict
 from onnx_roofline.views.quantized import note as quantized_note, quantize
 
 COPY, INPLACE = "copy", "inplace"
@@ -54,10 +56,12 @@ def deployed_plan(report: Report) -> FusionPlan:
                        read_through=quantized.through, across=quantized.across)  # fmt: skip
 
 
-def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None) -> Report:
+def deploy(report: Report, kv_cache: str = INPLACE, plan: FusionPlan | None = None, launch: str = DEFAULT_LAUNCH) -> Report:
     """The deployed view of an as-written `report` (`plan`: deployed_plan of the same graph).
     Its `kv_cache` is the mode asked for where the model has a KV cache, None where it has none
-    (a ResNet has nothing to copy: saying "KV cache copy" of it would mislead)."""
+    (a ResNet has nothing to copy: saying "KV cache copy" of it would mislead). Its `prediction`:
+    the kernels at the fractions of peak real kernels reach, launched as `launch` says
+    (views/prediction.py)."""
     if kv_cache not in KV_MODES:
         raise ValueError(f"kv_cache must be one of {', '.join(KV_MODES)}, got {kv_cache!r}")
     plan = plan or deployed_plan(report)
@@ -70,8 +74,9 @@ def deploy(report: Report, kv_cache: str = COPY, plan: FusionPlan | None = None)
     kernels, grouped = group_experts([_kernel(costed, position, group) for position, group in enumerate(_execution_order(view))], costed)
     members = tuple(k.members for k in kernels)
     quantized_notes = tuple(filter(None, [quantized_note(quantized, kernels)]))
-    return Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
-                  members=members, notes=_notes(report, view, kv_cache, load_flops) + quantized_notes + grouped)  # fmt: skip
+    deployed = Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
+                      members=members, notes=_notes(report, view, kv_cache, load_flops) + quantized_notes + grouped)  # fmt: skip
+    return dataclasses.replace(deployed, prediction=predict(deployed, launch))
 
 
 def kernel_count(report: Report) -> int:
@@ -135,7 +140,10 @@ def _execution_order(view: FusedView) -> list[FusedGroup]:
                 if producer is not None and owner[producer] != gid:
                     graph.add_edge(owner[producer], gid)
     first = [group.members[0] for group in view.nodes]
-    return [view.nodes[gid] for gid in graph.lexicographical_order(key=first.__getitem__)]
+    try:
+        return [view.nodes[gid] for gid in graph.lexicographical_order(key=first.__getitem__)]
+    except CycleError:  # a kernel reads what another writes and back (a Shape wrapped in a function reads the cache an attention kernel writes)
+        return sorted(view.nodes, key=lambda group: group.members[0])  # the graph's order: the costs are the same, only liveness reads the order
 
 
 def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
@@ -207,7 +215,7 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: in
     return tuple(notes)
 
 
-def both_views(report: Report, kv_cache: str = COPY) -> tuple[Report, Report]:
+def both_views(report: Report, kv_cache: str = INPLACE) -> tuple[Report, Report]:
     """(as written, deployed) from either."""
     if report.view == DEPLOYED:
         return report.written, report  # type: ignore[return-value]

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from onnx_roofline.commands.arguments import add_model_arguments, add_view_arguments, analyze_from_options, protected_files
+from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, analyze_from_options, deployed_from, protected_files
 from onnx_roofline.shapes.dims import parse_dim
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
 from onnx_roofline.commands.gate.baseline import Baseline, dims_text, ensure_comparable, load_baseline
@@ -19,7 +19,7 @@ from onnx_roofline.commands.gate.evaluate import evaluate
 from onnx_roofline.commands.gate.policy import Policy, PolicyError, load_policy
 from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
 from onnx_roofline.commands.gate.render import RENDERERS, render_junit
-from onnx_roofline.report.output import write_text
+from onnx_roofline.report.output import check_destinations, write_text
 
 DEFAULT_HW = "h100"
 
@@ -46,6 +46,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     )
     add_model_arguments(parser)
     add_view_arguments(parser)  # --view deployed gates the deployed estimate
+    add_memory_argument(parser)
     parser.set_defaults(hw=None, run=run)  # no --hw: the policy's `hw`, else h100
     parser.add_argument("--policy", metavar="FILE", help="TOML policy, or a pyproject.toml with [tool.onnx-roofline]")
     for key, parse, metavar, text in LIMITS:
@@ -63,12 +64,14 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(options: argparse.Namespace) -> int:
+    check_destinations({"-o": options.output, "--junit": options.junit}, protect=[p for p in (options.model, options.policy) if p])  # before the analysis
     policy = _policy(options)
     baseline = load_baseline(policy.baseline) if policy.baseline else None
     report = analyze_from_options(_analysis_options(options, policy, baseline))
     if baseline is not None:
         ensure_comparable(baseline, report)
-    result = evaluate(report, policy, baseline, top=options.top)
+    deployed = deployed_from(report, options) if report.view == "written" else None  # the footprint every command judges by
+    result = evaluate(report, policy, baseline, top=options.top, deployed=deployed)
     protect = protected_files(options, options.policy, policy.baseline, report=report)
     if options.junit:
         write_text(render_junit(result), options.junit, protect)

@@ -12,8 +12,9 @@ from collections.abc import Callable, Sequence
 from onnx_roofline.commands.gate.baseline import Baseline, Comparison, NodeFigures, compare
 from onnx_roofline.commands.gate.policy import METRICS, Budget, Policy
 from onnx_roofline.commands.gate.result import FAIL, PASS, SKIP, Check, Contributor, GateResult, formatted
+from onnx_roofline.model.conformance import refusal
 from onnx_roofline.report.breakdown import in_module, module_path
-from onnx_roofline.report.findings import qualifiers
+from onnx_roofline.report.findings import headline, held_memory, qualifiers
 from onnx_roofline.report.model import OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, Report
 from onnx_roofline.costs.roofline import MEMORY
 
@@ -22,7 +23,9 @@ NAME = {"latency": "predicted latency", "bytes": "bytes moved", "flops": "FLOPs"
 MEMORY_SHARE = "memory-bound time share"
 
 
-def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, top: int = 5) -> GateResult:
+def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, top: int = 5, deployed: Report | None = None) -> GateResult:
+    """`deployed`: the report's deployed view, where it is written, whose footprint the memory line
+    gives (findings.held_memory: what every command judges fits by)."""
     gate = _Gate(tuple(NodeFigures.of(n) for n in report.nodes), top)
     modules = {n.index: module_path(n) for n in report.nodes}  # name_scopes metadata, else the node name
     checks = [
@@ -39,7 +42,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
         model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
         baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
         assumed=report.model.assumed, dim_roles=dict(report.model.dim_roles), implausible=report.model.implausible,
-        qualifiers=tuple(qualifiers(report)),
+        qualifiers=tuple(qualifiers(report)), memory=held_memory(report, deployed), latency=headline(report, deployed),
     )
 
 
@@ -95,8 +98,7 @@ def _validity(report: Report) -> list[Check]:
     invalid = report.model.invalid
     if not invalid:
         return []
-    more = f" (and {len(invalid) - 1} more)" if len(invalid) > 1 else ""
-    return [Check("valid", "model validity", FAIL, "count", len(invalid), 0, f"INVALID: a runtime would refuse this model: {invalid[0]}{more}")]
+    return [Check("valid", "model validity", FAIL, "count", len(invalid), 0, refusal(invalid))]
 
 
 def _model_checks(gate: _Gate, hardware: str, policy: Policy) -> list[Check]:

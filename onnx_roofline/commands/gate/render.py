@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 
 from onnx_roofline.shapes.roles import DimDefault, listed as listed_dims
 from onnx_roofline.commands.gate.result import FAIL, SKIP, Contributor, GateResult, formatted
+from onnx_roofline.report.findings import footprint_text, latency_text
 
 LISTED = 20  # baseline node changes listed in the text summary (the JSON lists all)
 
@@ -24,7 +25,9 @@ def render_text(result: GateResult) -> str:
     lines = [
         f"onnx-roofline check: {verdict} ({counts})",
         f"model {result.model or '<in-memory>'} on {result.hardware}, dims {_dims(result.dims, result.dim_roles)}; "
-        + ("times: deployed estimate" if result.view == "deployed" else "times: lower bound, as written"),
+        + ("times: deployed bound, the floor no runtime beats" if result.view == "deployed"
+           else "times: every node its own kernel, as written (the floor a runtime cannot beat: --view deployed)"),
+        *([f"latency: {latency_text(result.latency)}"] if result.latency is not None else []),  # the floor first (issue 40)
         *[f"{'assumed' if line.label == 'ASSUMED' else line.label}: {line.text}" for line in result.qualifiers],
         "",
     ]
@@ -32,6 +35,8 @@ def render_text(result: GateResult) -> str:
         lines.append(f"{check.status.upper() if check.status == FAIL else check.status:<5} {check.message}")
         if check.status == FAIL:
             lines += [f"        {_contributor(c)}" for c in check.contributors]
+    if result.memory is not None:  # what the model holds, judged as every command judges it (not a check: no limit is set)
+        lines.append(f"memory: {footprint_text(result.memory)}")
     lines += _comparison_lines(result)
     return "\n".join(lines) + "\n"
 

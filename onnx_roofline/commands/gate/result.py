@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_roofline.commands.gate.baseline import Comparison, NodeFigures
-from onnx_roofline.report.findings import Finding
+from onnx_roofline.costs.memory import Footprint
+from onnx_roofline.report.findings import Finding, Headline
 from onnx_roofline.report.model import Assumed
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
@@ -76,11 +77,13 @@ class GateResult:
     checks: tuple[Check, ...]
     baseline: str | None = None  # its path, when one was compared
     comparison: Comparison | None = None
-    view: str = "written"  # the report's view: times are lower bounds as written, or deployed estimates
+    view: str = "written"  # the report's view: its times every node its own kernel (as written), or the deployed bound
     assumed: Assumed | None = None  # the data-dependent size the figures assume (report.model.assumed), where one is
     dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # the defaults taken, each with its role (report.model.dim_roles)
     implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run (report.model.implausible)
     qualifiers: tuple[Finding, ...] = ()  # what the figures rest on (findings.qualifiers): said beside the verdict
+    memory: Footprint | None = None  # the footprint and whether it fits, as every command judges it (findings.held_memory)
+    latency: Headline | None = None  # the floor (deployed bound), the predicted time, every node its own kernel (findings.headline)
 
     @property
     def passed(self) -> bool:
@@ -106,6 +109,8 @@ class GateResult:
             "hardware": self.hardware,
             "view": self.view,
             "qualifiers": [{"label": line.label, "text": line.text} for line in self.qualifiers],
+            "memory": None if self.memory is None else self.memory.to_dict(),
+            "latency": None if self.latency is None else self.latency.to_dict(),
             "checks": [c.to_dict() for c in self.checks],
             "baseline": None if self.comparison is None else _comparison_dict(self.baseline, self.comparison),
         }

@@ -28,6 +28,8 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 from onnx_roofline.model import files
 from onnx_roofline.errors import HardwareSpecError
+from onnx_roofline.costs.capacity import DEFAULT_MEMORY_UTILIZATION, MemoryBudget, checked_utilization
+from onnx_roofline.costs.hardware.achievable import Achievable, parse_achievable
 from onnx_roofline.costs.hardware.interconnect import Interconnect, parse_interconnect
 
 __all__ = [
@@ -54,7 +56,7 @@ FALLBACK_DTYPE = "fp32"
 """Integer, bool and unknown-dtype work, and any dtype a unit lacks, is costed at the vector fp32 rate."""
 
 _ENTRY_FIELDS = ("name", "source", "memory_bandwidth", "memory_capacity", "special_function_rate", "launch_overhead",
-                 "peaks", "sources", "notes", "aliases", "interconnect")  # fmt: skip
+                 "peaks", "sources", "notes", "aliases", "interconnect", "achievable")  # fmt: skip
 _SCALAR_FIGURES = ("memory_bandwidth", "memory_capacity", "special_function_rate", "launch_overhead")
 FP32_MATMUL = ("ieee", "tf32")
 """How fp32 matmuls run: `ieee` (the default: full fp32, cuBLAS's and PyTorch's default, at the
@@ -130,14 +132,27 @@ class Hardware:
     """Seconds per kernel launch: the floor an eagerly launched stream of kernels cannot go below
     per kernel; None: no floor is reported."""
     fp32_matmul: str = "ieee"  # FP32_MATMUL: how this instance costs fp32 matmuls (with_fp32_matmul)
+    memory_utilization: float = DEFAULT_MEMORY_UTILIZATION
+    """The fraction of `memory_capacity` a model may hold, the rest the runtime's workspace
+    (costs/capacity.py; with_memory_utilization, `--memory-utilization`)."""
     interconnect: Interconnect | None = field(default=None, compare=False)
     """The link between devices of one node (NVLink, PCIe): what tensor-parallel collectives cost;
     None: no tensor parallelism is costed on it."""
+    achievable: Achievable | None = field(default=None, compare=False)
+    """What real kernels reach (fractions of peak, SMs and GEMM tile, kernel floor, graph launch):
+    what the predicted time rests on; None: predicted = bound (costs/prediction.py)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "peaks", _freeze_peaks(self.peaks))
         object.__setattr__(self, "sources", MappingProxyType(dict(self.sources)))
         object.__setattr__(self, "aliases", tuple(self.aliases))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its fields, the read-only mappings as dicts (a mappingproxy does not pickle):
+        a report crosses a process boundary, and `__post_init__` freezes them again."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        fields.update(peaks={unit: dict(table) for unit, table in self.peaks.items()}, sources=dict(self.sources))
+        return _hardware, (fields,)
 
     def peak(self, unit: str, dtype_class: str | None) -> tuple[float, str, str]:
         """(FLOP/s, unit actually used, dtype class actually used) for work of `dtype_class` on `unit`.
@@ -177,6 +192,15 @@ class Hardware:
             sources["matrix.fp32"] = f"--fp32-matmul tf32: the TF32 tensor-core peak ({self.figure_source(MATRIX, 'tf32')})"
         return dataclasses.replace(self, peaks=peaks, sources=sources, fp32_matmul=mode)
 
+    def with_memory_utilization(self, fraction: float) -> Hardware:
+        """This hardware with `fraction` of its memory usable by the model (a ValueError outside (0, 1])."""
+        return dataclasses.replace(self, memory_utilization=checked_utilization(fraction))
+
+    @property
+    def memory_budget(self) -> MemoryBudget:
+        """What "fits" is judged against: the capacity × the memory utilization (costs/capacity.py)."""
+        return MemoryBudget(self.memory_capacity, self.memory_utilization)
+
     def ridge(self, unit: str, dtype_class: str | None) -> float:
         """FLOP/byte where the compute ceiling meets the memory diagonal: peak / memory_bandwidth,
         with the same fallback as `peak`."""
@@ -203,11 +227,18 @@ class Hardware:
             "peaks": {unit: dict(table) for unit, table in self.peaks.items()},
             "source": self.source,
             "memory_capacity": self.memory_capacity,
+            "memory_utilization": self.memory_utilization,
             "special_function_rate": self.special_function_rate,
             "launch_overhead": self.launch_overhead,
             "fp32_matmul": self.fp32_matmul,
             "interconnect": None if self.interconnect is None else self.interconnect.to_dict(),
+            "achievable": None if self.achievable is None else self.achievable.to_dict(),
         }
+
+
+def _hardware(fields: dict[str, Any]) -> Hardware:
+    """A pickled Hardware, rebuilt from its fields (Hardware.__reduce__)."""
+    return Hardware(**fields)
 
 
 def _as_class(dtype: str | None) -> str | None:
@@ -339,6 +370,7 @@ def _entry_from_mapping(data: object, key: str, origin: str, default_source: str
         special_function_rate=sfu,
         launch_overhead=launch,
         interconnect=parse_interconnect(data["interconnect"], origin) if "interconnect" in data else None,
+        achievable=parse_achievable(data["achievable"], origin) if "achievable" in data else None,
     )
 
 
