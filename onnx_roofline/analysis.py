@@ -115,16 +115,17 @@ def analyze(
         check_fraction(nonzero_fraction)
     load = expert_load if isinstance(expert_load, ExpertLoad) else ExpertLoad.parse(expert_load)
     dims, input_shapes = checked_sizes(dims, input_shapes)
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load, found_sizes,
                         frames_per_token)
 
 
 @contextlib.contextmanager
-def _cyclic_gc_paused() -> Iterator[None]:
+def cyclic_gc_paused() -> Iterator[None]:
     """The analysis allocates tens of thousands of small acyclic objects (value infos, results),
     which reference counting frees; each allocation also counts toward a cyclic collection that
-    finds nothing to collect, about 5 % of an analysis. Paused for its duration, then restored.
+    finds nothing to collect, about 5 % of an analysis. Paused for its duration, then restored
+    (the deployed view built from a report pauses it too: views/deployed.py).
 
     What the analysis leaves alive (the report: millions of objects for a million-node graph)
     would otherwise sit in the youngest generation, and the collections after the pause would
@@ -195,7 +196,8 @@ def _analyze(
         assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
         bounds=bounds,
         regulated=shapes.regulated,
-        experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes), parameters, shapes.routed),
+        experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes) if typed.experts else {}, parameters,
+                          shapes.routed),  # the weights sized again only where there is an MoE
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),

@@ -159,6 +159,29 @@ def test_an_op_onnx_does_not_know_in_the_default_domain_is_flagged_unless_onnxru
     assert _flags(model("SimplifiedLayerNormalization")) == ()
 
 
+
+def test_a_model_checked_as_loaded_is_left_as_loaded():
+    """A model with no external tensor is checked itself, not a copy (issue 44): the ops onnxruntime
+    runs and ONNX's checker refuses (SimplifiedLayerNormalization) moved out of its way for the
+    check, in the main graph and in an If's branches, and moved back; a
+    duplicate metadata key, which onnxruntime loads, not a finding either."""
+    def norm(name):
+        return h.make_node("SimplifiedLayerNormalization", ["x", "s"], [name])
+    branch = h.make_graph([norm("b")], "then", [], [h.make_tensor_value_info("b", TP.FLOAT, [2, 4])])
+    model = _model([norm("n"), h.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+                   [h.make_tensor_value_info("x", TP.FLOAT, [2, 4]), h.make_tensor_value_info("c", TP.BOOL, [])],
+                   [h.make_tensor_value_info("y", TP.FLOAT, [2, 4]), h.make_tensor_value_info("n", TP.FLOAT, [2, 4])],
+                   [nh.from_array(np.ones(4, np.float32), "s")])
+    model.metadata_props.add(key="k", value="1")
+    model.metadata_props.add(key="k", value="2")
+    proto, nodes = load_with_nodes(model)
+    before = proto.SerializeToString()
+    assert conformance(proto, nodes, None) == ()
+    assert proto.SerializeToString() == before
+    proto.graph.node[1].attribute[0].g.node[0].op_type = "Not"  # Not of a float in the branch: onnxruntime refuses
+    (flag,) = conformance(proto, nodes, None)
+    assert flag.source == CHECKER and "Not" in flag.message
+
 # --- external data: said without opening the file -----------------------------------------------
 
 
@@ -170,6 +193,25 @@ def _external(location: str, length: int | None = 48) -> onnx.ModelProto:
         weight.external_data.add(key="length", value=str(length))
     return _matmul(weight)
 
+
+
+def test_external_initializers_stand_aside_for_the_check_and_come_back(tmp_path):
+    """A model with external weights is checked as loaded too (issue 44): each external initializer
+    a graph input of its type for the check, its file never looked for (absent here, not a finding);
+    a weight of a type MatMul refuses (int64 against a float x) is found through it, and the model
+    is as loaded afterwards."""
+    model = _external("w.bin")
+    proto, nodes = load_with_nodes(model)
+    before = proto.SerializeToString()
+    assert conformance(proto, nodes, _save(model, tmp_path)) == ()
+    assert proto.SerializeToString() == before
+    model.graph.initializer[0].data_type = TP.INT64
+    model.graph.initializer[0].external_data[1].value = "96"  # its length at 8 bytes an element
+    proto, nodes = load_with_nodes(model)
+    before = proto.SerializeToString()
+    (flag,) = conformance(proto, nodes, _save(model, tmp_path))
+    assert flag.source == CHECKER and "tensor(int64)" in flag.message
+    assert proto.SerializeToString() == before
 
 @pytest.mark.parametrize("location, said", [
     ("../x.bin", "leaves the model's folder"),

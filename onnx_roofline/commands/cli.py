@@ -239,11 +239,15 @@ def _check_outputs(options: argparse.Namespace) -> None:
     """Every output path checked before the analysis runs: a typo, two outputs named to one file
     (`-o X --annotate X`) or the model named as an output costs nothing, and nothing is printed
     before the error. (The model's data files are known once it is read: they are checked then.)"""
-    from onnx_roofline.report.annotate import sidecar_path
     from onnx_roofline.report.output import check_destinations
 
+    sidecar = None
+    if options.annotate:  # the annotating module loaded only where it is asked for
+        from onnx_roofline.report.annotate import sidecar_path
+
+        sidecar = sidecar_path(options.annotate)
     outputs = {"-o": options.output, "--annotate": options.annotate, "--plot": options.plot,
-               "--annotate's Netron attachment": sidecar_path(options.annotate) if options.annotate else None}
+               "--annotate's Netron attachment": sidecar}
     check_destinations(outputs, protect=(options.model,))
     if options.plot:
         from onnx_roofline.report.plot import check_plot_destination

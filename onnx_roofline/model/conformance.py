@@ -5,10 +5,15 @@ model is analyzed, and flagged: each finding an `Invalid`, in the report (model.
 stderr, and a failed `check`.
 
 One mechanism, onnx's own: `onnx.checker.check_model(full_check=True)` (structure, tensors, sparse
-initializers, then type-checked strict shape inference) on a *skeleton* of the model, which holds
-no external tensor (the checker would look for it relative to the working directory): an external
-initializer becomes a graph input of its declared type, and the other few become zeros of their
-size, within SKELETON_BYTES. Nothing is read from a weight file; external locations are checked
+initializers, then type-checked strict shape inference), on the model as onnxruntime would load it,
+where no external tensor can be read (the checker would look for its file relative to the working
+directory): an external initializer becomes a graph input of its declared type, and the other few
+become zeros of their size, within SKELETON_BYTES. Usually the model itself is checked, serialized
+once and never copied: its external initializers stand aside for the check (each renamed, its
+location one the checker does not follow, a graph input of its name and type added) and the ops
+below are moved, all put back after (_stand_aside). Where that cannot find what a copy finds (an
+output without a shape, external tensors outside the initializers, IR < 4...), a *skeleton* of
+the model is built and checked instead. Nothing is read from a weight file; external locations are checked
 here instead, by files.locate (a stat, inside the model's folder). Where the checker and
 onnxruntime disagree, onnxruntime decides: an op onnxruntime registers in the default domain
 (ORT_DEFAULT_DOMAIN) or an op ONNX deprecated is moved to a domain of its own in the skeleton,
@@ -36,6 +41,7 @@ from onnx_roofline.model import files
 from onnx_roofline.model.constants import readable
 from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
 from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.schemas import may_have_bodies, opsets
 from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
 log = logging.getLogger(__name__)
@@ -87,7 +93,7 @@ def conformance(model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLi
     external = list(files.external_tensors(model, nodes))
     found = _external_data(external, None if path is None else files.model_folder(path))
     initializers = sum(1 for tensor in model.graph.initializer if tensor.data_location == _EXTERNAL) if external else 0
-    problem = _checker(model, nodes, elsewhere=len(external) > initializers)
+    problem = _checker(model, nodes, external, elsewhere=len(external) > initializers)
     found += [Invalid(CHECKER, problem)] if problem else _inline_data(model.graph)  # what the checker lets through
     return tuple(found)
 
@@ -143,13 +149,29 @@ def _check_length(tensor: onnx.TensorProto) -> None:
         raise ExternalDataError(f"external data of tensor {tensor.name!r}: length {length[:40]!r} is not its size, {size} bytes")
 
 
-# --- onnx's checker on a skeleton ------------------------------------------------------------------
+# --- onnx's checker, on the model as loaded or on a skeleton -----------------------------------------
 
 
-def _checker(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> str | None:
-    """onnx's full check of the model's skeleton: its first problem, in one line; None when it
-    passes (or cannot be run: a crash, a skeleton too large). `elsewhere`: whether external
-    tensors lie outside the main graph's initializers."""
+def _checker(model: onnx.ModelProto, nodes: list[Node], external: list[onnx.TensorProto],
+             elsewhere: bool) -> str | None:  # fmt: skip
+    """onnx's full check of the model (`external`: its external tensors) or of its skeleton: its
+    first problem, in one line; None when it passes (or cannot be run: a crash, a skeleton too
+    large). `elsewhere`: whether external tensors lie outside the main graph's initializers. A
+    model checked as loaded whose problem needs the skeleton's rework (a sort, a declared shape
+    dropped) is checked again on the skeleton: a rare path, paid only there."""
+    try:
+        if not elsewhere and _as_loaded(model, external):
+            restore = _stand_aside(model, nodes, external)
+            try:
+                serialized = model.SerializeToString()
+            finally:
+                restore()
+            problem = isolated("ONNX's checker", _check, serialized, risky=crash_prone(model))
+            if not problem or not any(rework in problem for rework in _REWORKED):
+                return None if problem and _SHAPELESS_INPUT in problem else problem
+    except PassCrashed as crash:
+        log.debug("%s", crash)
+        return None
     skeleton = _skeleton(model, nodes, elsewhere)
     if skeleton is None:
         return None
@@ -173,6 +195,59 @@ def _checker(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> str 
 
 
 _SHAPELESS_INPUT = "Field 'shape' of 'type' is required but missing"
+_REWORKED = ("topologically sorted", "existing shape differ")  # problems the skeleton is reworked for and checked again
+
+
+def _as_loaded(model: onnx.ModelProto, external: list[onnx.TensorProto]) -> bool:
+    """Whether checking the model itself, its `external` initializers stood aside, finds what
+    checking its skeleton finds: every output has a type and shape (the skeleton drops the others);
+    no duplicate key in metadata_props (the one field the skeleton leaves out that onnx's checker
+    reads; onnxruntime loads it); and where there are external initializers, IR 4 or later (an
+    initializer need not be a graph input) and each one the checker passes as it stands aside:
+    one location, a known type, no negative dim, no data in the file (the external-data pass
+    flags those), and its name not already a graph input's (which the skeleton keeps, typed as declared)."""
+    keys = [entry.key for entry in model.metadata_props]
+    if len(set(keys)) != len(keys) or not all(_shaped(value) for value in model.graph.output):
+        return False
+    if not external:
+        return True
+    declared = {value.name for value in model.graph.input}
+    return model.ir_version >= 4 and all(
+        sum(entry.key == "location" for entry in tensor.external_data) == 1
+        and DTYPE_BITS.get(dtype_name(tensor.data_type) or "") and min(tensor.dims, default=0) >= 0 and tensor.name not in declared and not _holds_data(tensor)
+        for tensor in external
+    )  # fmt: skip
+
+
+def _holds_data(tensor: onnx.TensorProto) -> bool:
+    return bool(tensor.raw_data or tensor.float_data or tensor.int32_data or tensor.int64_data or tensor.string_data
+                or tensor.double_data or tensor.uint64_data)  # fmt: skip
+
+
+_STOOD_ASIDE = "#onnx-roofline: not read"  # a location onnx's checker does not follow (its in-memory mark, "#")
+
+
+def _stand_aside(model: onnx.ModelProto, nodes: list[Node], external: list[onnx.TensorProto]):
+    """The model made, in place, what the skeleton would hold: each `external` initializer (all in
+    the main graph's, _as_loaded) renamed out of the way with a location the checker does not
+    follow, and a graph input of its name, type and dims in its place; the ops onnxruntime runs and
+    ONNX's checker refuses moved (_tolerate). Returns what puts the model back as it was loaded."""
+    inputs = len(model.graph.input)
+    aside = []
+    for index, tensor in enumerate(external):
+        location = next(entry for entry in tensor.external_data if entry.key == "location")
+        aside.append((tensor, tensor.name, location, location.value))
+        model.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        tensor.name, location.value = f"{_STOOD_ASIDE} {index}", _STOOD_ASIDE
+    moved = _tolerate(model, nodes, _bodies(model, nodes, model.graph.node))
+
+    def restore() -> None:
+        _restore(model, moved)
+        for tensor, name, location, value in aside:
+            tensor.name, location.value = name, value
+        del model.graph.input[inputs:]
+
+    return restore
 
 
 def _shaped(value: onnx.ValueInfoProto) -> bool:
@@ -213,7 +288,7 @@ def _skeleton(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> onn
     graph.input.extend(inputs.values())
     if elsewhere and not _zero_filled(skeleton):
         return None
-    _tolerate(skeleton, nodes)
+    _tolerate(skeleton, nodes, _bodies(model, nodes, skeleton.graph.node))
     return skeleton
 
 
@@ -242,33 +317,62 @@ def _bytes(tensor: onnx.TensorProto) -> int | None:
     return (count * bits + 7) // 8
 
 
-def _tolerate(skeleton: onnx.ModelProto, nodes: list[Node]) -> None:
+def _tolerate(model: onnx.ModelProto, nodes: list[Node],
+              bodies: list[onnx.AttributeProto]) -> list[tuple[onnx.NodeProto, str | None]]:  # fmt: skip
     """Default-domain ops onnxruntime runs and ONNX has no current schema for, moved to a domain
-    of their own (the checker skips its ops): the main graph's from `nodes`, bodies' and functions'
-    by a walk."""
-    opsets = {entry.domain or "": entry.version for entry in skeleton.opset_import}
+    of their own (the checker skips its ops), in place: the main graph's from `nodes` (indexing
+    `model`'s graph), bodies' (`bodies`: the main graph's graph attributes) and functions' by a
+    walk. Returns each node moved with its domain before, for _restore."""
+    opsets = {entry.domain or "": entry.version for entry in model.opset_import}
     version = opsets.get("", opsets.get("ai.onnx"))
     if version is None:
-        return
-    moved = False
+        return []
+    moved = []
     for index, node in enumerate(nodes):
         if not node.domain and _tolerated(node.op_type, version):
-            skeleton.graph.node[index].domain = _PRIVATE
-            moved = True
-    for proto in _inner_nodes(skeleton):
+            moved.append(_domain_of(model.graph.node[index]))
+    for proto in _inner_nodes(model, bodies):
         if proto.domain in ("", "ai.onnx") and _tolerated(proto.op_type, version):
-            proto.domain = _PRIVATE
-            moved = True
+            moved.append(_domain_of(proto))
+    for proto, _ in moved:
+        proto.domain = _PRIVATE
     if moved:
-        skeleton.opset_import.append(onnx.helper.make_opsetid(_PRIVATE, 1))
-        for function in skeleton.functions:
+        model.opset_import.append(onnx.helper.make_opsetid(_PRIVATE, 1))
+        for function in model.functions:
             function.opset_import.append(onnx.helper.make_opsetid(_PRIVATE, 1))
+    return moved
 
 
-def _inner_nodes(skeleton: onnx.ModelProto):
-    """Every node of a body or a model-local function (the main graph's come from `nodes`)."""
-    pending = [attr for node in skeleton.graph.node for attr in node.attribute if attr.type in _GRAPHS]
-    for function in skeleton.functions:
+def _domain_of(proto: onnx.NodeProto) -> tuple[onnx.NodeProto, str | None]:
+    return proto, proto.domain if proto.HasField("domain") else None  # None: not set, as it is put back
+
+
+def _restore(model: onnx.ModelProto, moved: list[tuple[onnx.NodeProto, str | None]]) -> None:
+    """Undo _tolerate: each node moved back to its domain, the private opset dropped."""
+    if not moved:
+        return
+    for proto, domain in moved:
+        if domain is None:
+            proto.ClearField("domain")
+        else:
+            proto.domain = domain
+    del model.opset_import[-1]
+    for function in model.functions:
+        del function.opset_import[-1]
+
+
+def _bodies(model: onnx.ModelProto, nodes: list[Node], graph_nodes) -> list[onnx.AttributeProto]:
+    """The graph attributes of `graph_nodes` (the main graph's, as stored in `model` or a skeleton),
+    read only of the nodes whose op can hold a body (schemas.may_have_bodies): a large graph has few."""
+    imported = opsets(model)
+    holding = [node.position for node in nodes if may_have_bodies(node.domain, node.op_type, imported.get(node.domain))]
+    return [attr for index in holding for attr in graph_nodes[index].attribute if attr.type in _GRAPHS]
+
+
+def _inner_nodes(model: onnx.ModelProto, bodies: list[onnx.AttributeProto]):
+    """Every node of a body (`bodies`: the main graph's graph attributes) or a model-local function."""
+    pending = list(bodies)
+    for function in model.functions:
         yield from function.node
     while pending:
         attr = pending.pop()

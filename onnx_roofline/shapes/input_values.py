@@ -56,7 +56,9 @@ def value_flag(name: str, shape: Sequence | None = ()) -> str | None:
 def if_conditions(graph: onnx.GraphProto, values: Mapping[str, Sequence[float] | float]) -> dict[str, bool]:
     """The values given to an If's condition computed in the graph (not a graph input): a score
     compared against a threshold, which is data. `--value COND=1` takes the then_branch of every If
-    it conditions, 0 the else_branch; nothing else reads it."""
+    it conditions, 0 the else_branch; nothing else reads it. No value given: no walk."""
+    if not values:
+        return {}
     conditions, graphs = set(), [graph]
     while graphs:  # an If in a body (a detector's NMS tail) too
         for node in graphs.pop().node:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from onnx_roofline.analysis import cyclic_gc_paused
 from onnx_roofline.costs.memory import kv_caches
 from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
@@ -64,7 +65,11 @@ def deploy(report: Report, kv_cache: str = INPLACE, plan: FusionPlan | None = No
     (views/prediction.py)."""
     if kv_cache not in KV_MODES:
         raise ValueError(f"kv_cache must be one of {', '.join(KV_MODES)}, got {kv_cache!r}")
-    plan = plan or deployed_plan(report)
+    with cyclic_gc_paused():  # as the analysis: tens of thousands of acyclic records
+        return _deploy(report, kv_cache, plan or deployed_plan(report), launch)
+
+
+def _deploy(report: Report, kv_cache: str | None, plan: FusionPlan, launch: str) -> Report:
     if not has_kv_cache(report):
         kv_cache = None  # no cache to copy or update: no mode to print
     inplace = kv_cache == INPLACE

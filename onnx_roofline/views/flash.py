@@ -87,7 +87,7 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
     if len(scores) != 1 or len(values) != 1:
         return None
     (first,), (second,) = scores, values
-    members = {first, second} | (flow.digraph.descendants(first) & flow.digraph.ancestors(second))
+    members = {first, second} | flow.between(first, second)
     inner = [flow.node(i) for i in members - {first, second}]
     if any(n.op_type not in body for n in inner) or sum(n.op_type == SOFTMAX for n in inner) != 1:
         return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from functools import cached_property
 
 from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.model import NodeResult, Report
@@ -45,6 +46,33 @@ class Dataflow:
     def node(self, index: int) -> NodeResult:
         return self.nodes[index]
 
+    @cached_property
+    def rank(self) -> dict[int, int]:
+        """Each node's position in a topological order: a path only climbs in rank."""
+        return {index: position for position, index in enumerate(self.digraph.topological_order())}
+
+    def between(self, source: int, target: int) -> set[int]:
+        """The nodes on a path from `source` to `target`, both included (empty without a path):
+        descendants of one and ancestors of the other, each search kept inside the ranks between
+        the two, so an attention layer's pattern costs its own nodes, not the graph's."""
+        low, high = self.rank[source], self.rank[target]
+        forward = _reached_within(self.digraph.successors, source, lambda n: self.rank[n] <= high)
+        if target not in forward:
+            return set()
+        backward = _reached_within(self.digraph.predecessors, target, lambda n: self.rank[n] >= low)
+        return forward & backward
+
     def producer_of(self, name: str) -> NodeResult | None:
         index = self.producer.get(name)
         return None if index is None else self.nodes[index]
+
+
+def _reached_within(step, start: int, inside) -> set[int]:
+    """`start` and every node reached from it by `step` through nodes `inside` accepts."""
+    seen, frontier = {start}, [start]
+    while frontier:
+        for nxt in step(frontier.pop()):
+            if nxt not in seen and inside(nxt):
+                seen.add(nxt)
+                frontier.append(nxt)
+    return seen

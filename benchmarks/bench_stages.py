@@ -1,0 +1,80 @@
+"""Where a plain `onnx-roofline MODEL` spends its time, stage by stage, in one process: load (read
+and validate the protobuf), conformance (would a runtime load it: model/conformance.py), shapes
+(the shape engine), costs (the walk that costs each node), the rest of the analysis (binding the
+dims, the runnable checks, the report's assembly), views (the deployed view and its prediction,
+which every format shows beside the written one) and report (the table). Figures, not assertions:
+a change that slows one stage shows in its share.
+
+    python benchmarks/bench_stages.py [fixtures/gpt2_prefill_fp32_torchscript.onnx] [--dim sequence=128] [--repeats 10]
+
+Each stage is timed by wrapping the function the analysis calls for it (its name in
+onnx_roofline.analysis), summed over its calls in one run; a run is analyze + deploy +
+render_table, after one warm-up (imports, schema caches); the minimum over the repeats is printed
+per stage, with its share of the minimum total. Start-up (imports) is bench_cli.py's."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import defaultdict
+
+from onnx_roofline import analysis
+from onnx_roofline.report.table import render_table
+from onnx_roofline.shapes.dims import parse_dim
+from onnx_roofline.views.deployed import deploy
+
+STAGES = {"load": "load_with_nodes", "conformance": "conformance", "shapes": "infer"}  # stage: its function in analysis
+
+
+def timed(spent: dict[str, float], stage: str, fn):
+    """`fn`, its seconds added to spent[stage] on each call."""
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[stage] += time.perf_counter() - start
+    return wrapper
+
+
+def one_run(model: str, dims: dict[str, int], spent: dict[str, float]) -> None:
+    start = time.perf_counter()
+    report = analysis.analyze(model, hw="h100", dims=dims)
+    spent["analysis"] += time.perf_counter() - start
+    start = time.perf_counter()
+    deployed = deploy(report)
+    spent["views"] += time.perf_counter() - start
+    start = time.perf_counter()
+    render_table(report, other=deployed)
+    spent["report"] += time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model", nargs="?", default="fixtures/gpt2_prefill_fp32_torchscript.onnx")
+    parser.add_argument("--dim", action="append", default=None)
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    dims = dict(parse_dim(d) for d in args.dim or ["batch=1", "sequence=128"])
+    spent: dict[str, float] = defaultdict(float)
+    for stage, name in STAGES.items():
+        setattr(analysis, name, timed(spent, stage, getattr(analysis, name)))
+    analysis._Walk.rows = timed(spent, "costs", analysis._Walk.rows)
+    one_run(args.model, dims, spent)  # warm-up
+    runs = []
+    for _ in range(args.repeats):
+        spent.clear()
+        one_run(args.model, dims, spent)
+        inner = sum(spent[stage] for stage in (*STAGES, "costs"))
+        runs.append({**{stage: spent[stage] for stage in (*STAGES, "costs")}, "rest of the analysis": spent["analysis"] - inner,
+                     "views": spent["views"], "report": spent["report"]})
+    best = {stage: min(run[stage] for run in runs) for stage in runs[0]}
+    total = min(sum(run.values()) for run in runs)
+    bound = ", ".join(f"{k}={v}" for k, v in dims.items())
+    print(f"{args.model} ({bound}): {total * 1e3:.1f} ms a run, min of {args.repeats}")
+    for stage, seconds in best.items():
+        print(f"  {stage:22s} {seconds * 1e3:7.1f} ms  {seconds / total:6.1%}")
+
+
+if __name__ == "__main__":
+    main()
