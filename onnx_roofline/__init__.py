@@ -24,7 +24,7 @@ TYPE_CHECKING = False  # typing's own constant, without importing typing at star
 from onnx_roofline.version import __version__  # noqa: E402,F401 (the public name)
 
 _PUBLIC = {  # name: the module that defines it
-    "analyze": "onnx_roofline.analysis",
+    "analyze": "onnx_roofline.views.public",  # analysis.analyze, its report planning the deployed view when asked
     "Report": "onnx_roofline.report.model",
     "NodeResult": "onnx_roofline.report.model",
     "Totals": "onnx_roofline.report.model",
@@ -56,7 +56,7 @@ __all__ = [  # _PUBLIC's names, sorted: a literal, as type checkers and linters 
 ]
 
 if TYPE_CHECKING:
-    from onnx_roofline.analysis import analyze
+    from onnx_roofline.views.public import analyze
     from onnx_roofline.shapes.defaults import default_dims
     from onnx_roofline.errors import DimensionError, HardwareSpecError, ModelLoadError, RooflineError, UnboundDimensionError
     from onnx_roofline.costs.hardware import Hardware, list_hardware, load_hardware

@@ -52,7 +52,7 @@ def test_every_format_says_what_the_json_holds(outputs, fmt):
         f"{deployed['kernels']} kernels",
         f"{si(data['foldable']['bytes'], 'B')}, {duration(data['foldable']['time_s'])}, {percent(data['foldable']['time_share'])} of the time",
         f"= {duration(data['launches']['floor_s'])} floor",  # the launch floor: kernels × overhead
-        f"{data['launches']['kernels']} kernels × {duration(data['hardware']['launch_overhead'])}",
+        f"{data['launches']['kernels']} launches (every node its own kernel) × {duration(data['hardware']['launch_overhead'])}",  # as written
         f"weights {si(data['memory']['weight_bytes'], 'B')}",  # the memory breakdown
         f"peak activations {si(data['memory']['peak_activation_bytes'], 'B')} = {si(data['memory']['total_bytes'], 'B')}",
     ]

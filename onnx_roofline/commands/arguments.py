@@ -184,14 +184,11 @@ def with_launch_overhead(hw, text: str | None):
     return dataclasses.replace(hardware, launch_overhead=seconds or None)
 
 
-OTHER_VIEW_NODES = 50_000
-"""Up to this many nodes the default table also plans the deployed view for its summary line
-(about 0.1 ms a node); beyond, `--view deployed` asks for it."""
-
-
 def other_view(report, options: argparse.Namespace):
     """The report's other view, which every format shows beside it (the deployed one planned for
     graphs of a usual size, None past OTHER_VIEW_NODES)."""
+    from onnx_roofline.views.public import OTHER_VIEW_NODES
+
     if report.view == "deployed":
         return report.written
     return deployed_from(report, options) if len(report.nodes) <= OTHER_VIEW_NODES else None

@@ -5,8 +5,8 @@
   dtype costed (`--dtype` applies). `weight_bytes` are those the run reads (and any nothing reads);
   `untaken_branch_weight_bytes` those only an If branch the run does not take reads, which the
   runtime holds all the same (a merged decoder whose branches each keep a copy of the weights). In the deployed view the outputs of folded nodes are weights
-  too (a runtime stores the transposed embedding it folded) and a weight read only by folded nodes
-  is not.
+  too (a runtime stores the transposed embedding it folded: `folded_weight_bytes`, said beside the
+  weights) and a weight read only by folded nodes is not.
 - **KV cache** (`kv_caches`): the cache tensors a decode graph carries from step to step — a
   `Concat` of a graph input (past) into a graph output (present), or the past/present slots of the
   attention ops that take a cache (GroupQueryAttention, MultiHeadAttention, contrib Attention, …).
@@ -120,6 +120,7 @@ class Footprint:
     peak_at: str | None  # the node (kernel) running at the peak
     budget: MemoryBudget  # the capacity and the share of it the model may hold
     kv_cache: str | None = None  # "copy" or "inplace": how the resident cache was counted; None without one
+    folded_weight_bytes: int = 0  # of weight_bytes, the outputs of folded nodes a runtime stores (a transposed lm_head)
 
     @property
     def total_bytes(self) -> int:
@@ -137,6 +138,7 @@ class Footprint:
         return {
             "view": self.view,
             "weight_bytes": self.weight_bytes,
+            "folded_weight_bytes": self.folded_weight_bytes,
             "untaken_branch_weight_bytes": self.untaken_branch_weight_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
             "kv_cache_bytes_per_sequence": self.kv_cache_bytes_per_sequence,
@@ -161,8 +163,8 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
     rows = report.written.nodes if deployed else report.nodes
     walked = {""} | {row.scope for row in rows}  # the graphs whose nodes are rows: the main graph, the bodies run
     weights = {w.name for w in model.weight_tensors if w.graph in walked}  # a name is a weight only where it is one (sibling bodies reuse names)
-    if deployed:
-        weights |= {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
+    made_by_folding = {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
+    weights |= made_by_folding
     caches = kv_caches(rows, graph_inputs, graph_outputs)
     cache_names = {t.name for c in caches for t in (c.past, c.present) if t is not None}
     stored = {t.name for n in report.nodes if n.op_type == "Constant" and not n.domain for t in n.outputs if t is not None}  # a stored tensor: never an activation
@@ -198,6 +200,7 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         peak_at=at,
         budget=report.hardware.memory_budget,
         kv_cache=None if not caches else "inplace" if kv_inplace or all(c.shared for c in caches) else "copy",
+        folded_weight_bytes=sum(size for name, size in weight_bytes.items() if name in made_by_folding),
     )
 
 

@@ -7,5 +7,6 @@
   warnings), one list of labelled lines; `experts`: an MoE model's summary.
 - Renderings: `table` (terminal), `serialize` (JSON, `schema.json`), `markdown`, `html`
   (with `html_points`), `plot` (the roofline plot), `annotate` (the model annotated for
-  Netron); `units` formats figures; `output` writes any of them atomically, never onto an input.
+  Netron); `off_axis` names what the plot cannot place (data movement or transcendentals only),
+  for the HTML strip and the plot alike; `units` formats figures; `output` writes any of them atomically, never onto an input.
 """

@@ -35,6 +35,7 @@ from onnx_roofline.model.inferred import declared_types, inferred_types
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.output import Unit
 from onnx_roofline.report.breakdown import module_path
+from onnx_roofline.report.findings import FOLDABLE_WHY
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
@@ -115,6 +116,7 @@ def node_figures(result: NodeResult, model_time: float) -> dict[str, str]:
     return {
         **figures,
         **({"at_most": "true"} if result.at_most else {}),
+        **({"foldable": "true"} if result.constant_foldable else {}),
         "flops": str(cost.flops),
         "transc": str(cost.transcendentals),
         "read": str(cost.bytes_read),
@@ -140,6 +142,7 @@ def node_summary(result: NodeResult, hardware: str, model_time: float) -> str:
         f"{SUMMARY_PREFIX} [{hardware}]: {place.bound}-bound · {si(cost.flops, 'FLOP')} · {si(cost.bytes, 'B')} · "
         f"{number(place.intensity)} FLOP/B (ridge {number(place.ridge)}) · ≥ {duration(place.time_s)} "
         f"({percent(share)} of model) · {result.unit}/{result.dtype}" + (f" · {AT_MOST}" if result.at_most else "")
+        + (f" · {FOLDABLE_WHY}" if result.constant_foldable else "")
     )
 
 
@@ -195,6 +198,7 @@ def _node_metrics(result: NodeResult, model_time: float) -> list[tuple[str, str]
         ("ridge", f"{number(place.ridge)} FLOP/B"),
         ("unit", f"{result.unit}/{result.dtype}"),
         *([("sizes", AT_MOST)] if result.at_most else []),
+        *([("foldable", FOLDABLE_WHY)] if result.constant_foldable else []),
     ]
 
 

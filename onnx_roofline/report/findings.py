@@ -33,6 +33,10 @@ class Finding:
     loud: bool = False
 
 
+FOLDABLE_WHY = "foldable: its inputs are all weights or constants, so a runtime computes it once at load"
+"""What the `(foldable)` flag means, where a rendering has room to say it (a tooltip, Netron's sidebar)."""
+
+
 @dataclass(frozen=True)
 class Foldable:
     """The nodes a runtime computes once at load (all their inputs weights or constants)."""
@@ -144,7 +148,8 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     lines.append(Finding("memory", memory_text(report, other)))
     if report.launches is not None:
         launch = report.launches
-        lines.append(Finding("launches", f"{launch.kernels} kernels × {duration(launch.per_kernel_s)} launch overhead = "
+        launched = f"{launch.kernels} kernels" if report.view == DEPLOYED else f"{launch.kernels} launches (every node its own kernel)"
+        lines.append(Finding("launches", f"{launched} × {duration(launch.per_kernel_s)} launch overhead = "
                              f"{duration(launch.floor_s)} floor for an eagerly launched run; each kernel ≥ one launch: "
                              f"{duration(launch.time_s)} (CUDA Graphs lower it)"))  # fmt: skip
     folded = foldable(report)
@@ -205,7 +210,8 @@ def memory_text(report: Report, other: Report | None = None) -> str:
 
 def footprint_text(memory) -> str:
     """`weights … + KV cache … + peak activations … = … deployed; of 72 GB usable (90% of 80 GB): fits`."""
-    parts = [f"weights {si(memory.weight_bytes, 'B')}"]
+    made = f" ({si(memory.folded_weight_bytes, 'B')} of them the outputs of folded nodes, which a runtime stores at load)"
+    parts = [f"weights {si(memory.weight_bytes, 'B')}" + (made if memory.folded_weight_bytes else "")]
     if memory.untaken_branch_weight_bytes:
         parts.append(f"{si(memory.untaken_branch_weight_bytes, 'B')} held for If branches not taken")
     if memory.kv_cache_bytes:

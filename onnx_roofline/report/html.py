@@ -13,7 +13,7 @@ from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_pa
 from onnx_roofline.report.findings import WHAT_TIME_IS, findings, headline, held_memory, predicted_words
 from onnx_roofline.report.model import DEPLOYED, OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.html_points import interactive_svg, page_parts, zero_flop_strip
-from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, shape_text
+from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, op_label, shape_text
 from onnx_roofline.report.units import duration, number, percent, si
 
 _STYLE = """
@@ -140,11 +140,11 @@ def _views(report: Report, other: Report | None) -> str:
     views = [report] + ([other] if other is not None else [])
     switch = "".join(
         f'<input type="radio" name="view" id="show-{v.view}"{" checked" if v is report else ""}>'
-        f'<label for="show-{v.view}">{v.view}: {_e(WHAT_TIME_IS[v.view])}, {len(v.nodes)} {_things(v)}</label>'
+        f'<label for="show-{v.view}">{v.view}: {_e(WHAT_TIME_IS[v.view])}, {_e(_count(v))}</label>'
         for v in views
     ) if len(views) > 1 else ""
     sections = "".join(
-        f'<div class="view" data-view="{v.view}"><p><span class="shown"{_MAIN_COUNT if v is report else ""}>{len(v.nodes)}</span> {_things(v)} ({_e(WHAT_TIME_IS[v.view])})</p>'
+        f'<div class="view" data-view="{v.view}"><p><span class="shown"{_MAIN_COUNT if v is report else ""}>{len(v.nodes)}</span> {_e(_rows(v))}</p>'
         f'<div class="scroll">{_node_table(v, "nodes" if v is report else f"nodes-{v.view}")}</div></div>'
         for v in views
     )
@@ -154,8 +154,18 @@ def _views(report: Report, other: Report | None) -> str:
 _MAIN_COUNT = ' id="shown"'  # the shown rows of the report's own view
 
 
-def _things(report: Report) -> str:
-    return "kernels" if report.view == DEPLOYED else "nodes"
+def _count(report: Report) -> str:
+    """What a view's table holds, in one count: as written its nodes; deployed its kernels, the
+    count the summary and the JSON give (`kernels`: those launched), not its rows."""
+    return f"{report.kernels} kernels" if report.view == DEPLOYED else f"{len(report.nodes)} nodes"
+
+
+def _rows(report: Report) -> str:
+    """The words after the shown-rows count: deployed, the rows are the kernels and the rows that
+    launch nothing (views, shape arithmetic, folded nodes), so they are called rows."""
+    if report.view != DEPLOYED:
+        return f"nodes ({WHAT_TIME_IS[report.view]})"
+    return f"rows ({WHAT_TIME_IS[report.view]}): the {_count(report)} and {len(report.nodes) - report.kernels} rows that launch nothing (views, shape arithmetic)"
 
 
 def _breakdown(report: Report, family: str, depth: int) -> str:
@@ -178,7 +188,7 @@ def _node_table(report: Report, table_id: str) -> str:
 
 
 def _node_row(node: NodeResult, model_time: float) -> str:
-    common = [_td(str(node.index), node.index), _td(node.name, None, "name", title=node.name), _td(node.op_type, None, "text"),
+    common = [_td(str(node.index), node.index), _td(node.name, None, "name", title=node.name), _td(op_label(node), None, "text"),
               _td(module_path(node), None, "text"), _td(shape_text(node), None, "text")]
     if node.status != OK:
         reason = f"{node.status}: {node.reason}"

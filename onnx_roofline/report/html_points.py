@@ -14,7 +14,10 @@ import math
 from typing import Any
 
 from onnx_roofline.report.breakdown import module_path
+from onnx_roofline.report.findings import FOLDABLE_WHY
 from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.off_axis import MOVEMENT, TRANSCENDENTAL, described, kind
+from onnx_roofline.report.table import op_label
 from onnx_roofline.report.units import duration, number, percent, si
 
 STRIP_MIN_SHARE = 0.0005  # zero-FLOP nodes under 0.05 % of the time are one "others" segment
@@ -116,7 +119,8 @@ def zero_flop_strip(report: Report) -> str:
     segments = []
     for node in shown:
         color = colors.setdefault(node.op_type, _STRIP_COLORS[len(colors) % len(_STRIP_COLORS)])
-        text = f"{node.name}\n{node.op_type} · {si(node.cost.bytes, 'B')} moved, no FLOPs\n{duration(node.time_s)} · {percent(node.time_s / model_time)} of the time"
+        text = (f"{node.name}\n{op_label(node)} · {_no_flops_work(node)}\n{duration(node.time_s)} · {percent(node.time_s / model_time)} of the time"
+                + (f"\n{FOLDABLE_WHY}" if node.constant_foldable else ""))
         segments.append(f'<span style="flex-grow: {_grow(node.time_s, spent)}; background: {color}" data-i="{node.index}" data-tip="{_e(text)}" title="{_e(text)}"></span>')
     if rest:
         time_rest = sum(n.time_s for n in rest)
@@ -124,11 +128,23 @@ def zero_flop_strip(report: Report) -> str:
         segments.append(f'<span style="flex-grow: {_grow(time_rest, spent)}; background: #c8c8c8" data-tip="{_e(text)}" title="{_e(text)}"></span>')
     legend = " ".join(f'<span class="swatch" style="background: {color}"></span>{_e(op)}' for op, color in colors.items())
     others = '<span class="swatch" style="background: #c8c8c8"></span>others' if rest else ""
-    heaviest = ", ".join(f"{_e(n.name)} ({percent(n.time_s / model_time)})" for n in shown[:3])
+    heaviest = ", ".join(f"{_e(n.name)} ({percent(n.time_s / model_time)}{', foldable' if n.constant_foldable else ''})" for n in shown[:3])
+    folded = [n for n in nodes if n.constant_foldable]
+    fold_note = (f"{len(folded)} of them foldable ({percent(sum(n.time_s for n in folded) / model_time)} of the time): "
+                 "their inputs are all weights or constants, so a runtime computes them once at load. " if folded else "")
     return (f'<section id="zero-flop"><div id="strip">{"".join(segments)}</div>'
-            f'<p class="strip-note">No FLOPs, not on the log-intensity axis: {len(nodes)} nodes (data movement: transposes, '
-            f'copies, gathers), {percent(spent / model_time)} of the time{"; heaviest: " + heaviest if heaviest else ""}. '
-            f'Each segment is as wide as its time: {legend}{others}.</p></section>')  # fmt: skip
+            f'<p class="strip-note">No FLOPs, not on the log-intensity axis: {len(nodes)} nodes '
+            f'({_e(described((n.op_type, n.cost.transcendentals) for n in nodes))}), '
+            f'{percent(spent / model_time)} of the time{"; heaviest: " + heaviest if heaviest else ""}. '
+            f'{fold_note}Each segment is as wide as its time: {legend}{others}.</p></section>')  # fmt: skip
+
+
+def _no_flops_work(node: NodeResult) -> str:
+    """`154.39 MB moved, no FLOPs`, or `36.86 k transc. and 147.46 kB moved, no FLOPs` (not data movement)."""
+    moved = f"{si(node.cost.bytes, 'B')} moved, no FLOPs"
+    if kind(node.cost.transcendentals) == TRANSCENDENTAL:
+        return f"{si(node.cost.transcendentals, '').strip()} transc. ({TRANSCENDENTAL}) and {moved}"
+    return f"{MOVEMENT}: {moved}"
 
 
 def _grow(time_s: float, spent: float) -> str:

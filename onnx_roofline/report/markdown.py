@@ -52,7 +52,8 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
     ]
     lines += ["", *(_finding(line) for line in findings(report, other))]
     nodes = top_nodes(report, top)
-    lines += ["", f"**Top {len(nodes)} nodes by time**", "", _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes])]
+    if nodes:  # --top 0: no node list, not an empty table
+        lines += ["", f"**Top {len(nodes)} nodes by time**", "", _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes])]
     for family in by:
         title, first = group_title(family, depth)
         rows = [group_cells(g, family, totals.time_s) for g in breakdown(report, family, depth)]

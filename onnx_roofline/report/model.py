@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 import functools
 from dataclasses import dataclass, field
 from typing import Any
@@ -292,6 +292,17 @@ class Report:
     members: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)  # deployed: per kernel
     notes: tuple[str, ...] = field(default=(), compare=False)  # deployed: the assumptions taken
     prediction: Prediction | None = field(default=None, repr=False, compare=False)  # deployed: the predicted run (views/prediction.py)
+    plan_deployed: Callable[[Report], Report | None] | None = field(default=None, repr=False, compare=False)
+    """Written: how the deployed view is planned, with --format json's defaults (views/public.py,
+    which the public `analyze` attaches); None where the caller plans it (the command line)."""
+
+    @functools.cached_property
+    def other(self) -> Report | None:
+        """The other view, as every format shows it beside this one: deployed, the written report
+        it was made from; written, the deployed view `plan_deployed` makes (planned once, when first asked)."""
+        if self.view == DEPLOYED:
+            return self.written
+        return self.plan_deployed(self) if self.plan_deployed is not None else None
 
     @functools.cached_property
     def totals(self) -> Totals:
@@ -378,8 +389,9 @@ class Report:
         return dict(sorted(Counter(n.status for n in self.nodes).items()))
 
     def to_dict(self) -> dict[str, Any]:
-        """The report's JSON object (schema_version 1, docs/json-schema.md): what --format json prints."""
-        return self.to_dict_with(list(self.node_dicts()))
+        """The report's JSON object (schema_version 1, docs/json-schema.md): what --format json prints,
+        both views (`other`) where the report knows its other view."""
+        return self.to_dict_with(list(self.node_dicts()), self.other)
 
     def node_dicts(self) -> Iterator[dict[str, Any]]:
         """Each node's JSON object in order (a deployed kernel's with its `members`): the "nodes"

@@ -22,6 +22,7 @@ from typing import Any
 from onnx_roofline.errors import RooflineError
 from onnx_roofline.report.output import check_destination, write_bytes
 from onnx_roofline.report.breakdown import module_of
+from onnx_roofline.report.off_axis import described
 from onnx_roofline.report.units import percent, si
 
 FORMATS = ("png", "svg")
@@ -341,20 +342,27 @@ def _covers(extent, boxes) -> bool:
 
 
 def _note_zero_flop(axes, reports, report_labels) -> None:
+    lines = zero_flop_lines(reports, report_labels)
+    if lines:
+        axes.text(0.01, 0.99, "\n".join(lines), transform=axes.transAxes, fontsize=7.5, va="top", ha="left", color="#444444")
+
+
+def zero_flop_lines(reports: Sequence[Mapping[str, Any]], report_labels: Sequence[str] | None = None) -> list[str]:
+    """The plot's note on what it cannot place: per report, the nodes with no FLOPs (data movement
+    or transcendentals only, report/off_axis.py) and their share of the time, and the uncosted."""
     lines = []
     for index, report in enumerate(reports):
         nodes = [n for n in report["nodes"] if n["status"] == "ok" and not n["flops"]]
         total = report["totals"]["time_s"] or 1.0
+        prefix = f"{report_labels[index]}: " if report_labels else ""
         if nodes:
             share = sum(n["time_s"] for n in nodes) / total
-            prefix = f"{report_labels[index]}: " if report_labels else ""
-            lines.append(f"{prefix}+{len(nodes)} {'node' if len(nodes) == 1 else 'nodes'} with no FLOPs (data movement), "
-                         f"{percent(share)} of time: not on a log axis")
+            lines.append(f"{prefix}+{len(nodes)} {'node' if len(nodes) == 1 else 'nodes'} with no FLOPs "
+                         f"({described(((n['op_type'], n['transcendentals']) for n in nodes), short=True)}), {percent(share)} of time: not on a log axis")
         uncosted = report["totals"].get("uncosted_nodes", 0)
         if uncosted:
-            lines.append(f"{report_labels[index] + ': ' if report_labels else ''}{uncosted} nodes not costed (not shown)")
-    if lines:
-        axes.text(0.01, 0.99, "\n".join(lines), transform=axes.transAxes, fontsize=7.5, va="top", ha="left", color="#444444")
+            lines.append(f"{prefix}{uncosted} nodes not costed (not shown)")
+    return lines
 
 
 # --- words ----------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ CSV_COLUMNS = (
 def render_json(report: Report, other: Report | None = None) -> str:
     """Deterministic: keys in a fixed order, no timestamps. The text of
     `json.dumps(report.to_dict(), indent=2, allow_nan=False)`, and a newline; `other`, the
-    report's other view, adds its block to "views"."""
+    report's other view (by default `report.other`, as to_dict), adds its block to "views"."""
     return "".join(iter_json(report, other))
 
 
@@ -33,7 +33,7 @@ def iter_json(report: Report, other: Report | None = None) -> Iterator[str]:
     """render_json's text in pieces, the nodes' objects built and written a few thousand at a
     time: a million-node report is never one dict or one string in memory."""
     encoder = _Encoder()
-    head, tail = encoder.text(report.to_dict_with(_NODES, other), 0).split(_NODES_MARK)
+    head, tail = encoder.text(report.to_dict_with(_NODES, other if other is not None else report.other), 0).split(_NODES_MARK)
     yield head
     enabled = gc.isenabled()
     gc.disable()  # the nodes' dicts are acyclic and freed at once: a cyclic collection would find nothing

@@ -24,7 +24,9 @@ def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), 
     one), whose total the summary shows beside its own. `group` (--group): alike nodes of
     different layers are one row (`c_fc/Gemm ×12`) and modules total across layers (report/grouping.py).
     `colour`: each node's bound in its colour (a terminal's; the caller honours NO_COLOR)."""
-    sections = [_summary(report, other), _top_grouped(report, top, colour) if group else _top_nodes(report, top, colour)]
+    sections = [_summary(report, other)]
+    if top:  # --top 0: no node list, not an empty header
+        sections.append(_top_grouped(report, top, colour) if group else _top_nodes(report, top, colour))
     sections += [_breakdown_across_layers(report, depth) if group and family == MODULE else _breakdown(report, family, depth) for family in by]
     return "\n\n".join(sections) + "\n"
 
@@ -49,11 +51,19 @@ NODE_HEADER = ("node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "boun
 GROUP_COLUMNS = ("nodes", "flops", "bytes", "compute/memory", "time", "share")
 
 
+def op_label(node: NodeResult) -> str:
+    """`Transpose (foldable)`: the op type, flagged where a runtime computes the node once at load
+    (`(folded)` on a deployed kernel, which has members); every rendering of a node row uses it."""
+    if not node.constant_foldable:
+        return node.op_type
+    return node.op_type + (" (folded)" if hasattr(node, "members") else " (foldable)")
+
+
 def node_cells(node: NodeResult, model_time: float) -> list[str]:
     """One costed node as text cells (NODE_HEADER's order): the table's and markdown's rows."""
     return [
         node.name,
-        node.op_type + ((" (folded)" if hasattr(node, "members") else " (foldable)") if node.constant_foldable else ""),  # a deployed kernel has members
+        op_label(node),
         shape_text(node),
         flops_text(node.cost.flops, node.cost.transcendentals),
         si(node.cost.bytes, "B"),

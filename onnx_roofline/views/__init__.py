@@ -16,4 +16,6 @@
 - `graph` reads a report as a dataflow graph over `digraph`, the small directed graph they share.
 - `prediction`: the deployed kernels' predicted time (`predict`, attached by `deploy`), and one
   device's share of a tensor-parallel run (`predict_device`).
+- `public`: the public `analyze`, whose report plans its deployed view when first asked
+  (`report.other`), so that `to_dict()` is the object `--format json` prints.
 """
