@@ -198,8 +198,9 @@ def deployed_from(report, options: argparse.Namespace):
     """The deployed view of a written report, with the options' --kv-cache (in place by default)
     and --launch (CUDA graphs by default) for its predicted time."""
     from onnx_roofline.views.deployed import INPLACE, deploy
+    from onnx_roofline.views.prediction import DEFAULT_LAUNCH
 
-    return deploy(report, getattr(options, "kv_cache", None) or INPLACE, launch=getattr(options, "launch", None) or "graphs")
+    return deploy(report, getattr(options, "kv_cache", None) or INPLACE, launch=getattr(options, "launch", None) or DEFAULT_LAUNCH)
 
 
 def analyze_from_options(options: argparse.Namespace, default_dims: bool = False):

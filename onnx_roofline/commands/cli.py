@@ -184,8 +184,6 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-
-
 def _run_analyze(options: argparse.Namespace) -> int:
     from onnx_roofline.report.output import write_text
     from onnx_roofline.report.breakdown import MODULE, OP_TYPE

@@ -19,6 +19,7 @@ from onnx_roofline.costs.prediction import (
 from onnx_roofline.costs.rules.registry import MATRIX
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, percent
+from onnx_roofline.views.ops import VIEWS
 
 __all__ = ("DEFAULT_LAUNCH", "LAUNCH_MODES", "predict", "predict_device")
 
@@ -68,9 +69,7 @@ def predict(report: Report, launch: str = DEFAULT_LAUNCH, collectives_s: float =
 def _launches(node: NodeResult) -> bool:
     """A deployed kernel launches unless folded or a pure view (KernelResult.launches); an
     as-written node, unless it is a pure view."""
-    from onnx_roofline.costs.memory import VIEW_OPS
-
-    return bool(getattr(node, "launches", 0 if node.op_type in VIEW_OPS else 1))
+    return bool(getattr(node, "launches", 0 if node.op_type in VIEWS else 1))
 
 
 def _quantization(report: Report, node: NodeResult) -> float:

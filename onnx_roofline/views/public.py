@@ -10,6 +10,7 @@ import functools
 from onnx_roofline import analysis
 from onnx_roofline.report.model import Report
 from onnx_roofline.views.deployed import INPLACE, deploy
+from onnx_roofline.views.prediction import DEFAULT_LAUNCH
 
 OTHER_VIEW_NODES = 50_000
 """Up to this many nodes every format also plans the deployed view for its summary line (about
@@ -19,7 +20,7 @@ OTHER_VIEW_NODES = 50_000
 def default_deployed(report: Report) -> Report | None:
     """The deployed view `--format json` shows beside a written report: the KV cache in place,
     CUDA graphs for the predicted time; None past OTHER_VIEW_NODES."""
-    return deploy(report, INPLACE, launch="graphs") if len(report.nodes) <= OTHER_VIEW_NODES else None
+    return deploy(report, INPLACE, launch=DEFAULT_LAUNCH) if len(report.nodes) <= OTHER_VIEW_NODES else None
 
 
 @functools.wraps(analysis.analyze)

@@ -26,7 +26,7 @@ from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge
 from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
-from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name  # noqa: F401 (batch_dim: serve's)
+from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name
 from onnx_roofline.commands.whatif.sweep import main_peak
 
 

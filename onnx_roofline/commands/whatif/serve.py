@@ -19,9 +19,8 @@ from functools import cache
 
 from onnx_roofline.commands.whatif.affine import Line, ceil
 from onnx_roofline.commands.whatif.context import context_dim
-from onnx_roofline.commands.whatif.critical import batch_dim
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_crossing
-from onnx_roofline.commands.whatif.session import DEPLOYED, Session
+from onnx_roofline.commands.whatif.session import DEPLOYED, Session, batch_dim
 from onnx_roofline.costs.capacity import LargestFit, MemoryBudget, largest_fitting
 from onnx_roofline.costs.collectives import MODEL as COLLECTIVE_MODEL
 from onnx_roofline.errors import DimensionError
