@@ -185,6 +185,16 @@ def test_analyze_alone_never_needs_the_reference(location_models, capsys):
     assert code == 0 and json.loads(out)["totals"]["flops"] == 2 * 2 * 4 * 8
 
 
+def test_a_location_not_in_utf8_is_one_line_whatever_the_options(tmp_path, capsys):
+    """Protobuf gives bytes for a location that is not UTF-8 (so a fuzzed ResNet's did, CI of
+    2026-12-06, a traceback where onnx's checker ran): the model cannot be loaded safely, said in one line."""
+    data = hostile.matmul_with(hostile.external("w\u00e9.bin")).SerializeToString().replace("é".encode(), b"\x80\x80")
+    model = tmp_path / "mm.onnx"
+    model.write_bytes(data)
+    for command in ([model], [model, "--partial"], ["check", model], ["verify", model]):
+        refused(capsys, "an entry is not valid UTF-8", *command)
+
+
 def test_annotate_and_verify_use_a_good_reference(tmp_path, capsys):
     folder = tmp_path / "m"
     folder.mkdir()

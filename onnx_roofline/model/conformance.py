@@ -122,8 +122,7 @@ def _external_data(tensors: list[onnx.TensorProto], folder: Path | None) -> list
     located: set[str] = set()
     for tensor in tensors:
         try:
-            if tensor.raw_data or tensor.float_data or tensor.int32_data or tensor.int64_data or tensor.string_data \
-                    or tensor.double_data or tensor.uint64_data:
+            if _holds_data(tensor):
                 raise ExternalDataError(f"tensor {tensor.name!r} is stored externally and also holds data in the file")
             _check_length(tensor)
             location = files.location_of(tensor)
@@ -204,7 +203,7 @@ def _as_loaded(model: onnx.ModelProto, external: list[onnx.TensorProto]) -> bool
     no duplicate key in metadata_props (the one field the skeleton leaves out that onnx's checker
     reads; onnxruntime loads it); and where there are external initializers, IR 4 or later (an
     initializer need not be a graph input) and each one the checker passes as it stands aside:
-    one location, a known type, no negative dim, no data in the file (the external-data pass
+    one location, in UTF-8 (protobuf gives bytes that cannot be set back), a known type, no negative dim, no data in the file (the external-data pass
     flags those), and its name not already a graph input's (which the skeleton keeps, typed as declared)."""
     keys = [entry.key for entry in model.metadata_props]
     if len(set(keys)) != len(keys) or not all(_shaped(value) for value in model.graph.output):
@@ -213,7 +212,7 @@ def _as_loaded(model: onnx.ModelProto, external: list[onnx.TensorProto]) -> bool
         return True
     declared = {value.name for value in model.graph.input}
     return model.ir_version >= 4 and all(
-        sum(entry.key == "location" for entry in tensor.external_data) == 1
+        [type(entry.value) for entry in tensor.external_data if entry.key == "location"] == [str]
         and DTYPE_BITS.get(dtype_name(tensor.data_type) or "") and min(tensor.dims, default=0) >= 0 and tensor.name not in declared and not _holds_data(tensor)
         for tensor in external
     )  # fmt: skip
