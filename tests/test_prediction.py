@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 
+import onnx
 import pytest
 
 from onnx_roofline import analyze
@@ -48,6 +49,35 @@ def test_the_kernel_time_is_the_slowest_of_compute_memory_and_the_floor():
     assert kernel_time(30e-6, 9e-6, H100) == pytest.approx(30e-6 / 0.75)  # compute-bound: 40 µs
     assert kernel_time(3e-6, 9e-6, H100, quantization=2.0) == pytest.approx(10e-6)  # memory: 9 / 0.9; compute 3 · 2 / 0.75 = 8
     assert kernel_time(0.1e-6, 0.2e-6, H100) == 2e-6  # a tiny kernel takes the 2 µs floor
+
+
+def test_fp8_gemms_reach_their_own_fraction_of_their_doubled_peak():
+    """DeepGEMM's six M = 4096 dense FP8 rows on H800 (1,058, 990, 590, 1,358, 1,304 and 1,025 TFLOPS):
+    median (1,025 + 1,058) / 2 = 1,041.5 of the 1,979 dense FP8 peak, 0.53; other dtypes keep 0.75."""
+    h100 = load_hardware("h100").achievable
+    assert h100.matrix_fraction("fp8") == pytest.approx(round(1041.5 / 1978.9, 2))
+    assert kernel_time(30e-6, 9e-6, h100, matrix_dtype="fp8") == pytest.approx(30e-6 / 0.53)
+    assert kernel_time(30e-6, 9e-6, h100, matrix_dtype="bf16") == pytest.approx(30e-6 / 0.75)
+    assert kernel_time(30e-6, 9e-6, h100) == pytest.approx(30e-6 / 0.75)  # vector work
+    assert "DeepGEMM" in h100.sources["compute_fractions"]
+
+
+def test_an_fp8_model_is_predicted_at_the_fp8_fraction(tmp_path):
+    """One 8192³ MatMul costed in fp16 and in fp8: the fp8 bound is the fp16 one × 989.4 / 1,978.9
+    (the dense peaks), and its predicted kernel time (0.53 of that peak, not 0.75) that ratio × 0.75 /
+    0.53 of the fp16 one, the same tiles and waves in both."""
+    from onnx import TensorProto, helper
+
+    m = k = n = 8192
+    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [m, k]), helper.make_tensor_value_info("b", TensorProto.FLOAT16, [k, n])]
+    graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "g", inputs,
+                              [helper.make_tensor_value_info("c", TensorProto.FLOAT16, [m, n])])  # fmt: skip
+    path = tmp_path / "mm.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    deployed = {dtype: deploy(analyze(path, hw="h100", precision=dtype), INPLACE) for dtype in ("fp16", "fp8")}
+    assert deployed["fp8"].totals.time_s == pytest.approx(deployed["fp16"].totals.time_s * 989.4 / 1978.9)  # the datasheet's peaks
+    fp8, fp16 = (deployed[dtype].prediction.kernels_s for dtype in ("fp8", "fp16"))
+    assert fp8 / fp16 == pytest.approx(989.4 / 1978.9 * 0.75 / 0.53)
 
 
 def test_launches_eager_and_from_a_graph():
@@ -152,7 +182,7 @@ def test_serve_predicts_fewer_tokens_per_second_than_its_bound_at_every_batch(tm
     assert [p["predicted_tokens_per_s"] for d in data["degrees"] for p in d["points"]] == [p.predicted_tokens_per_s for p in points]
     figure = serve_figure(result)
     dashed = [line for line in figure.axes[0].get_lines() if line.get_linestyle() == "--" and len(line.get_ydata())]
-    assert [list(line.get_ydata()) for line in dashed] == [[p.predicted_tokens_per_s for p in d.points] for d in result.degrees]
+    assert [list(line.get_ydata()) for line in dashed] == [[p.predicted_tokens_per_s / d.devices for p in d.points] for d in result.degrees]  # per GPU
 
 
 def test_check_states_the_floor_first(capsys):

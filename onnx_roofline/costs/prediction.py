@@ -6,14 +6,16 @@ The bound (roofline.place) is a floor no run beats: FLOPs at 100 % of peak, byte
 bandwidth, launches hidden. The prediction rests on the hardware entry's `achievable` figures
 (costs/hardware/achievable.py), each cited:
 
-    per kernel   t = max(compute · q / f_c, memory / f_bw, t_floor)
+    per kernel   t = max(compute · q / f_c(dtype), memory / f_bw, t_floor)
                  q = min over the tiles (t_M, t_N) of waves · SMs · min(M, t_M) · min(N, t_N) / (batch · M · N)
                  waves = ceil(batch · ceil(M / t_M) · ceil(N / t_N) / SMs)
     per run      eager:  Σ max(t, launch_overhead)
                  graphs: Σ t + kernels · graph_launch + launch_overhead   (one graph launch)
 
 `compute` and `memory` are the bound's own times (FLOPs over the peak, bytes over the bandwidth),
-q ≥ 1 the GEMM's wave quantization (1 for a kernel that is no GEMM). Where the entry has no
+q ≥ 1 the GEMM's wave quantization (1 for a kernel that is no GEMM), f_c(dtype) the fraction of
+its peak a matrix kernel of that dtype reaches (the entry's `compute_fractions`, else
+`compute_fraction`). Where the entry has no
 `achievable` table the prediction is the bound, and says so."""
 
 from __future__ import annotations
@@ -47,11 +49,12 @@ def wave_quantization(batch: int, m: int, n: int, k: int, achievable: Achievable
     return max(min(occupied(*tile) for tile in achievable.tiles) / (batch * m * n), 1.0)
 
 
-def kernel_time(compute_s: float, memory_s: float, achievable: Achievable, quantization: float = 1.0) -> float:
-    """One kernel's predicted seconds: compute at the achievable fraction of peak, its GEMM
-    quantized into waves; memory at the achievable fraction of the bandwidth; never below the
-    small-kernel floor."""
-    return max(compute_s * quantization / achievable.compute_fraction, memory_s / achievable.bandwidth_fraction, achievable.kernel_floor)
+def kernel_time(compute_s: float, memory_s: float, achievable: Achievable, quantization: float = 1.0, matrix_dtype: str | None = None) -> float:
+    """One kernel's predicted seconds: compute at the achievable fraction of peak (of a matrix
+    kernel's dtype, `matrix_dtype`; None for vector work), its GEMM quantized into waves; memory
+    at the achievable fraction of the bandwidth; never below the small-kernel floor."""
+    fraction = achievable.matrix_fraction(matrix_dtype) if matrix_dtype else achievable.compute_fraction
+    return max(compute_s * quantization / fraction, memory_s / achievable.bandwidth_fraction, achievable.kernel_floor)
 
 
 def launch_time(kernel_times: list[float], mode: str, launch_overhead: float | None, achievable: Achievable) -> float:

@@ -50,20 +50,29 @@ def predict(report: Report, launch: str = DEFAULT_LAUNCH, collectives_s: float =
             continue
         q = _quantization(report, node)
         quantized += q > 1.0
-        seconds = kernel_time(node.placement.compute_time_s, node.placement.memory_time_s, achievable, q)
+        seconds = kernel_time(node.placement.compute_time_s, node.placement.memory_time_s, achievable, q, _matrix_dtype(node))
         per_kernel.append(seconds)
         launched.append(seconds)
     kernels_s = sum(t for t in per_kernel if t is not None)
     launch_s = launch_time(launched, launch, hw.launch_overhead, achievable)
     assumptions = (
-        f"compute at {percent(achievable.compute_fraction)} of peak, memory at {percent(achievable.bandwidth_fraction)} of "
-        f"the bandwidth, no kernel under {duration(achievable.kernel_floor)}",
+        f"compute at {percent(achievable.compute_fraction)} of peak{_per_dtype_words(achievable)}, memory at "
+        f"{percent(achievable.bandwidth_fraction)} of the bandwidth, no kernel under {duration(achievable.kernel_floor)}",
         f"GEMMs in waves of output tiles over {achievable.sms} SMs ({', '.join(f'{m}×{n}' for m, n in achievable.tiles)}, the best for each): "
         f"{quantized} kernel(s) lose time to wave quantization",
         _launch_words(launch, len(launched), hw.launch_overhead, achievable.graph_launch),
     ) + ((f"collectives {duration(collectives_s)}",) if collectives_s else ())
     return Prediction(kernels_s + launch_s + collectives_s, kernels_s, launch_s, collectives_s, launch, len(launched),
                       tuple(per_kernel), assumptions, achievable)  # fmt: skip
+
+
+def _matrix_dtype(node: NodeResult) -> str | None:
+    """The dtype class whose matrix peak a kernel runs at; None for vector work."""
+    return node.dtype if node.unit == MATRIX else None
+
+
+def _per_dtype_words(achievable) -> str:
+    return "".join(f" ({dtype} GEMMs at {percent(fraction)})" for dtype, fraction in sorted(achievable.compute_fractions.items()))
 
 
 def _launches(node: NodeResult) -> bool:
@@ -110,5 +119,6 @@ def predict_device(run, view: Report, launch: str = DEFAULT_LAUNCH) -> float:
     if run.devices == 1:
         return (view.prediction or predict(view, launch)).time_s + run.communication_s
     rows = [row for row in view.nodes if row.status == OK and row.cost is not None and row.placement is not None]  # per_device's kernels
-    kernels = [kernel_time(float(k.compute_s), float(k.memory_s(run.bandwidth)), achievable) for row, k in zip(rows, run.kernels, strict=True) if _launches(row)]
+    kernels = [kernel_time(float(k.compute_s), float(k.memory_s(run.bandwidth)), achievable, matrix_dtype=_matrix_dtype(row))
+               for row, k in zip(rows, run.kernels, strict=True) if _launches(row)]
     return sum(kernels) + launch_time(kernels, launch, hardware.launch_overhead, achievable) + run.communication_s

@@ -12,14 +12,16 @@ from collections.abc import Callable, Sequence
 from onnx_roofline.commands.gate.baseline import Baseline, Comparison, NodeFigures, compare
 from onnx_roofline.commands.gate.policy import METRICS, Budget, Policy
 from onnx_roofline.commands.gate.result import FAIL, PASS, SKIP, Check, Contributor, GateResult, formatted
+from onnx_roofline.costs.roofline import MEMORY
 from onnx_roofline.model.conformance import refusal
 from onnx_roofline.report.breakdown import in_module, module_path
-from onnx_roofline.report.findings import headline, held_memory, qualifiers
+from onnx_roofline.report.findings import Headline, headline, held_memory, predicted_words, qualifiers
 from onnx_roofline.report.model import OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED, Report
-from onnx_roofline.costs.roofline import MEMORY
+from onnx_roofline.report.units import duration
 
 KIND = {"latency": "time", "bytes": "bytes", "flops": "flops"}  # metric → how its values read
-NAME = {"latency": "predicted latency", "bytes": "bytes moved", "flops": "FLOPs"}  # metric → for people
+PREDICTED = "predicted latency"  # the budget's check, where the deployed view is planned
+NAME = {"latency": "latency bound", "bytes": "bytes moved", "flops": "FLOPs"}  # metric → for people: sums over the gated view's nodes
 MEMORY_SHARE = "memory-bound time share"
 
 
@@ -27,10 +29,11 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
     """`deployed`: the report's deployed view, where it is written, whose footprint the memory line
     gives (findings.held_memory: what every command judges fits by)."""
     gate = _Gate(tuple(NodeFigures.of(n) for n in report.nodes), top)
+    head = headline(report, deployed)
     modules = {n.index: module_path(n) for n in report.nodes}  # name_scopes metadata, else the node name
     checks = [
         *_validity(report),
-        *_model_checks(gate, report.hardware.key, policy),
+        *_model_checks(gate, report.hardware.key, policy, head),
         *_group_checks(gate, "op_type", policy.op_type, lambda node, name: node.op_type == name),
         *_group_checks(gate, "module", policy.module, lambda node, name: in_module(modules[node.index], name)),
     ]
@@ -42,7 +45,7 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
         model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
         baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
         assumed=report.model.assumed, dim_roles=dict(report.model.dim_roles), implausible=report.model.implausible,
-        qualifiers=tuple(qualifiers(report)), memory=held_memory(report, deployed), latency=headline(report, deployed),
+        qualifiers=tuple(qualifiers(report)), memory=held_memory(report, deployed), latency=head,
     )
 
 
@@ -92,6 +95,14 @@ class _Gate:
         return self.limit(id, title, "count", len(hit), limit, contributors)
 
 
+def _predicted_latency(gate: _Gate, head: Headline, budget: float) -> Check:
+    """A latency budget judged on what a run takes, the predicted time of the deployed kernels
+    (issue 40), the floor beside it; the contributors are the gated view's slowest nodes."""
+    beside = f" (floor {duration(head.floor_s)}; {predicted_words(head)})"
+    ranked = gate.ranked(gate.nodes, "latency", gate.total_latency)
+    return gate.limit("latency", PREDICTED, "time", head.predicted_s, budget, ranked, beside + _caveat(gate.nodes))
+
+
 def _validity(report: Report) -> list[Check]:
     """A model a runtime would refuse (report.model.invalid) fails the gate, whatever the policy:
     "costed fine" on a file no runtime loads is a false pass. No check where it is valid."""
@@ -101,14 +112,16 @@ def _validity(report: Report) -> list[Check]:
     return [Check("valid", "model validity", FAIL, "count", len(invalid), 0, refusal(invalid))]
 
 
-def _model_checks(gate: _Gate, hardware: str, policy: Policy) -> list[Check]:
+def _model_checks(gate: _Gate, hardware: str, policy: Policy, head: Headline) -> list[Check]:
     checks = []
     if policy.max_latency:
         budget = policy.latency_budget(hardware)
         if budget is None:
             why = f"no latency budget for {hardware} (the policy names {', '.join(policy.max_latency)}, and no `default`)"
-            checks.append(_skipped("latency", NAME["latency"], "time", None, why))
-        else:
+            checks.append(_skipped("latency", PREDICTED, "time", None, why))
+        elif head.predicted_s is not None:
+            checks.append(_predicted_latency(gate, head, budget))
+        else:  # no deployed plan (a graph past its size): the gated view's own sum, named for what it is
             checks.append(gate.metric("latency", NAME["latency"], "latency", gate.nodes, budget))
     if policy.max_memory_bound_share is not None:
         memory_bound = [n for n in gate.nodes if n.bound == MEMORY]

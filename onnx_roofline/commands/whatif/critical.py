@@ -21,13 +21,14 @@ from fractions import Fraction
 
 from onnx_roofline.costs.capacity import LargestFit
 from onnx_roofline.errors import DimensionError
+from onnx_roofline.costs.rules.registry import MATRIX
 from onnx_roofline.report.model import OK, Report
 from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
 from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
 from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name
-from onnx_roofline.commands.whatif.sweep import main_peak
+from onnx_roofline.commands.whatif.sweep import main_lead, main_peak
 
 
 @dataclass(frozen=True)
@@ -155,13 +156,15 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
     flops = sum((k.flops for k in kernels), ZERO)
     moved = sum((k.bytes for k in kernels), ZERO)
     exact = not not_affine  # a model figure from a partial fit would be wrong, not approximate
+    lead = main_lead(views[-1])
+    predicted = predicted_bandwidth(session.hardware, lead.dtype if lead is not None and lead.unit == MATRIX else None)
     return CriticalResult(
         setup=session.describe(),
         dim=dim,
         view=view,
-        **_kinds(matrix, reports, dim, bandwidth, predicted_bandwidth(session.hardware)),
+        **_kinds(matrix, reports, dim, bandwidth, predicted),
         share_crossing=share_crossing(kernels, bandwidth) if exact else None,
-        predicted_share_crossing=share_crossing(kernels, predicted_bandwidth(session.hardware)) if exact else None,
+        predicted_share_crossing=share_crossing(kernels, predicted) if exact else None,
         share_limit=share_at_infinity(kernels, bandwidth) if exact else None,
         intensity_crossing=ridge_crossing(flops, moved, model_ridge) if exact else None,
         intensity_limit=float(flops.slope / moved.slope) if exact and moved.slope else None,
@@ -203,15 +206,17 @@ def _unit_times(row, reports: list[Report]) -> tuple[Line, ...] | None:
     return tuple(per_unit.values())
 
 
-def predicted_bandwidth(hardware) -> float:
+def predicted_bandwidth(hardware, matrix_dtype: str | None = None) -> float:
     """The bandwidth at which the bound's crossings are the prediction's: a kernel predicted at
     max(compute / f_c, memory / f_bw) is compute-bound when compute ≥ bytes / (bandwidth · f_bw / f_c),
     and every share is unchanged by scaling all times by f_c (costs/prediction.py; wave quantization
-    and the kernel floor left out, so the crossing stays exact). The bandwidth itself without figures."""
+    and the kernel floor left out, so the crossing stays exact); f_c is the model's main matrix
+    dtype's (`matrix_dtype`: FP8 GEMMs reach less of their peak). The bandwidth itself without figures."""
     achievable = hardware.achievable
     if achievable is None:
         return hardware.memory_bandwidth
-    return hardware.memory_bandwidth * achievable.bandwidth_fraction / achievable.compute_fraction
+    fraction = achievable.matrix_fraction(matrix_dtype) if matrix_dtype else achievable.compute_fraction
+    return hardware.memory_bandwidth * achievable.bandwidth_fraction / fraction
 
 
 def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: float, predicted: float) -> dict:

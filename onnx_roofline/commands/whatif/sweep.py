@@ -135,15 +135,22 @@ def _largest_batches(session: Session, axes: Mapping[str, Sequence[int]], known:
     return batch, tuple(fits)
 
 
-def main_peak(view) -> float | None:
-    """The peak the heaviest matrix op runs at (the heaviest op when there is none; a fused kernel
-    counts as its matrix op): over the bandwidth, the ridge the model's intensity is read against."""
+def main_lead(view):
+    """The heaviest matrix op (the heaviest op when there is none; a fused kernel counts as its
+    matrix op), as the graph has it; None when nothing is costed."""
     report = getattr(view, "report", None) or getattr(view, "written", None) or view  # the graph's nodes
     rows = [row for row in view.nodes if row.cost is not None and row.placement is not None]
     leads = [(row, report.nodes[row.lead if hasattr(row, "lead") else row.index]) for row in rows]
     matrix = [(row, lead) for row, lead in leads if is_matrix(lead.domain, lead.op_type)]
     heaviest = max(matrix or leads, key=lambda pair: pair[0].cost.flops, default=None)
-    return None if heaviest is None else heaviest[1].peak
+    return None if heaviest is None else heaviest[1]
+
+
+def main_peak(view) -> float | None:
+    """The peak the heaviest matrix op runs at: over the bandwidth, the ridge the model's
+    intensity is read against."""
+    lead = main_lead(view)
+    return None if lead is None else lead.peak
 
 
 def main_ridge(view) -> float | None:

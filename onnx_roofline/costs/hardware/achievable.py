@@ -3,7 +3,8 @@
 The roofline bound divides by the datasheet's peaks; no kernel reaches them. An entry's
 `achievable` table (specs.toml) gives, each with its source: the fraction of the HBM bandwidth a
 streaming copy sustains, the fraction of the dense matrix peak a large cuBLAS/CUTLASS GEMM
-sustains, the SM count and the GEMM tiles over which a matrix kernel's work is quantized into
+sustains (and, where a matrix dtype's GEMMs reach less of their own peak, that dtype's fraction:
+FP8 GEMMs reach a smaller share of their doubled peak than FP16 ones), the SM count and the GEMM tiles over which a matrix kernel's work is quantized into
 waves, the shortest time any kernel takes (a small kernel's latency floor), and the launch
 overhead per kernel inside a CUDA graph. An entry without the table has no prediction: its
 predicted time is its bound, said so (costs/prediction.py)."""
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_roofline.errors import HardwareSpecError
@@ -20,7 +21,7 @@ from onnx_roofline.errors import HardwareSpecError
 FRACTIONS = ("bandwidth_fraction", "compute_fraction")
 SECONDS = ("kernel_floor", "graph_launch")
 FIGURES = (*FRACTIONS, "sms", "tiles", *SECONDS)
-FIELDS = (*FIGURES, "source", "sources")
+FIELDS = (*FIGURES, "compute_fractions", "source", "sources")
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,18 @@ class Achievable:
     graph_launch: float  # s per kernel launched from a captured CUDA graph
     source: str
     sources: Mapping[str, str]  # per figure, where it differs from `source`
+    compute_fractions: Mapping[str, float] = field(default_factory=dict)  # per matrix dtype class, where it differs
+
+    def matrix_fraction(self, dtype_class: str | None) -> float:
+        """The fraction of the matrix peak a GEMM of `dtype_class` reaches: its own where the
+        table gives one, else `compute_fraction`."""
+        return self.compute_fractions.get(dtype_class or "", self.compute_fraction)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "bandwidth_fraction": self.bandwidth_fraction,
             "compute_fraction": self.compute_fraction,
+            "compute_fractions": dict(self.compute_fractions),
             "sms": self.sms,
             "tiles": [list(tile) for tile in self.tiles],
             "kernel_floor_s": self.kernel_floor,
@@ -69,13 +77,17 @@ def parse_achievable(data: object, origin: str) -> Achievable:
         raise HardwareSpecError(f"{where}.sms` must be a positive integer, got {sms!r}")
     if not isinstance(tiles, list) or not tiles or not all(_tile(tile) for tile in tiles):
         raise HardwareSpecError(f"{where}.tiles` must be a list of [M, N] pairs of positive integers, got {tiles!r}")
+    per_dtype = data.get("compute_fractions", {})
+    if not isinstance(per_dtype, Mapping) or not all(isinstance(key, str) and _number(value) and 0 < value <= 1 for key, value in per_dtype.items()):
+        raise HardwareSpecError(f"{where}.compute_fractions` must be a table of dtype classes to fractions in (0, 1], got {per_dtype!r}")
     sources = data.get("sources", {})
-    if not isinstance(sources, Mapping) or any(key not in FIGURES for key in sources):
-        raise HardwareSpecError(f"{where}.sources` must be a table keyed by {', '.join(FIGURES)}")
+    if not isinstance(sources, Mapping) or any(key not in (*FIGURES, "compute_fractions") for key in sources):
+        raise HardwareSpecError(f"{where}.sources` must be a table keyed by {', '.join((*FIGURES, 'compute_fractions'))}")
     if not all(isinstance(text, str) and text.strip() for text in (data["source"], *sources.values())):
         raise HardwareSpecError(f"{where}` sources must be non-empty strings")
     return Achievable(float(data["bandwidth_fraction"]), float(data["compute_fraction"]), sms, tuple((m, n) for m, n in tiles),
-                      float(data["kernel_floor"]), float(data["graph_launch"]), data["source"], dict(sources))  # fmt: skip
+                      float(data["kernel_floor"]), float(data["graph_launch"]), data["source"], dict(sources),
+                      {key: float(value) for key, value in per_dtype.items()})  # fmt: skip
 
 
 def _tile(tile: object) -> bool:
