@@ -348,3 +348,22 @@ def test_opset23_attention_with_fewer_kv_heads_reads_them_once():
     (row,) = report.nodes
     q, kv = 8 * 16 * 64 * FP32, 2 * 1 * 16 * 64 * FP32  # 8 query heads, one KV head: K and V read once
     assert row.cost.bytes_read == q + kv and row.cost.bytes_written == q
+
+
+@needs_torch
+def test_whole_tensor_slices_of_an_unoptimized_dynamo_export_are_read_through(tmp_path):
+    """torch.onnx.export(dynamo=True, optimize=False) writes `k[:, :, :]` as Slices that keep every
+    element, around the cache Concat and the head repeat: onnxruntime removes them (EliminateSlice),
+    and the attention kernel reads the cache once. Deployed bytes: the physics within 3 %."""
+    pytest.importorskip("transformers")
+    from benchmarks.validate_published import export_llama
+
+    shape = {"hidden_size": 64, "intermediate_size": 172, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256,
+             "max_position_embeddings": 512, "rms_norm_eps": 1e-5}  # fmt: skip
+    path = export_llama(2, True, tmp_path, shape)
+    batch, past = 4, 2047
+    view = deploy(r.analyze(str(path), hw="h100", dims={"batch": batch, "past_sequence": past}), kv_cache="inplace")
+    physics = decode_physics(batch, past, hidden=64, heads=4, kv_heads=2, head=16, layers=2, intermediate=172, vocab=256)
+    assert physics <= view.totals.bytes <= physics * 1.03, (view.totals.bytes, physics)
+    one_cache = batch * 2 * past * 16 * FP32  # one layer's K (or V): any kernel copying it would show
+    assert not [k for k in view.nodes if k.op_type != "FlashAttention" and k.cost is not None and k.cost.bytes >= one_cache]

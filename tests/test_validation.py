@@ -33,11 +33,30 @@ def test_the_prediction_holds_where_the_table_claims_it_and_a_miss_says_why(row)
         assert row["reason"][:40] in TABLE
 
 
+def test_a_miss_the_engine_explains_is_within_tolerance_counted_as_the_engine_ran():
+    """Llama-2-70B's long generations on TensorRT-LLM v0.6.1 miss because its masked-MHA kernel reads
+    each KV head once per query head (8 times at 64:8): counted so, each is within ±25 %."""
+    explained = [row for row in ROWS if row.get("as_run_s") is not None]
+    assert explained, "the 70B rows the engine's kernel explains"
+    for row in explained:
+        assert row["as_run_s"] > row["predicted_s"] and abs(row["as_run_s"] / row["measured_s"] - 1) <= 0.25, row["name"]
+
+
+def test_the_per_query_head_reads_are_the_arithmetic_of_the_cache():
+    """64 sequences, 2,048 + 2,047 steps on TP 2: step p reads 2,048 + p tokens per sequence of K and V over 80
+    layers × 4 KV heads × 128 × 1 byte (FP8) on device 0, 7 more times, at 0.9 × 3.35 TB/s."""
+    pytest.importorskip("onnx")
+    from benchmarks.validate_published import per_query_head_reads_s
+
+    tokens = 64 * sum(2048 + p for p in range(2047))
+    assert per_query_head_reads_s(64, 2048, 2048, 2) == pytest.approx(7 * tokens * 80 * 2 * 4 * 128 / (0.9 * 3.35e12))
+
+
 def test_the_runs_the_issue_names_are_in_the_table():
     names = [row["name"] for row in ROWS]
     assert names[0].startswith("ResNet-50 int8") and "mlcommons/inference_results_v4.0" in ROWS[0]["source"]
     for wanted in ("128/128 at batch 768", "2048/2048 at batch 48", "2048/128 at batch 80", "first token at 2048"):
-        (row,) = [row for row in ROWS if wanted in row["name"]]
+        (row,) = [row for row in ROWS if row["name"].startswith("Llama-2-7B FP8, ") and wanted in row["name"]]
         assert row["within_tolerance"], f"{wanted}: the issue's rows hold the prediction's ±25 % ({row['error']:+.0%})"
     # the measured times from the published figures: 768·128 tokens at 19,694 tok/s; one image at 88,714.3 images/s
     assert next(r for r in ROWS if "batch 768" in r["name"])["measured_s"] == pytest.approx(768 * 128 / 19694)

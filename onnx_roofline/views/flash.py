@@ -211,8 +211,10 @@ def _absorb_output(flow: Dataflow, graph_outputs: frozenset[str], members: set[i
 
 
 def _data_input(node) -> str | None:
-    """The input a layout op or scalar scale passes through, or None when the node is neither."""
-    if node.op_type in LAYOUT:
+    """The input a layout op, a whole-tensor Slice or a scalar scale passes through, or None when
+    the node is none of them. A Slice that keeps every element (torch.export writes `x[:, :]` as
+    one) is read through by strides, as onnxruntime's EliminateSlice removes it."""
+    if node.op_type in LAYOUT or (node.op_type == "Slice" and _whole_slice(node)):
         return node.inputs[0].name
     if node.op_type in SCALES and len(node.inputs) == 2 and all(t is not None for t in node.inputs):
         a, b = node.inputs
@@ -236,6 +238,11 @@ def _repeat_input(node) -> str | None:
         if data is not None and out is not None and out >= data:
             return node.inputs[0].name
     return None
+
+
+def _whole_slice(node) -> bool:
+    data, out = node.inputs[0] if node.inputs else None, node.outputs[0] if node.outputs else None
+    return node.domain == "" and _numel(data) is not None and _numel(data) == _numel(out)
 
 
 def _only_feeds(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], index: int) -> bool:
