@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import importlib.util
 import io
 import json
 import re
@@ -170,6 +171,11 @@ def test_the_process_pool_example_runs(tmp_path, monkeypatch):
     exec(compile("import onnx_roofline as r\n" + pool, "README.md", "exec"), namespace)  # noqa: S102 (the README's own example)
     (report,) = namespace["reports"].values()  # a whole report came back from the process
     assert report.model.node_count == len(onnx.load(FIXTURES / "resnet50_fp16.onnx", load_external_data=False).graph.node)
+    if importlib.util.find_spec("dask") is not None:  # the Dask example after it, on the same paths (the distributed extra)
+        dask_block = re.findall(r"```python\n(.*?)```", text.split("\n## Python API\n", 1)[1], re.S)[2]
+        exec(compile(dask_block, "README.md", "exec"), namespace)  # noqa: S102 (the README's own example)
+        (back,) = namespace["reports"]
+        assert back.to_dict() == report.to_dict()
 
 
 @pytest.mark.parametrize("fmt", ["table", "markdown"])

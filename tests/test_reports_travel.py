@@ -60,3 +60,15 @@ def test_analyze_in_a_process_pool_returns_whole_reports():
         assert isinstance(reports[name], r.Report)
         assert reports[name] == here and reports[name].to_dict() == here.to_dict()
         assert reports[name].totals == here.totals
+
+
+def test_dask_maps_analyze_over_processes_and_hands_back_reports():
+    """The README's Dask example (the `distributed` extra): the local process scheduler, whose
+    workers are fresh interpreters fed by cloudpickle, returns report objects equal to those made here."""
+    dask = pytest.importorskip("dask")
+    paths = [FIXTURES / "resnet50_fp16.onnx", FIXTURES / "gpt2_prefill_fp16.onnx"]
+    tasks = [dask.delayed(r.analyze)(str(path), hw="h100", default_dims=True) for path in paths]
+    reports = dask.compute(*tasks, scheduler="processes", num_workers=2)
+    for path, report in zip(paths, reports, strict=True):
+        assert isinstance(report, r.Report)
+        assert report.to_dict() == r.analyze(str(path), hw="h100", default_dims=True).to_dict()
