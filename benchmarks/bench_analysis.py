@@ -21,7 +21,7 @@ import tracemalloc
 
 import onnx
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.shapes.dims import parse_dim
 
 MEASURES = {"floor": "floor (load+infer)", "analysis": "analysis", "json": "analysis + to_dict"}
@@ -44,8 +44,8 @@ def measure(name: str, model: str, dims: dict[str, int], repeats: int) -> dict:
     schema caches), and its peak traced memory."""
     fn = {
         "floor": lambda: onnx.shape_inference.infer_shapes(onnx.load(model, load_external_data=False)),
-        "analysis": lambda: analyze(model, hw="h100", dims=dims),
-        "json": lambda: analyze(model, hw="h100", dims=dims).to_dict(),
+        "analysis": lambda: analyze(model, hw="h100", sizing=Sizing(dims=dims)),
+        "json": lambda: analyze(model, hw="h100", sizing=Sizing(dims=dims)).to_dict(),
     }[name]
     times = timed(fn, repeats)
     gc.collect()
@@ -81,7 +81,7 @@ def main() -> None:
             peaks[name] = result["peak"]
     medians = {name: statistics.median(values) for name, values in times.items()}
     minimums = {name: min(values) for name, values in times.items()}
-    report = analyze(args.model, hw="h100", dims=dims)
+    report = analyze(args.model, hw="h100", sizing=Sizing(dims=dims))
     print(f"model                {args.model}  ({report.model.node_count} nodes, shapes: {report.model.shape_inference})")
     for name, title in MEASURES.items():
         ratio = "" if name == "floor" else f"   ratio: median {medians[name] / medians['floor']:5.2f}x, min {minimums[name] / minimums['floor']:5.2f}x"

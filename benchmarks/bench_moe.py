@@ -14,7 +14,7 @@ from pathlib import Path
 
 import onnx
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.model.experts import recognize
 from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.views.deployed import deploy
@@ -39,8 +39,8 @@ def main() -> None:
         graph = onnx.load(path, load_external_data=False).graph
         nodes = read_nodes(graph)
         found = best(lambda g=graph, n=nodes: recognize(g, n), args.repeats)
-        analysis = best(lambda p=path: analyze(p, dims=DIMS), args.repeats)
-        both = best(lambda p=path: deploy(analyze(p, dims=DIMS)), args.repeats)
+        analysis = best(lambda p=path: analyze(p, sizing=Sizing(dims=DIMS)), args.repeats)
+        both = best(lambda p=path: deploy(analyze(p, sizing=Sizing(dims=DIMS))), args.repeats)
         print(f"{path.stem:46s} {len(nodes):5d} {found * 1e3:8.1f} ms {analysis:7.3f} s {both:8.3f} s")
 
 

@@ -184,13 +184,13 @@ def _elements(shape) -> int:
 def times(path: Path, dims: dict, precision: str, tp: int = 1) -> tuple[float, float]:
     """(deployed bound, predicted) seconds of one run of the graph at `dims`, on H100 SXMs: one,
     or device 0 of `tp` in tensor parallel over NVLink, its collectives included (as `serve`)."""
-    from onnx_roofline import analyze
+    from onnx_roofline import Sizing, analyze
     from onnx_roofline.views.deployed import INPLACE, deploy
     from onnx_roofline.views.parallel import per_device
     from onnx_roofline.views.prediction import predict_device
     from onnx_roofline.views.tensor_parallel import plan_tensor_parallel
 
-    written = analyze(path, hw="h100", dims=dims, precision=precision, default_dims=True)
+    written = analyze(path, hw="h100", precision=precision, sizing=Sizing(dims=dims, default_dims=True))
     if written.uncosted.count:
         raise RuntimeError(f"{path.name} at {dims}: {written.uncosted.message}")
     deployed = deploy(written, INPLACE)

@@ -1,7 +1,7 @@
 """onnx-roofline: which node of an ONNX model is compute-bound and which memory-bound on a target accelerator.
 
     import onnx_roofline as r
-    report = r.analyze("model.onnx", hw="h100", dims={"batch": 1, "sequence": 1024})
+    report = r.analyze("model.onnx", hw="h100", sizing=r.Sizing(dims={"batch": 1, "sequence": 1024}))
     report                      # one line: model, hardware, totals
     report.totals.time_s        # the lower bound, in seconds
     report.rows()               # one plain dict per node (report.to_dataframe() with pandas)
@@ -25,6 +25,7 @@ from onnx_roofline.version import __version__  # noqa: E402,F401 (the public nam
 
 _PUBLIC = {  # name: the module that defines it
     "analyze": "onnx_roofline.views.public",  # analysis.analyze, its report planning the deployed view when asked
+    "Sizing": "onnx_roofline.shapes.sizing",
     "Report": "onnx_roofline.report.model",
     "NodeResult": "onnx_roofline.report.model",
     "Totals": "onnx_roofline.report.model",
@@ -50,7 +51,7 @@ _PUBLIC = {  # name: the module that defines it
 }
 __all__ = [  # _PUBLIC's names, sorted: a literal, as type checkers and linters read it
     "DimensionError", "Group", "Hardware", "HardwareSpecError", "Inspection", "ModelInfo", "ModelLoadError",
-    "NodeResult", "Report", "RooflineError", "Totals", "UnboundDimensionError", "analyze", "breakdown", "by_module",
+    "NodeResult", "Report", "RooflineError", "Sizing", "Totals", "UnboundDimensionError", "analyze", "breakdown", "by_module",
     "by_op_type", "default_dims", "inspect_model", "json_schema", "list_hardware", "load_hardware", "module_path",
     "top_nodes",
 ]
@@ -58,6 +59,7 @@ __all__ = [  # _PUBLIC's names, sorted: a literal, as type checkers and linters 
 if TYPE_CHECKING:
     from onnx_roofline.views.public import analyze
     from onnx_roofline.shapes.defaults import default_dims
+    from onnx_roofline.shapes.sizing import Sizing
     from onnx_roofline.errors import DimensionError, HardwareSpecError, ModelLoadError, RooflineError, UnboundDimensionError
     from onnx_roofline.costs.hardware import Hardware, list_hardware, load_hardware
     from onnx_roofline.commands.inspect import Inspection, inspect_model

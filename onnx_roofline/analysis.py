@@ -10,6 +10,8 @@ import math
 import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, cast
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,7 +20,7 @@ import onnx
 from onnx_roofline.costs import rules
 from onnx_roofline.costs.cost import CompositeCost, Cost
 from onnx_roofline.model.status import Uncostable
-from onnx_roofline.shapes.dims import bind, checked_sizes, input_dim_names, map_shapes, symbolic_dims
+from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes, symbolic_dims
 from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
@@ -42,12 +44,10 @@ from onnx_roofline.report.model import (
     Totals,
 )
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
-from onnx_roofline.model.op_node import ATTRIBUTES, OpNode
+from onnx_roofline.model.op_node import ATTRIBUTES, KnownNode, OpNode
 from onnx_roofline.costs.rules.registry import VECTOR, Rule
-from onnx_roofline.shapes.selection import check_fraction
 from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
 from onnx_roofline.report.experts import summarize
-from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad, ExpertSizing
 from onnx_roofline.model.scopes import graph_outer_references
 from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, choose_branch, bodies
 from onnx_roofline.shapes.bounds import Bound, at_most
@@ -59,65 +59,42 @@ from onnx_roofline.errors import DimensionError
 from onnx_roofline.model.weights import Weight, parameter_count, weights
 from onnx_roofline.shapes.plausible import Implausible, constant_lookup, contradicted, runs_at
 from onnx_roofline.shapes.roles import SOLVED, DimDefault, choose_defaults, suggested_defaults
+from onnx_roofline.shapes.sizing import UNSIZED, Sizing, sizing_from_keywords
+from onnx_roofline.shapes.traced import solve, traced_gap
 
 
 def analyze(
     model: str | os.PathLike | onnx.ModelProto,
     hw: str | Hardware = "h100",
-    dims: Mapping[str, int] | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    sizing: Sizing | None = None,
+    *,
     partial: bool = False,
     precision: str | None = None,
-    values: Mapping[str, Sequence[float] | float] | None = None,
-    default_dims: bool = False,
     fp32_matmul: str = "ieee",
-    nonzero_fraction: float | None = None,
-    expert_load: str | ExpertLoad = "uniform",
-    found_sizes: Mapping[str, TensorInfo] | None = None,
-    frames_per_token: float | None = None,
+    **former: Any,
 ) -> Report:
-    """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`.
+    """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`, sized as
+    `sizing` says (shapes/sizing.py: dims, input shapes, values, defaults and the assumptions on
+    data-dependent sizes, one frozen value; None: the graph as declared).
+
+    `partial`: leave dims unbound where a node needs them, its row uncosted; without it, a dim left
+    unbound that blocks a cost raises UnboundDimensionError (a DimensionError) naming the
+    `dims={...}` that would work (or give `Sizing(default_dims=True)`, as the command line does).
+
+    `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
+    activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
 
     `fp32_matmul`: "ieee" (the default: fp32 matmuls in full fp32, at `matrix.fp32`) or "tf32"
     (on TF32 tensor cores, at `matrix.tf32`): Hardware.with_fp32_matmul.
 
-    `dims` binds symbolic dimensions of the inputs by name (`{"batch": 8}`); `input_shapes` sets
-    whole input shapes (`{"pixel_values": (1, 3, 224, 224)}`). `default_dims=True` binds every
-    symbolic dim left unbound to its default (onnx_roofline.shapes.defaults: batch 1, sequence 512, ...),
-    as the command line does, and lists them in `report.model.defaulted_dims`.
-
-    `values` gives small graph inputs a value (a Loop's trip count, a scalar that sizes a Range):
-    they are then folded and costed as constants.
-
-    `nonzero_fraction` sizes the output of every NonZero and Compress whose input is data as if
-    that share of its candidates were selected (selection.py: an MoE's routing, 1/num_experts for
-    uniform); the report names it and the nodes it sized (`model.assumed`). None, the default,
-    costs each at its bound, every candidate selected, labelled at most (`model.bounds`).
-
-    `frames_per_token` sizes a length regulator (a TTS model's sum of predicted durations: VITS,
-    FastSpeech) as if each token lasted that many frames; None takes FRAMES_PER_TOKEN
-    (shapes/durations.py). The report names it and the sums it sized (`model.frames`).
-
-    `expert_load` ("uniform", "skew=F", "capacity=C": shapes/routing.py) sizes the experts of an
-    MoE layer recognized from the graph's structure (model/experts.py), where no fraction is given;
-    the report names it (`model.experts`).
-
-    `found_sizes`: the types a run found for values whose size is data (a NonZero's, an NMS's
-    selection), by name: they are typed so, before any bound or assumption (verify checks a
-    data-dependent node at the sizes its run produced).
-
-    `precision` ("fp16", "bf16", "fp8", "int8") costs every floating-point tensor, weights and
-    activations alike, as if stored in that dtype; integer tensors (indices, shapes) keep theirs.
-    Raises UnboundDimensionError (a DimensionError) when a symbolic dim left unbound blocks a
-    cost, unless `partial`."""
+    `former`: the keywords this took before Sizing (`dims=`, `input_shapes=`, `values=`,
+    `default_dims=`, `nonzero_fraction=`, `expert_load=`, `found_sizes=`, `frames_per_token=`),
+    and a dims mapping in `sizing`'s place, still accepted with a DeprecationWarning until
+    sizing.REMOVED_IN."""
+    sizing = sizing_from_keywords(sizing, former)
     hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
-    if nonzero_fraction is not None:
-        check_fraction(nonzero_fraction)
-    load = expert_load if isinstance(expert_load, ExpertLoad) else ExpertLoad.parse(expert_load)
-    dims, input_shapes = checked_sizes(dims, input_shapes)
     with cyclic_gc_paused():
-        return _analyze(model, hardware, dims, input_shapes, partial, precision, values or {}, default_dims, nonzero_fraction, load, found_sizes,
-                        frames_per_token)
+        return _analyze(model, hardware, sizing, partial, precision)
 
 
 @contextlib.contextmanager
@@ -145,36 +122,22 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _analyze(
-    model: str | os.PathLike | onnx.ModelProto,
-    hardware: Hardware,
-    dims: dict[str, int],
-    input_shapes: Mapping[str, Sequence[int]] | None,
-    partial: bool,
-    precision: str | None,
-    input_values: Mapping[str, Sequence[float] | float],
-    default_dims: bool = False,
-    nonzero_fraction: float | None = None,
-    expert_load: ExpertLoad = UNIFORM_LOAD,
-    found_sizes: Mapping[str, TensorInfo] | None = None,
-    frames_per_token: float | None = None,
-) -> Report:
+def _analyze(model: str | os.PathLike | onnx.ModelProto, hardware: Hardware, sizing: Sizing, partial: bool, precision: str | None) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
-    typed = bind_and_infer(model, dims, input_shapes, input_values, default_dims, nonzero_fraction, expert_load=expert_load, found_sizes=found_sizes,
-                           frames_per_token=frames_per_token)
+    typed = bind_and_infer(model, sizing)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
     stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
     initializers = {t.name for t in proto.graph.initializer} - typed.given | {w.name for w in stored}
     inputs = {v.name: values[v.name] for v in proto.graph.input if v.name not in initializers and v.name in values}
-    shared = _Shared(precision, frozenset(typed.given), inputs, conditions=typed.conditions)
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, nonzero_fraction, shared)
-    foldable = _constant_foldable(graph_nodes, proto, typed.given)
+    shared = _Shared(precision, frozenset(typed.given), inputs, sizing, conditions=typed.conditions)
+    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, shared)
+    foldable = _constant_foldable(graph_nodes, proto, typed.given, shared.constant)
     rows = walk.rows(graph_nodes, foldable)
     bounds = tuple(dict.fromkeys((*shapes.bounds, *shared.bounds)))  # the main sweep's, and the bodies' the walk typed
     nodes = _marked_at_most(rows, at_most(graph_nodes, bounds))
     parameters = _model_parameters(stored, nodes)
-    unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)}
+    unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, sizing.input_shapes)}
     if unbound and not partial:
         _raise_if_blocked(nodes, unbound, dims, lambda: suggested_defaults(proto, graph_nodes, list(unbound), dims, implied_sizes(graph_nodes, shapes.values)))
     info = ModelInfo(
@@ -193,10 +156,10 @@ def _analyze(
         shape_inference=shapes.method,
         shape_root_cause=shapes.root_cause,
         shape_warnings=shapes.warnings,
-        assumed=None if nonzero_fraction is None else Assumed(nonzero_fraction, shapes.assumed),
+        assumed=None if sizing.nonzero_fraction is None else Assumed(sizing.nonzero_fraction, shapes.assumed),
         bounds=bounds,
         regulated=shapes.regulated,
-        experts=summarize(typed.experts, expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes) if typed.experts else {}, parameters,
+        experts=summarize(typed.experts, sizing.expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes) if typed.experts else {}, parameters,
                           shapes.routed),  # the weights sized again only where there is an MoE
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
@@ -227,42 +190,29 @@ class Typed:
     conditions: Mapping[str, bool] = field(default_factory=dict)  # If conditions given --value: the branch each takes (input_values.if_conditions)
 
 
-def bind_and_infer(
-    model: str | os.PathLike | onnx.ModelProto,
-    dims: Mapping[str, int],
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    input_values: Mapping[str, Sequence[float] | float] | None = None,
-    default_dims: bool = False,
-    nonzero_fraction: float | None = None,
-    conform: bool = True,
-    expert_load: ExpertLoad = UNIFORM_LOAD,
-    found_sizes: Mapping[str, TensorInfo] | None = None,
-    frames_per_token: float | None = None,
-) -> Typed:
+def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, conform: bool = True) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
     graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
     node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py).
-    `conform`: check, as loaded, whether a runtime would load it (conformance.py); `expert_load`:
-    the routing that sizes an MoE's experts (routing.py); `found_sizes`, `frames_per_token`: analyze's."""
+    `conform`: check, as loaded, whether a runtime would load it (conformance.py)."""
     solved: dict[str, tuple[int, str]] = {}
     invalid: tuple[Invalid, ...] | None = None if conform else ()
     while True:
         proto, graph_nodes = load_with_nodes(model)
         if invalid is None:  # before the dims are bound: the file's own consistency
             invalid = conformance(proto, graph_nodes, None if isinstance(model, onnx.ModelProto) else model)
-        conditions = if_conditions(proto.graph, input_values or {})  # an If's condition given --value: its branch, not a graph input
-        given = bind_values(proto, {name: value for name, value in (input_values or {}).items() if name not in conditions})
+        conditions = if_conditions(proto.graph, sizing.values)  # an If's condition given --value: its branch, not a graph input
+        given = bind_values(proto, {name: value for name, value in sizing.values.items() if name not in conditions})
         dim_names = input_dim_names(proto.graph)
         dim_uses = symbolic_dims(proto.graph, dim_names)
-        explicit = {**_derived(dim_uses, dims), **dims}  # `past + sequence` from the two given
-        chosen = _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, input_shapes, solved) if default_dims else {}
+        explicit = {**_derived(dim_uses, sizing.dims), **sizing.dims}  # `past + sequence` from the two given
+        chosen = _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, sizing.input_shapes, solved) if sizing.default_dims else {}
         defaulted = {dim: choice.size for dim, choice in chosen.items()}
         bound = {**defaulted, **explicit}
-        bind(proto, bound, input_shapes)
+        bind(proto, bound, sizing.input_shapes)
         layers = recognize(proto.graph, graph_nodes)
-        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction, ExpertSizing(layers, expert_load), found_sizes,
-                       frames_per_token)
+        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, sizing.input_shapes), sizing, layers)
         check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
         implausible: tuple[Implausible, ...] = ()
         constants = constant_lookup(shapes.folded, functools.partial(constant_table, proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target
@@ -274,9 +224,16 @@ def bind_and_infer(
             solved[conflict.dim] = (conflict.size, conflict.why)
             continue
         except DimensionError as error:
+            gap = lambda sizes, bound=bound, error=error: traced_gap(model, sizing.bound({**bound, **sizes}), error)  # noqa: E731
+            fixed = solve(error, {dim: size for dim, size in defaulted.items() if dim not in solved}, gap)  # a size traced into the graph (traced.py)
+            if fixed is not None:
+                solved[fixed.dim] = (fixed.size, fixed.why)
+                continue
+            if (runs := solve(error, explicit, gap)) is not None:  # a size given that the graph cannot run: the one it can
+                raise DimensionError(f"{error}; it runs at {runs.dim}={runs.size} ({runs.why}): --dim {runs.dim}={runs.size}") from None
             if not defaulted:
                 raise
-            retry = lambda sizes, bound=bound: runs_at(model, {**bound, **sizes}, input_shapes, input_values or {}, nonzero_fraction)  # noqa: E731
+            retry = lambda sizes, bound=bound: runs_at(model, sizing.bound({**bound, **sizes}))  # noqa: E731
             flag = contradicted(error, chosen, retry, len(graph_nodes))
             if flag is None:  # no default it rests on: the dims given cannot run
                 raise
@@ -300,14 +257,20 @@ def _marked_at_most(rows: tuple[NodeResult, ...], bounded: set[str]) -> tuple[No
                   for row in rows])  # fmt: skip
 
 
-def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str]) -> set[int]:
+def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str], constant: set[str]) -> set[int]:
     """The nodes a runtime computes once at load, by index: ai.onnx ops (not NOT_FOLDED) whose
     every input is a constant — an initializer that no graph input can override, a Constant's
     output, or the output of a node so marked — and Constant itself. Structural: the same at every
-    dims."""
+    dims. `constant` receives the constant values' names (an If's branch folds against them)."""
     overridable = {value.name for value in proto.graph.input} | given
-    constant = {t.name for t in proto.graph.initializer if t.name not in overridable}
+    constant.update(t.name for t in proto.graph.initializer if t.name not in overridable)
     constant.add("")  # an absent optional input keeps nothing from folding
+    return _foldable(graph_nodes, constant)
+
+
+def _foldable(graph_nodes: list[Node], constant: set[str]) -> set[int]:
+    """_constant_foldable's marking over one graph's nodes, against the `constant` names, which
+    grow by the outputs of the nodes marked."""
     foldable = set()
     for index, node in enumerate(graph_nodes):  # set operations in C: this runs over every node of the graph
         if node.domain or node.op_type in NOT_FOLDED or not constant.issuperset(node.inputs):
@@ -321,8 +284,8 @@ def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: s
 def _model_parameters(stored: tuple[Weight, ...], nodes: tuple[NodeResult, ...]) -> int:
     """Elements of every weight (model/weights.py), a packed weight counted as the logical elements
     its rule says (`Cost.parameters`: MatMulNBits' K·N; 0 for its scales and zero points)."""
-    logical = [(node.inputs[slot].name, count) for node in nodes if node.cost is not None for slot, count in node.cost.parameters
-               if slot < len(node.inputs) and node.inputs[slot] is not None]  # fmt: skip
+    logical = [(tensor.name, count) for node in nodes if node.cost is not None for slot, count in node.cost.parameters
+               if slot < len(node.inputs) and (tensor := node.inputs[slot]) is not None]  # fmt: skip
     return parameter_count(stored, logical)
 
 
@@ -345,33 +308,35 @@ def _defaults(proto: onnx.ModelProto, graph_nodes: list[Node], dim_names: Mappin
 
 
 def _all_bound(uses: list[str], input_shapes: Mapping[str, Sequence[int]] | None) -> bool:
-    return bool(input_shapes) and all(name in input_shapes for name in uses)
+    return bool(input_shapes and all(name in input_shapes for name in uses))
 
 
 @dataclass
 class _Shared:
     """What every walk of one analysis shares, the main graph's and its bodies': the precision
-    costed, the graph inputs (and which were given a value), and what the bodies found: the
-    branches taken, the body outputs that are the node outputs of the same position."""
+    costed, the graph inputs (and which were given a value), how the model is sized (its bodies
+    alike), and what the bodies found: the branches taken, the body outputs that are the node
+    outputs of the same position."""
 
     precision: str | None
     given: frozenset[str]
     graph_inputs: dict[str, TensorInfo]
+    sizing: Sizing = UNSIZED
     branches: list[Branch] = field(default_factory=list)
     aliases: list[tuple[str, str]] = field(default_factory=list)
     bounds: list[Bound] = field(default_factory=list)  # the bounds of the bodies a walk typed (shapes/bounds.py)
     conditions: Mapping[str, bool] = field(default_factory=dict)  # If conditions given a value (--value COND=1): the branch they take
+    constant: set[str] = field(default_factory=set)  # values known at load (names are unique across scopes): an If's branches fold against them
 
 
 class _Walk:
     """Costs nodes against one graph's value table; holds the lookups the per-node step needs.
     It owns the recursion into control-flow bodies (`rows`): a rule costs one node, never a body."""
 
-    def __init__(self, values, constants, weights: frozenset[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(), nonzero_fraction=None,
+    def __init__(self, values, constants, weights: frozenset[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(),
                  shared: _Shared | None = None, producers: Mapping[str, Node] | None = None, scope: str = ""):  # fmt: skip
         self.values: dict[str, TensorInfo] = values
         self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
-        self.nonzero_fraction: float | None = nonzero_fraction  # for the bodies it types (selection.py)
         self.constants = constants
         self.weights = weights  # the model's weights (model/weights.py: every graph's, shape constants aside): a node's parameters
         self.model = model  # for its opsets and local functions
@@ -433,12 +398,12 @@ class _Walk:
             self._rules[key] = rule, opset
         return self._rules[key]
 
-    def rows(self, graph_nodes: list[Node], foldable: set[int] = frozenset()) -> tuple[NodeResult, ...]:
+    def rows(self, graph_nodes: list[Node], foldable: AbstractSet[int] = frozenset()) -> tuple[NodeResult, ...]:
         """Every node's result in execution order, each If, Loop or Scan followed by the rows of the
         body it runs; `index` is a row's position (a graph's stored position where it has no body)."""
         if not any(node.op_type in CONTROL_FLOW and not node.domain for node in graph_nodes):
             return tuple([self.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
-        self.producers = ChainMap({output: node for node in graph_nodes for output in node.outputs if output}, self.producers)
+        self.producers = ChainMap({output: node for node in graph_nodes for output in node.outputs if output}, self.producers)  # type: ignore[arg-type]  # typeshed asks every map be mutable; ChainMap writes only the first
         rows: list[NodeResult] = []
         for index, node in enumerate(graph_nodes):
             result = self.cost(index, node, index in foldable)
@@ -467,13 +432,13 @@ class _Walk:
                 return result, []  # the node's row says why its trips are unknown
             rows, child = self.walk_body(result, body)
         scope = f"{result.name}/{body.attribute}"
-        rows = [_in_scope(row, scope, body.trips or 1) for row in rows]
+        scoped = [_in_scope(row, scope, body.trips or 1) for row in rows]
         outputs = {outer: child.values.get(inner) for inner, outer in body.aliases}
         if any(t is not None and not t.is_known and outputs.get(t.name) is not None for t in result.outputs):
-            typed = tuple([dataclasses.replace(outputs[t.name], name=t.name) if t is not None and not t.is_known and outputs.get(t.name) else t for t in result.outputs])
+            typed = tuple([dataclasses.replace(body_output, name=t.name) if t is not None and not t.is_known and (body_output := outputs.get(t.name)) else t for t in result.outputs])
             result = dataclasses.replace(result, outputs=typed)
             self.values.update((t.name, t) for t in typed if t is not None and t.is_known)  # the nodes after it read them too
-        return result, rows
+        return result, scoped
 
     def branch(self, result: NodeResult, op: OpNode, branches: list[Body]) -> tuple[Body, tuple[tuple[NodeResult, ...], _Walk]]:
         """The If's branch to walk: the one its condition, a --value or the bound dims imply
@@ -484,9 +449,9 @@ class _Walk:
         if choice.taken is not None:
             body, other = branches if branches[0].attribute == choice.taken else branches[::-1]
             self.shared.branches.append(Branch(node, body.attribute, choice.why, choice.inputs, None, choice.implied, frozenset(graph_outer_references(other.graph))))
-            return body, self.walk_body(result, body)
+            return body, self.walk_body(result, body, fold=True)
         position = len(self.shared.branches)  # this If before the Ifs inside its branches
-        walked = [(body, self.walk_body(result, body)) for body in branches]
+        walked = [(body, self.walk_body(result, body, fold=True)) for body in branches]
         times = [Totals.over(rows) for _, (rows, _) in walked]
         heavier = 0 if times[0].time_s >= times[1].time_s else 1
         other = walked[1 - heavier][0].graph
@@ -511,10 +476,15 @@ class _Walk:
                 pending.extend(i for i in producer.inputs if i)
         return tuple(sorted(found))
 
-    def walk_body(self, result: NodeResult, body: Body) -> tuple[tuple[NodeResult, ...], _Walk]:
-        """The rows of the body of `result`'s node, walked in this scope, and the walk that typed it."""
+    def walk_body(self, result: NodeResult, body: Body, fold: bool = False) -> tuple[tuple[NodeResult, ...], _Walk]:
+        """The rows of the body of `result`'s node, walked in this scope, and the walk that typed it.
+        `fold` (an If's branch): its nodes of constant inputs are constant-foldable, as a runtime
+        folds a subgraph at load (a merged decoder's branch as the un-merged file)."""
         child, nodes = self.child(body.graph, body.inputs, self.scoped(f"{result.name}/{body.attribute}"))
-        return child.rows(nodes), child
+        if not fold:
+            return child.rows(nodes), child
+        self.shared.constant.update(t.name for t in body.graph.initializer)
+        return child.rows(nodes, _foldable(nodes, self.shared.constant)), child
 
     def child(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None, scope: str = "") -> tuple[_Walk, list[Node]]:
         """A walk over a body graph in this scope: outer values stay visible, as ONNX scoping says,
@@ -531,13 +501,12 @@ class _Walk:
         constants = ChainMap(constant_table(graph, nodes), self.constants)
         unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
         if inputs is not None and unknown:
-            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.nonzero_fraction)
+            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.shared.sizing)
             inferred = shapes.values if precision is None else with_precision(dict(shapes.values), precision)
             values.update((name, info) for name, info in inferred.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
             self.shared.bounds.extend(shapes.bounds)
-        child = _Walk(values, constants, self.weights, self.model, self.hardware,
-                      nonzero_fraction=self.nonzero_fraction, shared=self.shared, producers=self.producers, scope=scope)  # fmt: skip
+        child = _Walk(values, constants, self.weights, self.model, self.hardware, shared=self.shared, producers=self.producers, scope=scope)
         return child, nodes
 
     def cost(self, index: int, node: Node, foldable: bool = False) -> NodeResult:
@@ -563,7 +532,7 @@ class _Walk:
         if costed is None:
             op = OpNode(node.proto, opset, inputs, outputs, self.constant, self.subgraph)
             try:
-                cost = rule.formula(op)
+                cost = rule.formula(cast(KnownNode, op))  # _blocker let it through: every tensor present is known
             except Uncostable as exc:
                 return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), graph_node=node, constant_foldable=foldable)
             except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
@@ -616,8 +585,8 @@ class _Walk:
         weights = {t.name: t.numel for t in inputs if t is not None and t.name in stored}
         if counted:
             for slot, elements in counted:
-                if slot < len(inputs) and inputs[slot] is not None and inputs[slot].name in weights:
-                    weights[inputs[slot].name] = elements
+                if slot < len(inputs) and (tensor := inputs[slot]) is not None and tensor.name in weights:
+                    weights[tensor.name] = elements
         return sum(weights.values()) if weights else 0
 
     def subgraph(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None = None) -> CompositeCost:
@@ -632,7 +601,7 @@ class _Walk:
         inputs, constants = [], []
         for index, tensor in enumerate(op.inputs):
             value = op.input_value(index) if tensor is not None else None
-            if value is not None:
+            if tensor is not None and value is not None:
                 constants.append(onnx.numpy_helper.from_array(value, tensor.name))
             elif tensor is not None:
                 inputs.append(tensor.value_info())
@@ -643,14 +612,15 @@ class _Walk:
         )
         body = inline_functions(call)
         nodes = read_nodes(body.graph)
-        shapes = infer(body, nodes, nonzero_fraction=self.nonzero_fraction)
+        sizing = self.shared.sizing
+        shapes = infer(body, nodes, sizing=sizing)
         child = _Walk(
             ChainMap(dict(shapes.values), self.values),
             ChainMap({**shapes.folded, **constant_table(body.graph, nodes)}, self.constants),
             self.weights,
             self.model,
             self.hardware,
-            nonzero_fraction=self.nonzero_fraction,
+            shared=_Shared(None, frozenset(), {}, sizing),
         )
         return child.total(nodes)
 
@@ -710,7 +680,7 @@ def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
     return Placement(intensity, ridge, bound, cost.time_s, compute_time, cost.memory_bound_time_s)
 
 
-def _compute_dtype(choice: int | str, inputs: tuple[TensorInfo | None, ...], outputs: tuple[TensorInfo | None, ...]) -> str | None:
+def _compute_dtype(choice: int | str, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo | None]) -> str | None:
     """The dtype whose peak applies: a literal, or input `choice`'s (output 0's where it is absent)."""
     if isinstance(choice, str):
         return choice

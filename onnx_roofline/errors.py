@@ -61,7 +61,7 @@ class UnboundDimensionError(DimensionError):
         self.suggested = {dim: suggested.get(dim, 1) for dim in self.dims}
         self.roles = {dim: roles[dim] for dim in self.dims if roles and dim in roles}
         given = ", ".join(f"{dim!r}: {size}" for dim, size in self.suggested.items())
-        super().__init__(f"{self._head()}: pass dims={{{given}}} (any sizes{self._roles_text()}), or partial=True to report the nodes "
+        super().__init__(f"{self._head()}: pass sizing=Sizing(dims={{{given}}}) (any sizes{self._roles_text()}), or partial=True to report the nodes "
                          f"{'it blocks' if len(self.dims) == 1 else 'they block'} as unknown")
 
     def __reduce__(self):

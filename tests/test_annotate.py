@@ -15,12 +15,12 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
-from onnx_roofline.errors import RooflineError
-from onnx_roofline.report.annotate import NAMESPACE, annotate, sidecar_path
 from onnx_roofline.commands.verify.inputs import make_feeds
 from onnx_roofline.commands.verify.weights import materialize
+from onnx_roofline.errors import RooflineError
+from onnx_roofline.report.annotate import NAMESPACE, annotate, sidecar_path
 from tests.browser import Browser, chromium_or_skip, save_artifact
 from tests.conftest import FIXTURES
 
@@ -58,7 +58,7 @@ def run(path: Path, feeds: dict) -> list[np.ndarray]:
 
 def test_every_node_and_the_model_carry_the_figures(tmp_path):
     source = small_model(tmp_path)
-    report = analyze(source, dims={"n": 2})
+    report = analyze(source, sizing=Sizing(dims={"n": 2}))
     result = annotate(report, tmp_path / "annotated.onnx")
     model = onnx.load(result.model, load_external_data=False)
 
@@ -84,7 +84,7 @@ def test_every_node_and_the_model_carry_the_figures(tmp_path):
 
 def test_netron_attachment_names_every_node(tmp_path):
     source = small_model(tmp_path)
-    report = analyze(source, dims={"n": 2})
+    report = analyze(source, sizing=Sizing(dims={"n": 2}))
     result = annotate(report, tmp_path / "annotated.onnx")
     assert result.sidecar == sidecar_path(result.model) == tmp_path / "annotated.netron.json"
     attachment = json.loads(result.sidecar.read_text())
@@ -105,7 +105,7 @@ def test_runs_with_identical_outputs_and_the_input_is_untouched(tmp_path):
     before = fingerprint(source, source.with_name(source.name + ".data"))
     feeds = {"x": np.linspace(-1, 1, 8, dtype=np.float32).reshape(2, 4)}
     expected = run(source, feeds)
-    report = analyze(source, dims={"n": 2})
+    report = analyze(source, sizing=Sizing(dims={"n": 2}))
 
     same_folder = annotate(report, source.with_name("same.onnx"))
     assert same_folder.data_action == "kept" and same_folder.data_files == ("mlp.onnx.data",)
@@ -129,14 +129,14 @@ def test_absent_weights_stay_referenced(tmp_path):
     source = small_model(tmp_path)
     source.with_name(source.name + ".data").unlink()  # weight-stripped, like the committed fixtures
     (tmp_path / "out").mkdir()
-    result = annotate(analyze(source, dims={"n": 2}), tmp_path / "out" / "a.onnx")
+    result = annotate(analyze(source, sizing=Sizing(dims={"n": 2})), tmp_path / "out" / "a.onnx")
     assert result.data_action == "absent" and result.data_files == ("mlp.onnx.data",)
 
 
 def test_annotating_twice_replaces_the_figures(tmp_path):
     source = small_model(tmp_path)
-    first = annotate(analyze(source, dims={"n": 2}), tmp_path / "once.onnx")
-    second = annotate(analyze(first.model, dims={}), tmp_path / "twice.onnx")
+    first = annotate(analyze(source, sizing=Sizing(dims={"n": 2})), tmp_path / "once.onnx")
+    second = annotate(analyze(first.model, sizing=Sizing(dims={})), tmp_path / "twice.onnx")
     node = onnx.load(second.model, load_external_data=False).graph.node[0]
     keys = [p.key for p in node.metadata_props]
     assert len(keys) == len(set(keys))
@@ -147,11 +147,11 @@ def test_keys_are_short_enough_for_netrons_sidebar_and_old_ones_are_replaced(tmp
     """Netron cuts a metadata key after ~16 characters: every key fits whole, and none is a
     prefix-cut copy of another; a model annotated by an earlier release loses its old keys."""
     source = small_model(tmp_path)
-    first = annotate(analyze(source, dims={"n": 2}), tmp_path / "once.onnx")
+    first = annotate(analyze(source, sizing=Sizing(dims={"n": 2})), tmp_path / "once.onnx")
     model = onnx.load(first.model, load_external_data=False)
     model.graph.node[0].metadata_props.add(key="onnx_roofline.bytes_written", value="1")  # an earlier release's key
     onnx.save(model, tmp_path / "old.onnx")
-    again = onnx.load(annotate(analyze(tmp_path / "old.onnx", dims={}), tmp_path / "new.onnx").model, load_external_data=False)
+    again = onnx.load(annotate(analyze(tmp_path / "old.onnx", sizing=Sizing(dims={})), tmp_path / "new.onnx").model, load_external_data=False)
     for props_list in (again.metadata_props, *(n.metadata_props for n in again.graph.node)):
         ours = [p.key for p in props_list if p.key.startswith(NAMESPACE)]
         assert ours and all(len(key) <= 16 for key in ours), ours
@@ -160,7 +160,7 @@ def test_keys_are_short_enough_for_netrons_sidebar_and_old_ones_are_replaced(tmp
 
 def test_a_precision_override_keeps_the_real_types(tmp_path):
     source = small_model(tmp_path)
-    report = analyze(source, dims={"n": 2}, precision="fp16")
+    report = analyze(source, precision="fp16", sizing=Sizing(dims={"n": 2}))
     result = annotate(report, tmp_path / "a.onnx")
     model = onnx.load(result.model, load_external_data=False)
     assert {v.type.tensor_type.elem_type for v in model.graph.value_info} == {TensorProto.FLOAT}
@@ -178,7 +178,7 @@ def test_a_sequence_is_annotated_as_a_sequence_of_its_elements_shape(tmp_path):
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[helper.make_tensor("i", TensorProto.INT64, [], [1])])
     source = tmp_path / "split.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
-    result = annotate(analyze(source, dims={"b": 2}), tmp_path / "a.onnx")
+    result = annotate(analyze(source, sizing=Sizing(dims={"b": 2})), tmp_path / "a.onnx")
     model = onnx.load(result.model)
     onnx.checker.check_model(model, full_check=True)
     (sequence,) = [v for v in model.graph.value_info if v.name == "s"]
@@ -207,7 +207,7 @@ def test_gpt2_decode_annotated_gives_identical_outputs(tmp_path):
     source = tmp_path / "in" / "decode.onnx"
     onnx.save(materialize(stripped, None).model, source, save_as_external_data=True, location="decode.onnx.data")
     before = fingerprint(source)
-    report = analyze(source, dims=DECODE_DIMS)
+    report = analyze(source, sizing=Sizing(dims=DECODE_DIMS))
     result = annotate(report, tmp_path / "out" / "decode.annotated.onnx")
     feeds = make_feeds(stripped, DECODE_DIMS)
     for got, want in zip(run(result.model, feeds), run(source, feeds), strict=True):
@@ -231,7 +231,7 @@ def annotated_decode(tmp_path):
     if not source.exists():
         pytest.skip("fixture not generated")
     (tmp_path / "out").mkdir()
-    report = analyze(source, dims={"batch": 1, "past_sequence": 1023})
+    report = analyze(source, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
     return annotate(report, tmp_path / "out" / "gpt2_decode.annotated.onnx")
 
 

@@ -15,6 +15,7 @@ import types
 import pytest
 
 import onnx_roofline as r
+from onnx_roofline import Sizing
 from onnx_roofline.report.rows import ROW_KEYS
 from onnx_roofline.report.serialize import render_csv, render_json
 from tests.conftest import FIXTURES, REPO
@@ -26,7 +27,7 @@ ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx"))
 
 @pytest.fixture(scope="module")
 def decode():
-    return r.analyze(DECODE, hw="h100", dims=DECODE_DIMS)
+    return r.analyze(DECODE, hw="h100", sizing=Sizing(dims=DECODE_DIMS))
 
 
 def test_repr_is_one_short_line(decode):
@@ -51,7 +52,7 @@ def test_node_and_breakdown_reprs_are_short(decode):
 ])
 def test_a_size_that_is_not_a_whole_number_is_a_roofline_error(dims, shapes):
     with pytest.raises(r.RooflineError, match="whole number|out of range|not a string|not a sequence"):
-        r.analyze(DECODE, dims=dims, input_shapes=shapes)
+        r.analyze(DECODE, sizing=Sizing(dims=dims, input_shapes=shapes))
 
 
 def test_rows_are_plain_dicts_that_add_up(decode):
@@ -151,7 +152,7 @@ def test_every_fixture_report_validates_against_the_shipped_schema(fixture):
     schema = r.json_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
-    written = r.analyze(FIXTURES / fixture, default_dims=True)
+    written = r.analyze(FIXTURES / fixture, sizing=Sizing(default_dims=True))
     deployed = deploy(written, "copy")
     for report, other in ((written, deployed), (deployed, written), (written, None)):  # the views block with both, and alone
         document = json.loads(render_json(report, other))
@@ -161,7 +162,7 @@ def test_every_fixture_report_validates_against_the_shipped_schema(fixture):
 
 def test_schema_rejects_what_the_contract_forbids():
     jsonschema = pytest.importorskip("jsonschema")
-    report = json.loads(render_json(r.analyze(FIXTURES / "resnet50_fp16.onnx", dims={"batch": 1})))
+    report = json.loads(render_json(r.analyze(FIXTURES / "resnet50_fp16.onnx", sizing=Sizing(dims={"batch": 1}))))
     validator = jsonschema.Draft202012Validator(r.json_schema())
     for mutate in (
         lambda d: d.pop("totals"),

@@ -16,7 +16,7 @@ import onnxruntime
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.model.status import OK
 
@@ -142,7 +142,7 @@ def test_a_bound_in_an_if_branch_is_labelled_there_and_on_the_if():
                               [*tail.graph.input, helper.make_tensor_value_info("detect", TensorProto.BOOL, [])],
                               [helper.make_tensor_value_info("boxes_out", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(np.zeros((K, 4), np.float32), "none")])  # fmt: skip
-    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), values={"detect": 1})
+    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(values={"detect": 1}))
     assert [node.name for node in report.nodes if node.status != OK] == []
     assert _node(report, "maybe/then_branch/nms").outputs[0].shape == (NMS_ROWS, 3)
     marked = {node.name for node in report.nodes if node.at_most}

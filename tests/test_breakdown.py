@@ -7,7 +7,7 @@ import re
 import pytest
 from onnx import helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.report.breakdown import (
@@ -75,12 +75,12 @@ def test_natural_order_puts_h2_before_h10():
 
 @pytest.fixture(scope="module")
 def prefill():
-    return analyze(FIXTURES / "gpt2_prefill_fp32.onnx", dims=PREFILL)
+    return analyze(FIXTURES / "gpt2_prefill_fp32.onnx", sizing=Sizing(dims=PREFILL))
 
 
 @pytest.fixture(scope="module")
 def prefill_torchscript():
-    return analyze(FIXTURES / "gpt2_prefill_fp32_torchscript.onnx", dims=PREFILL)
+    return analyze(FIXTURES / "gpt2_prefill_fp32_torchscript.onnx", sizing=Sizing(dims=PREFILL))
 
 
 @pytest.mark.parametrize("which", ["prefill", "prefill_torchscript"])
@@ -144,7 +144,7 @@ def test_a_conv_is_not_renamed_by_the_batchnorm_folded_into_it():
     """The dynamo ResNet-50 fixture went through onnxscript's optimizer, which folded every
     BatchNorm into its Conv and left the Conv with the BatchNorm's metadata (`bn1`): the Conv's
     module is its own name's (`/conv1/Conv` is in `conv1`), and no module is a BatchNorm's."""
-    report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
     convs = [n for n in report.nodes if n.op_type == "Conv"]
     assert module_path(convs[0]) == "conv1"
     assert all(module_path(n) == module_of(n.name) for n in convs)

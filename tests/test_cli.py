@@ -12,6 +12,7 @@ import onnx
 import pytest
 
 import onnx_roofline
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from tests.conftest import FIXTURES, one_node_model, symbolic_matmul
 
@@ -66,7 +67,7 @@ def test_partial_reports_blocked_nodes_as_unknown(model_path, capsys):
     # unknowns that reads as an answer); the report itself holds the blocked node as unknown.
     assert main([str(model_path), "--dim", "sequence=8", "--partial", "--format", "json"]) == 2
     assert "fix: bind the dims (--dim batch=N)" in capsys.readouterr().err
-    report = onnx_roofline.analyze(model_path, dims={"sequence": 8}, partial=True).to_dict()
+    report = onnx_roofline.analyze(model_path, partial=True, sizing=Sizing(dims={"sequence": 8})).to_dict()
     (node,) = report["nodes"]
     assert node["status"] == "unknown-shape"
     assert node["flops"] is None and node["bound"] == "unknown"  # unknown is never zero
@@ -219,7 +220,7 @@ def test_colour_by_bound_only_on_a_terminal(monkeypatch):
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setenv("TERM", "dumb")
     assert not terminal_colours(Terminal())
-    report = onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7})
+    report = onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 7}))
     plain, coloured = render_table(report, top=5), render_table(report, top=5, colour=True)
     assert BOUND_COLOURS["memory"] + "memory" in coloured and "\033" not in plain
     assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain

@@ -9,7 +9,7 @@ import json
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.report.table import render_table
@@ -72,7 +72,7 @@ def test_constant_nodes_fold_but_random_and_dequantize_do_not():
 
 
 def test_gpt2_decode_tied_embedding_transpose_is_the_foldable_node():
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims=DECODE)
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims=DECODE))
     (folded,) = [n for n in report.nodes if n.constant_foldable]
     assert folded.name == "/model/lm_head/Transpose"
     assert folded.cost.bytes == 2 * VOCAB * HIDDEN * 2  # the tied embedding read and its transpose written, fp16
@@ -82,7 +82,7 @@ def test_gpt2_decode_tied_embedding_transpose_is_the_foldable_node():
 
 
 def test_json_and_table_say_constant_foldable():
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims=DECODE)
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims=DECODE))
     nodes = json.loads(render_json(report))["nodes"]
     assert sum(n["constant_foldable"] for n in nodes) == 1
     assert next(n for n in nodes if n["constant_foldable"])["name"] == "/model/lm_head/Transpose"

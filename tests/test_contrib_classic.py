@@ -14,11 +14,11 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
-from onnx_roofline.costs import rules
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.verify import verify
-from onnx_roofline.model.tensors import elem_type
 from onnx_roofline.commands.verify.inputs import make_feeds
+from onnx_roofline.costs import rules
+from onnx_roofline.model.tensors import elem_type
 from tests.conftest import DTYPES, one_node_model
 from tests.test_transformer_shapes import check_formula
 
@@ -388,5 +388,5 @@ def test_an_untyped_output_says_why_in_the_root_cause():
                      [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("pads", TensorProto.INT64, [4])])
     cause = analyze(pad).model.shape_root_cause
     assert "needs the value of 'pads'" in cause.reason and "graph input 'pads'" in cause.reason
-    report = analyze(pad, values={"pads": [0, 1, 0, 1]})  # given: folded, and every node costed
+    report = analyze(pad, sizing=Sizing(values={"pads": [0, 1, 0, 1]}))  # given: folded, and every node costed
     assert report.totals.uncosted_nodes == 0 and report.nodes[0].outputs[0].shape == (2, 5)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.verify import verify
 from tests.conftest import one_node_model
 
@@ -512,7 +512,7 @@ def test_the_genai_builders_lfm2_is_costed_and_agrees_with_onnxruntime(tmp_path)
     genai.checkpoint("lfm2", tmp_path / "hf")
     genai.build(tmp_path / "hf", tmp_path / "out", "fp32", tmp_path / "cache")
     dims = {"batch_size": 1, "sequence_length": 8, "past_sequence_length": 12, "kv_cache_dim": sources.HEAD}
-    report = analyze(tmp_path / "out" / "model.onnx", dims=dims)
+    report = analyze(tmp_path / "out" / "model.onnx", sizing=Sizing(dims=dims))
     assert report.totals.uncosted_nodes == 0
     (conv,) = [n for n in report.nodes if n.op_type == "CausalConvWithState"]
     assert conv.outputs[1].shape == (1, sources.HIDDEN, 3 - 1)  # present conv state: the last k − 1 positions

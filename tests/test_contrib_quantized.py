@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.verify import verify
 from tests.conftest import one_node_model
 from tests.test_transformer_shapes import ort_run
@@ -23,7 +23,7 @@ def _model(op_type, inputs, outputs, attrs=None, initializers=None):
 
 
 def _node(model, values=None):
-    (node,) = analyze(model, values=values).nodes
+    (node,) = analyze(model, sizing=Sizing(values=values)).nodes
     return node
 
 
@@ -289,5 +289,5 @@ def test_ep_context_is_an_opaque_blob():
         assert node.status == "unsupported"
         assert "precompiled EP blob" in node.reason and "not in the graph" in node.reason
     symbolic = _model("EPContext", [("x", "float32", ["batch", 8])], [("y", "float32", ["batch", 4])], {"embed_mode": 0})
-    cause = analyze(symbolic, dims={"batch": 2}).model.shape_root_cause  # re-bound: the declaration is cleared
+    cause = analyze(symbolic, sizing=Sizing(dims={"batch": 2})).model.shape_root_cause  # re-bound: the declaration is cleared
     assert cause.op_type == "EPContext" and "output shapes are in the blob" in cause.reason

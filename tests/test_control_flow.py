@@ -6,7 +6,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 
 F32 = TensorProto.FLOAT
 
@@ -98,14 +98,14 @@ def test_an_if_whose_condition_is_given_costs_the_branch_it_takes():
     broken = helper.make_graph([helper.make_node("Reshape", ["x", "nowhere"], ["else_out"])], "else", [], [_vi("else_out", None)])
     node = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "Add", [32, 32]), else_branch=broken)
     model = _model([node], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32]), _vi("nowhere", None, TensorProto.INT64)], [_vi("y", None)])
-    report = analyze(model, values={"use_cache": 1})
+    report = analyze(model, sizing=Sizing(values={"use_cache": 1}))
     _, taken = report.nodes
     assert taken.status == "ok" and taken.cost.flops == 32 * 32  # the Add: one FLOP per element
     assert report.model.branches[0].why == "--value use_cache"
     costlier = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "MatMul", [32, 32]), else_branch=_branch("else", "Add", [32, 32]))
     model = _model([costlier], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32])], [_vi("y", [32, 32])])
-    assert analyze(model, values={"use_cache": 0}).totals.flops == 32 * 32  # else: the Add, though the MatMul costs more
-    assert analyze(model, values={"use_cache": 1}).totals.flops == 2 * 32 * 32 * 32
+    assert analyze(model, sizing=Sizing(values={"use_cache": 0})).totals.flops == 32 * 32  # else: the Add, though the MatMul costs more
+    assert analyze(model, sizing=Sizing(values={"use_cache": 1})).totals.flops == 2 * 32 * 32 * 32
     assert analyze(model).totals.flops == 2 * 32 * 32 * 32  # not given: the worse case
 
 

@@ -14,7 +14,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, parse_frames
 
@@ -94,7 +94,7 @@ def test_vits_is_costed_whole_at_the_default_frames_per_token(vits):
     and the whole vocoder costed from it, 0 nodes left out; its matrix FLOPs those of the torch
     model run with every token lasting that many frames."""
     model, path = vits
-    report = analyze(path, dims={"sequence": TOKENS})
+    report = analyze(path, sizing=Sizing(dims={"sequence": TOKENS}))
     assert report.uncosted.count == 0
     assert report.model.regulated.frames_per_token == FRAMES_PER_TOKEN and not report.model.regulated.given
     assert report.totals.matrix_flops == _matrix_flops_at(model, [int(FRAMES_PER_TOKEN)] * TOKENS)
@@ -112,7 +112,7 @@ def test_vits_at_the_frames_an_onnxruntime_run_made(vits):
     ids = np.random.default_rng(0).integers(1, 40, (1, TOKENS)).astype(np.int64)
     samples = session.run(None, {"input_ids": ids})[0].shape[-1]
     frames = samples // math.prod(UPSAMPLE)
-    report = analyze(path, dims={"sequence": TOKENS}, frames_per_token=float(Fraction(frames, TOKENS)))
+    report = analyze(path, sizing=Sizing(dims={"sequence": TOKENS}, frames_per_token=float(Fraction(frames, TOKENS))))
     assert report.uncosted.count == 0 and report.model.regulated.given
     waveform = next(t for n in report.nodes for t in n.outputs if t is not None and t.name == "waveform")
     assert waveform.shape == (1, samples)
@@ -187,7 +187,7 @@ def vlm(tmp_path_factory):
 def test_an_image_token_scatter_is_costed_at_its_bound(vlm):
     """The NonZero of the image-token mask keeps at most all its elements; the ScatterND's output
     is the embeddings' shape whatever its indices, so the language head after it is exact."""
-    report = analyze(vlm, dims={"sequence": SEQUENCE})
+    report = analyze(vlm, sizing=Sizing(dims={"sequence": SEQUENCE}))
     assert report.uncosted.count == 0
     assert [(bound.op_type, bound.rows) for bound in report.model.bounds] == [("NonZero", SEQUENCE * HIDDEN)]  # [1, 12, 16] mask elements
     scatter = next(node for node in report.nodes if node.op_type == "ScatterND")
@@ -229,10 +229,10 @@ def vision(tmp_path_factory):
 def test_the_channels_are_the_patch_embeddings_weight(vision, name, capsys):
     """The plain command binds num_channels from the patch embedding's weight (3 input
     channels), and costs what the same model bound by hand costs."""
-    plain = analyze(vision[name], default_dims=True)
+    plain = analyze(vision[name], sizing=Sizing(default_dims=True))
     assert plain.model.dims["num_channels"] == 3 and plain.model.dim_roles["num_channels"].source == "model"
     assert "weight [" in plain.model.dim_roles["num_channels"].why
-    by_hand = analyze(vision[name], dims={"batch_size": 1, "num_channels": 3, "height": 224, "width": 224})
+    by_hand = analyze(vision[name], sizing=Sizing(dims={"batch_size": 1, "num_channels": 3, "height": 224, "width": 224}))
     assert plain.totals.matrix_flops == by_hand.totals.matrix_flops and plain.uncosted.count == 0
 
 
@@ -246,7 +246,7 @@ def test_a_matmul_weight_fixes_the_features_of_a_tabular_input():
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "f"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(np.zeros((20, 5), np.float32), "w")])  # fmt: skip
-    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), default_dims=True)
+    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
     assert report.model.dims["f"] == 20 and report.uncosted.count == 0
     assert report.nodes[0].cost.flops == 2 * report.model.dims["n"] * 20 * 5
 
@@ -256,7 +256,7 @@ def test_a_conv_weight_fixes_grouped_channels():
     conv = helper.make_node("Conv", ["x", "w"], ["y"], group=6, kernel_shape=[3, 3])
     graph = helper.make_graph([conv], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "c", 8, 8])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(np.zeros((6, 1, 3, 3), np.float32), "w")])  # fmt: skip
-    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), default_dims=True)
+    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
     assert report.model.dims["c"] == 6 and report.nodes[0].inputs[0].shape == (1, 6, 8, 8)
 
 
@@ -319,6 +319,6 @@ def test_a_length_regulator_takes_the_frames_per_token(summing):
     project = lambda report: next(node for node in report.nodes if node.name == "project")  # noqa: E731
     plain = analyze(_regulator(summing))
     assert plain.uncosted.count == 0 and project(plain).cost.flops == 2 * (5 * 6) * 1 * 16  # 5 tokens × 6 frames, × 16 features
-    given = analyze(_regulator(summing), frames_per_token=3.5)
+    given = analyze(_regulator(summing), sizing=Sizing(frames_per_token=3.5))
     assert project(given).cost.flops == 2 * math.ceil(5 * 3.5) * 1 * 16  # 17.5 frames: a whole 18
     assert given.model.regulated.given and given.model.regulated.sized == ("Range_5" if summing == "ReduceSum" else "Range_6",)

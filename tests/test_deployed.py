@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import Session, sweep
 from onnx_roofline.views.deployed import COPY, INPLACE, deploy, kernel_count
@@ -65,7 +65,7 @@ def gpt2_decode_step_bytes(batch: int, past: int) -> int:
 
 
 def test_gpt2_decode_deployed_in_place_is_weights_kv_and_logits():
-    written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
+    written = analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
     deployed = deploy(written, INPLACE)
     expected = gpt2_decode_step_bytes(1, 1023)
     assert expected == pytest.approx(285.6e6, rel=0.002)  # the figure
@@ -78,7 +78,7 @@ def test_gpt2_decode_deployed_in_place_is_weights_kv_and_logits():
 
 
 def test_gpt2_decode_copy_writes_the_whole_cache_again():
-    written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
+    written = analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
     inplace, copy = deploy(written, INPLACE), deploy(written, COPY)
     # copying, each layer writes its present K and V (past + 1 rows) instead of the new row alone
     assert copy.totals.bytes - inplace.totals.bytes == LAYERS * 2 * HEADS * 1023 * DH * 2
@@ -87,7 +87,7 @@ def test_gpt2_decode_copy_writes_the_whole_cache_again():
 
 
 def test_gpt2_decode_attention_kernel_takes_in_split_and_cache():
-    written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
+    written = analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
     deployed = deploy(written, INPLACE)
     attention = [k for k in deployed.nodes if k.op_type == "FlashAttention"]
     assert len(attention) == LAYERS
@@ -215,7 +215,7 @@ def test_sweep_and_compare_take_the_deployed_view(capsys):
     session = Session(DECODE, dims={"past_sequence": 1023}, kv_cache=INPLACE)
     result = sweep(session, {"batch": [1, 4]}, "deployed")
     for point in result.points:
-        written = analyze(DECODE, dims={"batch": point.dims["batch"], "past_sequence": 1023})
+        written = analyze(DECODE, sizing=Sizing(dims={"batch": point.dims["batch"], "past_sequence": 1023}))
         assert point.bytes == deploy(written, INPLACE).totals.bytes
     assert result.points[0].bytes == pytest.approx(gpt2_decode_step_bytes(1, 1023), rel=0.02)
     assert result.points[1].bytes == pytest.approx(gpt2_decode_step_bytes(4, 1023), rel=0.02)

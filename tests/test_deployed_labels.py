@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import Session, sweep
 from onnx_roofline.views.deployed import COPY, INPLACE, deploy
@@ -36,7 +36,7 @@ def test_no_kv_cache_mode_is_printed_for_a_model_without_a_cache(capsys):
         assert "KV cache" not in _out(capsys, argv)  # neither the written table's deployed line nor the deployed notes
     data = json.loads(_out(capsys, [str(RESNET), "--view", "deployed", "--format", "json"]))
     assert data["kv_cache"] is None and not any("KV cache" in note for note in data["notes"])
-    assert deploy(analyze(RESNET, dims={"batch": 1}), INPLACE).kv_cache is None  # whatever was asked: there is nothing to update
+    assert deploy(analyze(RESNET, sizing=Sizing(dims={"batch": 1})), INPLACE).kv_cache is None  # whatever was asked: there is nothing to update
 
 
 def test_a_decoder_still_says_its_kv_cache_mode(capsys):
@@ -66,7 +66,7 @@ def test_no_peak_or_ridge_is_above_the_hardware_table(path):
     """Every node (written) and kernel (deployed) of every fixture: its `peak` is at most the
     table's entry for its unit and dtype, its ridge at most that over the bandwidth, and a kernel's
     compute time is its busiest unit's, each unit timed at its own table peak."""
-    written = analyze(path, default_dims=True)
+    written = analyze(path, sizing=Sizing(default_dims=True))
     hardware = written.hardware
     for report in (written, deploy(written, INPLACE)):
         for node in report.nodes:
@@ -85,7 +85,7 @@ def test_a_fused_kernel_is_timed_by_its_busiest_unit_and_reports_each_share():
     """GPT-2 prefill's attention kernel: two MatMuls on the tensor cores, scale/mask/softmax on
     the vector unit, exp on the special-function units. Its compute time is the largest of the
     three, not all its FLOPs over one blended peak."""
-    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 1024})
+    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", sizing=Sizing(dims={"batch": 1, "sequence": 1024}))
     deployed = deploy(written)
     flash = next(k for k in deployed.nodes if k.op_type == "FlashAttention")
     hardware = deployed.hardware
@@ -149,7 +149,7 @@ def test_a_mask_someone_else_reads_is_kept():
 
 
 def test_gpt2_prefill_causal_mask_is_not_charged():
-    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 1024})
+    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", sizing=Sizing(dims={"batch": 1, "sequence": 1024}))
     deployed = deploy(written)
     charged = {i for k in deployed.nodes if k.cost is not None and k.cost.bytes for i in k.members}
     wheres = [n for n in written.nodes if n.op_type == "Where" and list(n.outputs[0].shape) == [1, 1, 1024, 1024]]
@@ -193,7 +193,7 @@ def test_a_weight_given_at_run_time_keeps_its_zero_point_work():
 
 
 def test_gpt2_decode_attention_useful_flops_leave_out_the_graph_only_work():
-    written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
+    written = analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
     deployed = deploy(written, INPLACE)
     flash = next(k for k in deployed.nodes if k.op_type == "FlashAttention")
     heads, keys, queries = 12, 1024, 1  # one new token against past 1023 + 1

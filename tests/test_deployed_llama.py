@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.views.deployed import deploy
 
 torch = pytest.importorskip("torch")
@@ -66,7 +66,7 @@ def prefill(request, tmp_path_factory):
     else:
         torch.onnx.export(Call(), args, path, dynamo=False, opset_version=17, input_names=names, output_names=["logits"],
                           dynamic_axes={name: {1: "sequence"} for name in names})
-    written = analyze(path, dims={"sequence": S})
+    written = analyze(path, sizing=Sizing(dims={"sequence": S}))
     return written, deploy(written)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.views.deployed import deploy
 from tests.conftest import FIXTURES
 
@@ -45,7 +45,7 @@ def test_the_fused_minimum_is_the_issues_figure():
 
 
 def test_gpt2_prefill_deployed_is_within_3_percent_of_the_fused_minimum():
-    written = analyze(PREFILL, dims={"batch": 1, "sequence": 1024})
+    written = analyze(PREFILL, sizing=Sizing(dims={"batch": 1, "sequence": 1024}))
     deployed = deploy(written)
     seconds, moved = fused_minimum(1024)
     assert deployed.totals.bytes == pytest.approx(moved, rel=0.03)
@@ -53,7 +53,7 @@ def test_gpt2_prefill_deployed_is_within_3_percent_of_the_fused_minimum():
 
 
 def test_split_and_head_transposes_are_stored_by_the_projection():
-    written = analyze(PREFILL, dims={"batch": 1, "sequence": 1024})
+    written = analyze(PREFILL, sizing=Sizing(dims={"batch": 1, "sequence": 1024}))
     deployed = deploy(written)
     owner = {i: k for k in deployed.nodes for i in k.members}
     splits = [n for n in written.nodes if n.op_type == "Split"]

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
-from onnx_roofline.errors import HardwareSpecError
 from onnx_roofline.costs.hardware import list_hardware, load_hardware
+from onnx_roofline.errors import HardwareSpecError
 from onnx_roofline.views.deployed import deploy
 from tests.conftest import FIXTURES
 
@@ -56,7 +56,7 @@ def test_a_chain_of_exps_is_bound_by_the_special_function_units_deployed():
 
 
 def test_gpt2_prefill_attention_exp_time_equals_its_tensor_core_time():
-    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 1024})
+    written = analyze(FIXTURES / "gpt2_prefill_fp16.onnx", sizing=Sizing(dims={"batch": 1, "sequence": 1024}))
     kernel = next(k for k in deploy(written).nodes if k.op_type == "FlashAttention")
     share = kernel.cost.useful_flops / kernel.cost.flops  # causal: both timed on the useful part
     matmuls = sum(written.nodes[i].cost.flops for i in kernel.members if written.nodes[i].op_type == "MatMul")

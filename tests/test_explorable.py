@@ -10,6 +10,7 @@ import re
 import pytest
 
 import onnx_roofline as r
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from onnx_roofline.report.grouping import alike_groups, by_module_across_layers, layerless
 from tests.conftest import FIXTURES
@@ -20,7 +21,7 @@ PREFILL_DIMS = {"batch": 1, "sequence": 1024}
 
 @pytest.fixture(scope="module")
 def prefill():
-    return r.analyze(PREFILL, dims=PREFILL_DIMS)
+    return r.analyze(PREFILL, sizing=Sizing(dims=PREFILL_DIMS))
 
 
 @pytest.mark.parametrize(("name", "expected"), [

@@ -16,9 +16,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
-from onnx_roofline.shapes.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, derived_dims, words
 from onnx_roofline.errors import DimensionError, UnboundDimensionError
+from onnx_roofline.shapes.defaults import NO_DEFAULT, PAST, SEQUENCE, default_dims, derived_dims, words
 from tests.conftest import FIXTURES, symbolic_matmul
 from tests.corpus import MODELS as CORPUS
 
@@ -84,7 +85,7 @@ def test_first_command_gives_a_result_with_a_notice(fixture, capsys):
     assert notice.startswith("onnx-roofline: note: unbound dims set to defaults: ")
     assert all(f"{name}={size}" in notice for name, size in expected.items())
     # the same figures as binding those sizes by hand
-    bound = onnx_roofline.analyze(FIXTURES / fixture, dims=expected)
+    bound = onnx_roofline.analyze(FIXTURES / fixture, sizing=Sizing(dims=expected))
     assert report["totals"]["flops"] == bound.totals.flops and report["totals"]["bytes"] == bound.totals.bytes
 
 
@@ -126,7 +127,7 @@ def test_python_errors_speak_python():
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == text and again.dims == error.dims
     # the suggestion works
-    assert onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims=error.suggested).uncosted.count == 0
+    assert onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims=error.suggested)).uncosted.count == 0
 
 
 @pytest.mark.parametrize(("kwargs", "python", "flag_args", "cli"), [
@@ -185,13 +186,13 @@ def test_an_empty_dim_name_is_no_name():
     model = _unnamed_batch_model()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = ""
     assert model.graph.input[0].type.tensor_type.shape.dim[0].WhichOneof("value") == "dim_param"
-    report = onnx_roofline.analyze(model, dims={"X_dim0": 3})
+    report = onnx_roofline.analyze(model, sizing=Sizing(dims={"X_dim0": 3}))
     assert report.nodes[0].outputs[0].shape == (3, 3)
 
 
 def test_an_unnamed_dim_takes_a_name_no_declared_type_uses():
     model = _unnamed_batch_model(also_declared="X_dim0")  # the output's first dim: another symbol, which must stay apart
-    report = onnx_roofline.analyze(model, dims={"X_dim0_": 2})
+    report = onnx_roofline.analyze(model, sizing=Sizing(dims={"X_dim0_": 2}))
     assert report.model.dims == {"X_dim0_": 2}
     assert report.nodes[0].outputs[0].shape == (2, 3)
 
@@ -265,7 +266,7 @@ def test_a_dim_named_by_an_expression_of_dims_given_is_bound_by_them(tmp_path, c
     path = tmp_path / "mask.onnx"
     onnx.save(helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)]), path)
     given = ["--dim", "batch=2", "--dim", "sequence_length=3", "--dim", "past_sequence_length=5"]
-    report = onnx_roofline.analyze(path, dims={"batch": 2, "sequence_length": 3, "past_sequence_length": 5})
+    report = onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 2, "sequence_length": 3, "past_sequence_length": 5}))
     assert report.nodes[0].outputs[0].shape == (2, 8) and report.model.defaulted_dims == ()
     assert main(["check", str(path), *given, "--max-latency", "1s"]) == 0
     assert main(["verify", str(path), *given]) == 0
@@ -281,7 +282,7 @@ def test_a_total_length_is_the_past_and_the_step_given(capsys):
     onnxruntime's does. Two past lengths leave it unbound: which one would it follow?"""
     path = CORPUS / "genai_llama_int4.onnx"
     dims = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 12, "kv_cache_dim": 128 // 4}  # corpus: hidden 128, 4 heads
-    report = onnx_roofline.analyze(path, dims=dims)
+    report = onnx_roofline.analyze(path, sizing=Sizing(dims=dims))
     assert report.model.dims["total_sequence_length"] == 12 + 1 and report.totals.uncosted_nodes == 0
     (attention, *_) = [n for n in report.nodes if n.op_type == "GroupQueryAttention"]
     assert attention.outputs[1].shape == (1, 2, 13, 32)  # present key: batch, 2 KV heads, past + 1, head size

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from tests.conftest import FIXTURES
 
 RESNET = {"batch": 1}
@@ -38,7 +38,7 @@ def matrix_flops(report) -> int:
 @pytest.mark.parametrize("name", sorted(FIXTURE_DIMS))
 def test_every_node_of_every_fixture_is_costed(name):
     """Zero unsupported or unknown-shape nodes, from either torch exporter; external data absent."""
-    report = analyze(fixture(name), hw="h100", dims=FIXTURE_DIMS[name])
+    report = analyze(fixture(name), hw="h100", sizing=Sizing(dims=FIXTURE_DIMS[name]))
     assert report.unsupported == {}
     assert report.status_counts == {"ok": len(report.nodes)}
 
@@ -47,13 +47,13 @@ def test_every_node_of_every_fixture_is_costed(name):
 def test_resnet50_matmul_conv_flops_match_the_published_count(name):
     """ResNet-50 at 224×224 is 4.09 G multiply-adds (He et al. 2016, Table 1 reports 3.8 G for the
     convolutions; torchvision's model card lists 4.09 GMACs with the fc layer): 2 FLOPs each."""
-    report = analyze(fixture(name), hw="h100", dims=RESNET)
+    report = analyze(fixture(name), hw="h100", sizing=Sizing(dims=RESNET))
     assert matrix_flops(report) == pytest.approx(2 * 4.09e9, rel=0.01)
 
 
 def test_resnet50_conv3x_3x3_conv_is_the_lesson_s():
     """The second conv of a conv3_x (layer2) bottleneck: 128→128 channels, 3×3, 28×28 out."""
-    report = analyze(fixture("resnet50_fp16"), hw="h100", dims=RESNET)
+    report = analyze(fixture("resnet50_fp16"), hw="h100", sizing=Sizing(dims=RESNET))
     convs = [
         n for n in report.nodes
         if n.op_type == "Conv" and "layer2" in n.name and n.inputs[1].shape == (128, 128, 3, 3)
@@ -74,8 +74,8 @@ def test_gpt2_prefill_matmuls_compute_bound_decode_memory_bound_fp16():
     """The lesson's picture on h100 in FP16: prefill's MLP and QKV projection are compute-bound,
     decode's (batch 1) matmuls are all memory-bound. The intensity of a [T,D]×[D,F] product is
     T·D·F/(T·D + D·F + T·F) (fp16: 2 FLOPs per multiply-add, 2 bytes per element, the 2s cancel)."""
-    prefill = analyze(fixture("gpt2_prefill_fp16"), hw="h100", dims=PREFILL)
-    decode = analyze(fixture("gpt2_decode_fp16"), hw="h100", dims=DECODE)
+    prefill = analyze(fixture("gpt2_prefill_fp16"), hw="h100", sizing=Sizing(dims=PREFILL))
+    decode = analyze(fixture("gpt2_decode_fp16"), hw="h100", sizing=Sizing(dims=DECODE))
     t = 1024
     for module, d, f in (("mlp/c_fc", 768, 3072), ("mlp/c_proj", 3072, 768), ("attn/c_attn", 768, 2304)):
         nodes = _by_module(prefill, module)
@@ -119,7 +119,7 @@ def test_gpt2_prefill_flops_match_torch_flop_counter(gpt2):
     from exporters.gpt2 import GPT2Prefill
 
     expected = _flop_counter_total(GPT2Prefill(gpt2), torch.zeros(1, 1024, dtype=torch.long))
-    report = analyze(fixture("gpt2_prefill_fp32"), hw="h100", dims=PREFILL)
+    report = analyze(fixture("gpt2_prefill_fp32"), hw="h100", sizing=Sizing(dims=PREFILL))
     assert matrix_flops(report) == pytest.approx(expected, rel=0.01)
 
 
@@ -130,5 +130,5 @@ def test_gpt2_decode_flops_match_torch_flop_counter(gpt2):
 
     past = [torch.zeros(1, 12, 1023, 64) for _ in range(24)]
     expected = _flop_counter_total(GPT2Decode(gpt2), torch.zeros(1, 1, dtype=torch.long), *past)
-    report = analyze(fixture("gpt2_decode_fp32"), hw="h100", dims=DECODE)
+    report = analyze(fixture("gpt2_decode_fp32"), hw="h100", sizing=Sizing(dims=DECODE))
     assert matrix_flops(report) == pytest.approx(expected, rel=0.01)

@@ -10,7 +10,7 @@ import re
 import onnx
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.report.annotate import NAMESPACE, annotate
 from onnx_roofline.report.findings import footprint_text
 from onnx_roofline.report.html import render_html
@@ -29,7 +29,7 @@ VOCAB, HIDDEN, FP16 = 50257, 768, 2  # GPT-2's tied embedding, 50257 × 768, cos
 def decode():
     if not DECODE.exists():
         pytest.skip("fixture not generated")
-    return analyze(DECODE, hw="h100", dims={"batch": 1, "past_sequence": 1023}, default_dims=True)
+    return analyze(DECODE, hw="h100", sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}, default_dims=True))
 
 
 def test_the_transpose_is_the_one_foldable_node(decode):
@@ -39,7 +39,7 @@ def test_the_transpose_is_the_one_foldable_node(decode):
 def test_html_and_markdown_node_tables_flag_it(decode):
     page = render_html(decode)
     row = next(r for r in re.findall(r"<tr class=\"memory\">(.*?)</tr>", page) if f">{TRANSPOSE}<" in r)
-    assert "<td class=\"text\">Transpose (foldable)</td>" in row
+    assert "<td class=\"text op\">Transpose (foldable)</td>" in row
     assert page.count("(foldable)") >= 1 and "MatMul (foldable)" not in page
     markdown = render_markdown(decode, top=3)
     line = next(line for line in markdown.splitlines() if TRANSPOSE in line)

@@ -8,10 +8,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
-from onnx_roofline.views.fusion import ATTENTION, EPILOGUE, ELEMENTWISE, fuse, plan_fusion
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.whatif.fuse_report import fusion_study
 from onnx_roofline.commands.whatif.session import Session
+from onnx_roofline.views.fusion import ATTENTION, ELEMENTWISE, EPILOGUE, fuse, plan_fusion
 from tests.conftest import FIXTURES
 from tests.conftest import fp16_graph as graph_model
 
@@ -20,7 +20,7 @@ F16 = TensorProto.FLOAT16
 
 
 def fused_view(model: onnx.ModelProto, **dims):
-    report = analyze(model, dims=dims)
+    report = analyze(model, sizing=Sizing(dims=dims))
     return report, fuse(report, plan_fusion(report, frozenset(o.name for o in model.graph.output)))
 
 
@@ -238,7 +238,7 @@ def test_chains_merge_when_one_op_joins_two_of_them():
 
 def deployed_fused(model: onnx.ModelProto, **dims):
     """The fused view with the deployed view's plan (rows.py's rules apply)."""
-    report = analyze(model, dims=dims)
+    report = analyze(model, sizing=Sizing(dims=dims))
     return report, fuse(report, plan_fusion(report, frozenset(o.name for o in model.graph.output), deployed=True))
 
 

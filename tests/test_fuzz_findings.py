@@ -9,6 +9,7 @@ import os
 import resource
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -20,6 +21,7 @@ from onnx_roofline.model.constants import tensor_array
 from tests import hostile
 from tests.test_hostile import run
 
+CORPUS_QDQ = Path(__file__).parent / "corpus" / "models" / "qdq_resnet.onnx"
 MAX_VIRTUAL_MEMORY = 2 * 2**30  # a CLI process needs ~0.5 GiB of address space; an unbounded fold, terabytes
 
 
@@ -394,3 +396,53 @@ def test_kernels_that_read_each_other_are_ordered_by_the_graph(tmp_path, capsys)
     code, out, err = run(capsys, "analyze", tmp_path / "mutant.onnx")
     clean(code, err)
     assert code == 0 and "floor" in out
+
+
+# --- the campaign of 2026-12-06 (seeds 900000-): numpy's warnings on stderr, an uncosted reader of a DQ -----------
+
+
+def cli_stderr(*args) -> tuple[int, str]:
+    """The command run as a user runs it, in a process of its own: numpy's warnings reach stderr there."""
+    done = subprocess.run([sys.executable, "-m", "onnx_roofline", *map(str, args)], capture_output=True, text=True, timeout=120)
+    return done.returncode, done.stderr
+
+
+def test_a_value_typed_complex_is_never_folded():
+    """Unsqueeze axes a mutation typed complex64 (the campaign's mutant 900621 of the optimum Llama):
+    numpy warns on stderr casting a complex to an int; no shape is complex, so it is not folded."""
+    import warnings
+
+    from onnx_roofline.model.nodes import read_nodes
+    from onnx_roofline.shapes.folding import _evaluate
+
+    (node,) = read_nodes(helper.make_graph([helper.make_node("Unsqueeze", ["c", "a"], ["u"])], "g", [], []))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a ComplexWarning would raise here
+        assert _evaluate(node, {"c": np.array([2, 4], np.int64), "a": np.array([0], np.complex64)}) is None
+
+
+def test_a_fold_dividing_by_zero_says_nothing_on_stderr(tmp_path):
+    """Div(8, 0) in a shape computation (a batch dim mutated to 0 divides it): the fold's value is
+    no number, and numpy's RuntimeWarning stays off the user's stderr."""
+    eight, zero = (numpy_helper.from_array(np.array([value], np.int64), name) for value, name in ((8, "eight"), (0, "zero")))
+    nodes = [helper.make_node("Div", ["eight", "zero"], ["rows"]), helper.make_node("Concat", ["rows", "minus_one"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]  # fmt: skip
+    model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, None)],
+                          initializers=[eight, zero, int64_shape([-1], "minus_one")])  # fmt: skip
+    path = hostile.save(model, tmp_path / "zero.onnx")
+    for command in ([path], ["inspect", path]):
+        clean(*cli_stderr(*command))
+
+
+def test_an_uncosted_reader_of_a_dequantized_tensor_keeps_the_deployed_view(tmp_path, capsys):
+    """The campaign's mutant 900930: the QDQ ResNet with a DequantizeLinear made a local function
+    of no opset (uncosted, and every node after it): the deployed view reads the quantized tensors
+    in the costed readers only (it rescaled an uncosted reader's absent cost: an AttributeError)."""
+    from tests.fuzz.mutate import mutant_for, write
+
+    mutant = mutant_for(900930, str(CORPUS_QDQ), None)
+    assert mutant.label == "function/no_opset"  # the mutation the campaign made (mutate.py draws it from the seed)
+    path = write(mutant, tmp_path)
+    code, out, err = run(capsys, path, "--view", "deployed", "--format", "json")
+    clean(code, err)
+    assert code == 0 and json.loads(out)["totals"]["uncosted_nodes"] > 0

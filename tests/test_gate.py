@@ -16,13 +16,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.gate import PolicyError, evaluate, load_policy, parse_policy
 from onnx_roofline.commands.gate.baseline import NodeFigures, compare
-from onnx_roofline.report.breakdown import in_module, module_of
 from onnx_roofline.commands.gate.policy import Budget, Policy
 from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
+from onnx_roofline.report.breakdown import in_module, module_of
 from tests.conftest import FIXTURES, REPO
 
 # --- models --------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def block_path(tmp_path):
 
 @pytest.fixture
 def block_report():
-    return analyze(block_model(), hw="h100", dims={"batch": 16})
+    return analyze(block_model(), hw="h100", sizing=Sizing(dims={"batch": 16}))
 
 
 def run_check(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -418,7 +418,7 @@ def test_regression_beyond_tolerance_fails_and_names_the_nodes(tmp_path):
     assert {k: c["status"] for k, c in checks.items()} == {
         **dict.fromkeys(["regression.latency", "regression.bytes", "regression.flops"], "fail"), "uncosted": "pass"}
     flops = checks["regression.flops"]
-    before, after = (analyze(block_model(mlp=m), dims={"batch": 1}).totals.flops for m in (3072, 6144))
+    before, after = (analyze(block_model(mlp=m), sizing=Sizing(dims={"batch": 1})).totals.flops for m in (3072, 6144))
     assert flops["measured"] == (after - before) / before and flops["limit"] == 0.05
     grew = {c["name"] for c in flops["contributors"]}
     assert grew == {"/transformer/h.0/mlp/c_fc/MatMul", "/transformer/h.0/mlp/act/Relu", "/lm_head/MatMul"}

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import onnx_roofline as r
+from onnx_roofline import Sizing
 from onnx_roofline.views.deployed import deploy
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -53,7 +54,7 @@ def decode_physics(batch, past, hidden=HIDDEN, heads=HEADS, kv_heads=KV_HEADS, h
 
 
 def deployed(path, dims, kv_cache="inplace"):
-    return deploy(r.analyze(str(path), hw="h100", dims=dims), kv_cache=kv_cache)
+    return deploy(r.analyze(str(path), hw="h100", sizing=Sizing(dims=dims)), kv_cache=kv_cache)
 
 
 @pytest.mark.parametrize("batch", [1, 4])
@@ -69,7 +70,7 @@ def test_four_exports_of_one_gqa_decoder_agree_with_the_physics(batch):
 
 def test_the_repeat_of_k_and_v_is_neither_a_kernel_nor_resident():
     path, dims = LLAMA_EXPORTS["dynamo"]
-    written = r.analyze(str(path), hw="h100", dims=dims(1, 1, 1023))
+    written = r.analyze(str(path), hw="h100", sizing=Sizing(dims=dims(1, 1, 1023)))
     assert any(n.op_type == "Expand" and n.cost.bytes > 0 for n in written.nodes)  # as written, repeat_kv copies K and V
     view = deploy(written, kv_cache="inplace")
     assert not [k.op_type for k in view.nodes if k.op_type in ("Expand", "Tile") and k.cost.bytes > 0]
@@ -116,7 +117,7 @@ def attention_kernels(path, dims=None):
     """The attention kernels of a deployed graph at `dims` (a corpus graph's manifest dims by default)."""
     manifest = Path(path).with_suffix(".json")
     dims = dims or (json.loads(manifest.read_text())["dims"] if manifest.exists() else {})
-    report = r.analyze(str(path), hw="h100", dims=dims, default_dims=True)
+    report = r.analyze(str(path), hw="h100", sizing=Sizing(dims=dims, default_dims=True))
     return [k for k in deploy(report).nodes if k.op_type == "FlashAttention"], report
 
 
@@ -235,8 +236,7 @@ def test_a_70b_head_ratio_decode_step_is_at_most_the_physics(llama70b_ratio, bat
     """In bf16, as 70B is served (the issue's run was fp8; at bf16 every decode kernel up to batch 64
     is still memory-bound: a GEMM's intensity is about the batch, under H100's 295 FLOP/B)."""
     past, bf16 = 4095, 2
-    report = r.analyze(str(llama70b_ratio), hw="h100", dims={"batch": batch, "sequence": 1, "past_sequence": past, "total_sequence": past + 1},
-                       precision="bf16")  # fmt: skip
+    report = r.analyze(str(llama70b_ratio), hw="h100", precision="bf16", sizing=Sizing(dims={"batch": batch, "sequence": 1, "past_sequence": past, "total_sequence": past + 1}))  # fmt: skip
     view = deploy(report, kv_cache="inplace")
     physics = decode_physics(batch, past, hidden=512, heads=8, kv_heads=1, head=64, layers=2, intermediate=1024, vocab=1000, size=bf16)
     assert physics <= view.totals.bytes <= physics * 1.03
@@ -256,7 +256,7 @@ def test_qwen2_and_gemma2_are_causal_and_gemma2_names_its_window(tmp_path, kind)
         config, cls, head = transformers.Gemma2Config(**common, head_dim=32, sliding_window=512), transformers.Gemma2ForCausalLM, 32
     path = _export_decoder(tmp_path, cls, config, 2, head, kind)
     past = 2047
-    report = r.analyze(str(path), hw="h100", dims={"batch": 1, "sequence": 1, "past_sequence": past, "total_sequence": past + 1})
+    report = r.analyze(str(path), hw="h100", sizing=Sizing(dims={"batch": 1, "sequence": 1, "past_sequence": past, "total_sequence": past + 1}))
     kernels = [k for k in deploy(report, kv_cache="inplace").nodes if k.op_type == "FlashAttention"]
     matches = [_match(report, k) for k in kernels]
     assert len(matches) == 2 and all(m.causal for m in matches)
@@ -301,8 +301,8 @@ def test_wav2vec2_is_not_causal(tmp_path):
 def _decomposed_gqa(repeat: str):
     """Q [1, 4, 16, 32] attending to K, V [1, 2, 64, 32] repeated to 4 heads by `repeat`: a Tile of
     the heads ([k0, k1, k0, k1]) or a Gather over the head axis ([k0, k0, k1, k1], repeat_interleave)."""
-    from onnx import TensorProto, helper, numpy_helper
     import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
 
     nodes, inits = [], [numpy_helper.from_array(np.array(0.17677, dtype=np.float32), "scale")]
     for name in ("k", "v"):
@@ -362,7 +362,7 @@ def test_whole_tensor_slices_of_an_unoptimized_dynamo_export_are_read_through(tm
              "max_position_embeddings": 512, "rms_norm_eps": 1e-5}  # fmt: skip
     path = export_llama(2, True, tmp_path, shape)
     batch, past = 4, 2047
-    view = deploy(r.analyze(str(path), hw="h100", dims={"batch": batch, "past_sequence": past}), kv_cache="inplace")
+    view = deploy(r.analyze(str(path), hw="h100", sizing=Sizing(dims={"batch": batch, "past_sequence": past})), kv_cache="inplace")
     physics = decode_physics(batch, past, hidden=64, heads=4, kv_heads=2, head=16, layers=2, intermediate=172, vocab=256)
     assert physics <= view.totals.bytes <= physics * 1.03, (view.totals.bytes, physics)
     one_cache = batch * 2 * past * 16 * FP32  # one layer's K (or V): any kernel copying it would show

@@ -374,7 +374,7 @@ def test_verify_budget_refuses_before_running(tmp_path, capsys, symbolic):
     lookup = hostile.model([helper.make_node("Gather", ["table", "i"], ["y"])], [("i", TensorProto.INT64, [2])],
                            [("y", TensorProto.INT64, [2, 50_000])], [table])  # fmt: skip
     indices = hostile.save(lookup, tmp_path / "lookup.onnx")  # integers go inline: onnxruntime takes one protobuf
-    refused(capsys, "weights that are not floating-point inline (20.00 GB) exceeds protobuf's 2 GB", "verify", indices, seconds=30)
+    refused(capsys, "integer, quantized and packed weights inline (20.00 GB), exceeds protobuf's 2 GB", "verify", indices, seconds=30)
     refused(capsys, "bytes of memory (weights, feeds, activations), over --max-memory 4.29e+09", "verify", symbolic,
             "--dim", "batch=1000000000", seconds=30)
     refused(capsys, "over --max-memory 1e+03", "verify", symbolic, "--dim", "batch=1000", "--max-memory", "1kB")

@@ -11,12 +11,18 @@ import itertools
 import numpy as np
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import compare, context_study, critical, sweep
 from onnx_roofline.commands.whatif.compare import parse_hardware_list
 from onnx_roofline.commands.whatif.fuse_report import fusion_study
-from onnx_roofline.commands.whatif.plot import compare_figure, context_figure, critical_figure, fusion_figure, sweep_figure
+from onnx_roofline.commands.whatif.plot import (
+    compare_figure,
+    context_figure,
+    critical_figure,
+    fusion_figure,
+    sweep_figure,
+)
 from onnx_roofline.commands.whatif.session import Session
 from onnx_roofline.report.plot import roofline_figure
 from tests.browser import Browser, chromium_or_skip
@@ -49,7 +55,7 @@ MEASURE = r"""(() => {
     if (e.clientWidth && e.scrollWidth > e.clientWidth + 1) found.clipped.push(name(e));
   }
   if (document.documentElement.scrollWidth > innerWidth) found.overflow.push('the page scrolls sideways');
-  const svg = document.querySelector('#roofline svg'), frame = box(svg);
+  const svg = [...document.querySelectorAll('figure.roofline svg')].find(s => box(s).width), frame = box(svg);  // the view shown
   const texts = [...svg.querySelectorAll('g[id^="text_"]')].map(g => [g.innerHTML.match(/<!--\s*([\s\S]*?)\s*-->/)?.[1] ?? g.id, box(g)]);
   for (const [text, r] of texts)
     if (r.left < frame.left || r.right > frame.right || r.top < frame.top || r.bottom > frame.bottom) found.outside.push(text);
@@ -134,7 +140,7 @@ def assert_laid_out(figure) -> None:
 
 @pytest.fixture(scope="module")
 def reports():
-    return {name: analyze(model, dims=dims) for name, (model, dims) in MODELS.items()}
+    return {name: analyze(model, sizing=Sizing(dims=dims)) for name, (model, dims) in MODELS.items()}
 
 
 @pytest.mark.parametrize("name", MODELS)

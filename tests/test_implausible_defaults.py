@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import DimensionError
 
@@ -44,7 +45,7 @@ def _signal_model() -> onnx.ModelProto:
 def test_a_pad_wider_than_a_defaulted_axis_is_flagged_with_the_size_that_runs(tmp_path, capsys):
     model = _signal_model()
     assert not _ort_runs(model, {"input": np.zeros((1, 1), np.float32)})  # "Pad reflect requires axis length >= 2"
-    report = onnx_roofline.analyze(model, default_dims=True)
+    report = onnx_roofline.analyze(model, sizing=Sizing(default_dims=True))
     assert report.model.dims == {"batch": 1, "input_dim1": 1}
     (flag,) = report.model.implausible
     assert "'pad' (Pad)" in flag.problem and "reflect" in flag.problem
@@ -68,8 +69,8 @@ def test_the_same_size_given_is_refused(tmp_path, capsys):
     assert main([str(path), "--dim", "batch=1", "--dim", "input_dim1=1"]) == 2
     assert "reflect pad must be smaller than its axis" in capsys.readouterr().err
     with pytest.raises(DimensionError, match="reflect"):
-        onnx_roofline.analyze(path, dims={"batch": 1, "input_dim1": 20})
-    assert onnx_roofline.analyze(path, dims={"batch": 1, "input_dim1": 33}).totals.uncosted_nodes == 0  # 32 < 33: it runs
+        onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 1, "input_dim1": 20}))
+    assert onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 1, "input_dim1": 33})).totals.uncosted_nodes == 0  # 32 < 33: it runs
 
 
 def test_a_pad_given_by_attribute_before_opset_11_is_checked_too():
@@ -106,11 +107,11 @@ def test_a_reshape_that_cannot_divide_is_flagged_at_the_defaults():
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[target])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     assert not _ort_runs(model, {"x": np.zeros((1, 1), np.float32)})
-    (flag,) = onnx_roofline.analyze(model, default_dims=True).model.implausible
+    (flag,) = onnx_roofline.analyze(model, sizing=Sizing(default_dims=True)).model.implausible
     assert "cannot divide" in flag.problem and flag.fix == {"x_dim1": 16}
     assert _ort_runs(model, {"x": np.zeros((1, 16), np.float32)})
     with pytest.raises(DimensionError, match="cannot divide"):
-        onnx_roofline.analyze(model, dims={"batch": 1, "x_dim1": 6})
+        onnx_roofline.analyze(model, sizing=Sizing(dims={"batch": 1, "x_dim1": 6}))
 
 
 def test_a_conv_on_a_one_sample_default_is_never_a_clean_result():
@@ -121,8 +122,8 @@ def test_a_conv_on_a_one_sample_default_is_never_a_clean_result():
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 1, None])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[weight])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    report = onnx_roofline.analyze(model, default_dims=True)
+    report = onnx_roofline.analyze(model, sizing=Sizing(default_dims=True))
     assert report.model.dims["x_dim2"] == 16_000 and not report.model.implausible
     assert report.nodes[0].cost.flops == 2 * 1 * 4 * ((16_000 - 64) // 32 + 1) * 1 * 64
     with pytest.raises(DimensionError, match="smaller than its 64 window"):
-        onnx_roofline.analyze(model, dims={"batch": 1, "x_dim2": 1})
+        onnx_roofline.analyze(model, sizing=Sizing(dims={"batch": 1, "x_dim2": 1}))

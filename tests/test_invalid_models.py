@@ -16,6 +16,7 @@ import onnx.helper as h
 import onnx.numpy_helper as nh
 import pytest
 
+from onnx_roofline import Sizing
 from onnx_roofline.analysis import analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import ModelLoadError
@@ -226,22 +227,22 @@ def test_an_external_location_that_may_not_be_followed_is_flagged(tmp_path, loca
     (tmp_path / "x.bin").write_bytes(bytes(48))
     (folder / "up.bin").symlink_to(tmp_path / "x.bin")
     path = _save(_external(location), folder)
-    (flag,) = analyze(path, default_dims=True).model.invalid
+    (flag,) = analyze(path, sizing=Sizing(default_dims=True)).model.invalid
     assert flag.source == EXTERNAL_DATA and said in flag.message and "cannot be loaded safely" in flag.message
 
 
 def test_an_absent_data_file_is_not_flagged_and_a_wrong_length_is(tmp_path):
     """The fixtures ship without their data files: absent is fine. A `length` that is not the
     tensor's size (4·3 floats = 48 bytes) is refused by onnxruntime, file or not."""
-    assert analyze(_save(_external("w.bin"), tmp_path), default_dims=True).model.invalid == ()
-    (flag,) = analyze(_save(_external("w.bin", length=2**62), tmp_path), default_dims=True).model.invalid
+    assert analyze(_save(_external("w.bin"), tmp_path), sizing=Sizing(default_dims=True)).model.invalid == ()
+    (flag,) = analyze(_save(_external("w.bin", length=2**62), tmp_path), sizing=Sizing(default_dims=True)).model.invalid
     assert "is not its size, 48 bytes" in flag.message
 
 
 def test_the_data_file_is_never_opened(tmp_path, monkeypatch):
     """Only stat()ed: a FIFO as the location would block an open."""
     os.mkfifo(tmp_path / "w.bin")
-    (flag,) = analyze(_save(_external("w.bin"), tmp_path), default_dims=True).model.invalid
+    (flag,) = analyze(_save(_external("w.bin"), tmp_path), sizing=Sizing(default_dims=True)).model.invalid
     assert "not a regular file (a FIFO)" in flag.message
 
 

@@ -19,7 +19,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, RooflineError
 from onnx_roofline.model import inferred
@@ -156,7 +156,7 @@ def test_a_crash_of_one_nodes_inference_is_a_warning_and_its_root_cause(monkeypa
 
 
 def test_the_decision_path_tree_is_costed_with_a_warning():
-    report = analyze(decision_path_tree(), hw="h100", dims={"N": 1}, partial=True)
+    report = analyze(decision_path_tree(), hw="h100", partial=True, sizing=Sizing(dims={"N": 1}))
     assert report.model.shape_warnings[0].startswith("ONNX shape inference of the whole graph crashed in a child process (killed by SIG")
     assert report.nodes[0].op_type == "TreeEnsembleRegressor" and report.nodes[0].status == "ok"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.report import serialize
 from onnx_roofline.report.serialize import _Encoder, iter_json, render_json
 
@@ -32,7 +32,7 @@ def _expected(report) -> str:
     ],
 )
 def test_the_streamed_report_is_json_dumps_of_to_dict(name, dims):
-    report = analyze(FIXTURES / name, dims=dims)
+    report = analyze(FIXTURES / name, sizing=Sizing(dims=dims))
     assert render_json(report) == _expected(report)
     assert "".join(iter_json(report)) == _expected(report)
 
@@ -43,7 +43,7 @@ def test_a_report_streamed_in_many_pieces(monkeypatch):
     monkeypatch.setattr(_Encoder, "MAX_SHARED", 5)  # tensors' texts forgotten and written again
     monkeypatch.setattr(_Encoder, "MAX_FLOATS", 4)
     monkeypatch.setattr(_Encoder, "MAX_LAYOUTS", 2)  # dicts' writers forgotten and made again
-    report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
     pieces = list(iter_json(report))
     assert len(pieces) > 30
     assert "".join(pieces) == _expected(report)
@@ -52,7 +52,7 @@ def test_a_report_streamed_in_many_pieces(monkeypatch):
 def test_the_deployed_view_streams_its_members():
     from onnx_roofline.views.deployed import deploy
 
-    report = deploy(analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7}))
+    report = deploy(analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 7})))
     assert render_json(report) == _expected(report)
 
 
@@ -109,7 +109,7 @@ def test_nodes_alike_but_for_one_figure_are_written_each_with_its_own():
 
     from onnx_roofline.model.tensors import TensorInfo
 
-    report = analyze(FIXTURES / "resnet50_fp32.onnx", dims={"batch": 1})
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
     conv = next(n for n in report.nodes if n.op_type == "Conv" and n.cost is not None)
     cost, place = conv.cost, conv.placement
     variants = {
@@ -145,7 +145,7 @@ def test_the_analysis_holds_no_node_protos():
     assert not any(isinstance(value, onnx.NodeProto) for node in nodes for value in node)
     assert nodes[3].proto.name == nodes[3].name
     assert len(repr(nodes[3])) < 300  # not the graph's nodes, which a Node indexes
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1, "past_sequence": 7})
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 7}))
     fields = [f.name for f in dataclasses.fields(report.nodes[0])]
     assert not any(isinstance(getattr(node, f), onnx.NodeProto) for node in report.nodes for f in fields)
     assert report.nodes[3].proto.op_type == report.nodes[3].op_type

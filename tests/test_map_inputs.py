@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import EXIT_USAGE
 
@@ -26,7 +26,7 @@ def dict_vectorizer() -> onnx.ModelProto:
 
 
 def test_a_map_input_given_its_entries_is_costed_through():
-    report = analyze(dict_vectorizer(), input_shapes={"m": (3,)})
+    report = analyze(dict_vectorizer(), sizing=Sizing(input_shapes={"m": (3,)}))
     vectorizer, relu = report.nodes
     assert report.uncosted.count == 0 and report.model.shape_warnings == ()
     assert vectorizer.inputs[0].to_dict() == {"name": "m", "shape": [3], "dtype": "float32", "key_dtype": "int64"}
@@ -58,4 +58,4 @@ def test_onnxruntime_agrees_on_the_vectorized_shape():
     ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(dict_vectorizer().SerializeToString(), providers=["CPUExecutionProvider"])
     (y,) = session.run(None, {"m": {1: 0.5, 5: -1.0, 9: 2.0}})
-    assert y.shape == analyze(dict_vectorizer(), input_shapes={"m": (3,)}).nodes[1].outputs[0].shape
+    assert y.shape == analyze(dict_vectorizer(), sizing=Sizing(input_shapes={"m": (3,)})).nodes[1].outputs[0].shape

@@ -10,9 +10,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
-from onnx_roofline.errors import HardwareSpecError
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.costs.hardware import list_hardware, load_hardware
+from onnx_roofline.errors import HardwareSpecError
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.report.table import render_table
 from tests.conftest import FIXTURES, fp16_graph
@@ -98,7 +98,7 @@ def test_a_shared_gqa_buffer_is_held_once():
 def test_gpt2_decode_footprint():
     path = FIXTURES / "gpt2_decode_fp16.onnx"
     batch, past, layers, heads, dh, vocab, hidden = 4, 1023, 12, 12, 64, 50257, 768
-    report = analyze(path, dims={"batch": batch, "past_sequence": past})
+    report = analyze(path, sizing=Sizing(dims={"batch": batch, "past_sequence": past}))
     memory = report.memory
     proto = onnx.load(path, load_external_data=False)
     shape_constant = lambda t: t.data_type == TensorProto.INT64 and len(t.dims) <= 1 and np.prod(t.dims) <= 16  # noqa: E731 (model/weights.py)
@@ -120,7 +120,7 @@ def test_gpt2_decode_footprint():
 
 def test_it_does_not_fit_a_small_accelerator():
     small = load_hardware("l4")
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", hw=small, dims={"batch": 512, "past_sequence": 1023})
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", hw=small, sizing=Sizing(dims={"batch": 512, "past_sequence": 1023}))
     per_sequence = 12 * 2 * 12 * 1024 * 64 * 2
     assert report.memory.kv_cache_bytes == 512 * per_sequence  # 19.3 GB, and as much again for the past
     assert report.memory.capacity == 24e9 and report.memory.fits is False
@@ -178,10 +178,9 @@ def test_critical_and_sweep_say_the_largest_batch_that_fits():
 
 def test_the_largest_batch_that_fits_is_checked_where_the_activation_peak_moves():
     from onnx_roofline.commands.whatif import Session, critical
-
     from onnx_roofline.views.deployed import deploy
 
     path = FIXTURES / "gpt2_decode_fp16.onnx"
     fits = critical(Session(path, dims={"past_sequence": 1023}, kv_cache="copy"), "batch").fits_up_to
-    at = {b: deploy(analyze(path, dims={"batch": b, "past_sequence": 1023}), "copy").memory for b in (fits, fits + 1)}
+    at = {b: deploy(analyze(path, sizing=Sizing(dims={"batch": b, "past_sequence": 1023})), "copy").memory for b in (fits, fits + 1)}
     assert at[fits].total_bytes <= 80e9 * 0.9 < at[fits + 1].total_bytes  # 90 % of the H100's 80 GB, the cache copied

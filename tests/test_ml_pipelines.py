@@ -20,12 +20,12 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
-from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.costs.rules import ml as ml_rules
 from onnx_roofline.model.op_node import OpNode
-from onnx_roofline.shapes.engine import collect
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.shapes.engine import collect
 from tests.conftest import analyze_node
 
 ort = pytest.importorskip("onnxruntime")
@@ -154,7 +154,7 @@ def test_the_pipelines_hold_the_ops_they_should(converted):
 @pytest.mark.parametrize("name", NAMES)
 def test_pipeline_is_costed_with_the_shapes_onnxruntime_returns(converted, name):
     case = converted[name]
-    report = analyze(case.model, input_shapes={case.model.graph.input[0].name: [BATCH, FEATURES]})
+    report = analyze(case.model, sizing=Sizing(input_shapes={case.model.graph.input[0].name: [BATCH, FEATURES]}))
     assert report.totals.uncosted_nodes == 0, [(n.name, n.status, n.reason) for n in report.nodes if n.status != "ok"]
     outputs = {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None}
     assert outputs == case.observed
@@ -166,7 +166,7 @@ def test_a_pipelines_unnamed_batch_binds_by_its_given_name(converted):
     case = converted["scaler_logistic"]
     declared = case.model.graph.input[0]
     assert declared.type.tensor_type.shape.dim[0].WhichOneof("value") is None
-    report = analyze(case.model, dims={f"{declared.name}_dim0": BATCH})
+    report = analyze(case.model, sizing=Sizing(dims={f"{declared.name}_dim0": BATCH}))
     assert report.totals.uncosted_nodes == 0
     assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == case.observed
     from onnx_roofline.commands.verify import verify
@@ -176,7 +176,7 @@ def test_a_pipelines_unnamed_batch_binds_by_its_given_name(converted):
 
 def test_zipmap_writes_its_entries(converted):
     """N maps of C entries, each an int64 key and a float32 value."""
-    report = analyze(converted["scaler_logistic"].model, input_shapes={"X": [BATCH, FEATURES]})
+    report = analyze(converted["scaler_logistic"].model, sizing=Sizing(input_shapes={"X": [BATCH, FEATURES]}))
     (zipmap,) = [n for n in report.nodes if n.op_type == "ZipMap"]
     assert zipmap.outputs[0].shape == (BATCH, 3) and zipmap.outputs[0].key_dtype == "int64"
     assert zipmap.cost.flops == 0
@@ -299,8 +299,8 @@ def test_map_input_shape_rule_matches_onnxruntime(case):
 def test_a_pipeline_on_feature_dicts_is_costed_through_given_its_entries():
     """skl2onnx's DictVectorizer → LogisticRegression over int-keyed feature dicts: the graph input
     is a map, sized by the entries given (3); every node costed, the outputs as onnxruntime runs them."""
-    from sklearn.feature_extraction import DictVectorizer
     from skl2onnx.common.data_types import DictionaryType, FloatTensorType, Int64TensorType
+    from sklearn.feature_extraction import DictVectorizer
 
     rng = np.random.default_rng(0)
     rows = [{int(k): float(rng.random()) for k in rng.choice(6, 3, replace=False)} for _ in range(40)]
@@ -309,7 +309,7 @@ def test_a_pipeline_on_feature_dicts_is_costed_through_given_its_entries():
         warnings.simplefilter("ignore")
         model = skl2onnx.to_onnx(pipe, initial_types=[("x", DictionaryType(Int64TensorType([]), FloatTensorType([])))],
                                  options={id(pipe[-1]): {"zipmap": False}}, target_opset={"": 17, ML: 3})
-    report = analyze(model, input_shapes={"x": (3,)})
+    report = analyze(model, sizing=Sizing(input_shapes={"x": (3,)}))
     assert report.uncosted.count == 0
     label, probabilities = _session(model).run(None, {"x": rows[0]})
     outputs = {t.name: t.shape for n in report.nodes for t in n.outputs if t is not None}
@@ -385,8 +385,8 @@ def test_onnxmltools_lightgbm_declared_label_gives_way_to_the_batch():
     model = onnxmltools.convert_lightgbm(classifier, initial_types=[("input", FloatTensorType([None, FEATURES]))], zipmap=False, target_opset=15)
     assert [d.dim_value for d in model.graph.output[0].type.tensor_type.shape.dim] == [1]  # the declaration this test is about
     observed = _run_every_output(model, {"input": x[:BATCH]})
-    (batch,) = [name for name in analyze(model, default_dims=True).model.dims]
-    report = analyze(model, dims={batch: BATCH})
+    (batch,) = [name for name in analyze(model, sizing=Sizing(default_dims=True)).model.dims]
+    report = analyze(model, sizing=Sizing(dims={batch: BATCH}))
     assert report.totals.uncosted_nodes == 0
     assert {t.name: _shown(t) for n in report.nodes for t in n.outputs if t is not None} == observed
     from onnx_roofline.commands.verify import verify

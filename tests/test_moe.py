@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from onnx_roofline import analyze, json_schema
+from onnx_roofline import Sizing, analyze, json_schema
 from onnx_roofline.commands.cli import main
 from onnx_roofline.model.experts import recognize
 from onnx_roofline.model.nodes import read_nodes
@@ -48,7 +48,7 @@ def _export_constants(path: Path) -> int:
 
 
 def test_bindings_alone_cost_every_node_at_the_active_experts_flops():
-    report = analyze(QWEN, dims=STEP)
+    report = analyze(QWEN, sizing=Sizing(dims=STEP))
     assert not report.unsupported and report.uncosted.count == 0
     attention_per_layer = (
         2 * T * H * HEADS * D  # q_proj
@@ -110,7 +110,7 @@ def test_parameters_total_and_active_per_token_from_the_config(path, attention, 
     per_layer = attention + 2 * H + router + routed + shared  # + input and post-attention RMSNorms
     total = L * per_layer + H + 2 * V * H + _export_constants(path)  # + final norm, embedding, lm_head (untied)
     active = total - L * (E - K) * routed // E  # a token runs k of the E routed experts
-    summary = analyze(path, dims=STEP).model.experts
+    summary = analyze(path, sizing=Sizing(dims=STEP)).model.experts
     assert (summary.parameters, summary.active_parameters) == (total, active)
     assert [layer.shared_experts for layer in summary.layers] == [1 if shared else 0] * L
 
@@ -124,7 +124,7 @@ def test_deployed_decode_reads_the_weights_of_the_distinct_experts(path, batch):
     per_expert = 3 * H * I * FP32  # gate, up, down
     if path == GPT_OSS:
         per_expert += (2 * I + H) * FP32  # its gate_up and down biases
-    deployed = deploy(analyze(path, dims=_decode(batch)))
+    deployed = deploy(analyze(path, sizing=Sizing(dims=_decode(batch))))
     kernels = [k for k in deployed.nodes if k.op_type == GROUPED_GEMM]
     touched = E * (1 - (1 - K / E) ** batch)  # k at one token, 3 of 4 at two, ~E at 64
     assert len(kernels) == L
@@ -135,7 +135,7 @@ def test_deployed_decode_reads_the_weights_of_the_distinct_experts(path, batch):
 
 
 def test_the_dense_export_is_an_moe_written_as_written_and_deployed_routed():
-    report = analyze(GPT_OSS, dims=STEP)
+    report = analyze(GPT_OSS, sizing=Sizing(dims=STEP))
     summary = report.model.experts
     assert [(s.form, s.experts, s.top_k) for s in summary.layers] == [("dense", E, K)] * L
     pass_flops = 2 * H * 2 * I + 2 * I * H  # gate_up [H, 2I], down [I, H]
@@ -149,16 +149,16 @@ def test_the_dense_export_is_an_moe_written_as_written_and_deployed_routed():
 
 
 def test_the_expert_load_option_sizes_the_experts():
-    skew = analyze(QWEN, dims=STEP, expert_load="skew=2").model.experts
+    skew = analyze(QWEN, sizing=Sizing(dims=STEP, expert_load="skew=2")).model.experts
     assert skew.layers[0].rows == (T * K // 2, T * K // 2, 0, 0)  # the choices on a hot half of the experts
-    capacity = analyze(QWEN, dims=STEP, expert_load="capacity=1.5").model.experts
+    capacity = analyze(QWEN, sizing=Sizing(dims=STEP, expert_load="capacity=1.5")).model.experts
     assert capacity.layers[0].rows == (math.ceil(1.5 * T * K / E),) * E  # 6 rows each: the capacity bound
     with pytest.raises(ValueError, match="expert load"):
-        analyze(QWEN, dims=STEP, expert_load="zipf")
+        analyze(QWEN, sizing=Sizing(dims=STEP, expert_load="zipf"))
 
 
 def test_nonzero_fraction_still_overrides_the_routing():
-    report = analyze(QWEN, dims=STEP, nonzero_fraction=1.0)
+    report = analyze(QWEN, sizing=Sizing(dims=STEP, nonzero_fraction=1.0))
     assert report.model.assumed.nonzero_fraction == 1.0
     assert report.model.experts.layers[0].rows == (K * T,) * E  # every cell of a [k, tokens] mask: per NonZero, as documented
     assert not report.model.experts.sized
@@ -181,7 +181,7 @@ def test_experts_are_recognized_from_the_structure_not_the_names():
 def test_both_views_validate_against_the_shipped_schema(path):
     jsonschema = pytest.importorskip("jsonschema")
     validator = jsonschema.Draft202012Validator(json_schema())
-    written = analyze(path, dims=_decode(4))
+    written = analyze(path, sizing=Sizing(dims=_decode(4)))
     deployed = deploy(written)
     for report, other in ((written, deployed), (deployed, written)):
         document = json.loads(render_json(report, other))
@@ -264,7 +264,7 @@ def test_sweep_and_critical_show_the_distinct_experts_moving_the_bound(tmp_path,
     assert found["distinct_experts"]["1"] == pytest.approx(top_k) and found["distinct_experts"]["64"] == pytest.approx(experts, rel=0.01)
     critical = found["critical"]
     assert 64 < critical <= 4096
-    bounds = [next(k for k in deploy(analyze(path, dims={"tokens": t})).nodes if k.op_type == GROUPED_GEMM).placement.bound for t in (critical - 1, critical)]
+    bounds = [next(k for k in deploy(analyze(path, sizing=Sizing(dims={"tokens": t}))).nodes if k.op_type == GROUPED_GEMM).placement.bound for t in (critical - 1, critical)]
     assert bounds == ["memory", "compute"]  # the crossing is where the kernel flips
     assert main(["sweep", str(path), "--dim", "tokens=1,4096", "--view", "deployed"]) == 0
     assert "experts read" in capsys.readouterr().out

@@ -13,6 +13,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import ModelLoadError
 
@@ -62,8 +63,8 @@ def test_onnx_and_onnxruntime_accept_what_the_analysis_must_accept():
 
 def test_a_minus_one_input_dim_analyzes_as_the_same_dim_named():
     """x [-1, 3, -1, -1] is x [x_dim0, 3, x_dim2, x_dim3]: the same dims, defaults, shapes and figures."""
-    negative = onnx_roofline.analyze(_image_model([-1, 3, -1, -1], [-1, 8, -1, -1]), default_dims=True)
-    named = onnx_roofline.analyze(_image_model(["x_dim0", 3, "x_dim2", "x_dim3"], ["x_dim0", 8, "x_dim2", "x_dim3"]), default_dims=True)
+    negative = onnx_roofline.analyze(_image_model([-1, 3, -1, -1], [-1, 8, -1, -1]), sizing=Sizing(default_dims=True))
+    named = onnx_roofline.analyze(_image_model(["x_dim0", 3, "x_dim2", "x_dim3"], ["x_dim0", 8, "x_dim2", "x_dim3"]), sizing=Sizing(default_dims=True))
     assert negative.model.dims == named.model.dims == {"x_dim0": 1, "x_dim2": 224, "x_dim3": 224}
     assert negative.to_dict()["nodes"] == named.to_dict()["nodes"]
     assert negative.totals == named.totals
@@ -83,7 +84,7 @@ def test_a_minus_one_dim_binds_by_its_anonymous_name(tmp_path, capsys):
 
 
 def test_any_negative_value_a_converter_writes_is_dynamic():
-    report = onnx_roofline.analyze(_image_model([-7, 3, 32, -2]), dims={"x_dim0": 1, "x_dim3": 32})
+    report = onnx_roofline.analyze(_image_model([-7, 3, 32, -2]), sizing=Sizing(dims={"x_dim0": 1, "x_dim3": 32}))
     assert report.nodes[0].outputs[0].shape == (1, 8, 32, 32)
 
 
@@ -110,12 +111,12 @@ def test_a_negative_dim_elsewhere_stays_invalid():
     model = _image_model(["n", 3, "h", "w"])
     model.graph.initializer[1].dims[0] = -1
     with pytest.raises(ModelLoadError, match="tensor 'b' has a dim of -1"):
-        onnx_roofline.analyze(model, dims={"n": 1, "h": 8, "w": 8})
+        onnx_roofline.analyze(model, sizing=Sizing(dims={"n": 1, "h": 8, "w": 8}))
 
 
 def test_the_file_is_never_changed(tmp_path):
     path = tmp_path / "neg.onnx"
     onnx.save(_image_model([-1, 3, -1, -1]), path)
     before = path.read_bytes()
-    onnx_roofline.analyze(path, default_dims=True)
+    onnx_roofline.analyze(path, sizing=Sizing(default_dims=True))
     assert path.read_bytes() == before

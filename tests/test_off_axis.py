@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.costs import rules
 from onnx_roofline.report.html_points import plotted, zero_flop_strip
 from onnx_roofline.report.model import OK
@@ -70,7 +70,7 @@ def test_no_transcendental_op_is_data_movement_in_any_rendering(transcendental_r
 
 
 def test_gpt2_tanh_is_not_data_movement_in_the_strip():
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", hw="h100", dims={"batch": 1, "past_sequence": 1023}, default_dims=True)
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", hw="h100", sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}, default_dims=True))
     tanh = [n for n in report.nodes if n.op_type == "Tanh"]
     assert len(tanh) == 12  # one GELU per layer, 12 layers
     strip = zero_flop_strip(report)

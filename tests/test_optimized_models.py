@@ -29,7 +29,10 @@ quantization = pytest.importorskip("onnxruntime.quantization")
 
 import onnx  # noqa: E402
 
-from onnx_roofline import analyze  # noqa: E402
+from onnx_roofline import (
+    Sizing,
+    analyze,  # noqa: E402
+)
 
 HIDDEN, HEADS, LAYERS, VOCAB, POSITIONS = 768, 12, 2, 1000, 128
 BATCH, SEQUENCE = 2, 16
@@ -188,7 +191,7 @@ def sdpa(tmp_path_factory) -> dict[int, Path]:
 
 @functools.lru_cache(maxsize=None)
 def _analyzed(path: Path):
-    report = analyze(path, dims=DIMS)
+    report = analyze(path, sizing=Sizing(dims=DIMS))
     assert report.unsupported == {}, [(n.op_type, n.status, n.reason) for n in report.nodes if n.status != "ok"]
     return report
 

@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.report.units import duration, percent, si
 from onnx_roofline.views.deployed import deploy
@@ -32,7 +32,7 @@ def outputs(tmp_path_factory):
 
 def test_the_json_has_both_views_and_the_foldable_block(outputs):
     data = json.loads(outputs["json"])
-    written = analyze(DECODE, dims={"batch": 1, "past_sequence": 1023})
+    written = analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
     deployed = deploy(written, "inplace")  # the CLI's default (issue 39)
     assert data["views"]["written"]["totals"]["time_s"] == data["totals"]["time_s"]
     assert data["views"]["deployed"]["totals"]["time_s"] == deployed.totals.time_s
@@ -62,7 +62,7 @@ def test_every_format_says_what_the_json_holds(outputs, fmt):
 
 def test_the_html_switches_between_written_nodes_and_deployed_kernels(outputs):
     data, page = json.loads(outputs["json"]), outputs["html"]
-    deployed = deploy(analyze(DECODE, dims={"batch": 1, "past_sequence": 1023}), "copy")
+    deployed = deploy(analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})), "copy")
     assert 'id="show-written" checked' in page and 'id="show-deployed"' in page
     tables = dict(re.findall(r'<table id="([\w-]+)" class="sortable"><thead>.*?</thead><tbody>(.*?)</tbody>', page))
     assert tables["nodes"].count("<tr") == len(data["nodes"]) == 648

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.shapes import pieces
 from onnx_roofline.shapes.engine import _onnx_inference, collect
@@ -49,9 +49,9 @@ def _in_pieces(monkeypatch, size: int) -> list[int]:
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_pieces_give_the_whole_graphs_results(monkeypatch, name):
     path, dims = GRAPHS[name]
-    whole = analyze(path, dims=dims, partial=True)
+    whole = analyze(path, partial=True, sizing=Sizing(dims=dims))
     given = _in_pieces(monkeypatch, 13)  # odd and small: cuts fall inside every Shape → Reshape chain
-    pieced = analyze(path, dims=dims, partial=True)
+    pieced = analyze(path, partial=True, sizing=Sizing(dims=dims))
     nodes = whole.model.node_count  # the main graph's: bodies are inferred with their node
     assert given == [min(13, nodes - start) for start in range(0, nodes, 13)]  # ceil(nodes / 13) pieces, in order
     assert len(given) == math.ceil(nodes / 13) > 1
@@ -111,7 +111,7 @@ def test_a_failing_piece_loses_only_its_own_nodes_to_the_sweep(monkeypatch):
     """ONNX's pass raising on one piece: the others keep their types, the sweep types that one's
     nodes, the report names which nodes, and every value comes out as the whole graph gives it."""
     path, dims = GRAPHS["gpt2_decode_fp32_torchscript"]
-    whole = analyze(path, dims=dims)
+    whole = analyze(path, sizing=Sizing(dims=dims))
     given = _in_pieces(monkeypatch, 1000)
     infer = pieces.inferred_types
 
@@ -122,7 +122,7 @@ def test_a_failing_piece_loses_only_its_own_nodes_to_the_sweep(monkeypatch):
         return infer(model)
 
     monkeypatch.setattr(pieces, "inferred_types", second_fails)
-    report = analyze(path, dims=dims)
+    report = analyze(path, sizing=Sizing(dims=dims))
     assert [w for w in report.model.shape_warnings if "inference failed here" in w] == [
         "ONNX shape inference of nodes 1000–1999 failed (inference failed here); typed node by node instead"
     ]
@@ -142,7 +142,7 @@ def test_every_cut_of_a_graph_onnx_types_alone_is_seamless(monkeypatch):
                               initializer=[numpy_helper.from_array(np.zeros((64, 128), np.float32), "w")])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     given = _in_pieces(monkeypatch, 1)
-    report = analyze(model, dims={"batch": 8})
+    report = analyze(model, sizing=Sizing(dims={"batch": 8}))
     assert given == [1] * 7 and report.model.shape_inference == "onnx"
     assert all(n.outputs[0].shape == (8, 128) for n in report.nodes)
     assert report.nodes[0].cost.flops == 2 * 8 * 64 * 128  # [8, 64] @ [64, 128]: a multiply-add per (row, column, k)

@@ -7,6 +7,7 @@ the user had is lost."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline.commands import cli
+from onnx_roofline.commands import arguments
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import EXIT_BROKEN_PIPE, EXIT_OUTPUT, EXIT_USAGE
 from onnx_roofline.report import output
@@ -180,7 +181,7 @@ def no_analysis(monkeypatch):
     def analysis(*args, **kwargs):
         raise AssertionError("the analysis ran")
 
-    monkeypatch.setattr(cli, "analyze_from_options", analysis)
+    monkeypatch.setattr(arguments, "analyze_from_options", analysis)  # the command line imports it when it runs
 
 
 @pytest.mark.parametrize("outputs", [
@@ -225,6 +226,31 @@ def test_a_full_disk_between_annotates_two_files_leaves_the_old_pair(tmp_path, c
     assert code == EXIT_OUTPUT and len(calls) == 2
     assert err == f"onnx-roofline: error: cannot write {out / 'a.onnx'}: No space left on device\n"
     assert {path.name: path.read_bytes() for path in out.iterdir()} == old
+
+
+def test_a_model_renamed_without_its_attachment_is_told_from_a_pair(tmp_path, capsys, monkeypatch):
+    """The two renames are not one: a run killed between them leaves the new attachment beside the
+    old model. The model names its attachment's checksum (CRC-32 and length), so `inspect` tells a pair from a mix."""
+    model = hostile.save(hostile.relu(), tmp_path / "m.onnx")
+    out = tmp_path / "out"
+    out.mkdir()
+    assert main([str(model), "--annotate", str(out / "a.onnx"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["inspect", str(out / "a.onnx"), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["attachment"] == "paired"
+    real = os.replace
+
+    def dies_before_the_model(source, target):
+        if str(target).endswith(".onnx"):
+            raise KeyboardInterrupt  # the run ends between its two renames
+        real(source, target)
+
+    monkeypatch.setattr(output.os, "replace", dies_before_the_model)
+    assert main([str(model), "--hw", "a100", "--annotate", str(out / "a.onnx"), "-q"]) == 130  # another analysis, interrupted
+    monkeypatch.setattr(output.os, "replace", real)
+    capsys.readouterr()
+    assert main(["inspect", str(out / "a.onnx")]) == 0
+    assert "a.netron.json: NOT the one written with this model" in capsys.readouterr().out
 
 
 def test_a_killed_runs_hidden_folder_is_removed_by_the_next_and_a_live_ones_kept(tmp_path, capsys):

@@ -11,7 +11,7 @@ import math
 import onnx
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.costs.hardware import load_hardware
 from onnx_roofline.costs.hardware.achievable import Achievable, parse_achievable
@@ -110,7 +110,7 @@ def test_a_malformed_achievable_table_is_one_line(table, message):
 
 @pytest.fixture(scope="module")
 def decode():
-    return deploy(analyze(DECODE, dims={"batch": 1, "past_sequence": 1023}), INPLACE)
+    return deploy(analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})), INPLACE)
 
 
 def test_the_prediction_sums_its_kernels_and_never_beats_the_bound(decode):
@@ -177,7 +177,7 @@ def test_serve_predicts_fewer_tokens_per_second_than_its_bound_at_every_batch(tm
     points = [p for degree in result.degrees for p in degree.points]
     assert points and all(p.predicted_tokens_per_s < p.tokens_per_s for p in points)
     one = next(p for p in result.degrees[0].points if p.batch == 1)
-    assert one.predicted_s == pytest.approx(deploy(analyze(DECODE, dims={"batch": 1, "past_sequence": 1023}), INPLACE).prediction.time_s)
+    assert one.predicted_s == pytest.approx(deploy(analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})), INPLACE).prediction.time_s)
     data = result.to_dict()
     assert [p["predicted_tokens_per_s"] for d in data["degrees"] for p in d["points"]] == [p.predicted_tokens_per_s for p in points]
     figure = serve_figure(result)
@@ -189,7 +189,7 @@ def test_check_states_the_floor_first(capsys):
     """`check`'s figures: the deployed bound, the prediction beside it, the as-written sum after (issue 40)."""
     assert main(["check", str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json"]) == 0
     latency = json.loads(capsys.readouterr().out)["latency"]
-    deployed = deploy(analyze(DECODE, dims={"batch": 1, "past_sequence": 1023}), INPLACE)
+    deployed = deploy(analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})), INPLACE)
     assert latency["floor_time_s"] == pytest.approx(deployed.totals.time_s)
     assert latency["predicted_time_s"] == pytest.approx(deployed.prediction.time_s)
     assert main(["check", str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023"]) == 0
@@ -206,7 +206,7 @@ def test_sweep_and_critical_give_the_prediction_beside_the_bound():
     session = Session(str(DECODE), hw="h100", dims={"past_sequence": 1023}, kv_cache="inplace")
     written, deployed = (sweep(session, {"batch": [1, 8]}, view).points for view in ("written", "deployed"))
     for as_written, point in zip(written, deployed, strict=True):  # the deployed prediction, whatever the view swept
-        expected = deploy(analyze(DECODE, dims=point.dims), INPLACE).prediction.time_s
+        expected = deploy(analyze(DECODE, sizing=Sizing(dims=point.dims)), INPLACE).prediction.time_s
         assert as_written.predicted_s == point.predicted_s == pytest.approx(expected)
         assert point.predicted_throughput < point.throughput  # below the bound's rate
     # a kernel predicted at max(compute / 0.75, memory / 0.9) is compute-bound where compute ≥ bytes / (3.35e12 · 0.9 / 0.75)
@@ -220,7 +220,7 @@ def test_the_many_models_summary_gives_the_floor_first(capsys):
     assert main([str(RESNET), str(DECODE), "--format", "json", "-q"]) == 0
     rows = json.loads(capsys.readouterr().out)["models"]
     for row, model in zip(rows, (RESNET, DECODE), strict=True):
-        deployed = deploy(analyze(model, default_dims=True), INPLACE)
+        deployed = deploy(analyze(model, sizing=Sizing(default_dims=True)), INPLACE)
         assert row["floor_time_s"] == pytest.approx(deployed.totals.time_s)
         assert row["predicted_time_s"] == pytest.approx(deployed.prediction.time_s)
         assert row["time_s"] == pytest.approx(deployed.written.totals.time_s)  # as written, its meaning kept

@@ -22,6 +22,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline as rl
+from onnx_roofline import Sizing
 from onnx_roofline.views.deployed import deploy
 
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
@@ -45,7 +46,7 @@ class _Reader(quantization.CalibrationDataReader):
 
 
 def _deployed(path, **dims):
-    return deploy(rl.analyze(str(path), hw="h100", dims=dims or None))
+    return deploy(rl.analyze(str(path), hw="h100", sizing=Sizing(dims=dims or None)))
 
 
 def _written_ops(report, kernel) -> list[str]:

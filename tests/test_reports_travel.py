@@ -11,6 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 import pytest
 
 import onnx_roofline as r
+from onnx_roofline import Sizing
 from onnx_roofline.report.serialize import render_json
 from onnx_roofline.views.deployed import deploy
 from tests.conftest import FIXTURES
@@ -24,7 +25,7 @@ def _round_trip(value):
 
 @pytest.mark.parametrize("fixture", ALL_FIXTURES)
 def test_each_fixture_report_pickles_to_an_equal_report(fixture):
-    written = r.analyze(FIXTURES / fixture, default_dims=True)
+    written = r.analyze(FIXTURES / fixture, sizing=Sizing(default_dims=True))
     deployed = deploy(written, "copy")
     for report in (written, deployed):
         back = _round_trip(report)
@@ -37,7 +38,7 @@ def test_each_fixture_report_pickles_to_an_equal_report(fixture):
 
 
 def test_hardware_pickles_with_its_read_only_tables():
-    hardware = r.analyze(FIXTURES / "resnet50_fp16.onnx", hw="h100", dims={"batch": 1}).hardware
+    hardware = r.analyze(FIXTURES / "resnet50_fp16.onnx", hw="h100", sizing=Sizing(dims={"batch": 1})).hardware
     back = _round_trip(hardware)
     assert back == hardware and back.to_dict() == hardware.to_dict()
     assert back.figure_source("matrix", "fp16") == hardware.figure_source(
@@ -52,11 +53,11 @@ def test_analyze_in_a_process_pool_returns_whole_reports():
     # spawn: fresh interpreters, as a cluster's workers are, with nothing inherited from this one
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {
-            name: pool.submit(r.analyze, str(FIXTURES / name), hw="h100", dims=dims) for name, dims in jobs.items()
+            name: pool.submit(r.analyze, str(FIXTURES / name), hw="h100", sizing=Sizing(dims=dims)) for name, dims in jobs.items()
         }
         reports = {name: future.result() for name, future in futures.items()}
     for name, dims in jobs.items():
-        here = r.analyze(str(FIXTURES / name), hw="h100", dims=dims)
+        here = r.analyze(str(FIXTURES / name), hw="h100", sizing=Sizing(dims=dims))
         assert isinstance(reports[name], r.Report)
         assert reports[name] == here and reports[name].to_dict() == here.to_dict()
         assert reports[name].totals == here.totals
@@ -67,8 +68,8 @@ def test_dask_maps_analyze_over_processes_and_hands_back_reports():
     workers are fresh interpreters fed by cloudpickle, returns report objects equal to those made here."""
     dask = pytest.importorskip("dask")
     paths = [FIXTURES / "resnet50_fp16.onnx", FIXTURES / "gpt2_prefill_fp16.onnx"]
-    tasks = [dask.delayed(r.analyze)(str(path), hw="h100", default_dims=True) for path in paths]
+    tasks = [dask.delayed(r.analyze)(str(path), hw="h100", sizing=Sizing(default_dims=True)) for path in paths]
     reports = dask.compute(*tasks, scheduler="processes", num_workers=2)
     for path, report in zip(paths, reports, strict=True):
         assert isinstance(report, r.Report)
-        assert report.to_dict() == r.analyze(str(path), hw="h100", default_dims=True).to_dict()
+        assert report.to_dict() == r.analyze(str(path), hw="h100", sizing=Sizing(default_dims=True)).to_dict()

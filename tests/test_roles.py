@@ -19,6 +19,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import UnboundDimensionError
 from onnx_roofline.report.html import render_html
@@ -94,7 +95,7 @@ NAMINGS = {  # how converters write [batch, 3, height, width]: the anonymous nam
 def test_an_image_with_unnamed_sides_is_costed_at_the_default_side(naming):
     """The plain command's FLOPs equal those of the same model bound by hand at 224×224, batch 1."""
     dims, (batch, height, width) = NAMINGS[naming]
-    plain = onnx_roofline.analyze(_image_model(dims), default_dims=True)
+    plain = onnx_roofline.analyze(_image_model(dims), sizing=Sizing(default_dims=True))
     by_hand = onnx_roofline.analyze(_image_model([1, 3, SIDE, SIDE]))
     assert plain.model.dims == {batch: 1, height: SIDE, width: SIDE}
     assert _matrix_flops(plain) == _matrix_flops(by_hand) == _image_flops(1, SIDE, SIDE)
@@ -105,7 +106,7 @@ def test_an_image_with_unnamed_sides_is_costed_at_the_default_side(naming):
 
 
 def test_an_nhwc_image_takes_its_sides_from_axes_1_and_2():
-    plain = onnx_roofline.analyze(_image_model(["unk__12", "unk__13", "unk__14", 3], layout="NHWC"), default_dims=True)
+    plain = onnx_roofline.analyze(_image_model(["unk__12", "unk__13", "unk__14", 3], layout="NHWC"), sizing=Sizing(default_dims=True))
     assert plain.model.dims == {"unk__12": 1, "unk__13": SIDE, "unk__14": SIDE}
     assert {n: d.role for n, d in plain.model.dim_roles.items()} == {"unk__12": "batch", "unk__13": "image height", "unk__14": "image width"}
     assert _matrix_flops(plain) == _image_flops(1, SIDE, SIDE)
@@ -113,7 +114,7 @@ def test_an_nhwc_image_takes_its_sides_from_axes_1_and_2():
 
 def test_the_image_size_the_metadata_states_is_taken():
     """ultralytics writes `imgsz: [640, 640]` into its exports: height and width, as stated."""
-    plain = onnx_roofline.analyze(_image_model(["batch", 3, "height", "width"], metadata={"imgsz": "[320, 480]"}), default_dims=True)
+    plain = onnx_roofline.analyze(_image_model(["batch", 3, "height", "width"], metadata={"imgsz": "[320, 480]"}), sizing=Sizing(default_dims=True))
     assert plain.model.dims == {"batch": 1, "height": 320, "width": 480}
     assert _matrix_flops(plain) == _image_flops(1, 320, 480)
     assert plain.model.dim_roles["height"].source == "model" and "imgsz" in plain.model.dim_roles["height"].text()
@@ -131,7 +132,7 @@ def test_every_output_says_each_default_with_its_role(tmp_path, capsys):
     model = json.loads(capsys.readouterr().out)["model"]
     assert model["dim_roles"]["p2o.DynamicDimension.1"] == {"size": 224, "role": "image height", "source": "graph", "why": None}
     assert model["defaulted_dims"] == sorted(model["dim_roles"])
-    html = render_html(onnx_roofline.analyze(path, default_dims=True))
+    html = render_html(onnx_roofline.analyze(path, sizing=Sizing(default_dims=True)))
     assert "p2o.DynamicDimension.1=224 (image height, default)" in html
     assert main(["inspect", str(path)]) == 0
     out = capsys.readouterr().out
@@ -156,7 +157,7 @@ def _token_model(past: bool = False) -> onnx.ModelProto:
 
 
 def test_a_token_input_takes_a_batch_and_a_sequence():
-    report = onnx_roofline.analyze(_token_model(), default_dims=True)
+    report = onnx_roofline.analyze(_token_model(), sizing=Sizing(default_dims=True))
     assert report.model.dims == {"unk__0": 1, "unk__1": 512, "unk__2": 1, "unk__3": 512}
     assert {n: d.role for n, d in report.model.dim_roles.items()} == {"unk__0": "batch", "unk__1": "sequence", "unk__2": "batch", "unk__3": "sequence"}
     proj = next(node for node in report.nodes if node.name == "proj")
@@ -164,7 +165,7 @@ def test_a_token_input_takes_a_batch_and_a_sequence():
 
 
 def test_a_token_input_beside_a_past_is_one_decode_step():
-    report = onnx_roofline.analyze(_token_model(past=True), default_dims=True)
+    report = onnx_roofline.analyze(_token_model(past=True), sizing=Sizing(default_dims=True))
     assert report.model.dims["unk__1"] == 1 and report.model.dims["past_sequence"] == 511
     assert report.model.dim_roles["unk__1"].role == "sequence"
 
@@ -187,7 +188,7 @@ def _audio_model(dims: list, front: str = "Conv") -> onnx.ModelProto:
 
 
 def test_an_audio_input_takes_a_second_at_16_khz():
-    report = onnx_roofline.analyze(_audio_model(["batch", None]), default_dims=True)
+    report = onnx_roofline.analyze(_audio_model(["batch", None]), sizing=Sizing(default_dims=True))
     assert report.model.dims == {"batch": 1, "input_dim1": AUDIO_SAMPLES} and AUDIO_SAMPLES == 16_000
     assert report.model.dim_roles["input_dim1"].role == "audio samples"
     frames = (16_000 + 64 - 64) // 32 + 1  # padded 16,064 samples, window 64, hop 32
@@ -203,7 +204,7 @@ def test_a_reshape_to_a_constant_states_the_size_it_takes():
     nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="to_image"), helper.make_node("Conv", ["r", "w"], ["y"], name="conv")]
     graph = helper.make_graph(nodes, "mnist", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "unk__7"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[shape, weight])  # fmt: skip
-    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), default_dims=True)
+    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
     assert report.model.dims == {"unk__7": 784}
     assert report.model.dim_roles["unk__7"].source == "model"
     assert "to_image" in report.model.dim_roles["unk__7"].text()
@@ -214,7 +215,7 @@ def test_a_leading_dim_shared_by_inputs_is_the_batch():
     nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["d0", 8]), helper.make_tensor_value_info("b", TensorProto.FLOAT, ["d0", 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
-    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), default_dims=True)
+    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
     assert report.model.dim_roles["d0"].role == "batch"
 
 
@@ -252,7 +253,7 @@ def test_the_gates_output_says_the_defaults_with_their_roles():
     from onnx_roofline.commands.gate.policy import Policy
     from onnx_roofline.commands.gate.render import render_json, render_text
 
-    report = onnx_roofline.analyze(_image_model(NAMINGS["paddle2onnx"][0]), default_dims=True)
+    report = onnx_roofline.analyze(_image_model(NAMINGS["paddle2onnx"][0]), sizing=Sizing(default_dims=True))
     result = evaluate(report, Policy(max_uncosted=0))
     assert "p2o.DynamicDimension.1=224 (image height, default)" in render_text(result)
     assert json.loads(render_json(result))["model"]["dim_roles"]["p2o.DynamicDimension.2"]["role"] == "image width"

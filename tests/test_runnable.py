@@ -17,7 +17,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import DimensionConflict, DimensionError, UnboundDimensionError
 from tests.corpus import manifest
@@ -84,7 +84,7 @@ def test_dims_too_small_for_a_strided_stem_are_one_line_naming_them(tmp_path, ca
     err = capsys.readouterr().err.strip()
     assert err == ("onnx-roofline: error: node 'down' (Conv) cannot run at batch=1, height=7, width=7: its input 'h' is 1×1 "
                    "(padded 1×1), smaller than its 2×2 window (kernel 2×2, dilations [1, 1]); larger dims give it an output")  # fmt: skip
-    report = analyze(path, dims={"batch": 1, "height": 16, "width": 16})
+    report = analyze(path, sizing=Sizing(dims={"batch": 1, "height": 16, "width": 16}))
     assert report.nodes[1].outputs[0].shape == (1, 16, 2, 2)  # 16 / 4 = 4, then (4 - 2) / 2 + 1 = 2
 
 
@@ -108,11 +108,12 @@ def test_a_reshape_target_that_does_not_hold_the_input_is_refused(tmp_path, caps
     assert session.run(None, {"x": np.ones((2, 6), np.float32)})[0].shape == (3, 4)
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own error type
         session.run(None, {"x": np.ones((3, 6), np.float32)})
-    assert analyze(path, dims={"batch": 2}).nodes[0].outputs[0].shape == (3, 4)
+    assert analyze(path, sizing=Sizing(dims={"batch": 2})).nodes[0].outputs[0].shape == (3, 4)
     assert main([str(path), "--dim", "batch=3"]) == 2
     assert capsys.readouterr().err.strip() == (
         "onnx-roofline: error: node 'traced' (Reshape) cannot run at batch=3: its input 'x' [3, 6] has 18 elements, its target [3, 4] 12: "
-        "a size the graph fixed when it was exported (traced) disagrees with these dims")  # fmt: skip
+        "a size the graph fixed when it was exported (traced) disagrees with these dims; "
+        "it runs at batch=2 (the size Reshape 'traced' was traced at): --dim batch=2")  # fmt: skip; 2·6 = 3·4, the run above
 
 
 def test_a_traced_attention_runs_only_at_its_traced_key_length(tmp_path):
@@ -138,8 +139,8 @@ def test_a_traced_attention_runs_only_at_its_traced_key_length(tmp_path):
     with pytest.raises(Exception):  # noqa: B017
         session.run(None, {"q": np.ones((7, 2, 32), np.float32), "kv": np.ones((7, 2, 32), np.float32)})
     with pytest.raises(DimensionError, match=r"\(Reshape\) cannot run at batch=2, kv_sequence=7, sequence=7: .* disagrees with these dims"):
-        analyze(path, dims={"batch": 2, "kv_sequence": 7, "sequence": 7})
-    report = analyze(path, dims={"batch": 2, "kv_sequence": 9, "sequence": 7})
+        analyze(path, sizing=Sizing(dims={"batch": 2, "kv_sequence": 7, "sequence": 7}))
+    report = analyze(path, sizing=Sizing(dims={"batch": 2, "kv_sequence": 9, "sequence": 7}))
     assert report.uncosted.count == 0
     assert report.nodes[-1].outputs[0].shape == session.run(None, {"q": np.ones((7, 2, 32), np.float32), "kv": np.ones((9, 2, 32), np.float32)})[0].shape
 
@@ -178,12 +179,12 @@ def test_a_past_head_size_other_than_the_querys_is_refused_naming_the_one_that_r
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime: past_key dimension 3 should match the packed head size
         _gqa_run(path, head=1)
     dims = {"batch": 1, "sequence": 1, "past_sequence": 5}
-    with pytest.raises(DimensionConflict, match=r"holds heads of 1 where its query 'qkv' packs heads of 16: pass dims=\{'kv_cache_dim': 16\}"):
-        analyze(path, dims={**dims, "kv_cache_dim": 1})
+    with pytest.raises(DimensionConflict, match=r"holds heads of 1 where its query 'qkv' packs heads of 16: pass Sizing\(dims=\{'kv_cache_dim': 16\}\)"):
+        analyze(path, sizing=Sizing(dims={**dims, "kv_cache_dim": 1}))
     assert main([str(path), *(f"--dim={k}={v}" for k, v in dims.items()), "--dim", "kv_cache_dim=1"]) == 2
     assert capsys.readouterr().err.strip().endswith("packs heads of 16: bind --dim kv_cache_dim=16")
     with pytest.raises(UnboundDimensionError) as unbound:  # strict: unbound, and the suggestion is the size that runs
-        analyze(path, dims=dims)
+        analyze(path, sizing=Sizing(dims=dims))
     assert unbound.value.suggested == {"kv_cache_dim": 16}
 
 
@@ -206,8 +207,8 @@ def test_the_genai_builders_kv_cache_dim_is_taken_from_its_attention(entry):
     """The builder's graphs name the KV head dim kv_cache_dim; left unbound, it comes out as the
     head size the corpus binds (the model config's), and every node as at that binding."""
     given = {k: v for k, v in entry["dims"].items() if k != "kv_cache_dim"}
-    defaulted = analyze(entry["path"], dims=given, default_dims=True)
-    bound = analyze(entry["path"], dims=entry["dims"])
+    defaulted = analyze(entry["path"], sizing=Sizing(dims=given, default_dims=True))
+    bound = analyze(entry["path"], sizing=Sizing(dims=entry["dims"]))
     assert defaulted.model.dims["kv_cache_dim"] == entry["dims"]["kv_cache_dim"]
     assert "GroupQueryAttention" in defaulted.model.solved_dims["kv_cache_dim"]
     assert [(n.outputs, n.cost) for n in defaulted.nodes] == [(n.outputs, n.cost) for n in bound.nodes]
@@ -233,10 +234,10 @@ def test_a_broadcast_against_a_fixed_size_is_refused_naming_both(tmp_path):
     with pytest.raises(Exception, match="broadcast"):  # noqa: B017 - onnxruntime refuses seq 16 too
         ort.InferenceSession(str(path)).run(None, {"x": np.zeros((1, 16, 32), np.float32)})
     with pytest.raises(DimensionConflict, match=r"'x' \[1, 16, 32\], 'pos' \[1, 8, 32\] do not broadcast \(8 against 16 on axis -2\)"):
-        analyze(path, dims={"batch": 1, "seq": 16})
+        analyze(path, sizing=Sizing(dims={"batch": 1, "seq": 16}))
 
 
 def test_a_default_that_cannot_broadcast_takes_the_size_the_graph_fixes(tmp_path, capsys):
-    report = analyze(_position_table(tmp_path), default_dims=True)
+    report = analyze(_position_table(tmp_path), sizing=Sizing(default_dims=True))
     assert report.model.dims["seq"] == 8 and "pos" in report.model.solved_dims["seq"]
     assert report.uncosted.count == 0 and report.nodes[0].outputs[0].shape == (1, 8, 32)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
-from onnx_roofline.shapes.selection import assumed_count, candidates, parse_fraction, selected_shape
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.shapes.selection import assumed_count, candidates, parse_fraction, selected_shape
 
 
 def _model(nodes, inputs, outputs, initializers=()):
@@ -77,7 +77,7 @@ def test_without_the_flag_each_selection_is_at_most_all_its_candidates():
 
 
 def test_with_a_fraction_every_node_is_costed_at_the_share_of_the_tokens():
-    report = analyze(_routed(tokens=8, hidden=16, ffn=32), nonzero_fraction=0.25)
+    report = analyze(_routed(tokens=8, hidden=16, ffn=32), sizing=Sizing(nonzero_fraction=0.25))
     assert report.uncosted.count == 0
     matmul = next(n for n in report.nodes if n.op_type == "MatMul")
     assert matmul.inputs[0].shape == (2, 16)  # 8 tokens × 1/4
@@ -93,7 +93,7 @@ def test_a_constant_mask_is_folded_not_assumed():
     mask = numpy_helper.from_array(np.array([1, 0, 0, 1, 1, 0, 0, 0], bool), "mask")
     model.graph.initializer.append(mask)
     del model.graph.input[1]
-    report = analyze(model, nonzero_fraction=0.5)
+    report = analyze(model, sizing=Sizing(nonzero_fraction=0.5))
     assert next(n for n in report.nodes if n.op_type == "MatMul").inputs[0].shape == (3, 16)  # the 3 true of the mask
     assert report.model.assumed.nodes == ()
 
@@ -109,7 +109,7 @@ def test_a_split_of_the_selection_into_constant_sizes_fixes_its_count():
     sizes = numpy_helper.from_array(np.array([1, 1, 1], np.int64), "sizes")
     outputs = [helper.make_tensor_value_info(name, TensorProto.INT64, None) for name in "abc"]
     model = _model(nodes, [helper.make_tensor_value_info("hit", TensorProto.BOOL, [5])], outputs, [sizes])
-    report = analyze(model, nonzero_fraction=0.25)
+    report = analyze(model, sizing=Sizing(nonzero_fraction=0.25))
     assert report.uncosted.count == 0
     assert report.nodes[0].outputs[0].shape == (1, 3)  # the Split's 1 + 1 + 1, not ceil(5 / 4) = 2
     assert report.model.assumed.nodes == ()  # the graph's count, not an assumption
@@ -170,8 +170,8 @@ def test_a_transformers_mixtral_export_with_eager_experts_is_costed_under_unifor
     path = tmp_path / "mixtral.onnx"
     torch.onnx.export(Logits(), (ids, torch.ones_like(ids)), str(path), dynamo=False, input_names=["input_ids", "attention_mask"],
                       output_names=["logits"], dynamic_axes={"input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"}}, opset_version=17)  # fmt: skip
-    assert analyze(path, dims={"sequence": tokens}).uncosted.count == 0  # the experts recognized, sized by uniform routing (issue 34)
-    report = analyze(path, dims={"sequence": tokens}, nonzero_fraction=1 / experts)
+    assert analyze(path, sizing=Sizing(dims={"sequence": tokens})).uncosted.count == 0  # the experts recognized, sized by uniform routing (issue 34)
+    report = analyze(path, sizing=Sizing(dims={"sequence": tokens}, nonzero_fraction=1 / experts))
     assert report.uncosted.count == 0
     expert_matmuls = [n for n in report.nodes if n.op_type in ("MatMul", "Gemm") and "experts" in n.name]
     hit = len(expert_matmuls) // 2  # the trace unrolls the experts its random routing hit: gate_up and down each

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_roofline import Sizing
 from onnx_roofline.analysis import analyze
 from onnx_roofline.commands.verify import verify
 from tests import hostile
@@ -96,7 +97,7 @@ def test_a_torch_export_that_splits_into_sequences(tmp_path):
         warnings.simplefilter("ignore")
         torch.onnx.export(Split(), (torch.randn(2, 6, 12),), str(path), dynamo=True, optimize=False,
                           dynamic_shapes=({0: torch.export.Dim("batch")},))
-    report = analyze(path, dims={"batch": 3})
+    report = analyze(path, sizing=Sizing(dims={"batch": 3}))
     assert {n.op_type for n in report.nodes} >= {"SplitToSequence", "SequenceAt"}
     assert [n.name for n in report.nodes if n.status != "ok"] == []
     result = verify(path, dims={"batch": 3})

@@ -17,7 +17,7 @@ import warnings
 import onnx
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import Session
 from onnx_roofline.commands.whatif.serve import serve
@@ -74,7 +74,7 @@ def test_gpt2_tp2_holds_half_the_split_weights_and_half_the_cache(gpt2_study):
 
 
 def test_a_graph_without_blocks_is_said_to_have_none():
-    plan = plan_tensor_parallel(analyze("fixtures/resnet50_fp16.onnx", dims={"batch": 1}))
+    plan = plan_tensor_parallel(analyze("fixtures/resnet50_fp16.onnx", sizing=Sizing(dims={"batch": 1})))
     assert not plan.found and plan.lm_head is None and plan.embedding is None
     assert plan.refusal(2).startswith("no transformer blocks recognised")
     assert plan.refusal(1) is None
@@ -159,7 +159,7 @@ CONSTANTS = 4096  # the exporter's scalar constants (eps, exponents, ...) are we
 
 
 def test_the_megatron_split_is_found_from_the_structure(llama):
-    report = analyze(llama, dims={"batch": 1, "past_sequence": PAST})
+    report = analyze(llama, sizing=Sizing(dims={"batch": 1, "past_sequence": PAST}))
     plan = plan_tensor_parallel(report)
     assert [b.kind for b in plan.blocks] == [ATTENTION, MLP] * LAYERS
     assert all(len(b.columns) == 3 and len(b.rows) == 1 for b in plan.blocks if b.kind == ATTENTION)  # Q, K, V | O

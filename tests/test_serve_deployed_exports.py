@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import Session
 from onnx_roofline.commands.whatif.serve import serve
@@ -134,8 +134,8 @@ def test_genai_kv_cache_per_device_is_the_kv_heads_it_holds(builder, n):
 
 def test_genai_int4_matmulnbits_projections_split_by_the_same_shares(builder):
     path = builder(HEADS, KV_HEADS, "int4")
-    plan = plan_tensor_parallel(analyze(path, dims={"batch_size": 1, "sequence_length": 1, "past_sequence_length": CONTEXT - 1,
-                                                    "total_sequence_length": CONTEXT, "kv_cache_dim": HEAD}))  # fmt: skip
+    plan = plan_tensor_parallel(analyze(path, sizing=Sizing(dims={"batch_size": 1, "sequence_length": 1, "past_sequence_length": CONTEXT - 1,
+                                                    "total_sequence_length": CONTEXT, "kv_cache_dim": HEAD})))  # fmt: skip
     assert [b.kind for b in plan.blocks] == [ATTENTION, MLP] * LAYERS and plan.heads() == (HEADS, KV_HEADS)
     assert plan.lm_head is not None and plan.embedding is not None and not plan.replicated_projections
     proto = onnx.load(path, load_external_data=False)
@@ -172,7 +172,7 @@ def test_the_corpus_gqa_decoder_takes_tp_4_with_its_two_kv_heads_replicated():
 
 
 def test_onnxruntime_fused_attention_is_split_like_a_decomposed_one():
-    report = analyze(CORPUS / "ortopt_bert.onnx", dims={"batch": 1, "sequence": 8})
+    report = analyze(CORPUS / "ortopt_bert.onnx", sizing=Sizing(dims={"batch": 1, "sequence": 8}))
     plan = plan_tensor_parallel(report)
     assert [b.kind for b in plan.blocks] == [ATTENTION, MLP] * LAYERS  # the MLP holds onnxruntime's BiasGelu
     assert all(report.nodes[b.columns[0]].op_type == "Attention" for b in plan.blocks if b.kind == ATTENTION)

@@ -15,9 +15,9 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
-from onnx_roofline.costs.cost import Cost
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
+from onnx_roofline.costs.cost import Cost
 from onnx_roofline.shapes.engine import collect, infer
 from tests.conftest import FIXTURES
 
@@ -119,9 +119,9 @@ def test_dims_onnx_left_to_a_symbol_of_its_own_are_completed_without_inferring_t
 def test_an_op_that_keeps_nothing_that_tells_is_not_completed():
     """completion.complete: a Reshape with two unknown dims, a remainder, a Concat whose other dims
     disagree, inputs that do not broadcast: None, and the node's inference decides."""
-    from onnx_roofline.shapes.completion import complete
     from onnx_roofline.model.nodes import read_nodes
     from onnx_roofline.model.tensors import TensorInfo
+    from onnx_roofline.shapes.completion import complete
 
     def node(op, **attrs):
         return read_nodes(helper.make_graph([helper.make_node(op, ["a", "b"], ["c"], **attrs)], "g", [], []))[0]
@@ -292,7 +292,7 @@ def test_a_node_nothing_reads_is_typed_and_costed_as_any_other():
     exposed.graph.output.append(onnx.ValueInfoProto(name="pos_int32"))
     session = ort.InferenceSession(exposed.SerializeToString(), providers=["CPUExecutionProvider"])
     observed = session.run(["pos_int32"], {"x": np.zeros((1, 8), np.int64)})[0]
-    cast = analyze(model, dims={"seq": 8}).nodes[4]
+    cast = analyze(model, sizing=Sizing(dims={"seq": 8})).nodes[4]
     assert cast.status == "ok" and cast.outputs[0].shape == observed.shape == (1, 8)
     assert cast.cost.bytes == 8 * 8 + 8 * 4  # reads 8 int64, writes 8 int32
 
@@ -318,7 +318,7 @@ def test_an_output_dim_the_exporter_traced_gives_way_to_the_bound_inputs():
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (observed,) = session.run(None, {"x": np.ones(4, np.float32)})
     assert observed.shape == (4,)
-    cast = analyze(model, dims={"batch": 4}).nodes[1]
+    cast = analyze(model, sizing=Sizing(dims={"batch": 4})).nodes[1]
     assert cast.outputs[0].shape == observed.shape
     assert cast.cost.bytes == 4 * 4 + 4 * 8  # reads 4 float32, writes 4 int64
     static = analyze(_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
@@ -346,7 +346,7 @@ def test_a_loop_trip_count_given_on_the_command_line(tmp_path, capsys):
     onnx.save(_loop_model(), path)
     (loop,) = analyze(path).nodes
     assert loop.status == "unknown-trip-count" and "--value trips=N" in loop.reason
-    report = analyze(path, values={"trips": 10})
+    report = analyze(path, sizing=Sizing(values={"trips": 10}))
     loop, *body = report.nodes
     assert sum(n.cost.flops for n in body) == 10 * 4 * 8  # ten trips of a [4, 8] Add
     assert sum(n.cost.bytes for n in body) == 10 * (2 + 1) * 4 * 8 * 4  # each trip reads two [4, 8] float32 and writes one
@@ -437,13 +437,13 @@ def test_when_onnx_whole_graph_pass_fails_the_graph_is_typed_node_by_node(monkey
     from tests.conftest import FIXTURES
 
     model, dims = FIXTURES / "resnet50_fp32.onnx", {"batch": 1}
-    expected = analyze(model, dims=dims)
+    expected = analyze(model, sizing=Sizing(dims=dims))
 
     def fails(_model):
         raise RuntimeError("inference failed here")
 
     monkeypatch.setattr(shapes, "inferred_types", fails)
-    report = analyze(model, dims=dims)
+    report = analyze(model, sizing=Sizing(dims=dims))
     assert any("inference failed here" in warning for warning in report.model.shape_warnings)
     assert report.uncosted.count == 0
     assert [(n.inputs, n.outputs) for n in report.nodes] == [(n.inputs, n.outputs) for n in expected.nodes]

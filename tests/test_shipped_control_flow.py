@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 
 SHIPPED = Path(__file__).resolve().parent / "corpus" / "shipped"
@@ -64,9 +64,9 @@ def _figures(report) -> dict[str, float]:
 @pytest.mark.parametrize("name", MERGED)
 def test_merged_equals_unmerged(name, precision):
     for (dims, values, counterpart), inputs in zip(_bindings(name), _inputs(name)):
-        merged = analyze(SHIPPED / f"{name}.onnx", dims=dims, values=values, precision=precision, input_shapes=inputs)
+        merged = analyze(SHIPPED / f"{name}.onnx", precision=precision, sizing=Sizing(dims=dims, values=values, input_shapes=inputs))
         path = SHIPPED / f"{counterpart}.onnx"
-        alone = analyze(path, dims={k: v for k, v in dims.items() if k in _symbols(path)}, precision=precision)
+        alone = analyze(path, precision=precision, sizing=Sizing(dims={k: v for k, v in dims.items() if k in _symbols(path)}))
         assert merged.uncosted.count == 0 and alone.uncosted.count == 0
         ours, theirs = _figures(merged), _figures(alone)
         for key, expected in theirs.items():
@@ -93,7 +93,7 @@ def test_a_branch_not_taken_holds_its_own_weights(family):
     un-merged graph's, above), and the runtime holds the other too, said apart and in the total."""
     name = f"{family}_decoder_model_merged_dup"
     dims, values, _ = next(_bindings(name))
-    report = analyze(SHIPPED / f"{name}.onnx", dims=dims, values=values)
+    report = analyze(SHIPPED / f"{name}.onnx", sizing=Sizing(dims=dims, values=values))
     (node,) = [n for n in report.nodes if not n.scope]
     other = next(a.g for a in node.proto.attribute if a.name == ("else_branch" if values["use_cache_branch"] else "then_branch"))
     memory = report.memory
@@ -104,7 +104,7 @@ def test_a_branch_not_taken_holds_its_own_weights(family):
 @pytest.mark.parametrize("name", MERGED)
 def test_every_body_node_is_a_row_and_the_rows_add_up(name):
     dims, values, _ = next(_bindings(name))
-    report = analyze(SHIPPED / f"{name}.onnx", dims=dims, values=values)
+    report = analyze(SHIPPED / f"{name}.onnx", sizing=Sizing(dims=dims, values=values))
     (branch,) = report.model.branches
     taken = "then_branch" if values["use_cache_branch"] else "else_branch"
     assert branch.taken == taken and branch.why == "--value use_cache_branch"
@@ -127,7 +127,7 @@ def test_the_plain_command_on_a_merged_decoder_takes_the_cache_branch_and_says_w
 
 
 def test_an_empty_past_takes_the_prompt_branch():
-    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", dims={"past_sequence_length": 0}, default_dims=True)
+    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", sizing=Sizing(dims={"past_sequence_length": 0}, default_dims=True))
     (branch,) = report.model.branches
     assert branch.taken == "else_branch" and "is empty" in branch.why
 
@@ -136,9 +136,9 @@ def test_the_voice_detector_takes_the_branch_of_the_sample_rate_given():
     """Nested Ifs on `sr` (16000, else 8000): given a value, each If takes the branch its condition
     says; not given, both are analyzed at each If, the heavier counted, and the output says so."""
     manifest = _manifest("vad_sr_if")
-    given = analyze(SHIPPED / "vad_sr_if.onnx", dims=manifest["dims"], values=manifest["values"])
+    given = analyze(SHIPPED / "vad_sr_if.onnx", sizing=Sizing(dims=manifest["dims"], values=manifest["values"]))
     assert given.uncosted.count == 0 and all(b.other is None for b in given.model.branches)
-    unknown = analyze(SHIPPED / "vad_sr_if.onnx", dims=manifest["dims"])
+    unknown = analyze(SHIPPED / "vad_sr_if.onnx", sizing=Sizing(dims=manifest["dims"]))
     assert any(b.other is not None and b.inputs == ("sr",) and "--value sr=" in b.why for b in unknown.model.branches)
     convolutions = [n for n in given.nodes if n.op_type == "Conv"]
     assert convolutions and all(n.scope for n in convolutions)  # the network is inside the branches, and costed there
@@ -150,7 +150,7 @@ def test_the_voice_detector_takes_the_branch_of_the_sample_rate_given():
 ])  # fmt: skip
 def test_loop_and_scan_bodies_are_rows_times_their_trips(name, trips, per_trip):
     manifest = _manifest(name)
-    report = analyze(SHIPPED / f"{name}.onnx", dims=manifest["dims"], values=manifest["values"])
+    report = analyze(SHIPPED / f"{name}.onnx", sizing=Sizing(dims=manifest["dims"], values=manifest["values"]))
     assert report.uncosted.count == 0
     body = [n for n in report.nodes if n.scope]
     assert body and all(n.trips == trips for n in body)
@@ -266,9 +266,9 @@ def test_modules_deployed_check_and_diff_see_body_nodes(tmp_path, capsys):
     from onnx_roofline.report.breakdown import module_path
 
     dims, values, counterpart = next(_bindings("gpt2_decoder_model_merged"))
-    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", dims=dims, values=values)
+    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", sizing=Sizing(dims=dims, values=values))
     path = SHIPPED / f"{counterpart}.onnx"
-    alone = analyze(path, dims={k: v for k, v in dims.items() if k in _symbols(path)})
+    alone = analyze(path, sizing=Sizing(dims={k: v for k, v in dims.items() if k in _symbols(path)}))
     assert {module_path(n) for n in report.nodes if n.scope} == {module_path(n) for n in alone.nodes}
 
     assert main([*_cache_step(), "--view", "deployed", "--format", "json", "-o", str(tmp_path / "d.json")]) == 0
@@ -307,7 +307,7 @@ def test_a_body_declaring_an_outer_name_takes_the_outer_type():
     slim = onnxslim.slim(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     declared = {v.name for a in slim.graph.node[0].attribute if a.name == "then_branch" for v in a.g.value_info}
     assert "x" in declared  # the layout under test: the branch declares the outer name
-    report = analyze(slim, dims={"batch": 2, "seq": 5}, values={"c": [1]})
+    report = analyze(slim, sizing=Sizing(dims={"batch": 2, "seq": 5}, values={"c": [1]}))
     (matmul,) = [n for n in report.nodes if n.op_type == "MatMul"]
     assert report.uncosted.count == 0 and matmul.outputs[0].shape == (2, 5, 64)
     assert matmul.cost.flops == 2 * (2 * 5) * 64 * 64  # 2·M·K·N, M = batch·seq

@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.model.tensors import elem_type
 
 F = TensorProto.FLOAT
@@ -89,7 +89,7 @@ def test_torch_dynamo_group_norm_at_opset_21_is_fully_costed(tmp_path):
     path = tmp_path / "group_norm.onnx"
     torch.onnx.export(model, (x,), str(path), dynamo=True, opset_version=21, input_names=["x"],
                       dynamic_shapes=({0: torch.export.Dim("batch")},))  # fmt: skip
-    report = analyze(path, dims={"batch": 2})
+    report = analyze(path, sizing=Sizing(dims={"batch": 2}))
     assert report.uncosted.count == 0, report.uncosted.message
     (y,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x.numpy()})
     assert report.nodes[-1].outputs[0].shape == y.shape == (2, 8, 8, 8)

@@ -10,6 +10,7 @@ import json
 import pytest
 
 import onnx_roofline as r
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from onnx_roofline.views.deployed import deploy
 from tests.conftest import FIXTURES
@@ -32,7 +33,7 @@ def as_json(data: dict) -> dict:
 @pytest.mark.parametrize("fixture", ALL_FIXTURES)
 def test_to_dict_equals_format_json(fixture):
     path = str(FIXTURES / fixture)
-    report = r.analyze(path, hw="h100", default_dims=True)
+    report = r.analyze(path, hw="h100", sizing=Sizing(default_dims=True))
     printed = cli_json(path)
     assert set(printed["views"]) == {"written", "deployed"}  # both views, as the README says
     assert as_json(report.to_dict()) == printed
@@ -40,14 +41,14 @@ def test_to_dict_equals_format_json(fixture):
 
 def test_a_deployed_report_is_its_json_too():
     path = str(FIXTURES / "gpt2_decode_fp16.onnx")
-    deployed = deploy(r.analyze(path, hw="h100", default_dims=True))
+    deployed = deploy(r.analyze(path, hw="h100", sizing=Sizing(default_dims=True)))
     assert as_json(deployed.to_dict()) == cli_json(path, "--view", "deployed")
 
 
 def test_the_other_view_is_planned_once_and_travels():
     import pickle
 
-    report = r.analyze(str(FIXTURES / "resnet50_fp16.onnx"), hw="h100", default_dims=True)
+    report = r.analyze(str(FIXTURES / "resnet50_fp16.onnx"), hw="h100", sizing=Sizing(default_dims=True))
     assert report.other is report.other and report.other.view == "deployed"
     back = pickle.loads(pickle.dumps(report))
     assert as_json(back.to_dict()) == as_json(report.to_dict())

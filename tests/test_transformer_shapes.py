@@ -23,10 +23,10 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from onnx_roofline import analyze
-from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.model.tensors import TensorInfo, dtype_name, elem_type
+from onnx_roofline.shapes import rules as shape_rules
 from tests.conftest import one_node_model
 
 MS = "com.microsoft"
@@ -798,7 +798,7 @@ def test_group_query_attention_total_length_folded_from_the_mask():
     """The rule reads total_sequence_length folded from the mask's shape: present [1, 8, 1024, 128]
     for 1,023 cached tokens, and the node is costed as a growing cache (present written whole),
     not as an in-place one."""
-    report = analyze(_genai_decode_graph(), dims={"batch": 1, "past_sequence_length": 1023, "total_sequence_length": 1024})
+    report = analyze(_genai_decode_graph(), sizing=Sizing(dims={"batch": 1, "past_sequence_length": 1023, "total_sequence_length": 1024}))
     gqa = report.nodes[-1]
     assert gqa.status == "ok", gqa.reason
     present = (1, 8, 1023 + 1, 128)
@@ -808,7 +808,7 @@ def test_group_query_attention_total_length_folded_from_the_mask():
 
 def test_group_query_attention_static_cache_from_the_mask():
     """A max-length buffer of 4,096 with 1,024 valid tokens: present is the buffer, costed in place."""
-    report = analyze(_genai_decode_graph(), dims={"batch": 1, "past_sequence_length": 4096, "total_sequence_length": 1024})
+    report = analyze(_genai_decode_graph(), sizing=Sizing(dims={"batch": 1, "past_sequence_length": 4096, "total_sequence_length": 1024}))
     gqa = report.nodes[-1]
     assert gqa.outputs[1].shape == (1, 8, 4096, 128)
     assert gqa.cost.bytes_written == 4096 * 2 + 2 * 8 * 1 * 128 * 2  # y and the one new row of each buffer

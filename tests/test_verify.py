@@ -16,20 +16,20 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from onnx_roofline import Sizing
 from onnx_roofline.analysis import analyze
 from onnx_roofline.commands.cli import main
-from onnx_roofline.costs.cost import Cost
-from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE
-from onnx_roofline.costs.hardware import load_hardware
-from onnx_roofline.costs.rules import registry
-from onnx_roofline.commands.verify import VerifyError, verify
+from onnx_roofline.commands.verify import VerifyError, pipeline, run, verify
 from onnx_roofline.commands.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, judge
 from onnx_roofline.commands.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED
 from onnx_roofline.commands.verify.inputs import make_feeds
 from onnx_roofline.commands.verify.render import render_text
-from onnx_roofline.commands.verify import pipeline, run
 from onnx_roofline.commands.verify.timing import Kernel, Profile, attribute, profile
 from onnx_roofline.commands.verify.weights import materialize
+from onnx_roofline.costs.cost import Cost
+from onnx_roofline.costs.hardware import load_hardware
+from onnx_roofline.costs.rules import registry
+from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE
 from tests.conftest import FIXTURES
 
 VOCAB, HIDDEN = 50, 16
@@ -350,7 +350,7 @@ def test_a_model_with_local_functions_is_checked_node_by_node_inlined():
     assert [n.op_type for n in result.report.nodes] == ["MatMul", "Add", "Relu"] * 2
     assert result.comparison.count(CHECKED) == 6 and result.comparison.values_checked == 6
     # the inlined graph costs what the calls cost: 2 × (2·4·16·16 + 4·16 + 4·16) = 4,352 FLOPs (MatMul, Add, Relu)
-    assert result.report.totals.flops == analyze(with_local_function(), dims={"batch": 4}).totals.flops == 2 * (2 * 4 * 16 * 16 + 2 * 4 * 16)
+    assert result.report.totals.flops == analyze(with_local_function(), sizing=Sizing(dims={"batch": 4})).totals.flops == 2 * (2 * 4 * 16 * 16 + 2 * 4 * 16)
 
 
 def test_calls_onnx_cannot_inline_are_checked_at_their_outputs(monkeypatch):
@@ -583,9 +583,9 @@ class _exit_code:
 
 def test_node_suite_bytes_agree_with_the_real_outputs():
     from onnx_roofline import analyze
+    from onnx_roofline.commands.verify.compare import compare, observed_infos
     from onnx_roofline.model.loader import load_model
     from onnx_roofline.shapes.engine import infer
-    from onnx_roofline.commands.verify.compare import compare, observed_infos
     from tests.node_suite import cases, with_constant_inputs
 
     disagreements, checked = [], 0
@@ -704,7 +704,13 @@ def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
     """quantize_static with float8 e4m3 activations and weights (QDQ) — onnxruntime returns its
     float8 values as uint8 arrays, which read as a dtype disagreement before they were observed
     through a Cast: every node is checked and the pair's dtype is the session's."""
-    from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
 
     rng = np.random.default_rng(0)
     weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in (("w1", (16, 8)), ("w2", (8, 4)))]
@@ -730,9 +736,9 @@ def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
     assert result.passed and result.comparison.values_checked == len(result.report.nodes), result.comparison.disagreements
 
 
-def test_a_string_input_is_refused_by_its_onnx_name():
-    """numpy holds strings as objects: the refusal says string, as the model does."""
+def test_a_string_input_is_synthesized_as_text():
+    """numpy holds strings as objects: each one a text of 16 words (tests/test_text_inputs.py has the pipeline)."""
     graph = helper.make_graph([helper.make_node("Identity", ["t"], ["u"])], "s", [helper.make_tensor_value_info("t", TensorProto.STRING, [2])],
                               [helper.make_tensor_value_info("u", TensorProto.STRING, [2])])
-    with pytest.raises(VerifyError, match="^input 't' has dtype string, which verify cannot synthesize$"):
-        make_feeds(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {})
+    texts = make_feeds(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {})["t"]
+    assert texts.shape == (2,) and texts.dtype == object and all(len(text.split()) == 16 for text in texts)

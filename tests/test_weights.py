@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import onnx_roofline
+from onnx_roofline import Sizing
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.inspect import inspect_model
 from onnx_roofline.model.weights import SHAPE_CONSTANT_ELEMENTS, is_shape_constant, weights
@@ -54,7 +55,7 @@ MLP_BYTES = MLP_PARAMETERS * 4  # all float32
 def test_constant_node_weights_are_parameters(tmp_path, capsys):
     path = tmp_path / "mlp.onnx"
     onnx.save(_constant_mlp(), path)
-    report = onnx_roofline.analyze(path, dims={"batch": 1})
+    report = onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 1}))
     assert report.model.parameters == MLP_PARAMETERS == 213
     assert report.memory.weight_bytes == MLP_BYTES
     assert main([str(path), "--format", "json"]) == 0
@@ -71,8 +72,8 @@ def test_constant_node_weights_are_parameters(tmp_path, capsys):
 
 def test_constant_weights_are_no_activations():
     """A Constant's tensor is held as a weight, not counted again among the live activations."""
-    report = onnx_roofline.analyze(_constant_mlp(), dims={"batch": 1})
-    as_initializers = onnx_roofline.analyze(_as_initializers(_constant_mlp()), dims={"batch": 1})
+    report = onnx_roofline.analyze(_constant_mlp(), sizing=Sizing(dims={"batch": 1}))
+    as_initializers = onnx_roofline.analyze(_as_initializers(_constant_mlp()), sizing=Sizing(dims={"batch": 1}))
     assert report.memory.peak_activation_bytes == as_initializers.memory.peak_activation_bytes
     assert report.model.parameters == as_initializers.model.parameters == MLP_PARAMETERS
     assert report.memory.weight_bytes == as_initializers.memory.weight_bytes == MLP_BYTES
@@ -92,7 +93,7 @@ def _as_initializers(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def test_dtype_applies_to_constant_weights():
-    report = onnx_roofline.analyze(_constant_mlp(), dims={"batch": 1}, precision="fp16")
+    report = onnx_roofline.analyze(_constant_mlp(), precision="fp16", sizing=Sizing(dims={"batch": 1}))
     assert report.memory.weight_bytes == MLP_PARAMETERS * 2
 
 
@@ -168,7 +169,7 @@ def test_a_value_given_is_no_weight():
     node = helper.make_node("Add", ["x", "offset"], ["y"], name="add")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("offset", TensorProto.FLOAT, [4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
-    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), values={"offset": [1.0, 2.0, 3.0, 4.0]})
+    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(values={"offset": [1.0, 2.0, 3.0, 4.0]}))
     assert report.model.parameters == 0
 
 
@@ -178,7 +179,7 @@ def test_a_nodes_parameters_are_its_weights_shape_constants_aside():
     BN channels being 64 (stem) + 3·(64+64+256)+256 + 4·(128+128+512)+512 + 6·(256+256+1024)+1024
     + 3·(512+512+2048)+2048 = 26,560. Each weight is read by one node, so the nodes' parameters add
     up to the model's; the Reshape's int64 target is a shape constant, no parameter."""
-    report = onnx_roofline.analyze(Path(__file__).resolve().parents[1] / "fixtures" / "resnet50_fp32.onnx", dims={"batch": 1})
+    report = onnx_roofline.analyze(Path(__file__).resolve().parents[1] / "fixtures" / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
     assert report.model.parameters == 25_557_032 - 26_560
     assert sum(n.parameters for n in report.nodes) == report.model.parameters
     assert all(n.parameters == 0 for n in report.nodes if n.op_type == "Reshape")

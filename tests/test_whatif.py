@@ -12,15 +12,15 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
-from onnx_roofline.errors import DimensionError
-from onnx_roofline.costs.hardware import load_hardware
 from onnx_roofline.commands.whatif import compare, context_study, critical, sweep
 from onnx_roofline.commands.whatif.affine import Line, ridge_crossing
 from onnx_roofline.commands.whatif.compare import parse_hardware_list
 from onnx_roofline.commands.whatif.render import render_compare
 from onnx_roofline.commands.whatif.session import Session
+from onnx_roofline.costs.hardware import load_hardware
+from onnx_roofline.errors import DimensionError
 from tests.conftest import FIXTURES, REPO
 
 DECODE = FIXTURES / "gpt2_decode_fp16.onnx"
@@ -172,7 +172,7 @@ def test_model_level_figures_are_solved_and_hold():
 def test_sweep_matches_analyze_point_by_point(decode_1023):
     result = sweep(decode_1023, {"batch": (1, 8, 64)})
     for point in result.points:
-        direct = analyze(DECODE, hw="h100", dims=point.dims)
+        direct = analyze(DECODE, hw="h100", sizing=Sizing(dims=point.dims))
         assert point.latency_s == direct.totals.time_s
         assert point.bytes == direct.totals.bytes
         assert point.work.unit == "tokens" and point.work.amount == point.dims["batch"]  # batch·1 per step
@@ -203,8 +203,8 @@ def test_dtype_override_reaches_the_sweep():
     fp32 = FIXTURES / "gpt2_decode_fp32.onnx"
     result = sweep(Session(fp32, dims={"past_sequence": 127}, precision="fp16"), {"batch": (1, 4)})
     for point in result.points:
-        assert point.bytes == analyze(fp32, dims=point.dims, precision="fp16").totals.bytes
-        assert point.bytes < analyze(fp32, dims=point.dims).totals.bytes
+        assert point.bytes == analyze(fp32, precision="fp16", sizing=Sizing(dims=point.dims)).totals.bytes
+        assert point.bytes < analyze(fp32, sizing=Sizing(dims=point.dims)).totals.bytes
 
 
 # --- compare -----------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def test_compare_puts_each_accelerator_beside_the_others():
     result = compare(Session(DECODE, dims={"batch": 1, "past_sequence": 1023}), hardware)
     assert [r.hardware.key for r in result.rows] == ["h100", "h200", "a100", "l4"]
     for row in result.rows:
-        direct = analyze(DECODE, hw=row.hardware, dims={"batch": 1, "past_sequence": 1023})
+        direct = analyze(DECODE, hw=row.hardware, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
         assert row.latency_s == direct.totals.time_s
         assert row.memory_share == direct.totals.memory_bound_time_share == 1.0
         assert row.top_name == max(direct.nodes, key=lambda n: n.time_s or 0).name

@@ -209,6 +209,8 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     leaves them unbound); `check` and `verify` stay strict."""
     from onnx_roofline.analysis import analyze
     from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
+    from onnx_roofline.shapes.routing import UNIFORM_LOAD
+    from onnx_roofline.shapes.sizing import Sizing
     from onnx_roofline.shapes.input_values import parse_value
 
     import time
@@ -221,12 +223,11 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
         raise DimensionError("the same --dim is given twice")
     quiet = getattr(options, "quiet", False)
     with contextlib.nullcontext() if quiet else elapsed(f"onnx-roofline: analyzing {options.model}", sys.stderr):  # a long one says so
-        report = analyze(
-            options.model, hw=hardware_from(options), dims=dims, input_shapes=shapes, partial=options.partial, precision=options.dtype, values=values,
-            default_dims=default_dims and not options.partial, fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee",
-            nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", None) or "uniform",
-            frames_per_token=getattr(options, "frames_per_token", None),
-        )
+        sizing = Sizing(dims=dims, input_shapes=shapes, values=values, default_dims=default_dims and not options.partial,
+                        nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", None) or UNIFORM_LOAD,
+                        frames_per_token=getattr(options, "frames_per_token", None))  # fmt: skip
+        report = analyze(options.model, hardware_from(options), sizing, partial=options.partial, precision=options.dtype,
+                         fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee")  # fmt: skip
     if report.model.defaulted_dims and not quiet:
         _notice_defaults(report)
     if getattr(options, "verbose", False):

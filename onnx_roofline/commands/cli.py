@@ -15,11 +15,14 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, count, analyze_from_options, other_view, protected_files, refuse_if_nothing_costed
-from onnx_roofline.commands.terminal import model_progress, terminal_colours
-from onnx_roofline.report.output import Stdout, flush_stdout
+from onnx_roofline.commands.listing import COMMAND_HELP
+from onnx_roofline.report.stdout import Stdout, flush_stdout
 from onnx_roofline.errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, OutputError, RooflineError, one_line
 from onnx_roofline.version import __version__
+
+TYPE_CHECKING = False  # typing's own constant, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 # The modules that add subcommands, by the commands each adds: each has `add_command(subparsers)`,
 # which registers their parsers, whose `run(options) -> int` default does the work. A command
@@ -146,10 +149,14 @@ _COMMANDS = {"analyze", "hw", *(command for commands in COMMAND_MODULES.values()
 
 
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser, with the subcommands `command` (the first argument) needs: every one for the
-    help that lists them (no argument, -h, --help), none for --version."""
+    """The parser, with the subcommands `command` (the first argument) needs: for the help that
+    lists them (no argument, -h, --help) each one's name and line alone, none for --version."""
     parser = _Parser(prog="onnx-roofline", description="Roofline analysis of ONNX models: FLOPs, bytes and compute/memory bound per node.")
     parser.add_argument("--version", action="version", version=f"onnx-roofline {__version__}")
+    if command == "--version":
+        return parser  # argparse prints it before reading any command: building them is start-up spent for nothing
+    from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, count
+
     sub = parser.add_subparsers(parser_class=_Parser, metavar="COMMAND")
 
     run = sub.add_parser("analyze", help="analyze a model (the default: `onnx-roofline MODEL` is the same)")
@@ -175,16 +182,22 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     hw_show = hw_sub.add_parser("show", help="one entry (built-in name or spec file) in full")
     hw_show.add_argument("name")
     hw_show.set_defaults(run=_run_hw_show)
-    listing = command in (None, "-h", "--help")
-    if listing or command == "hw":
+    if command in (None, "-h", "--help"):  # the list alone, each command's line from COMMAND_HELP: no command module imported
+        for name in (name for commands in COMMAND_MODULES.values() for name in commands):
+            listed: dict[str, Any] = {"help": COMMAND_HELP[name]} if name in COMMAND_HELP else {}
+            sub.add_parser(name, **listed)
+        return parser
+    if command == "hw":
         importlib.import_module("onnx_roofline.commands.verify.command").add_hw_calibrate(hw_sub)
     for module, commands in COMMAND_MODULES.items():
-        if listing or command in commands:
+        if command in commands:
             importlib.import_module(module).add_command(sub)
     return parser
 
 
 def _run_analyze(options: argparse.Namespace) -> int:
+    from onnx_roofline.commands.arguments import analyze_from_options, other_view, protected_files, refuse_if_nothing_costed
+    from onnx_roofline.commands.terminal import terminal_colours
     from onnx_roofline.report.output import write_text
     from onnx_roofline.report.breakdown import MODULE, OP_TYPE
 
@@ -255,8 +268,9 @@ def _check_outputs(options: argparse.Namespace) -> None:
 
 def _run_summary(options: argparse.Namespace) -> int:
     """Several models (or a folder): one row each (onnx_roofline.commands.summary)."""
-    from onnx_roofline.report.output import write_text
     from onnx_roofline.commands.summary import model_paths, render, summarize
+    from onnx_roofline.commands.terminal import model_progress
+    from onnx_roofline.report.output import write_text
 
     if options.format not in ("table", "json", "csv"):
         raise RooflineError(f"--format {options.format} is for one model; several models give a table, json or csv")

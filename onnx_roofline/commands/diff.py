@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from onnx_roofline.commands.arguments import count
+from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
 from onnx_roofline.commands.gate.baseline import Baseline, NodeFigures, compare, load_baseline
 from onnx_roofline.report.units import duration, si
@@ -165,7 +166,7 @@ def _relative(change: Change) -> str:
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "diff", help="what changed between two saved reports (`analyze --format json`): totals, nodes, modules",
+        "diff", help=COMMAND_HELP["diff"],
         description="Exit 0: the same figures; 1: they differ; 2: bad input.",
     )
     parser.add_argument("before", metavar="BEFORE.json")

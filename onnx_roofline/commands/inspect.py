@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onnx_roofline.commands.listing import COMMAND_HELP
+
 INSPECT_VERSION = 1
+ATTACHMENT_WORDS = {  # attachment_state → what a user reads
+    "paired": "the one written with this model",
+    "absent": "missing (--annotate writes it beside the model)",
+    "another run's": "NOT the one written with this model (another run's, or edited): annotate again",
+    "unreadable": "not a regular file",
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +93,7 @@ class Inspection:
     weight_tensors: int = 0  # the weights counted: initializers and Constant-node tensors, in every graph
     constant_weights: int = 0  # of them, Constant nodes' tensors
     invalid: tuple[str, ...] = ()  # why a runtime would refuse the file (model/conformance.py), each "source: root cause"
+    attachment: str | None = None  # an annotated model's Netron attachment: paired, absent, another run's, unreadable
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -109,6 +118,7 @@ class Inspection:
             "weight_bytes_by_dtype": self.weight_bytes_by_dtype,
             "external_data": [f.to_dict() for f in self.external_data],
             "invalid": list(self.invalid),
+            "attachment": self.attachment,
         }
 
 
@@ -126,8 +136,11 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
     from onnx_roofline.model.weights import CONSTANT, weights as stored_weights
 
+    from onnx_roofline.report.annotate import attachment_state
+
     proto, nodes = load_with_nodes(model)
     in_memory = isinstance(model, onnx.ModelProto)
+    metadata = {p.key: p.value for p in proto.metadata_props}
     invalid = tuple(str(flag) for flag in conformance(proto, nodes, None if in_memory else model))
     graph = proto.graph
     initialized = {t.name for t in graph.initializer}
@@ -186,11 +199,12 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
         weight_bytes=sum(by_dtype.values()),
         weight_bytes_by_dtype=dict(sorted(by_dtype.items(), key=lambda kv: -kv[1])),
         external_data=tuple(data_files),
-        metadata={p.key: p.value for p in proto.metadata_props},
+        metadata=metadata,
         dim_roles=roles,
         weight_tensors=len(weights),
         constant_weights=sum(weight.kind == CONSTANT for weight in weights),
         invalid=invalid,
+        attachment=None if in_memory else attachment_state(model, metadata),
     )
 
 
@@ -218,6 +232,7 @@ def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
     from onnx_roofline.model.nodes import read_nodes
     from onnx_roofline.shapes.dims import input_dim_names
     from onnx_roofline.shapes.roles import choose_defaults
+    from onnx_roofline.shapes.sizing import Sizing
 
     if not dims:
         return {}, {}, {}
@@ -225,7 +240,7 @@ def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
     chosen = choose_defaults(proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata)
     roles = {name: choice.said for name, choice in chosen.items() if choice.said}
     try:
-        typed = bind_and_infer(proto, {}, default_dims=True, conform=False)  # the loaded model, not the file read again (checked already)
+        typed = bind_and_infer(proto, Sizing(default_dims=True), conform=False)  # the loaded model, not the file read again (checked already)
     except RooflineError:
         return {name: choice.size for name, choice in chosen.items()}, {}, roles
     roles = {name: choice.said for name, choice in typed.roles.items() if choice.said}
@@ -287,6 +302,10 @@ def render_text(info: Inspection) -> str:
     lines.append(f"ops         {_count(len(info.ops), 'kind')}: {ops}")
     if info.metadata:
         lines.append("metadata    " + ", ".join(sorted(info.metadata)))
+    if info.attachment is not None:
+        from onnx_roofline.report.annotate import sidecar_path
+
+        lines.append(f"attachment  {sidecar_path(info.path).name if info.path else 'Netron attachment'}: {ATTACHMENT_WORDS[info.attachment]}")
     if info.path is not None:
         import shlex
 
@@ -334,7 +353,7 @@ def render_json(info: Inspection) -> str:
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "inspect", help="what a model is: inputs, outputs, symbolic dims, opsets, producer, ops, parameters, external data"
+        "inspect", help=COMMAND_HELP["inspect"]
     )
     parser.add_argument("model", help="path to an .onnx file (external weight data need not be present, and is never read)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 
 from onnx_roofline.model import files
+from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.errors import EXIT_OK, RooflineError
 from onnx_roofline.report.model import SCHEMA_VERSION
 from onnx_roofline.report.plot import COLOR_BY, write_plot
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("plot", help="roofline plot of one or more saved JSON reports (`--format json`), overlaid")
+    parser = subparsers.add_parser("plot", help=COMMAND_HELP["plot"])
     parser.add_argument("reports", nargs="+", metavar="REPORT.json")
     parser.add_argument("-o", "--output", required=True, metavar="FILE.png|svg", help="the plot (the format follows the extension)")
     parser.add_argument("--label", action="append", metavar="TEXT", help="a name per report, in order (default: the model files' names)")

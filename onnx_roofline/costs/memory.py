@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from onnx_roofline.costs.capacity import MemoryBudget
-from onnx_roofline.model.tensors import TensorInfo, is_floating, with_precision
+from onnx_roofline.model.tensors import TensorInfo, is_floating, known, with_precision
 from onnx_roofline.shapes.bodies import CONTROL_FLOW
 
 VIEW_OPS = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "BitCast"})
@@ -225,7 +225,7 @@ def _per_sequence(caches: list[KVCache], total: int) -> int | None:
     batches = set()
     for cache in caches:
         tensor = cache.cache
-        if not tensor.is_known or tensor.rank not in (4, 5) or (tensor.rank == 5 and tensor.shape[0] != 2):
+        if not known(tensor) or tensor.rank not in (4, 5) or (tensor.rank == 5 and tensor.shape[0] != 2):
             return None
         batches.add(tensor.shape[0] if tensor.rank == 4 else tensor.shape[1])
     if len(batches) != 1:

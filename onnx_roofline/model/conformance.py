@@ -280,7 +280,8 @@ def _skeleton(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> onn
     graph.output.extend(value for value in source.output if _shaped(value))  # onnxruntime types an output without a type or shape
     initializers = list(source.initializer)
     graph.initializer.extend([tensor for tensor in initializers if tensor.data_location != _EXTERNAL])
-    declared, inputs = {value.name for value in source.input}, {}
+    declared = {value.name for value in source.input}
+    inputs: dict[str, onnx.ValueInfoProto] = {}
     for tensor in initializers:
         if tensor.data_location == _EXTERNAL and tensor.name not in declared:
             inputs.setdefault(tensor.name, onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))

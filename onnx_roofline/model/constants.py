@@ -20,7 +20,7 @@ ConstantSource = onnx.TensorProto | Node | np.ndarray  # an initializer, a Const
 
 
 # Element types whose inline raw_data numpy reads as is (little-endian, as ONNX stores it).
-RAW_DTYPES = {
+RAW_DTYPES: dict[int, np.dtype] = {
     code: np.dtype(name).newbyteorder("<")
     for code, name in {
         onnx.TensorProto.FLOAT: "float32",

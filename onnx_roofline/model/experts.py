@@ -25,6 +25,7 @@ import math
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import onnx
 
@@ -117,7 +118,7 @@ class _Graph:
         router = self.router(topk.inputs[0])
         if not k or router is None or len(topk.outputs) < 2:
             return None
-        weight = self.weight(router)
+        weight = cast(Weight, self.weight(router))  # router() found the node by its weight
         transposed = router.op_type == "Gemm" and any(a.name == "transB" and a.i for a in router.attributes)
         experts = weight.shape[0] if transposed else weight.shape[-1]
         tokens = self.views_of(router.inputs[0])

@@ -18,6 +18,7 @@ import functools
 
 import onnx
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import Message
 from onnx.onnx_cpp2py_export import shape_inference as _cpp
 
 from onnx_roofline.model.isolation import crash_prone, isolated
@@ -56,7 +57,7 @@ def declared_types(graph: onnx.GraphProto) -> DeclaredTypes:
 
 
 @functools.cache
-def _messages() -> tuple[type, type]:
+def _messages() -> tuple[type[Message], type[Message]]:
     """(DeclaredModel, DeclaredValue), built once: a file of three messages, registered beside onnx's."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(name="onnx_roofline/model/inferred.proto", package="onnx_roofline", syntax="proto2")

@@ -96,10 +96,8 @@ def die_with_parent(parent: int) -> None:
         import threading
 
         threading.Thread(target=_watch, args=(os.getppid(),), daemon=True, name="die-with-parent").start()
-    try:
-        os.kill(parent, 0)  # gone before the death signal was set: nobody would send it
-    except ProcessLookupError:
-        os._exit(1)
+    if os.getppid() != parent:  # gone before the death signal was set (a killed parent is reparented away at once, even
+        os._exit(1)             # while it waits, a zombie, to be reaped): nobody would send it
 
 
 def _watch(parent: int) -> None:

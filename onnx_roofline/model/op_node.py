@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 import onnx
 from onnx import helper
 
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import KnownTensor, TensorInfo
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 TENSORS, ATTRIBUTES, ANYTHING = 0, 1, 2
 """What a rule read of its node beyond the op type and opset (`OpNode.reads`): the tensors'
 shapes, dtypes and names only; their attributes too; or more (the proto, a constant, a body)."""
+
+T = TypeVar("T", bound=TensorInfo)
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,7 +38,12 @@ def schema_defaults(op_type: str, domain: str, opset: int | None) -> Mapping[str
     }
 
 
-class OpNode:
+def _no_walk(*args: object, **kwargs: object) -> CompositeCost:
+    """`subgraph` of a node viewed outside the walk (verify's rerun of one rule): no body to cost."""
+    raise TypeError("no walk to cost a body in")
+
+
+class OpNode(Generic[T]):
     """One node as its cost rule sees it. `inputs`/`outputs` hold None for absent optional slots.
     `constant(name)` is a value's constant array, or None. `subgraph(body, inputs=None)` costs a
     body graph in this node's scope (control flow); raises Uncostable if any node is unknown.
@@ -50,7 +57,10 @@ class OpNode:
     such node with the same attributes: the walk costs a model's repeated layers once.
 
     A view built for every node of the walk, not a result: a plain class with slots, which costs
-    a fraction of a frozen dataclass to construct."""
+    a fraction of a frozen dataclass to construct.
+
+    Generic in what its tensors are known to be: a rule gets a KnownNode, whose present tensors all
+    have concrete shapes and dtypes (the walk and the shape engine call a rule only then)."""
 
     __slots__ = ("_proto", "opset", "inputs", "outputs", "_constant", "_subgraph", "_attrs", "reads")
 
@@ -58,17 +68,17 @@ class OpNode:
         self,
         proto: onnx.NodeProto,
         opset: int | None,
-        inputs: Sequence[TensorInfo | None],
-        outputs: Sequence[TensorInfo | None],
+        inputs: Sequence[T | None],
+        outputs: Sequence[T | None],
         constant: Callable[[str], np.ndarray | None],
         subgraph: Callable[..., CompositeCost] | None = None,
-    ):
+    ) -> None:
         self._proto = proto
         self.opset = opset
         self.inputs = inputs
         self.outputs = outputs
         self._constant = constant
-        self._subgraph = subgraph
+        self._subgraph = subgraph or _no_walk
         self._attrs: Mapping[str, Any] | None = None
         self.reads = TENSORS
 
@@ -94,7 +104,7 @@ class OpNode:
         return self._constant
 
     @property
-    def subgraph(self) -> Callable[..., CompositeCost] | None:
+    def subgraph(self) -> Callable[..., CompositeCost]:
         self.reads = ANYTHING
         return self._subgraph
 
@@ -108,12 +118,26 @@ class OpNode:
             self._attrs = values
         return self._attrs
 
-    def input(self, index: int) -> TensorInfo | None:
+    def input(self, index: int) -> T | None:
         """Input `index`, or None when the slot is absent or beyond the node's inputs."""
         return self.inputs[index] if index < len(self.inputs) else None
 
-    def output(self, index: int) -> TensorInfo | None:
+    def output(self, index: int) -> T | None:
         return self.outputs[index] if index < len(self.outputs) else None
+
+    def operand(self, index: int) -> T:
+        """Input `index`, which the op requires: `inputs[index]`, typed as present. A malformed node
+        that lacks it fails its rule as it always did (an IndexError, or an AttributeError on None)."""
+        return cast(T, self.inputs[index])
+
+    @property
+    def operands(self) -> Sequence[T]:
+        """`inputs`, typed as all present: for an op without optional inputs (as `operand`)."""
+        return cast("Sequence[T]", self.inputs)
+
+    def result(self, index: int) -> T:
+        """Output `index`, which the op always has: `outputs[index]`, typed as present (as `operand`)."""
+        return cast(T, self.outputs[index])
 
     def input_value(self, index: int) -> np.ndarray | None:
         """The constant value feeding input `index` (initializer with inline data or Constant node), else None."""
@@ -121,11 +145,11 @@ class OpNode:
         return None if tensor is None else self.constant(tensor.name)
 
     @property
-    def present_inputs(self) -> list[TensorInfo]:
+    def present_inputs(self) -> list[T]:
         return [t for t in self.inputs if t is not None]
 
     @property
-    def present_outputs(self) -> list[TensorInfo]:
+    def present_outputs(self) -> list[T]:
         return [t for t in self.outputs if t is not None]
 
     def distinct_input_bytes(self) -> int:
@@ -134,3 +158,7 @@ class OpNode:
 
     def output_bytes(self) -> int:
         return sum([t.nbytes for t in self.outputs if t is not None])
+
+
+KnownNode = OpNode[KnownTensor]
+"""The node a cost or shape rule gets: every tensor present in it known (KnownTensor)."""

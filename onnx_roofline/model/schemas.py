@@ -28,7 +28,7 @@ def _attribute_types(domain: str, op_type: str, opset: int | None) -> dict[str, 
         return None
     if schema.deprecated:  # validation holds no node of a deprecated op to its schema
         return None
-    return {name: int(attr.type) for name, attr in schema.attributes.items()}
+    return {name: int(attr.type) for name, attr in schema.attributes.items()}  # type: ignore[call-overload]  # onnx's stub: AttrType is an int enum
 
 
 @functools.lru_cache(maxsize=None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import field
-from typing import TypeGuard
+from typing import TYPE_CHECKING, TypeGuard
 
 import onnx
 from onnx import TensorProto
@@ -91,9 +91,9 @@ class TensorInfo:
         if self.sequence:
             elements = self.elements
             if elements is not None and (self.dtype is not None or not elements):
-                known = [shape for shape in elements if _all_ints(shape)]
+                known = [shape for shape in elements if all_ints(shape)]
                 numel = sum(map(math.prod, known)) if len(known) == len(elements) else None
-        elif self.shape is not None and self.dtype is not None and _all_ints(self.shape):
+        elif self.shape is not None and self.dtype is not None and all_ints(self.shape):
             numel = math.prod(self.shape)
         object.__setattr__(self, "is_known", numel is not None)
         object.__setattr__(self, "_numel", numel)
@@ -151,7 +151,37 @@ class TensorInfo:
         return onnx.helper.make_value_info(self.name, kind)
 
 
-def sequence_of(name: str, elements: list[tuple[Dim, ...]], dtype: str | None) -> TensorInfo:
+if TYPE_CHECKING:
+
+    class RankedTensor(TensorInfo):
+        """A TensorInfo whose rank is known (`ranked_tensor` narrows one), for the type checker only."""
+
+        shape: tuple[Dim, ...]
+
+    class KnownTensor(RankedTensor):
+        """A TensorInfo whose shape is concrete ints and whose dtype is known (`is_known`), for the
+        type checker only: the walk calls a cost rule, and the shape engine a shape rule, once every
+        present tensor of the node is known (`known` narrows one)."""
+
+        shape: tuple[int, ...]
+        dtype: str
+        elements: tuple[tuple[int, ...], ...] | None
+
+else:
+    RankedTensor = KnownTensor = TensorInfo  # the same objects at run time: only the checker tells them apart
+
+
+def ranked_tensor(tensor: TensorInfo | None) -> TypeGuard[RankedTensor]:
+    """`tensor is not None and tensor.shape is not None`, narrowing it to a RankedTensor."""
+    return tensor is not None and tensor.shape is not None
+
+
+def known(tensor: TensorInfo | None) -> TypeGuard[KnownTensor]:
+    """`tensor is not None and tensor.is_known`, narrowing it to a KnownTensor."""
+    return tensor is not None and tensor.is_known
+
+
+def sequence_of(name: str, elements: Sequence[tuple[Dim, ...]], dtype: str | None) -> TensorInfo:
     """A sequence of tensors of these shapes: its `shape` the dims they all agree on."""
     ranks = {len(shape) for shape in elements}
     common = tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*elements)) if len(ranks) == 1 else None
@@ -164,7 +194,7 @@ def element_inputs(inputs: Sequence[TensorInfo], index: int) -> list[TensorInfo]
     return [TensorInfo(t.name, t.elements[index], t.dtype) if t.sequence and t.elements is not None else t for t in inputs]
 
 
-def _all_ints(shape: tuple[Dim, ...]) -> TypeGuard[tuple[int, ...]]:
+def all_ints(shape: tuple[Dim, ...]) -> TypeGuard[tuple[int, ...]]:
     """`all(isinstance(d, int) for d in shape)` as a plain loop, which costs less than the
     generator: every value of a graph gets a TensorInfo, thousands of them."""
     for dim in shape:

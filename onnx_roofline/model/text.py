@@ -44,7 +44,7 @@ def _decode_graph(graph: onnx.GraphProto, nodes: Iterable[Node]) -> None:
 
 def as_text(value: str | bytes) -> str:
     """A string field's value as text (bytes where protobuf found no UTF-8)."""
-    return value.decode("utf-8", "replace") if type(value) is bytes else value
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _decode(message, fields: tuple[str, ...]) -> None:

@@ -63,8 +63,10 @@ def _check_unique(model: onnx.ModelProto, where: str) -> None:
     for kind, names in kinds:
         if len(set(names)) < len(names):
             seen: set[str] = set()
-            twice = next(name for name in names if name in seen or seen.add(name))
-            raise ModelLoadError(f"not a valid ONNX model: {where} ({kind} {twice!r} is defined twice)")
+            for name in names:
+                if name in seen:
+                    raise ModelLoadError(f"not a valid ONNX model: {where} ({kind} {name!r} is defined twice)")
+                seen.add(name)
 
 
 def _check_functions(model: onnx.ModelProto, where: str) -> None:
@@ -74,7 +76,8 @@ def _check_functions(model: onnx.ModelProto, where: str) -> None:
     calls = {key: sorted({(n.domain, n.op_type) for n in f.node} & functions.keys()) for key, f in functions.items()}
     done: set[tuple[str, str]] = set()
     for start in functions:
-        path, stack, reached = [], [(start, 0)], set()  # depth-first without recursion: (function, depth)
+        path: list[tuple[str, str]] = []
+        stack, reached = [(start, 0)], set()  # depth-first without recursion: (function, depth)
         while stack:
             key, depth = stack.pop()
             del path[depth:]
@@ -218,7 +221,8 @@ def _check_acyclic(nodes: list[Node], depends: list[list[int]], where: str) -> N
     if done == len(nodes):
         return
     # Walk back from a blocked node along blocked producers until one repeats: that is the cycle.
-    path, seen, index = [], {}, next(i for i, count in enumerate(waiting) if count)
+    path: list[int] = []
+    seen, index = {}, next(i for i, count in enumerate(waiting) if count)
     while index not in seen:
         seen[index] = len(path)
         path.append(index)
@@ -262,10 +266,11 @@ def check_tensor_size(name: str, dims: Iterable[int | None], elem_type: int, whe
     for dim in dims:
         if dim is not None and not 0 <= dim <= MAX_TENSOR_BYTES:
             raise error(f"{_prefix(where)}tensor {name!r} has a dim of {dim}: dims must be between 0 and 2^57")
-    if None in dims:
+    sizes = [dim for dim in dims if dim is not None]
+    if len(sizes) < len(dims):
         return
     bits = DTYPE_BITS.get(dtype_name(elem_type) or "", 8) or 8
-    if (math.prod(dims) * bits + 7) // 8 > MAX_TENSOR_BYTES:
+    if (math.prod(sizes) * bits + 7) // 8 > MAX_TENSOR_BYTES:
         shape = "x".join(map(str, dims))
         raise error(f"{_prefix(where)}tensor {name!r} of shape {shape} is larger than 2^57 bytes, the largest address space of any CPU")
 

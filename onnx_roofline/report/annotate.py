@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,19 +28,22 @@ from pathlib import Path
 import onnx
 from onnx import TensorProto
 
-from onnx_roofline.version import __version__
-from onnx_roofline.shapes.dims import bind
-from onnx_roofline.model import files
 from onnx_roofline.errors import RooflineError
+from onnx_roofline.model import files
 from onnx_roofline.model.inferred import declared_types, inferred_types
 from onnx_roofline.model.loader import load_model
-from onnx_roofline.report.output import Unit
-from onnx_roofline.report.breakdown import module_path
-from onnx_roofline.report.findings import FOLDABLE_WHY
-from onnx_roofline.report.model import OK, NodeResult, Report
-from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
+from onnx_roofline.report.breakdown import module_path
+from onnx_roofline.report.costed import is_ok
+from onnx_roofline.report.findings import FOLDABLE_WHY
+from onnx_roofline.report.model import NodeResult, Report
+from onnx_roofline.report.output import Unit
+from onnx_roofline.report.units import duration, number, percent, si
+from onnx_roofline.shapes.dims import bind
+from onnx_roofline.version import __version__
 
+ATTACHMENT_KEY = "attachment"  # under NAMESPACE: the checksum of the attachment written with the model (attachment_checksum)
+MAX_ATTACHMENT_BYTES = 1 << 30  # an attachment is a few bytes per node: anything larger is not ours
 NAMESPACE = "rl."  # short: Netron's sidebar cuts a key after ~16 characters (`onnx_roofline.byt…` was three keys)
 LEGACY_NAMESPACES = ("onnx_roofline.",)  # earlier releases' keys, replaced when a model is annotated again
 AT_MOST = "at most: its sizes rest on a bound the graph fixes for a data-dependent size"
@@ -79,7 +83,8 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     total = report.totals.time_s
     for node, result in targets:  # body nodes too, where they live
         _annotate_node(node, result, report.hardware.key, total)
-    _annotate_model(proto, report)
+    attachment = _attachment_text(netron_attachment(report)).encode()
+    _annotate_model(proto, report, attachment)
     _write_shapes(proto.graph, report, types)
     in_memory = isinstance(source, onnx.ModelProto)
     protect = () if in_memory else files.referenced_files(source, proto)  # the input's data files are inputs too
@@ -87,7 +92,7 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     sidecar = sidecar_path(destination)
     with Unit(protect) as unit:  # the data files, the attachment and the model: renamed into place once all are written
         actions = {plan.kept or "none"} | {unit.link(ref, dst) for ref, dst in plan.links}
-        unit.write(_attachment_text(netron_attachment(report)).encode(), sidecar)
+        unit.write(attachment, sidecar)
         unit.write(proto.SerializeToString(), destination)  # refuses to overwrite the input
     action = next(a for a in ("absent", "copied", "linked", "kept", "none") if a in actions)
     return Annotated(destination, sidecar, plan.locations, action)
@@ -110,7 +115,7 @@ def graph_nodes(graph: onnx.GraphProto, scope: str = "") -> Iterator[tuple[str, 
 def node_figures(result: NodeResult, model_time: float) -> dict[str, str]:
     """The node's metadata_props (without the namespace): exact values, as strings."""
     figures = {"status": result.status, "module": module_path(result)}
-    if result.status != OK:
+    if not is_ok(result):
         return {**figures, "reason": result.reason or ""}
     cost, place = result.cost, result.placement
     return {
@@ -134,7 +139,7 @@ def node_figures(result: NodeResult, model_time: float) -> dict[str, str]:
 
 def node_summary(result: NodeResult, hardware: str, model_time: float) -> str:
     """One line for people: `onnx-roofline [h100]: memory-bound · 12.58 MFLOP · 62.91 MB · …`."""
-    if result.status != OK:
+    if not is_ok(result):
         return f"{SUMMARY_PREFIX} [{hardware}]: not costed ({result.status}: {result.reason})"
     cost, place = result.cost, result.placement
     share = place.time_s / model_time if model_time else None
@@ -185,7 +190,7 @@ def _attachment_text(attachment: dict) -> str:
 
 
 def _node_metrics(result: NodeResult, model_time: float) -> list[tuple[str, str]]:
-    if result.status != OK:
+    if not is_ok(result):
         return [("status", f"{result.status}: {result.reason}")]
     cost, place = result.cost, result.placement
     return [
@@ -232,8 +237,40 @@ def _annotate_node(node: onnx.NodeProto, result: NodeResult, hardware: str, mode
     node.doc_string = "\n".join([node_summary(result, hardware, model_time), *kept])
 
 
-def _annotate_model(proto: onnx.ModelProto, report: Report) -> None:
-    _set_props(proto.metadata_props, model_figures(report))
+def _annotate_model(proto: onnx.ModelProto, report: Report, attachment: bytes) -> None:
+    """The model's figures, and the checksum of the attachment written beside it: the two files are
+    renamed into place one after the other, so a reader (`inspect`) can tell a model paired with
+    another run's attachment (attachment_state)."""
+    _set_props(proto.metadata_props, {**model_figures(report), ATTACHMENT_KEY: attachment_checksum(zlib.crc32(attachment), len(attachment))})
+
+
+def attachment_checksum(crc: int, size: int) -> str:
+    """`crc32:HEX, N bytes`: enough to tell one run's attachment from another's (a pairing check,
+    not a defence: CRC-32, whose zlib loads no OpenSSL configuration, as hashlib's import does)."""
+    return f"crc32:{crc:08x}, {size} bytes"
+
+
+def attachment_state(model_path: str | os.PathLike, metadata: dict[str, str]) -> str | None:
+    """Whether an annotated model's Netron attachment is the one written with it: "paired", "absent"
+    "another run's" (its checksum differs) or "unreadable" (not a regular file); None for a model
+    this tool did not annotate. Only the file named after the model is read, as a regular file,
+    never past its size cap."""
+    expected = metadata.get(NAMESPACE + ATTACHMENT_KEY)
+    if expected is None:
+        return None
+    sidecar = sidecar_path(model_path)
+    if not sidecar.exists():
+        return "absent"
+    crc, size = 0, 0
+    try:
+        with files.open_regular(sidecar, "Netron attachment", follow=False) as (fd, info):
+            if info.st_size > MAX_ATTACHMENT_BYTES:
+                return "another run's"
+            while chunk := os.read(fd, 1 << 20):
+                crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+    except RooflineError:
+        return "unreadable"
+    return "paired" if attachment_checksum(crc, size) == expected else "another run's"
 
 
 def _set_props(props, figures: dict[str, str]) -> None:

@@ -25,11 +25,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from onnx_roofline.model.status import OK
+from onnx_roofline.report.costed import ok_rows
 from onnx_roofline.report.totals import Totals
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
     from onnx_roofline.report.model import NodeResult, Report
 
 OP_TYPE, MODULE = "op_type", "module"  # the breakdown families
@@ -165,10 +166,9 @@ def by_module(report: Report, depth: int = 3) -> list[Group]:
     return group_by(report.nodes, lambda n: module_at(n, depth))
 
 
-def top_nodes(report: Report, k: int) -> list[NodeResult]:
+def top_nodes(report: Report, k: int) -> list[CostedNode]:
     """The k costed nodes with the largest time lower bound (ties in graph order)."""
-    costed = (n for n in report.nodes if n.status == OK)
-    return sorted(costed, key=lambda n: (-n.time_s, n.index))[: max(k, 0)]
+    return sorted(ok_rows(report.nodes), key=lambda n: (-n.time_s, n.index))[: max(k, 0)]
 
 
 def breakdown(report: Report, family: str, depth: int = 3) -> list[Group]:

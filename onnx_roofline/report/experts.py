@@ -15,7 +15,7 @@ from typing import Any
 
 from onnx_roofline.model.experts import DENSE, MoeLayer
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import TensorInfo, known
 from onnx_roofline.shapes.routing import ExpertLoad
 
 
@@ -96,4 +96,4 @@ def _layer(layer: MoeLayer, nodes: Sequence[Node], values: Mapping[str, TensorIn
 
 def _count(selection: TensorInfo | None) -> int | None:
     """The tokens a NonZero selected: its [rank, count] output's count."""
-    return selection.shape[1] if selection is not None and selection.is_known and len(selection.shape) == 2 else None  # type: ignore[return-value]
+    return selection.shape[1] if known(selection) and len(selection.shape) == 2 else None

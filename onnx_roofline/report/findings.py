@@ -6,9 +6,9 @@ so a finding added here reaches all three (the JSON carries each as data)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
-from onnx_roofline.model.status import OK
+from onnx_roofline.report.costed import ok_rows
 from onnx_roofline.report.units import duration, percent, si
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class Foldable:
 def foldable(report: Report) -> Foldable | None:
     """As written, the constant-foldable nodes' total; None where there are none (deployed, a
     runtime has already folded them)."""
-    folded = [n for n in report.nodes if n.constant_foldable and n.status == OK] if report.view == WRITTEN else []
+    folded = [n for n in ok_rows(report.nodes) if n.constant_foldable] if report.view == WRITTEN else []
     if not folded:
         return None
     spent, total = sum(n.time_s for n in folded), report.totals.time_s
@@ -92,7 +92,9 @@ def headline(report: Report, other: Report | None = None) -> Headline:
     views = [report, *([other] if other is not None else []), *([report.written] if report.written is not None else [])]
     deployed = next((v for v in views if v.view == DEPLOYED), None)
     written = next((v for v in views if v.view == WRITTEN), None)
-    costed = lambda view: view is not None and view.totals.costed_nodes > 0  # noqa: E731 (an uncosted total is unknown, not 0)
+    def costed(view: Report | None) -> TypeGuard[Report]:  # an uncosted total is unknown, not 0
+        return view is not None and view.totals.costed_nodes > 0
+
     prediction = deployed.prediction if deployed is not None else None
     return Headline(
         floor_s=deployed.totals.time_s if costed(deployed) else None,
@@ -176,7 +178,7 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     lines += [Finding("INVALID", str(flag), loud=True) for flag in model.invalid]  # a runtime would refuse the file
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
-        lines.append(Finding("UNCOSTED", report.uncosted.message, loud=True))
+        lines.append(Finding("UNCOSTED", cast(str, report.uncosted.message), loud=True))  # nodes are uncosted: it has one
         lines.append(Finding("", f"not in the totals, which are a partial answer: {listed}", loud=True))
     return lines
 

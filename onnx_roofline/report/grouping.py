@@ -12,7 +12,12 @@ import re
 from dataclasses import dataclass
 
 from onnx_roofline.report.breakdown import Group, group_by, module_at
-from onnx_roofline.report.model import OK, NodeResult, Report, Totals
+from onnx_roofline.report.costed import ok_rows
+from onnx_roofline.report.model import Report, Totals
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
 
 _INDEX_IN_NAME = re.compile(r"(?<=[./])[0-9]+(?=[./]|$)")  # a path part, or a dotted part of one, that is a number
 
@@ -27,7 +32,7 @@ class Alike:
     """Nodes alike but for their layer: `label` (the layerless name), the members, their totals."""
 
     label: str
-    nodes: tuple[NodeResult, ...]
+    nodes: tuple[CostedNode, ...]
     totals: Totals
 
     @property
@@ -35,11 +40,11 @@ class Alike:
         return len(self.nodes)
 
     @property
-    def first(self) -> NodeResult:
+    def first(self) -> CostedNode:
         return self.nodes[0]
 
 
-def _key(node: NodeResult) -> tuple:
+def _key(node: CostedNode) -> tuple:
     out = node.outputs[0] if node.outputs else None
     cost = node.cost
     return (layerless(node.name), node.op_type, out.shape if out is not None else None,
@@ -48,10 +53,9 @@ def _key(node: NodeResult) -> tuple:
 
 def alike_groups(report: Report) -> list[Alike]:
     """The costed nodes, alike ones together, heaviest group first (ties in graph order)."""
-    members: dict[tuple, list[NodeResult]] = {}
-    for node in report.nodes:
-        if node.status == OK:
-            members.setdefault(_key(node), []).append(node)
+    members: dict[tuple, list[CostedNode]] = {}
+    for node in ok_rows(report.nodes):
+        members.setdefault(_key(node), []).append(node)
     groups = [Alike(layerless(nodes[0].name) if len(nodes) > 1 else nodes[0].name, tuple(nodes), Totals.over(nodes))
               for nodes in members.values()]  # fmt: skip
     return sorted(groups, key=lambda g: (-g.totals.time_s, g.first.index))

@@ -14,25 +14,30 @@ import math
 from typing import Any
 
 from onnx_roofline.report.breakdown import module_path
+from onnx_roofline.report.costed import ok_rows
 from onnx_roofline.report.findings import FOLDABLE_WHY
-from onnx_roofline.report.model import OK, NodeResult, Report
+from onnx_roofline.report.model import Report
 from onnx_roofline.report.off_axis import MOVEMENT, TRANSCENDENTAL, described, kind
 from onnx_roofline.report.table import op_label
 from onnx_roofline.report.units import duration, number, percent, si
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
 
 STRIP_MIN_SHARE = 0.0005  # zero-FLOP nodes under 0.05 % of the time are one "others" segment
 _STRIP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
 POINTS_STYLE = """
-#roofline { position: relative; margin: 0; }
-#points circle { fill: #000; fill-opacity: 0; stroke: none; pointer-events: all; cursor: crosshair; }
-#points circle:hover, #points circle.hit { stroke: #111; stroke-width: 1.4; fill-opacity: 0.12; }
-#points.filtering circle:not(.hit) { pointer-events: none; }
+figure.roofline { position: relative; margin: 0; }
+.points circle { fill: #000; fill-opacity: 0; stroke: none; pointer-events: all; cursor: crosshair; }
+.points circle:hover, .points circle.hit { stroke: #111; stroke-width: 1.4; fill-opacity: 0.12; }
+.points.filtering circle:not(.hit) { pointer-events: none; }
 #tip { position: fixed; display: none; pointer-events: none; background: #fff; border: 1px solid #bbb; border-radius: 4px;
   padding: 4px 8px; font-size: 12px; box-shadow: 0 1px 4px rgba(0,0,0,.15); white-space: pre; z-index: 10; }
-#strip { display: flex; height: 22px; border: 1px solid #ddd; border-radius: 3px; overflow: hidden; margin: 4px 0 2px; }
-#strip span { display: block; min-width: 1px; border-right: 1px solid #fff; }
-#strip span:hover, #strip span.hit { outline: 2px solid #111; outline-offset: -2px; }
+.strip { display: flex; height: 22px; border: 1px solid #ddd; border-radius: 3px; overflow: hidden; margin: 4px 0 2px; }
+.strip span { display: block; min-width: 1px; border-right: 1px solid #fff; }
+.strip span:hover, .strip span.hit { outline: 2px solid #111; outline-offset: -2px; }
 .strip-note { color: #555; font-size: 12px; margin: 0 0 8px; }
 .swatch { display: inline-block; width: 10px; height: 10px; margin: 0 3px 0 6px; border-radius: 2px; vertical-align: -1px; }
 """
@@ -42,24 +47,26 @@ POINTS_SCRIPT = """
   const tip = document.getElementById('tip');
   const show = (event, text) => { tip.textContent = text; tip.style.display = 'block';
     tip.style.left = (event.clientX + 14) + 'px'; tip.style.top = (event.clientY + 12) + 'px'; };
-  document.querySelectorAll('#points circle, #strip span').forEach(el => {
+  document.querySelectorAll('.points circle, .strip span').forEach(el => {
     el.addEventListener('mousemove', e => show(e, el.dataset.tip));
     el.addEventListener('mouseleave', () => { tip.style.display = 'none'; });
   });
   const filter = document.getElementById('filter');
-  filter.addEventListener('input', () => {
+  filter.addEventListener('input', () => {  // each view's points and strip follow its own table
     const active = filter.value.trim() !== '';
-    const shown = new Set();
-    for (const row of document.getElementById('nodes').tBodies[0].rows) if (!row.hidden) shown.add(row.children[0].textContent);
-    document.getElementById('points').classList.toggle('filtering', active);
-    document.querySelectorAll('#points circle, #strip span[data-i]').forEach(el =>
-      el.classList.toggle('hit', active && shown.has(el.dataset.i)));
+    for (const layer of document.querySelectorAll('.points, .strip')) {
+      const table = document.getElementById(layer.dataset.table), shown = new Set();
+      if (!table) continue;
+      for (const row of table.tBodies[0].rows) if (!row.hidden) shown.add(row.children[0].textContent);
+      layer.classList.toggle('filtering', active);
+      layer.querySelectorAll('circle, span[data-i]').forEach(el => el.classList.toggle('hit', active && shown.has(el.dataset.i)));
+    }
   });
 })();
 """
 
 
-def tip_text(node: NodeResult, model_time: float) -> str:
+def tip_text(node: CostedNode, model_time: float) -> str:
     """The hover text of one node: name, op, module, FLOPs, bytes, intensity, time, share."""
     cost, place = node.cost, node.placement
     share = node.time_s / model_time if model_time else None
@@ -70,14 +77,15 @@ def tip_text(node: NodeResult, model_time: float) -> str:
     return "\n".join(lines)
 
 
-def plotted(report: Report) -> list[NodeResult]:
+def plotted(report: Report) -> list[CostedNode]:
     """The nodes the plot draws (plot._points' rule: costed, with FLOPs, time and intensity)."""
-    return [n for n in report.nodes if n.status == OK and n.cost.flops and n.time_s and n.placement.intensity]
+    return [n for n in ok_rows(report.nodes) if n.cost.flops and n.time_s and n.placement.intensity]
 
 
-def interactive_svg(report: Report) -> str:
-    """The roofline as inline SVG (the plot of `render_plot`), with a hover layer: one circle per
-    plotted node, `data-i` its index, `data-tip` and a <title> its figures."""
+def interactive_svg(report: Report, suffix: str = "", label: str | None = None) -> str:
+    """The roofline as inline SVG (the plot of `render_plot`), with a hover layer `points{suffix}`
+    (its table `nodes{suffix}`): one circle per plotted node, `data-i` its index, `data-tip` and a
+    <title> its figures. `label`: the model's name in the title (the file's stem by default)."""
     from matplotlib import rc_context
 
     from onnx_roofline.report.plot import AREA, roofline_figure
@@ -85,7 +93,7 @@ def interactive_svg(report: Report) -> str:
     data = report.to_dict()
     buffer = io.BytesIO()
     with rc_context({"svg.hashsalt": "onnx-roofline", "svg.fonttype": "path"}):  # as render_plot draws it
-        figure = roofline_figure([data])
+        figure = roofline_figure([data], labels=[label] if label else None)
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue().decode()
     svg = svg[svg.index("<svg"):]
@@ -100,15 +108,16 @@ def interactive_svg(report: Report) -> str:
         radius = max(3.0, math.sqrt(6 + AREA * node.time_s / total) / 2)  # the marker's (area in points²), at least 3 pt
         text = tip_text(node, model_time)
         circles.append(f'<circle cx="{cx:.3f}" cy="{cy:.3f}" r="{radius:.2f}" data-i="{node.index}" data-tip="{_e(text)}"><title>{_e(text)}</title></circle>')
-    layer = f'<g id="points">{"".join(circles)}</g>'
+    layer = f'<g id="points{suffix}" class="points" data-table="nodes{suffix}">{"".join(circles)}</g>'
     end = svg.rindex("</svg>")
     return svg[:end] + layer + svg[end:]
 
 
-def zero_flop_strip(report: Report) -> str:
-    """The nodes with no FLOPs, as a strip of segments as wide as their time (heaviest first),
-    with a line saying how many there are and their share; "" when there are none."""
-    nodes = sorted((n for n in report.nodes if n.status == OK and not n.cost.flops), key=lambda n: (-(n.time_s or 0), n.index))
+def zero_flop_strip(report: Report, suffix: str = "") -> str:
+    """The nodes with no FLOPs, as a strip `strip{suffix}` (its table `nodes{suffix}`) of segments
+    as wide as their time (heaviest first), with a line saying how many there are and their share;
+    "" when there are none."""
+    nodes = sorted((n for n in ok_rows(report.nodes) if not n.cost.flops), key=lambda n: (-(n.time_s or 0), n.index))
     if not nodes:
         return ""
     model_time = report.totals.time_s or 1.0
@@ -132,14 +141,14 @@ def zero_flop_strip(report: Report) -> str:
     folded = [n for n in nodes if n.constant_foldable]
     fold_note = (f"{len(folded)} of them foldable ({percent(sum(n.time_s for n in folded) / model_time)} of the time): "
                  "their inputs are all weights or constants, so a runtime computes them once at load. " if folded else "")
-    return (f'<section id="zero-flop"><div id="strip">{"".join(segments)}</div>'
+    return (f'<section id="zero-flop{suffix}"><div id="strip{suffix}" class="strip" data-table="nodes{suffix}">{"".join(segments)}</div>'
             f'<p class="strip-note">No FLOPs, not on the log-intensity axis: {len(nodes)} nodes '
             f'({_e(described((n.op_type, n.cost.transcendentals) for n in nodes))}), '
             f'{percent(spent / model_time)} of the time{"; heaviest: " + heaviest if heaviest else ""}. '
             f'{fold_note}Each segment is as wide as its time: {legend}{others}.</p></section>')  # fmt: skip
 
 
-def _no_flops_work(node: NodeResult) -> str:
+def _no_flops_work(node: CostedNode) -> str:
     """`154.39 MB moved, no FLOPs`, or `36.86 k transc. and 147.46 kB moved, no FLOPs` (not data movement)."""
     moved = f"{si(node.cost.bytes, 'B')} moved, no FLOPs"
     if kind(node.cost.transcendentals) == TRANSCENDENTAL:

@@ -20,7 +20,7 @@ from onnx_roofline.report.table import GROUP_COLUMNS, NODE_HEADER, group_cells, 
 from onnx_roofline.report.findings import Finding, findings, headline, predicted_words
 from onnx_roofline.report.units import duration, number, percent, si
 
-NUMERIC = {"flops", "bytes", "FLOP/B", "time", "share", "nodes", "compute/memory"}  # right-aligned columns
+NUMERIC = {"flops", "bytes", "FLOP/B", "time", "share", "nodes", "compute-/memory-bound"}  # right-aligned columns
 
 
 def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None) -> str:
@@ -36,7 +36,7 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
         "",
         _table(
             ["floor (deployed bound)", "predicted", "every node its own kernel",
-             "FLOPs", "bytes", "intensity", "memory-bound time", "nodes" if report.view == "written" else "kernels"],  # fmt: skip
+             "FLOPs", "bytes", "intensity", "memory-bound time", "nodes"],  # fmt: skip (the graph's, whatever the view: the kernels are in the floor's cell)
             [[
                 duration(head.floor_s) + (f" ({head.kernels} kernels)" if head.floor_s is not None else ""),
                 duration(head.predicted_s) + (f" ({predicted_words(head)})" if head.predicted_s is not None else ""),
@@ -45,7 +45,7 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
                 si(totals.bytes, "B"),
                 f"{number(totals.intensity)} FLOP/B",
                 percent(totals.memory_bound_time_share),
-                f"{model.node_count}" + (f" ({totals.uncosted_nodes} not costed)" if totals.uncosted_nodes else ""),
+                f"{report.node_rows}" + (f" ({totals.uncosted_nodes} not costed)" if totals.uncosted_nodes else ""),
             ]],
             right=True,
         ),

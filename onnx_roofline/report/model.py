@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import onnx
 
@@ -334,6 +334,13 @@ class Report:
         return "see why in the uncosted nodes' root cause"
 
     @property
+    def node_rows(self) -> int:
+        """The graph's nodes as the written table lists them: the main graph's and those of the
+        bodies walked (a merged decoder's If and the 625 nodes of its branch taken), whatever the
+        view: the one node count of the header, the table and the JSON's `model.node_count`."""
+        return len((self.written if self.view == DEPLOYED and self.written is not None else self).nodes)
+
+    @property
     def kernels(self) -> int:
         """Kernels launched per run: deployed, each kernel's `launches`; as written, every node but
         the pure views (Reshape, Squeeze, … move nothing and launch nothing)."""
@@ -423,7 +430,7 @@ class Report:
         data = {
             "schema_version": SCHEMA_VERSION,
             "view": self.view,
-            "model": self.model.to_dict(),
+            "model": {**self.model.to_dict(), "node_count": self.node_rows, "main_graph_nodes": self.model.node_count},
             "hardware": self.hardware.to_dict(),
             "nodes": nodes,
             "totals": {**self.totals.to_dict(), **headline(self, other).to_dict()},
@@ -505,7 +512,7 @@ class Uncosted:
         """One line: "328 of 1061 nodes uncosted, downstream of X (Op): reason"."""
         if not self.count:
             return None
-        cause = self.root_cause
+        cause = cast(RootCause, self.root_cause)  # of() names one wherever a node is uncosted
         return f"{self.count} of {self.node_count} nodes uncosted, downstream of {cause.name} ({cause.op_type}): {cause.reason}"
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,7 +21,8 @@ def described(nodes: Iterable[tuple[str, int | None]], short: bool = False) -> s
     """`30 data movement (transposes, copies, gathers), 12 transcendentals only (Tanh: ...)` for the
     (op_type, transcendentals) of the no-FLOPs nodes, each kind said only when present; `short`
     (the plot's note): `30 data movement, 12 transcendentals only (Tanh)`."""
-    moving, special = 0, {}
+    moving = 0
+    special: dict[str, int] = {}
     for op_type, transcendentals in nodes:
         if kind(transcendentals) == TRANSCENDENTAL:
             special[op_type] = special.get(op_type, 0) + 1

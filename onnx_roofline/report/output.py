@@ -14,13 +14,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from onnx_roofline.model import files
 from onnx_roofline.errors import OutputError, RooflineError
+from onnx_roofline.report.stdout import Stdout, flush_stdout, os_reason as _reason, write_stdout  # noqa: F401 (stdout's half, kept light for start-up)
 
 try:
     import fcntl
@@ -40,54 +40,6 @@ def write_text(text: str | Iterable[str], destination: str | None, protect: Iter
         write_stdout(pieces)
         return
     write_bytes(text.encode() if isinstance(text, str) else (piece.encode() for piece in pieces), destination, protect)
-
-
-def write_stdout(pieces: Iterable[str]) -> None:
-    """Each piece to stdout, then flushed: what fails is said here, not by the interpreter at exit."""
-    stream = sys.stdout if isinstance(sys.stdout, Stdout) else Stdout(sys.stdout)
-    for piece in pieces:
-        stream.write(piece)
-    stream.flush()
-
-
-def flush_stdout() -> None:
-    """What a command printed, flushed while a failure can still be said in one line."""
-    (sys.stdout if isinstance(sys.stdout, Stdout) else Stdout(sys.stdout)).flush()
-
-
-class Stdout:
-    """stdout, where a write that fails is an OutputError (one line, exit 74) rather than a
-    traceback: a full disk, an I/O error, stdout closed at start (`>&-`, where Python's own is
-    None). A reader that left (`| head -1`) stays the BrokenPipeError on which the command line
-    ends quietly. The command line prints through one (cli.main)."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        if self.stream is None:
-            raise OutputError("cannot write the output: stdout is closed (give -o FILE to write it to a file)")
-        _on_stdout(self.stream.write, text)
-        return len(text)
-
-    def flush(self) -> None:
-        if self.stream is not None:
-            _on_stdout(self.stream.flush)
-
-    def isatty(self) -> bool:
-        return self.stream is not None and self.stream.isatty()
-
-    def __getattr__(self, name: str):
-        return getattr(self.stream, name)
-
-
-def _on_stdout(call: Callable, *args) -> None:
-    try:
-        call(*args)
-    except BrokenPipeError:
-        raise  # the reader left: the command line ends quietly
-    except (OSError, ValueError) as exc:  # ValueError: stdout closed under us
-        raise OutputError(f"cannot write the output to stdout: {_reason(exc)}") from None
 
 
 def write_bytes(data: bytes | Iterable[bytes], destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> None:
@@ -256,10 +208,6 @@ def _write_file(path: Path, data: bytes | Iterable[bytes]) -> None:
     with open(path, "xb") as stream:
         for piece in (data,) if isinstance(data, bytes) else data:
             stream.write(piece)
-
-
-def _reason(exc: BaseException) -> str:
-    return getattr(exc, "strerror", None) or str(exc)
 
 
 def check_destination(destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> Path:

@@ -81,7 +81,7 @@ def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] 
     if any(points):
         legend = axes.legend(loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8)
         for handle in legend.legend_handles:
-            handle.set_sizes([40])  # the key shows colours, not the first node's time
+            handle.set_sizes([40])  # type: ignore[union-attr]  # matplotlib's stub: a scatter's legend handle is its PathCollection; the key shows colours, not the first node's time
     figure.canvas.draw()  # settle the layout, then freeze it: labels are placed in final pixels
     figure.set_layout_engine("none")
     _label_diagonals(axes, diagonals)

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from onnx_roofline.report.breakdown import MODULE, OP_TYPE, Group, breakdown, group_label, top_nodes
+from onnx_roofline.report.breakdown import (
+    MODULE, OP_TYPE, Group, breakdown, group_label, module_of, module_path, top_nodes,
+)  # fmt: skip
 from onnx_roofline.report.findings import WHAT_TIME_IS, findings, headline_lines
 from onnx_roofline.report.model import OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.units import duration, flops_text, number, percent, si
@@ -14,6 +16,7 @@ from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
     from onnx_roofline.report.grouping import Alike
 
 
@@ -35,7 +38,7 @@ def _summary(report: Report, other: Report | None = None) -> str:
     totals, model, hw = report.totals, report.model, report.hardware
     dims = listed_dims(model.dims, {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}) or "none"
     lines = [
-        f"model     {model.path or '<in-memory>'}  ({model.node_count} nodes, {si(model.parameters, '')} parameters, dims: {dims})",
+        f"model     {model.path or '<in-memory>'}  ({node_count_words(report)}, {si(model.parameters, '')} parameters, dims: {dims})",
         f"hardware  {hw.name} [{hw.key}]  {si(hw.memory_bandwidth, 'B/s')}",
         f"totals    {flops_text(totals.flops, totals.transcendentals)}  {si(totals.bytes, 'B')}  intensity {number(totals.intensity)} FLOP/B",
     ]
@@ -47,8 +50,15 @@ def _summary(report: Report, other: Report | None = None) -> str:
     return "\n".join(lines)
 
 
+def node_count_words(report: Report) -> str:
+    """`626 nodes (1 in the main graph)`: the nodes the table lists, bodies walked included; the
+    main graph's own count beside it where control flow makes them differ."""
+    rows, main = report.node_rows, report.model.node_count
+    return f"{rows} nodes" + (f" ({main} in the main graph)" if main != rows else "")
+
+
 NODE_HEADER = ("node", "op", "output", "flops", "bytes", "FLOP/B", "unit", "bound", "time", "share")
-GROUP_COLUMNS = ("nodes", "flops", "bytes", "compute/memory", "time", "share")
+GROUP_COLUMNS = ("nodes", "flops", "bytes", "compute-/memory-bound", "time", "share")  # how many nodes of each bound
 
 
 def op_label(node: NodeResult) -> str:
@@ -59,10 +69,17 @@ def op_label(node: NodeResult) -> str:
     return node.op_type + (" (folded)" if hasattr(node, "members") else " (foldable)")
 
 
-def node_cells(node: NodeResult, model_time: float) -> list[str]:
+def named_with_module(node: NodeResult) -> str:
+    """`node_Where_134 (model.transformer.h.0.attn)`: the node's name, and its module where the
+    name carries none (a dynamo export's, whose module is in its metadata)."""
+    module = module_path(node)
+    return f"{node.name} ({module})" if module and not module_of(node.name) else node.name
+
+
+def node_cells(node: CostedNode, model_time: float) -> list[str]:
     """One costed node as text cells (NODE_HEADER's order): the table's and markdown's rows."""
     return [
-        node.name,
+        named_with_module(node),
         op_label(node),
         shape_text(node),
         flops_text(node.cost.flops, node.cost.transcendentals),

@@ -4,13 +4,34 @@ sum their groups without importing the Report, which delegates to them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol, cast
 
 from onnx_roofline.costs.roofline import MEMORY
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from onnx_roofline.report.model import NodeResult
+    from onnx_roofline.costs.cost import Cost
+    from onnx_roofline.costs.roofline import Placement
+    from onnx_roofline.report.costed import PlacedCost
+
+    class Placed(Protocol):
+        """What a total sums: a report's node, a deployed kernel, a fused view's group."""
+
+        @property
+        def cost(self) -> Cost | None: ...
+        @property
+        def placement(self) -> Placement | None: ...
+        @property
+        def matrix_flops(self) -> int: ...
+
+    class _Costed(Placed, Protocol):
+        """One with a cost and a placement, which every ok one has."""
+
+        @property
+        def cost(self) -> PlacedCost: ...
+        @property
+        def placement(self) -> Placement: ...
 
 
 @dataclass(frozen=True)
@@ -43,8 +64,8 @@ class Totals:
         return self.flops / self.bytes if self.bytes else None
 
     @classmethod
-    def over(cls, nodes: tuple[NodeResult, ...] | list[NodeResult]) -> Totals:
-        costed = [n for n in nodes if n.cost is not None and n.placement is not None]
+    def over(cls, nodes: Sequence[Placed]) -> Totals:
+        costed = cast("list[_Costed]", [n for n in nodes if n.cost is not None and n.placement is not None])
         return cls(  # sums over lists, which build faster than generators: a report has thousands of nodes
             flops=sum([n.cost.flops for n in costed]),
             useful_flops=sum([n.cost.useful for n in costed]),

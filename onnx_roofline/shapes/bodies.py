@@ -13,12 +13,13 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import onnx
 
 from onnx_roofline.model.op_node import OpNode
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import Dim, TensorInfo, known
 from onnx_roofline.shapes.input_values import value_flag
 
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
@@ -36,7 +37,7 @@ class Body:
     aliases: tuple[tuple[str, str], ...]  # (body output, node output): the same tensor under two names
 
 
-def bodies(node: OpNode) -> list[Body]:
+def bodies(node: OpNode[TensorInfo]) -> list[Body]:
     """The bodies of an If (both branches, each run once), a Loop or a Scan."""
     if node.op_type == "If":
         return [_branch(node, "then_branch"), _branch(node, "else_branch")]
@@ -45,12 +46,12 @@ def bodies(node: OpNode) -> list[Body]:
     return [_scan_body(node) if node.opset is None or node.opset >= 9 else _scan_v8_body(node)]
 
 
-def _branch(node: OpNode, attribute: str) -> Body:
+def _branch(node: OpNode[TensorInfo], attribute: str) -> Body:
     graph = node.attrs[attribute]
     return Body(attribute, graph, (), 1, _aliases(graph.output, node.proto.output))
 
 
-def _loop_body(node: OpNode) -> Body:
+def _loop_body(node: OpNode[TensorInfo]) -> Body:
     graph = node.attrs["body"]
     trips = node.input_value(0) if node.inputs and node.inputs[0] is not None else None
     inputs = (TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:])
@@ -58,29 +59,37 @@ def _loop_body(node: OpNode) -> Body:
     return Body("body", graph, inputs, _count(trips), _aliases(graph.output[1 : 1 + carried], node.proto.output[:carried]))
 
 
-def _scan_body(node: OpNode) -> Body:
+def _scan_body(node: OpNode[TensorInfo]) -> Body:
     graph = node.attrs["body"]
     states = len(node.inputs) - node.attrs["num_scan_inputs"]
-    scans = node.inputs[states:]
+    scans = node.operands[states:]
     axes = [axis % x.rank for x, axis in zip(scans, node.attrs.get("scan_input_axes") or [0] * len(scans))]
     inputs = (*node.inputs[:states], *[_drop(x, axis) for x, axis in zip(scans, axes)])
-    length = scans[0].shape[axes[0]] if scans else None
-    return Body("body", graph, inputs, length, _aliases(graph.output[:states], node.proto.output[:states]))
+    length = _dims(scans[0])[axes[0]] if scans else None
+    return Body("body", graph, inputs, length if isinstance(length, int) else None, _aliases(graph.output[:states], node.proto.output[:states]))
 
 
-def _scan_v8_body(node: OpNode) -> Body:
+def _scan_v8_body(node: OpNode[TensorInfo]) -> Body:
     """Opset 8: input 0 is the optional sequence_lens and scan inputs carry a batch axis first;
     the body runs batch × scan length times."""
     graph = node.attrs["body"]
     states = len(node.inputs) - node.attrs["num_scan_inputs"]
-    first = node.inputs[states]
-    inputs = (*[_drop(s, 0) for s in node.inputs[1:states]], *[_drop(_drop(x, 0), 0) for x in node.inputs[states:]])
-    return Body("body", graph, inputs, first.shape[0] * first.shape[1], ())
+    first = node.operand(states)
+    inputs = (*[_drop(s, 0) for s in node.operands[1:states]], *[_drop(_drop(x, 0), 0) for x in node.operands[states:]])
+    batch, length = _dims(first)[:2]
+    return Body("body", graph, inputs, batch * length if isinstance(batch, int) and isinstance(length, int) else None, ())
 
 
 def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:
     """The tensor as one iteration sees it: without `axis` (a scan axis, Scan-8's batch axis)."""
-    return TensorInfo(tensor.name, tensor.shape[:axis] + tensor.shape[axis + 1 :], tensor.dtype)
+    shape = _dims(tensor)
+    return TensorInfo(tensor.name, shape[:axis] + shape[axis + 1 :], tensor.dtype)
+
+
+def _dims(scanned: TensorInfo) -> tuple[Dim, ...]:
+    """A scanned input's shape: it has a rank (one without fails the body's walk, a TypeError, as
+    it always did); a dim that is not a constant makes the trip count None, as Body says."""
+    return cast("tuple[Dim, ...]", scanned.shape)
 
 
 def _count(value: np.ndarray | None) -> int | None:
@@ -102,7 +111,7 @@ class BranchChoice:
     implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (use_cache_branch=1)
 
 
-def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs: dict[str, TensorInfo], given: frozenset[str],
+def choose_branch(node: OpNode[TensorInfo], condition_inputs: tuple[str, ...], graph_inputs: dict[str, TensorInfo], given: frozenset[str],
                   conditions: Mapping[str, bool] | None = None) -> BranchChoice:
     """The branch the condition's value takes (a constant, a graph input given --value, or the
     condition itself given one: `conditions`, input_values.if_conditions); else
@@ -119,7 +128,7 @@ def choose_branch(node: OpNode, condition_inputs: tuple[str, ...], graph_inputs:
         why = f"--value {source[0]}" if source else "its condition is a constant"
         return BranchChoice(taken, why, condition_inputs)
     if name in graph_inputs and "use_cache" in name.lower():
-        pasts = [info for input_name, info in graph_inputs.items() if "past" in input_name.lower() and info.is_known]
+        pasts = [info for input_name, info in graph_inputs.items() if "past" in input_name.lower() and known(info)]
         if pasts:
             empty = [info for info in pasts if 0 in info.shape]
             taken, value = ("else_branch", 0) if empty else ("then_branch", 1)

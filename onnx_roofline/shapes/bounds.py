@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnx_roofline.model.nodes import Node, read_nodes
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import KnownTensor, TensorInfo, known
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def _non_max_suppression(node: Node, inputs: Sequence[TensorInfo | None], value:
     maximum is an optional input, 0 where absent (the spec: nothing is kept); a maximum that is
     data bounds nothing."""
     boxes, scores = (inputs[0], inputs[1]) if len(inputs) > 1 else (None, None)
-    if boxes is None or scores is None or not boxes.is_known or not scores.is_known or len(scores.shape) != 3:
+    if not known(boxes) or not known(scores) or len(scores.shape) != 3:
         return None
     batch, classes, count = scores.shape
     given = node.inputs[2] if len(node.inputs) > 2 else ""
@@ -91,14 +91,16 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     data = inputs[0] if inputs else None
     if data is None or not data.shape or data.dtype is None or len(node.inputs) < 3:
         return None
-    starts, axes, steps = (value(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None for slot in (1, 3, 4))
+    given_starts, given_axes, given_steps = (value(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None for slot in (1, 3, 4))
     exact = value(node.inputs[2])
-    ends = exact if exact is not None else upper(node.inputs[2])
-    if starts is None or ends is None or any(array is not None and array.dtype.kind not in "iu" for array in (starts, ends, axes, steps)):
+    given_ends = exact if exact is not None else upper(node.inputs[2])
+    if given_starts is None or given_ends is None or any(
+        array is not None and array.dtype.kind not in "iu" for array in (given_starts, given_ends, given_axes, given_steps)
+    ):
         return None  # a float index: the file is invalid, and ONNX's inference says so
-    starts, ends = starts.reshape(-1).tolist(), ends.reshape(-1).tolist()
-    steps = [1] * len(starts) if steps is None else steps.reshape(-1).tolist()
-    axes = list(range(len(starts))) if axes is None else axes.reshape(-1).tolist()
+    starts, ends = given_starts.reshape(-1).tolist(), given_ends.reshape(-1).tolist()
+    steps = [1] * len(starts) if given_steps is None else given_steps.reshape(-1).tolist()
+    axes = list(range(len(starts))) if given_axes is None else given_axes.reshape(-1).tolist()
     if exact is None and not all(start >= 0 and end >= 0 and step > 0 for start, end, step in zip(starts, ends, steps)):
         return None  # the length grows with the end only from a start and to an end counted from the front
     shape, bounded = list(data.shape), []
@@ -114,10 +116,11 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
         if size == _SATURATED or exact is None:
             end_is = "" if exact is not None else " (the end at most that: a Min)"
             bounded.append(f"axis {axis} sliced {start}:{end}" + (f":{step}" if step != 1 else "") + end_is)
-    if not bounded or not all(isinstance(d, int) for d in shape):
+    sizes = [d for d in shape if isinstance(d, int)]
+    if not bounded or len(sizes) < len(shape):
         return None
-    rows = math.prod(shape[axis % len(shape)] for axis in axes)
-    return _bound(node, (TensorInfo(node.outputs[0], tuple(shape), data.dtype),), rows, "; ".join(bounded))
+    rows = math.prod(sizes[axis % len(sizes)] for axis in axes)
+    return _bound(node, (TensorInfo(node.outputs[0], tuple(sizes), data.dtype),), rows, "; ".join(bounded))
 
 
 def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
@@ -136,14 +139,15 @@ def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
         return None
     axis %= len(data.shape)
     shape = list(data.shape)
-    shape[axis] = min(k, shape[axis]) if isinstance(shape[axis], int) else k
+    size = shape[axis]
+    kept = shape[axis] = min(k, size) if isinstance(size, int) else k
     if not all(isinstance(d, int) for d in shape):
         return None
     outputs = (TensorInfo(node.outputs[0], tuple(shape), data.dtype), *(TensorInfo(name, tuple(shape), "int64") for name in node.outputs[1:2] if name))
-    return _bound(node, outputs, shape[axis], f"k at most {k}")
+    return _bound(node, outputs, kept, f"k at most {k}")
 
 
-def selection_bound(node: Node, candidates: int, data: TensorInfo) -> Bound:
+def selection_bound(node: Node, candidates: int, data: KnownTensor) -> Bound:
     """A NonZero or Compress with no count given: it selects at most every one of its candidates
     (each element of a NonZero's input; a Compress's along its axis)."""
     what = "elements" if node.op_type == "NonZero" else "candidates"
@@ -156,7 +160,7 @@ def _scatter(node: Node, inputs: Sequence[TensorInfo | None], value: Value, uppe
     whatever its indices and updates, which may be data (a VLM's image tokens placed where
     `input_ids` holds the image token: NonZero → ScatterND). Exact, not a bound: no Bound made."""
     data = inputs[0] if inputs else None
-    if data is None or not data.is_known or not node.outputs:
+    if not known(data) or not node.outputs:
         return None
     return (TensorInfo(node.outputs[0], data.shape, data.dtype),), None
 

@@ -12,11 +12,12 @@ step has 145 such nodes)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.tensors import Dim, TensorInfo
+from onnx_roofline.model.tensors import Dim, KnownTensor, TensorInfo, known
 
 BROADCASTING = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "Where", "And", "Or", "Xor",
@@ -28,15 +29,16 @@ BROADCASTING = frozenset({
 def complete(node: Node, inputs: tuple[TensorInfo | None, ...], partial: tuple[Dim, ...] | None) -> tuple[int, ...] | None:
     """The node's single output shape from its known inputs, where ONNX's pass gave `partial` (the
     symbols learned so far put in); None where the op keeps nothing that tells."""
-    if node.domain or partial is None or any(t is None or not t.is_known for t in inputs):
+    tensors = [t for t in inputs if known(t)]
+    if node.domain or partial is None or len(tensors) < len(inputs):
         return None
     if node.op_type == "Reshape":
-        return _reshape(inputs[0].numel, partial)
+        return _reshape(tensors[0].numel, partial)
     if node.op_type == "Concat":
-        return _concat(node, inputs, partial)
+        return _concat(node, tensors, partial)
     if node.op_type in BROADCASTING:
         try:
-            return tuple(np.broadcast_shapes(*[t.shape for t in inputs]))
+            return tuple(np.broadcast_shapes(*[t.shape for t in tensors]))
         except ValueError:
             return None  # ONNX's inference says why
     return None
@@ -45,15 +47,13 @@ def complete(node: Node, inputs: tuple[TensorInfo | None, ...], partial: tuple[D
 def _reshape(elements: int, partial: tuple[Dim, ...]) -> tuple[int, ...] | None:
     """One unknown dim is the input's element count over the known dims' product."""
     unknown = [i for i, d in enumerate(partial) if not isinstance(d, int)]
-    known = math.prod(d for d in partial if isinstance(d, int))
-    if len(unknown) != 1 or known <= 0 or elements % known:
+    product = math.prod(d for d in partial if isinstance(d, int))
+    if len(unknown) != 1 or product <= 0 or elements % product:
         return None
-    shape = list(partial)
-    shape[unknown[0]] = elements // known
-    return tuple(shape)
+    return tuple([d if isinstance(d, int) else elements // product for d in partial])
 
 
-def _concat(node: Node, inputs: tuple[TensorInfo | None, ...], partial: tuple[Dim, ...]) -> tuple[int, ...] | None:
+def _concat(node: Node, inputs: Sequence[KnownTensor], partial: tuple[Dim, ...]) -> tuple[int, ...] | None:
     """The inputs' dims, summed along the axis."""
     axis = next((attr.i for attr in node.attributes if attr.name == "axis"), None)
     ranks = {len(t.shape) for t in inputs}

@@ -124,8 +124,8 @@ def bind(
                 dim.dim_value = dims[dim.dim_param]
     for value in graph.input:
         if value.type.HasField("tensor_type") and value.type.tensor_type.HasField("shape"):
-            shape = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
-            check_tensor_size(value.name, shape, value.type.tensor_type.elem_type, "", DimensionError)
+            declared = [d.dim_value if d.HasField("dim_value") else None for d in value.type.tensor_type.shape.dim]
+            check_tensor_size(value.name, declared, value.type.tensor_type.elem_type, "", DimensionError)
     del graph.value_info[:]
     for value in graph.output:
         for dim in value.type.tensor_type.shape.dim:

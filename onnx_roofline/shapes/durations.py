@@ -28,6 +28,7 @@ from onnx import helper
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.tensors import TensorInfo, elem_type
+from onnx_roofline.model.tensors import known as known_tensor
 from onnx_roofline.shapes.folding import fold_node
 
 FRAMES_PER_TOKEN = 6.0
@@ -96,9 +97,10 @@ def is_duration(name: str, producer: Callable[[str], Node | None]) -> bool:
 def assumed_sum(node: Node, data: TensorInfo, known: Mapping[str, np.ndarray], tensor: Callable[[str], TensorInfo | None], frames_per_token: float) -> np.ndarray | None:
     """The node's sum, every duration it sums `frames_per_token`, rounded up to whole frames; None
     where its other inputs (the axes) are not known or the durations are too many to hold."""
-    if not data.is_known or data.numel > MAX_FOLDED_ELEMENTS * 1024 or data.dtype is None:
+    if not known_tensor(data) or data.numel > MAX_FOLDED_ELEMENTS * 1024 or data.dtype is None:
         return None
     dtype = helper.tensor_dtype_to_np_dtype(elem_type(data.dtype))
     durations = np.full(data.shape, frames_per_token, np.float64)
-    result = fold_node(node, tensor, ChainMap({node.inputs[0]: durations}, known), node.outputs[0])
+    values = ChainMap({node.inputs[0]: durations}, known)  # type: ignore[arg-type]  # typeshed asks every map be mutable; ChainMap writes only the first
+    result = fold_node(node, tensor, values, node.outputs[0])
     return None if result is None else np.ceil(result - 1e-9).astype(dtype)

@@ -22,6 +22,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import onnx
@@ -38,17 +39,24 @@ from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.shapes.root_cause import RootCause
 from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, selection_bound, typed_at_bound, upper_value
+from onnx_roofline.shapes.texts import TEXT_OPS, typed_text
 from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.model.schemas import may_have_bodies
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
 from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, SUMMING_OPS, Regulated, assumed_sum, is_duration
+from onnx_roofline.model.experts import MoeLayer
 from onnx_roofline.shapes.routing import ExpertSizing
+from onnx_roofline.shapes.sizing import UNSIZED, Sizing
 from onnx_roofline.shapes.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
 from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
-from onnx_roofline.model.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, sequence_of
+from onnx_roofline.model.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, known, ranked_tensor, sequence_of
 from onnx_roofline.model.text import as_text
 
 log = logging.getLogger(__name__)
+
+_SIZED_OPS = BOUNDED_OPS | TEXT_OPS
+"""The ai.onnx ops typed from what their data does not decide: a bound the graph fixes (bounds.py), a text
+pipeline's sizes (texts.py)."""
 
 
 @dataclass(frozen=True)
@@ -70,21 +78,19 @@ def infer(
     model: onnx.ModelProto,
     nodes: list[Node] | None = None,
     map_inputs: Mapping[str, tuple[int, ...]] | None = None,
-    nonzero_fraction: float | None = None,
-    experts: ExpertSizing | None = None,
-    found: Mapping[str, TensorInfo] | None = None,
-    frames_per_token: float | None = None,
+    sizing: Sizing = UNSIZED,
+    moe_layers: Sequence[MoeLayer] | None = None,
 ) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
     `map_inputs`: the shapes of map-typed graph inputs ([entries], [maps, entries]), which no ONNX
-    type can declare (dims.map_shapes); `nonzero_fraction`: the share of its candidates a NonZero
-    or Compress selects, where its input is data (selection.py); None types them at their bound, all
-    their candidates (bounds.selection_bound);
-    `experts`: an MoE's routing, which sizes its experts' NonZeros where no fraction is given;
-    `found`: the types a run found for values whose size is data (verify), which they take first;
-    `frames_per_token`: the frames each token lasts where a length regulator sums durations that
-    are data (durations.py), FRAMES_PER_TOKEN where None."""
+    type can declare (dims.map_shapes); `sizing` (shapes/sizing.py): the sizes data decides, read
+    here: `nonzero_fraction`, the share of its candidates a NonZero or Compress selects, where its
+    input is data (selection.py; None types them at their bound, every candidate:
+    bounds.selection_bound); `found_sizes`, the types a run found for values whose size is data
+    (verify), which they take first; `frames_per_token`, the frames each token lasts where a length
+    regulator sums durations that are data (durations.py); and `expert_load`, the routing of the
+    `moe_layers` (model/experts.py), which sizes their experts' NonZeros where no fraction is given."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
@@ -96,16 +102,17 @@ def infer(
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
-    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), nonzero_fraction, warnings, bool(crashed))
-    sweep.experts, sweep.found = experts, found
-    sweep.regulate(frames_per_token)
+    experts = ExpertSizing(moe_layers, sizing.expert_load) if moe_layers is not None else None
+    sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), sizing, warnings, bool(crashed))
+    sweep.experts = experts
+    sweep.regulate(sizing.frames_per_token)
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
         pass
-    unresolved = [name for node in unknown for name in node.outputs if name in needed and not _known(values.get(name))]
+    unresolved = [name for node in unknown for name in node.outputs if name in needed and not known(values.get(name))]
     root = sweep.root_cause(nodes, needed) if unresolved else None
-    unread = frozenset(name for name in unread if not _known(values.get(name)))
-    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), unread, tuple(sweep.assumed),
+    left_unread = frozenset(name for name in unread if not known(values.get(name)))
+    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), left_unread, tuple(sweep.assumed),
                        tuple(experts.sized) if experts else (), bounds=tuple(sweep.bounds), regulated=sweep.regulated())
 
 
@@ -114,7 +121,6 @@ class _Sweep:
     node's outputs from its inputs, with the small values they carry folded on demand."""
 
     experts: ExpertSizing | None = None  # the main graph's MoE routing (routing.py)
-    found: Mapping[str, TensorInfo] | None = None  # the types a run found for values whose size is data (verify)
 
     def __init__(
         self,
@@ -122,7 +128,7 @@ class _Sweep:
         nodes: list[Node],
         values: dict[str, TensorInfo],
         constants: Mapping[str, ConstantSource],
-        nonzero_fraction: float | None = None,
+        sizing: Sizing = UNSIZED,
         warnings: list[str] | None = None,
         crashed: bool = False,
     ):
@@ -138,7 +144,9 @@ class _Sweep:
         self.ir_version = model.ir_version
         self.functions = {(f.domain, f.name) for f in model.functions}
         self.model = model
-        self.nonzero_fraction = nonzero_fraction
+        self.sizing = sizing  # its bodies are sized alike (infer_body)
+        self.nonzero_fraction = sizing.nonzero_fraction
+        self.found = sizing.found_sizes  # the types a run found for values whose size is data (verify)
         self.nodes = nodes
         self.element_symbols = {d for info in values.values() if info.sequence and info.shape for d in info.shape if isinstance(d, str)}
         self.assumed: dict[str, None] = {}  # the nodes sized by nonzero_fraction, bodies' included, in the order met
@@ -164,8 +172,8 @@ class _Sweep:
         if not all(self.resolved(name) for name in node.inputs if name):
             return bool(self.type_at_bound(node))  # a bound may type a node whose data is only partly known
         if self.found and any(name in self.found for name in node.outputs):
-            learned = [self.learn(self.found[name]) for name in node.outputs if name in self.found]  # each one, then whether any was new
-            return any(learned)
+            each = [self.learn(self.found[name]) for name in node.outputs if name in self.found]  # each one, then whether any was new
+            return any(each)
         inputs = tuple(self.values[name] if name else None for name in node.inputs)
         value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_shape(self.values.get(node.outputs[0])) else None
         if value is not None:
@@ -178,13 +186,13 @@ class _Sweep:
             return learned
         partial = self.substituted(node.outputs[0]) if len(node.outputs) == 1 else None
         shape = complete(node, inputs, partial.shape) if partial is not None and partial.dtype else None
-        if shape is not None:
+        if shape is not None and partial is not None:  # a shape completes a partial
             return self.learn(TensorInfo(node.outputs[0], shape, partial.dtype))
         typed, failure = self.type_outputs(node, inputs)
         progress = False
         for info in typed.values():
             progress |= self.learn(info)
-        if failure and not all(_known(self.values.get(name)) for name in node.outputs if name):
+        if failure and not all(known(self.values.get(name)) for name in node.outputs if name):
             self.failures[id(node)] = failure
         return progress
 
@@ -194,10 +202,10 @@ class _Sweep:
         its candidates (recorded as assumed), else at all its candidates, the bound (recorded as
         one: at most). None where its inputs are unknown."""
         attributes = {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attributes}
-        total = candidates(node.op_type, attributes, inputs)
-        if total is None:
+        total, data = candidates(node.op_type, attributes, inputs), inputs[0]
+        if total is None or not known(data):  # candidates() counts known data only
             return None
-        axis, rank = count_axis(node.op_type, attributes, len(inputs[0].shape))
+        axis, rank = count_axis(node.op_type, attributes, len(data.shape))
         count = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
         if count is None and node.op_type == "Compress" and (condition := self.folder.value(node.inputs[1])) is not None:
             count = int(np.count_nonzero(condition.reshape(-1)[:total]))  # a constant condition: its trues among the candidates
@@ -209,9 +217,9 @@ class _Sweep:
         bound = None
         if count is None:  # no count given or fixed: at most every candidate (bounds.py)
             count = total
-            bound = selection_bound(node, total, inputs[0])
-        dtype = "int64" if node.op_type == "NonZero" else inputs[0].dtype
-        learned = self.learn(TensorInfo(node.outputs[0], selected_shape(node.op_type, attributes, inputs[0], count), dtype))
+            bound = selection_bound(node, total, data)
+        dtype = "int64" if node.op_type == "NonZero" else data.dtype
+        learned = self.learn(TensorInfo(node.outputs[0], selected_shape(node.op_type, attributes, data, count), dtype))
         if learned and bound is not None:
             self.bounds.append(bound)
         return learned
@@ -219,10 +227,13 @@ class _Sweep:
     def type_at_bound(self, node: Node) -> bool | None:
         """Type a data-dependent output at the bound the graph fixes (bounds.py), from its inputs as
         far as they are known, and record the bound; None where the graph fixes none."""
-        if node.domain or node.op_type not in BOUNDED_OPS:
+        if node.domain or node.op_type not in _SIZED_OPS:
             return None
         inputs = tuple(self.substituted(name) if name else None for name in node.inputs)
-        bounded = typed_at_bound(node, inputs, self.folder.value, lambda name: upper_value(name, self.producers.get, self.folder.value))
+        if node.op_type in TEXT_OPS:  # what a text pipeline's sizes are, whatever its text (texts.py)
+            bounded = typed_text(node, inputs, self.producers.get, self.values.get)
+        else:
+            bounded = typed_at_bound(node, inputs, self.folder.value, lambda name: upper_value(name, self.producers.get, self.folder.value))
         if bounded is None:
             return None
         outputs, bound = bounded
@@ -256,11 +267,11 @@ class _Sweep:
         None where none was needed."""
         if not self.durations:
             return None
-        given, assumed = self.frames_per_token is not None, self.folder.assumed
+        frames, assumed = self.frames_per_token, self.folder.assumed
         sized = tuple(node.name or f"{node.op_type}_{node.position}" for node in self.nodes if any(
             slot < len(node.inputs) and node.inputs[slot] in assumed
             for slot in shape_rules.value_inputs(node.domain, node.op_type) or (VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ())))  # fmt: skip
-        return Regulated(self.frames_per_token if given else FRAMES_PER_TOKEN, given, tuple(self.durations), sized)
+        return Regulated(FRAMES_PER_TOKEN if frames is None else frames, frames is not None, tuple(self.durations), sized)
 
     @functools.cached_property
     def producers(self) -> dict[str, Node]:
@@ -312,10 +323,10 @@ class _Sweep:
         a sequence's element type (`element_symbols`): ONNX types a sequence's elements as one, so
         the SequenceAts of uneven pieces, and all that follows them, share it for different sizes."""
         old = self.values.get(info.name)
-        if _known(old) or not (info.is_known or old is None):
+        if known(old) or not (info.is_known or old is None):
             return False
         self.values[info.name] = info
-        if old is not None and old.shape is not None and info.is_known and not info.sequence and len(old.shape) == len(info.shape):
+        if old is not None and old.shape is not None and known(info) and not info.sequence and len(old.shape) == len(info.shape):
             for before, after in zip(old.shape, info.shape):
                 if isinstance(before, str) and before not in self.element_symbols:
                     self.symbols.setdefault(before, after)
@@ -352,7 +363,7 @@ class _Sweep:
         its inputs typed and their values given where folded."""
         types = {t.name: _type_proto(t.shape, t.dtype, t.sequence) for t in inputs if t is not None}
         for name in outer_references(node.proto):  # a body's reads of this scope
-            if _known(info := self.values.get(name)):
+            if known(info := self.values.get(name)):
                 types[name] = _type_proto(info.shape, info.dtype, info.sequence)
         value_slots = VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
         data = {
@@ -384,7 +395,7 @@ class _Sweep:
         except Exception as exc:  # onnx raises InferenceError, RuntimeError, ValueError, …: it is the reason
             return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
         typed = {name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()}
-        unknown = [name for name in node.outputs if name and not _known(typed.get(name))]
+        unknown = [name for name in node.outputs if name and not known(typed.get(name))]
         return typed, _unknown_output_reason(node, unknown, outputs) if unknown else None
 
     def isolated(self, node: Node, fn: Callable[[], dict[str, onnx.TypeProto]]) -> dict[str, onnx.TypeProto]:
@@ -406,7 +417,7 @@ class _Sweep:
 
     def body(self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]) -> tuple[onnx.GraphProto, ShapeResult]:
         graph = next(attr.g for attr in node.attributes if attr.name == attribute)
-        result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.nonzero_fraction)
+        result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.sizing)
         self.assumed.update(dict.fromkeys(result.assumed))
         self.bounds.extend(result.bounds)
         return graph, result
@@ -422,11 +433,11 @@ class _Sweep:
         ends = [result.values.get(output.name) for output in graph.output[1:]]
         typed: dict[str, TensorInfo] = {}
         for name, start, end in zip(node.outputs, carried, ends):
-            if name and _known(end) and start is not None and end.shape == start.shape:
+            if name and known(end) and start is not None and end.shape == start.shape:
                 typed[name] = TensorInfo(name, end.shape, end.dtype)
         trips = self.folder.value(node.inputs[0]) if node.inputs and node.inputs[0] else None
         for name, per_trip in zip(node.outputs[len(carried) :], ends[len(carried) :]):
-            if name and _known(per_trip) and trips is not None and trips.size == 1:
+            if name and known(per_trip) and trips is not None and trips.size == 1:
                 typed[name] = TensorInfo(name, (int(trips.reshape(-1)[0]), *per_trip.shape), per_trip.dtype)
         return typed
 
@@ -443,24 +454,25 @@ class _Sweep:
         if not 0 < scans <= len(inputs):
             return {}
         states, sliced = inputs[: len(inputs) - scans], inputs[len(inputs) - scans :]
-        if any(t is None or t.shape is None for t in sliced):
+        ranked = [t for t in sliced if ranked_tensor(t)]
+        if len(ranked) < len(sliced):
             return {}
         input_axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else [0] * scans
-        if len(input_axes) != scans or not all(-len(t.shape) <= axis < len(t.shape) for axis, t in zip(input_axes, sliced)):
+        if len(input_axes) != scans or not all(-len(t.shape) <= axis < len(t.shape) for axis, t in zip(input_axes, ranked)):
             return {}
-        axes = [axis % t.rank for axis, t in zip(input_axes, sliced)]
-        length = sliced[0].shape[axes[0]]
-        slices = [TensorInfo(t.name, t.shape[:axis] + t.shape[axis + 1 :], t.dtype) for t, axis in zip(sliced, axes)]
+        axes = [axis % t.rank for axis, t in zip(input_axes, ranked)]
+        length = ranked[0].shape[axes[0]]
+        slices = [TensorInfo(t.name, t.shape[:axis] + t.shape[axis + 1 :], t.dtype) for t, axis in zip(ranked, axes)]
         graph, result = self.body(node, "body", [*states, *slices])
         ends = [result.values.get(output.name) for output in graph.output]
         typed: dict[str, TensorInfo] = {}
         for name, start, end in zip(node.outputs, states, ends):
-            if name and _known(end) and start is not None and end.shape == start.shape:
+            if name and known(end) and start is not None and end.shape == start.shape:
                 typed[name] = TensorInfo(name, end.shape, end.dtype)
         per_step = ends[len(states) :]
         output_axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else [0] * len(per_step)
         for name, step, axis in zip(node.outputs[len(states) :], per_step, output_axes):
-            if name and _known(step) and -len(step.shape) - 1 <= axis <= len(step.shape):
+            if name and known(step) and -len(step.shape) - 1 <= axis <= len(step.shape):
                 axis %= len(step.shape) + 1
                 typed[name] = TensorInfo(name, (*step.shape[:axis], length, *step.shape[axis:]), step.dtype)
         return typed
@@ -477,23 +489,25 @@ class _Sweep:
             results.append([result.values.get(output.name) for output in graph.output])
         typed: dict[str, TensorInfo] = {}
         for index, name in enumerate(node.outputs):
-            options = {(info.shape, info.dtype) for info in (outputs[index] for outputs in results) if _known(info)}
-            if name and len(options) == 1 and all(_known(outputs[index]) for outputs in results):
+            options = {(info.shape, info.dtype) for info in (outputs[index] for outputs in results) if known(info)}
+            if name and len(options) == 1 and all(known(outputs[index]) for outputs in results):
                 typed[name] = TensorInfo(name, *options.pop())
         return typed
 
     def sequence_map_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
         """A SequenceMap's output sequences, element by element: the body typed with the i-th
         element of each sequence input (control_flow.element_inputs) gives their i-th elements."""
-        if not inputs or any(t is None or (t.sequence and t.elements is None) for t in inputs) or not inputs[0].sequence:
+        present = [t for t in inputs if t is not None and (not t.sequence or t.elements is not None)]
+        first = present[0].elements if present and present[0].sequence else None
+        if not inputs or len(present) < len(inputs) or first is None:
             return {}
         elements: list[list[tuple]] = [[] for _ in node.outputs]
         dtypes: list[str | None] = [None] * len(node.outputs)
-        for index in range(len(inputs[0].elements)):
-            graph, result = self.body(node, "body", element_inputs(inputs, index))
+        for index in range(len(first)):
+            graph, result = self.body(node, "body", element_inputs(present, index))
             for slot, output in enumerate(graph.output[: len(node.outputs)]):
                 info = result.values.get(output.name)
-                if not _known(info):
+                if not known(info):
                     return {}
                 elements[slot].append(info.shape)
                 dtypes[slot] = info.dtype
@@ -506,9 +520,9 @@ class _Sweep:
         needed outputs are not."""
         values = self.values
         for index, node in enumerate(nodes):
-            if all(_known(values.get(name)) for name in node.outputs if name in needed):
+            if all(known(values.get(name)) for name in node.outputs if name in needed):
                 continue
-            if all(_known(values.get(name)) for name in node.inputs if name):
+            if all(known(values.get(name)) for name in node.inputs if name):
                 reason = self.failures.get(id(node), "its outputs could not be typed")
                 sources = self.value_sources(node, nodes)
                 if sources:
@@ -561,18 +575,18 @@ def infer_body(
     tensor: Callable[[str], TensorInfo | None],
     value: Callable[[str], np.ndarray | None],
     model: onnx.ModelProto,
-    nonzero_fraction: float | None = None,
+    sizing: Sizing = UNSIZED,
 ) -> ShapeResult:
     """The shape engine over a scratch model of a body (a Loop's, an If branch): its inputs declared
     as the call site types them (the body's own declaration where the call site has none), the
     outer values its nodes read declared as inputs of their known type, or as initializers where
-    they are small constants (axes, shapes, trip counts) whose value inference needs."""
+    they are small constants (axes, shapes, trip counts) whose value inference needs, sized as the
+    graph that holds it (`sizing`: a run's found sizes include a body's values)."""
     declared = []
     for index, declaration in enumerate(graph.input):
         typed = inputs[index] if index < len(inputs) else None
         info = typed if typed is not None and typed.shape is not None and typed.dtype else tensor(declaration.name)
-        known = info is not None and info.shape is not None and info.dtype is not None
-        declared.append(dataclasses.replace(info, name=declaration.name).value_info() if known else declaration)
+        declared.append(dataclasses.replace(info, name=declaration.name).value_info() if ranked_tensor(info) and info.dtype is not None else declaration)
     initializers = list(graph.initializer)
     for name in graph_outer_references(graph):
         info = tensor(name)
@@ -586,7 +600,7 @@ def infer_body(
     body = onnx.helper.make_graph(graph.node, graph.name or "body", declared, outputs, initializer=initializers)
     scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
     scratch.functions.extend(model.functions)
-    return infer(scratch, nonzero_fraction=nonzero_fraction)
+    return infer(scratch, sizing=sizing)
 
 
 def _unknown_output_reason(node: Node, unknown: list[str], types: Mapping[str, onnx.TypeProto]) -> str:
@@ -611,10 +625,6 @@ VALUE_INPUTS: dict[str, tuple[int, ...]] = {
 float among them (Resize's scales) is folded for it too."""
 
 _DATA_DEPENDENT = {"NonZero", "Unique", "NonMaxSuppression", "Compress", "StringSplit", "TopK", "RegexFullMatch"}
-
-
-def _known(info: TensorInfo | None) -> bool:
-    return info is not None and info.is_known
 
 
 def _may_be_shape(info: TensorInfo | None) -> bool:
@@ -696,8 +706,9 @@ def _shape_map_inputs(graph: onnx.GraphProto, values: dict[str, TensorInfo], sha
         if value.name in shapes:
             values[value.name] = TensorInfo(value.name, shapes[value.name], info.dtype, info.key_dtype)
         else:
-            form = "[maps, entries]" if len(info.shape) == 2 else "[entries]"
-            example = "8x3" if len(info.shape) == 2 else "16"
+            rank = len(cast("tuple[Dim, ...]", info.shape))  # a map's type has a shape (_read_map_type)
+            form = "[maps, entries]" if rank == 2 else "[entries]"
+            example = "8x3" if rank == 2 else "16"
             warnings.append(f"graph input {value.name!r} is a map, whose entry count is data: give its shape {form} "
                             f"as an input shape (--input {value.name}={example})")
 
@@ -809,7 +820,6 @@ def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[st
 
 
 _TensorType = tuple[tuple[Dim, ...] | None, str | None, str | None, bool]  # (shape, dtype, key dtype: a map's, a sequence)
-_UNREAD = object()
 
 
 def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: DeclaredTypes | None = None) -> dict[str, TensorInfo]:
@@ -823,15 +833,16 @@ def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: D
     declared = declared_types(graph) if declared is None else declared
     for value in declared:
         key = value.type
-        typed = types.get(key, _UNREAD)
-        if typed is _UNREAD:
+        if key in types:
+            typed = types[key]
+        else:
             typed = types[key] = _read_type(onnx.TypeProto.FromString(key))
         if typed is None:
             continue
         name = value.name
         info = TensorInfo(name, *typed)
         old = values.get(name)
-        if old is None or _more_known(info, old):
+        if old is None or _moreknown(info, old):
             values[name] = info
     for tensor in graph.initializer:
         values[tensor.name] = TensorInfo(tensor.name, tuple(tensor.dims), dtype_name(tensor.data_type))
@@ -849,11 +860,14 @@ def _read_type(value_type: onnx.TypeProto) -> _TensorType | None:
     other nestings."""
     kind = value_type.WhichOneof("value")
     if kind == "sequence_type" and value_type.sequence_type.elem_type.WhichOneof("value") == "tensor_type":
-        shape, dtype, _, _ = _read_type(value_type.sequence_type.elem_type)
+        shape, dtype, _, _ = _read_tensor_type(value_type.sequence_type.elem_type.tensor_type)
         return shape, dtype, None, True
     if kind != "tensor_type":
         return _read_map_type(value_type, kind)
-    tensor_type = value_type.tensor_type
+    return _read_tensor_type(value_type.tensor_type)
+
+
+def _read_tensor_type(tensor_type: onnx.TypeProto.Tensor) -> _TensorType:
     shape: tuple[Dim, ...] | None = None
     if tensor_type.HasField("shape"):
         # A slice reads a repeated field faster than iterating it; a non-zero dim_value is set.
@@ -880,7 +894,7 @@ def _dim(dim: onnx.TensorShapeProto.Dimension) -> Dim:
     return 0 if kind == "dim_value" else (as_text(dim.dim_param) if kind == "dim_param" else None)
 
 
-def _more_known(new: TensorInfo, old: TensorInfo) -> bool:
+def _moreknown(new: TensorInfo, old: TensorInfo) -> bool:
     return len(new.unknown_dims()) < len(old.unknown_dims()) or (old.dtype is None and new.dtype is not None)
 
 

@@ -17,9 +17,9 @@ from onnx import helper
 
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_array, tensor_array
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import TensorInfo, all_ints
 
-Evaluator = Callable[[list, Mapping], np.ndarray]
+Evaluator = Callable[[list, Mapping], np.ndarray | None]
 
 
 def _axes(inputs: list, attrs: Mapping, index: int = 1):
@@ -84,7 +84,7 @@ def _constant_of_shape(inputs: list, attrs: Mapping) -> np.ndarray | None:
     return np.full([int(s) for s in inputs[0]], value.reshape(-1)[0])
 
 
-_COMBINE = {"none": lambda old, new: new, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_COMBINE: dict[str, Callable[..., np.ndarray]] = {"none": lambda old, new: new, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 """ScatterElements' and ScatterND's `reduction`: how an update meets the value it lands on."""
 
 
@@ -366,13 +366,14 @@ def _all_known(names: list[str], known: Mapping[str, np.ndarray]) -> bool:
 
 def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
     """Shape or Size of an input whose shape is known (None past int64: a runtime could not say it)."""
-    if source is None or source.shape is None or not all(isinstance(d, int) for d in source.shape):
+    shape = None if source is None else source.shape
+    if shape is None or not all_ints(shape):
         return None
     if node.op_type == "Size":
-        values = [math.prod(source.shape)]
+        values = [math.prod(shape)]
     else:
         attrs = {a.name: a.i for a in node.attributes}
-        values = list(source.shape[attrs.get("start", 0) : attrs.get("end", None)])
+        values = list(shape[attrs.get("start", 0) : attrs.get("end", None)])
     if any(v >= 2**63 for v in values):
         return None
     return np.array(values[0] if node.op_type == "Size" else values, dtype=np.int64)
@@ -381,10 +382,13 @@ def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
 def _evaluate(node: Node, known: Mapping[str, np.ndarray]) -> np.ndarray | None:
     """The node's output from its inputs' values, or None where it is large or an unusual form."""
     inputs, attrs = [known[name] if name else None for name in node.inputs], _attributes(node)
+    if any(value is not None and np.iscomplexobj(value) for value in inputs):
+        return None  # no shape is complex: a stranger's file typed one so (numpy would warn on stderr casting it)
     try:
         if _result_size(node.op_type, inputs, attrs) > MAX_FOLDED_ELEMENTS:
             return None  # a large tensor (a mask, a broadcast, a Range to a huge dim) is data, not a shape: never allocated
-        result = _EVALUATORS[node.op_type](inputs, attrs)
+        with np.errstate(all="ignore"):  # a division by zero, a NaN cast: a value, not a line on the user's stderr
+            result = _EVALUATORS[node.op_type](inputs, attrs)
     except (ValueError, TypeError, IndexError, KeyError, OverflowError, ZeroDivisionError):
         return None  # an unusual form (a Range of step 0): leave it to shape inference
     return None if result is None else np.asarray(result)

@@ -20,13 +20,14 @@ from __future__ import annotations
 import math
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import onnx
 
 from onnx_roofline.errors import DimensionError, RooflineError
 from onnx_roofline.shapes.roles import GRAPH, NAME, NONE, DimDefault
+from onnx_roofline.shapes.sizing import Sizing
 
 LADDER = (16, 64, 224, 512, 1024, 4096, 16_000)
 ATTEMPTS, ATTEMPTS_LARGE, LARGE_GRAPH = 10, 2, 20_000
@@ -76,23 +77,15 @@ def contradicted(error: DimensionError, defaults: Mapping[str, DimDefault], runs
     return Implausible(problem, tuple(loose)) if loose else None
 
 
-def runs_at(model: str | os.PathLike | onnx.ModelProto, bound: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None,
-            input_values: Mapping, nonzero_fraction: float | None) -> bool:
-    """Whether the model binds, infers and passes runnable.py at `bound` (a fresh load)."""
+def runs_at(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing) -> bool:
+    """Whether the model binds, infers and passes runnable.py at `sizing`'s dims (a fresh load)."""
     from onnx_roofline.model.constants import constant_array, constant_table
-    from onnx_roofline.model.loader import load_with_nodes
-    from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes
-    from onnx_roofline.shapes.engine import infer
-    from onnx_roofline.shapes.input_values import bind_values
+    from onnx_roofline.shapes.fresh import inferred_at
     from onnx_roofline.shapes.runnable import check_runnable
 
     try:
-        proto, nodes = load_with_nodes(model)
-        bind_values(proto, input_values)
-        dim_names = input_dim_names(proto.graph)
-        bind(proto, {name: size for name, size in bound.items() if name in set(dim_names.values())}, input_shapes)
-        shapes = infer(proto, nodes, map_shapes(proto.graph, input_shapes), nonzero_fraction)
-        check_runnable(nodes, shapes.values, bound, dim_names, (), constant_lookup(shapes.folded, lambda: constant_table(proto.graph, nodes), constant_array))
+        proto, nodes, dim_names, shapes = inferred_at(model, sizing)
+        check_runnable(nodes, shapes.values, sizing.dims, dim_names, (), constant_lookup(shapes.folded, lambda: constant_table(proto.graph, nodes), constant_array))
     except RooflineError:
         return False
     return True

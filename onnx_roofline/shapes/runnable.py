@@ -41,7 +41,8 @@ import onnx
 from onnx_roofline.shapes.completion import BROADCASTING
 from onnx_roofline.errors import DimensionConflict, DimensionError
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import Dim, TensorInfo, known
+from onnx_roofline.shapes.traced import TracedSize
 
 WINDOW_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
 """The default-domain convolutions over NCHW… spatial dims: the input slot of the weight whose dims
@@ -64,8 +65,10 @@ def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims
         if problem is None:
             continue
         message = f"node {_label(node)} cannot run at {_at(dims, defaulted)}: {problem}"
+        if isinstance(problem, _Traced):  # a size traced into the graph: the size that runs is solved for (traced.py)
+            raise TracedSize(message, node.name, node.op_type, problem.first, problem.second, problem.axis)
         if isinstance(problem, _Solvable):
-            raise DimensionConflict(f"{message}: pass dims={{{problem.dim!r}: {problem.size}}}", problem.dim, problem.size,
+            raise DimensionConflict(f"{message}: pass Sizing(dims={{{problem.dim!r}: {problem.size}}})", problem.dim, problem.size,
                                     problem.why, cli=f"{message}: bind --dim {shlex.quote(f'{problem.dim}={problem.size}')}")  # fmt: skip
         raise DimensionError(message)
 
@@ -76,6 +79,10 @@ def _no_constant(name: str) -> None:
 
 class _Solvable(str):
     """A problem whose cure the graph fixes: input dim `dim` at `size`, `why` (what in the graph fixes it)."""
+
+    dim: str
+    size: int
+    why: str
 
     def __new__(cls, problem: str, dim: str, size: int, why: str):
         solvable = super().__new__(cls, problem)
@@ -89,10 +96,10 @@ def _window_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | N
     window fits: such a conv (most) is passed without reading an attribute. The attributes are
     read in one pass, their types as validation held them to the op's schema."""
     data = values.get(node.inputs[0]) if node.inputs else None
-    if data is None or not data.is_known or len(data.shape) < 3:
+    if not known(data) or len(data.shape) < 3:
         return None
     result = values.get(node.outputs[0]) if node.outputs else None
-    if result is not None and result.is_known and len(result.shape) == len(data.shape) and all(size >= 2 for size in result.shape[2:]):
+    if known(result) and len(result.shape) == len(data.shape) and all(size >= 2 for size in result.shape[2:]):
         return None
     spatial = data.shape[2:]
     kernel = pads = dilations = None
@@ -122,12 +129,27 @@ def _window_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | N
             f"(kernel {_by(kernel)}, dilations {dilations}); larger dims give it an output")  # fmt: skip
 
 
+class _Traced(str):
+    """A size traced at export that these dims contradict: `first` against `second` (their
+    elements; their sizes on `axis`, where given): traced.TracedSize."""
+
+    first: str
+    second: str
+    axis: int | None
+
+    def __new__(cls, problem: str, first: str, second: str, axis: int | None = None):
+        traced = super().__new__(cls, problem)
+        traced.first, traced.second, traced.axis = first, second, axis
+        return traced
+
+
 def _reshape_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | None:
     data, result = values.get(node.inputs[0]) if node.inputs else None, values.get(node.outputs[0]) if node.outputs else None
-    if data is None or result is None or not data.is_known or not result.is_known or data.numel == result.numel:
+    if not known(data) or not known(result) or data.numel == result.numel:
         return None
-    return (f"its input {data.name!r} {list(data.shape)} has {data.numel:,} elements, its target {list(result.shape)} "
-            f"{result.numel:,}: a size the graph fixed when it was exported (traced) disagrees with these dims")  # fmt: skip
+    return _Traced(f"its input {data.name!r} {list(data.shape)} has {data.numel:,} elements, its target {list(result.shape)} "
+                   f"{result.numel:,}: a size the graph fixed when it was exported (traced) disagrees with these dims",
+                   data.name, result.name)  # fmt: skip
 
 
 def _reshape_divides_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, constant) -> str | None:
@@ -137,7 +159,7 @@ def _reshape_divides_problem(node: Node, values: Mapping[str, TensorInfo], dim_n
     if problem is not None or len(node.inputs) < 2 or not node.inputs[1]:
         return problem
     data, result = values.get(node.inputs[0]), values.get(node.outputs[0]) if node.outputs else None
-    if data is None or not data.is_known or (result is not None and result.is_known):
+    if not known(data) or known(result):
         return None
     target = constant(node.inputs[1])
     if target is None or target.ndim != 1 or target.dtype.kind not in "iu" or -1 not in target.tolist():
@@ -158,7 +180,7 @@ def _pad_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, consta
     the axis' size (the mirrored samples must exist), edge a non-empty axis, and negative pads
     (a crop) must leave the axis 0 or more."""
     data = values.get(node.inputs[0]) if node.inputs else None
-    if data is None or not data.is_known:
+    if not known(data):
         return None
     mode, pads = b"constant", None
     for attr in node.attributes:
@@ -194,7 +216,7 @@ def _pool_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | Non
     """A window that leaves onnxruntime's output size negative: (padded − extent (+ stride − 1 in
     ceil mode)) / stride + 1, divided toward zero, under 0. ONNX's inference types it all the same."""
     data = values.get(node.inputs[0]) if node.inputs else None
-    if data is None or not data.is_known or len(data.shape) < 3:
+    if not known(data) or len(data.shape) < 3:
         return None
     spatial = data.shape[2:]
     kernel = pads = strides = dilations = None
@@ -230,10 +252,10 @@ def _pool_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | Non
 
 def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
     heads = _kv_head(node, values)
-    if heads is None or heads[1].shape[3] == heads[2]:
+    if heads is None or heads[2][3] == heads[3]:
         return None
-    query, past, head = heads
-    problem = f"its past {past.name!r} {list(past.shape)} holds heads of {past.shape[3]} where its query {query.name!r} packs heads of {head}"
+    query, past, shape, head = heads
+    problem = f"its past {past.name!r} {list(shape)} holds heads of {shape[3]} where its query {query.name!r} packs heads of {head}"
     dim = dim_names.get((past.name, 3))
     return problem if dim is None else _Solvable(problem, dim, head, f"the head size of {_label(node)}")
 
@@ -243,10 +265,11 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
     exporter fixed (onnxsim's folded position table [1, 8, 32]) against a bound dim. Where that
     dim is a graph input's own, the size it must take is the graph's (a DimensionConflict)."""
     result = values.get(node.outputs[0]) if node.outputs else None
-    if result is not None and result.is_known:
+    if known(result):
         return None
-    inputs = [values.get(name) for name in node.inputs if name]
-    if len(inputs) < 2 or any(t is None or not t.is_known or t.sequence for t in inputs):
+    present = [values.get(name) for name in node.inputs if name]
+    inputs = [t for t in present if known(t) and not t.sequence]
+    if len(present) < 2 or len(inputs) < len(present):
         return None  # a sequence where a tensor belongs (a mutated op type): ONNX's inference says so
     rank = max(len(t.shape) for t in inputs)
     for axis in range(-rank, 0):  # aligned from the last axis, as broadcasting aligns them
@@ -260,7 +283,8 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
         named = {dim for _, dim in spanning if dim is not None}
         fixed = [t for t, dim in spanning if dim is None and t.shape[axis] != 1]
         if len(named) != 1 or len({t.shape[axis] for t in fixed}) != 1:
-            return problem
+            first, second = [t for t in inputs if len(t.shape) >= -axis and t.shape[axis] != 1][:2]
+            return _Traced(problem, first.name, second.name, axis)
         return _Solvable(problem, named.pop(), fixed[0].shape[axis], f"the size {fixed[0].name!r} {list(fixed[0].shape)} fixes, broadcast against it")
     return None
 
@@ -272,7 +296,7 @@ def _channels_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: M
     slot = WINDOW_OPS[node.op_type]
     data = values.get(node.inputs[0]) if node.inputs else None
     weight = values.get(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None
-    if data is None or weight is None or not data.is_known or not weight.is_known or len(data.shape) < 3 or len(weight.shape) != len(data.shape):
+    if not known(data) or not known(weight) or len(data.shape) < 3 or len(weight.shape) != len(data.shape):
         return None
     group = next((attr.i for attr in node.attributes if attr.name == "group"), 1) or 1
     channels = weight.shape[1] * group
@@ -294,7 +318,7 @@ def _expand_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, con
     `max_position_embeddings` of them) expanded to a longer sequence. The table cannot grow."""
     data = values.get(node.inputs[0]) if node.inputs else None
     result = values.get(node.outputs[0]) if node.outputs else None
-    if data is None or not data.is_known or (result is not None and result.is_known) or len(node.inputs) < 2:
+    if not known(data) or known(result) or len(node.inputs) < 2:
         return None
     target = constant(node.inputs[1])
     if target is None or target.ndim != 1 or target.dtype.kind not in "iu":
@@ -323,13 +347,13 @@ def implied_sizes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> di
     implied = {}
     for node in nodes:
         if node.domain == "com.microsoft" and node.op_type == "GroupQueryAttention" and (heads := _kv_head(node, values, symbolic=True)):
-            if isinstance(heads[1].shape[3], str):
-                implied[heads[1].shape[3]] = heads[2]
+            if isinstance(symbol := heads[2][3], str):
+                implied[symbol] = heads[3]
     return implied
 
 
-def _kv_head(node: Node, values: Mapping[str, TensorInfo], symbolic: bool = False) -> tuple[TensorInfo, TensorInfo, int] | None:
-    """(query, past key, the head size the query packs) of a GroupQueryAttention: query [B, S, H·dh],
+def _kv_head(node: Node, values: Mapping[str, TensorInfo], symbolic: bool = False) -> tuple[TensorInfo, TensorInfo, tuple[Dim, ...], int] | None:
+    """(query, past key, its shape, the head size the query packs) of a GroupQueryAttention: query [B, S, H·dh],
     or packed QKV [B, S, (H + 2·Hkv)·dh] when key and value are absent. None where the query's
     width is not known, the past is absent or not of rank 4 (`symbolic`: its dims may be symbols)."""
     names = node.inputs
@@ -339,19 +363,20 @@ def _kv_head(node: Node, values: Mapping[str, TensorInfo], symbolic: bool = Fals
         return None
     if not symbolic and not past.is_known:
         return None
+    width = query.shape[-1]
     attrs = {a.name: a.i for a in node.attributes if a.type == onnx.AttributeProto.INT}
     packed = not any(names[1:3])
     heads = attrs.get("num_heads", 0) + (2 * attrs.get("kv_num_heads", 0) if packed else 0)
-    if not heads or query.shape[-1] % heads:
+    if not heads or width % heads:
         return None
-    return query, past, query.shape[-1] // heads
+    return query, past, past.shape, width // heads
 
 
 def _weight_kernel(node: Node, values: Mapping[str, TensorInfo]) -> list[int] | None:
     """The kernel where no kernel_shape gives it: the weight's dims past the second."""
     slot = WINDOW_OPS[node.op_type]
     weight = values.get(node.inputs[slot]) if slot < len(node.inputs) else None
-    return list(weight.shape[2:]) if weight is not None and weight.is_known else None
+    return list(weight.shape[2:]) if known(weight) else None
 
 
 def _label(node: Node) -> str:

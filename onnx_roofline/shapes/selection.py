@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.tensors import Dim, TensorInfo
+from onnx_roofline.model.tensors import Dim, KnownTensor, TensorInfo, known
 
 SELECTING_OPS = frozenset({"NonZero", "Compress"})
 """The ai.onnx ops whose output length is a count of selected elements."""
@@ -47,18 +47,18 @@ def candidates(op_type: str, attributes: dict, inputs: Sequence[TensorInfo | Non
     of its flattened input: as many as its condition covers) chooses from; None where its inputs
     are not known well enough to say."""
     data = inputs[0] if inputs else None
-    if data is None or not data.is_known:
+    if not known(data):
         return None
     if op_type == "NonZero":
         return data.numel
     condition = inputs[1] if len(inputs) > 1 else None
-    if condition is None or not condition.is_known:
+    if not known(condition):
         return None
     axis = attributes.get("axis")
     return min(data.numel if axis is None else data.shape[axis % len(data.shape)], condition.numel)
 
 
-def selected_shape(op_type: str, attributes: dict, data: TensorInfo, count: int) -> tuple[Dim, ...]:
+def selected_shape(op_type: str, attributes: dict, data: KnownTensor, count: int) -> tuple[Dim, ...]:
     """The output shape when `count` elements are selected: NonZero's [rank, count]; Compress's
     input with its axis cut to `count` ([count] without an axis)."""
     if op_type == "NonZero":

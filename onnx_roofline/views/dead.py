@@ -31,13 +31,17 @@ def dead_nodes(flow: Dataflow, matches: Iterable[AttentionMatch], graph_outputs:
         reads = data_reads(match)
         kernel.update(dict.fromkeys(match.members, reads))
     dead: set[int] = set()
-    for index in reversed(flow.digraph.topological_order()):
-        if index in kernel:
+    # Only a node some kernel member or dead node reads can die: the kernels' producers at first,
+    # then each dead node's, so the walk tests those and passes over the rest of the graph.
+    candidates = {p for member in kernel for p in flow.digraph.predecessors(member)}
+    for index in reversed(flow.order):
+        if index not in candidates or index in kernel:
             continue
-        outputs = [t.name for t in flow.node(index).outputs if t is not None]
+        outputs = [t.name for t in flow.nodes[index].outputs if t is not None]
+        if any(name in graph_outputs for name in outputs):
+            continue
         readers = [(name, c) for name in outputs for c in flow.consumers.get(name, ())]
-        if not readers or any(name in graph_outputs for name in outputs):
-            continue
-        if all(c in dead or (c in kernel and name not in kernel[c]) for name, c in readers):
+        if readers and all(c in dead or (c in kernel and name not in kernel[c]) for name, c in readers):
             dead.add(index)
+            candidates.update(flow.digraph.predecessors(index))
     return frozenset(dead)

@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.analysis import cyclic_gc_paused
-from onnx_roofline.costs.memory import kv_caches
+from onnx_roofline.costs.memory import KVCache, kv_caches
 from onnx_roofline.model.nodes import METADATA_READS
+from onnx_roofline.report.costed import is_ok
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
 from onnx_roofline.costs.roofline import place
@@ -43,7 +45,10 @@ from onnx_roofline.views.kernel import KernelResult
 from onnx_roofline.views.load import fold_constant_operand_work
 from onnx_roofline.views.ops import VIEWS
 from onnx_roofline.views.prediction import DEFAULT_LAUNCH, predict
-from onnx_roofline.views.quantized import note as quantized_note, quantize
+from onnx_roofline.views.quantized import Quantized, note as quantized_note, quantize
+
+if TYPE_CHECKING:
+    from onnx_roofline.views.flash import AttentionMatch
 
 COPY, INPLACE = "copy", "inplace"
 KV_MODES = (COPY, INPLACE)
@@ -51,10 +56,7 @@ KV_MODES = (COPY, INPLACE)
 
 def deployed_plan(report: Report) -> FusionPlan:
     """The deployed fusion plan of an as-written report: structural, so valid at every dims."""
-    quantized = quantize(report)
-    folded = frozenset(n.index for n in quantized.report.nodes if n.constant_foldable)
-    return plan_fusion(quantized.report, frozenset(report.model.graph_outputs), folded, _concat_caches(report), deployed=True,
-                       read_through=quantized.through, across=quantized.across)  # fmt: skip
+    return _plan(report, quantize(report), _caches(report))
 
 
 def deploy(report: Report, kv_cache: str = INPLACE, plan: FusionPlan | None = None, launch: str = DEFAULT_LAUNCH) -> Report:
@@ -66,15 +68,18 @@ def deploy(report: Report, kv_cache: str = INPLACE, plan: FusionPlan | None = No
     if kv_cache not in KV_MODES:
         raise ValueError(f"kv_cache must be one of {', '.join(KV_MODES)}, got {kv_cache!r}")
     with cyclic_gc_paused():  # as the analysis: tens of thousands of acyclic records
-        return _deploy(report, kv_cache, plan or deployed_plan(report), launch)
+        return _deploy(report, kv_cache, plan, launch)
 
 
-def _deploy(report: Report, kv_cache: str | None, plan: FusionPlan, launch: str) -> Report:
-    if not has_kv_cache(report):
+def _deploy(report: Report, kv_cache: str | None, plan: FusionPlan | None, launch: str) -> Report:
+    quantized = quantize(report)  # once: the plan and the costs read the same read-throughs
+    caches = _caches(report)
+    if not caches:
         kv_cache = None  # no cache to copy or update: no mode to print
+    plan = plan or _plan(report, quantized, caches)
     inplace = kv_cache == INPLACE
-    quantized = quantize(report)
-    costed, load_flops = fold_constant_operand_work(_with_cache_updates(quantized.report, plan, inplace))
+    updated = caches if quantized.report is report else _caches(quantized.report)
+    costed, load_flops = fold_constant_operand_work(_with_cache_updates(quantized.report, plan, updated, inplace))
     view = fuse(costed, plan, kv_inplace=inplace, useful=True, special=True)
     kernels, grouped = group_experts([_kernel(costed, position, group) for position, group in enumerate(_execution_order(view))], costed)
     members = tuple(k.members for k in kernels)
@@ -82,6 +87,14 @@ def _deploy(report: Report, kv_cache: str | None, plan: FusionPlan, launch: str)
     deployed = Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
                       members=members, notes=_notes(report, view, kv_cache, load_flops) + quantized_notes + grouped)  # fmt: skip
     return dataclasses.replace(deployed, prediction=predict(deployed, launch))
+
+
+def _plan(report: Report, quantized: Quantized, caches: list[KVCache]) -> FusionPlan:
+    """deployed_plan, from the read-throughs and KV caches deploy has already found."""
+    folded = frozenset(n.index for n in quantized.report.nodes if n.constant_foldable)
+    concat_caches = {c.present.name: c for c in caches if c.new and c.present is not None}
+    return plan_fusion(quantized.report, frozenset(report.model.graph_outputs), folded, concat_caches, deployed=True,
+                       read_through=quantized.through, across=quantized.across)  # fmt: skip
 
 
 def kernel_count(report: Report) -> int:
@@ -93,27 +106,24 @@ def kernel_count(report: Report) -> int:
 def has_kv_cache(report: Report) -> bool:
     """Whether the graph carries a KV cache (a Concat of a past input into a present output, or an
     attention op with cache slots): where it does not, the --kv-cache mode means nothing."""
-    return bool(kv_caches(report.nodes, frozenset(report.model.graph_inputs), frozenset(report.model.graph_outputs)))
+    return bool(_caches(report))
 
 
-def _concat_caches(report: Report) -> dict:
-    inputs, outputs = frozenset(report.model.graph_inputs), frozenset(report.model.graph_outputs)
-    found = kv_caches(report.nodes, inputs, outputs)
-    return {c.present.name: c for c in found if c.new and c.present is not None}
+def _caches(report: Report) -> list[KVCache]:
+    return kv_caches(report.nodes, frozenset(report.model.graph_inputs), frozenset(report.model.graph_outputs))
 
 
-def _with_cache_updates(report: Report, plan: FusionPlan, inplace: bool) -> Report:
+def _with_cache_updates(report: Report, plan: FusionPlan, caches: list[KVCache], inplace: bool) -> Report:
     """`report` with the cache updates costed in place where asked: a Concat cache no attention
     kernel takes in reads and writes only its new rows; an attention op with separate past and
     present buffers writes the new rows only (bytes_written less the past's bytes)."""
     if not inplace:
         return report
     absorbed = {c.concat for g in plan.groups if g.attention for c in g.attention.caches}
-    outputs = frozenset(report.model.graph_outputs)
     changed: dict[int, NodeResult] = {}
-    for cache in kv_caches(report.nodes, frozenset(report.model.graph_inputs), outputs):
+    for cache in caches:  # kv_caches of `report`
         node = changed.get(cache.node, report.nodes[cache.node])
-        if node.status != OK or cache.node in absorbed or cache.past is None or cache.present is None or cache.shared:
+        if not is_ok(node) or cache.node in absorbed or cache.past is None or cache.present is None or cache.shared:
             continue
         if cache.new:  # a Concat
             rows = sum(t.nbytes for t in cache.new)
@@ -134,29 +144,42 @@ def _execution_order(view: FusedView) -> list[FusedGroup]:
     data (a Reshape in an attention kernel may take its target from the Shape of the cache the
     kernel writes): they wait for nothing."""
     owner = {index: gid for gid, group in enumerate(view.nodes) for index in group.members}
-    graph = DiGraph(range(len(view.nodes)))
-    for gid, group in enumerate(view.nodes):
-        for index in group.members:
-            node = view.report.nodes[index]
-            if node.op_type in METADATA_READS and node.domain == "":
-                continue
-            for tensor in node.inputs:
-                producer = view.plan.producer.get(tensor.name) if tensor is not None else None
-                if producer is not None and owner[producer] != gid:
-                    graph.add_edge(owner[producer], gid)
+    nodes, producers = view.report.nodes, view.plan.producer
     first = [group.members[0] for group in view.nodes]
+    edges: list[tuple[int, int]] = []
+    for index, gid in owner.items():
+        node = nodes[index]
+        if node.op_type in METADATA_READS and node.domain == "":
+            continue
+        for tensor in node.inputs:
+            producer = producers.get(tensor.name) if tensor is not None else None
+            if producer is not None and owner[producer] != gid:
+                edges.append((owner[producer], gid))
+    graph_order = sorted(view.nodes, key=lambda group: group.members[0])
+    if all(first[tail] < first[head] for tail, head in edges):
+        return graph_order  # every edge runs forward in graph order: it is the smallest topological order by that key
+    graph = DiGraph(range(len(view.nodes)))
+    for tail, head in edges:
+        graph.add_edge(tail, head)
     try:
         return [view.nodes[gid] for gid in graph.lexicographical_order(key=first.__getitem__)]
     except CycleError:  # a kernel reads what another writes and back (a Shape wrapped in a function reads the cache an attention kernel writes)
-        return sorted(view.nodes, key=lambda group: group.members[0])  # the graph's order: the costs are the same, only liveness reads the order
+        return graph_order  # the graph's order: the costs are the same, only liveness reads the order
 
 
 def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
     lead = report.nodes[group.lead]
-    nodes = [report.nodes[i] for i in group.members]
-    folded = group.kind == FOLDED
-    views_only = all(n.op_type in VIEWS for n in nodes)
-    single = len(nodes) == 1 and group.kind != READ_THROUGH  # a folded node keeps its tensors: its outputs are weights from then on
+    free = group.kind in FREE  # folded, dropped, read through: launches nothing, holds no parameters
+    if len(group.members) == 1:  # most kernels, a TorchScript export's folded Constants among them: the lone node leads
+        single = group.kind != READ_THROUGH  # a folded node keeps its tensors: its outputs are weights from then on
+        reason, at_most, views_only = lead.reason if lead.status != OK else None, lead.at_most, lead.op_type in VIEWS
+        parameters = 0 if free else lead.parameters or 0
+    else:
+        nodes = [report.nodes[i] for i in group.members]
+        single = False
+        reason, at_most = next((n.reason for n in nodes if n.status != OK), None), any(n.at_most for n in nodes)
+        views_only = all(n.op_type in VIEWS for n in nodes)
+        parameters = 0 if free else sum(n.parameters or 0 for n in nodes)
     inputs = lead.inputs if single or group.reads is None else group.reads
     outputs = lead.outputs if single or group.writes is None else group.writes
     roof = group.roof
@@ -168,20 +191,20 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
         inputs=tuple(inputs),
         outputs=tuple(outputs),
         status=group.status,
-        reason=next((n.reason for n in nodes if n.status != OK), None),
+        reason=reason,
         cost=group.cost,
-        parameters=0 if group.kind in FREE else sum(n.parameters or 0 for n in nodes),
+        parameters=parameters,
         unit=roof.unit if roof else lead.unit,
         dtype=roof.dtype if roof else lead.dtype,
         peak=roof.peak if roof else lead.peak,
         placement=group.placement,
         graph_node=lead.graph_node,
-        constant_foldable=folded,
-        at_most=any(n.at_most for n in nodes),
+        constant_foldable=group.kind == FOLDED,
+        at_most=at_most,
         members=group.members,
         lead=group.lead,
         kernel_matrix_flops=group.matrix_flops,
-        launches=0 if group.kind in FREE or views_only else 1,
+        launches=0 if free or views_only else 1,
         units=group.units,
     )
 
@@ -199,7 +222,7 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: in
     dropped = sum(p.kind == DROPPED for p in view.plan.groups)
     if dropped:
         notes.append(f"masks and guards: {dropped} node(s) dropped, read only by attention kernels that generate what they compute")
-    attention = [p.attention for p in view.plan.groups if p.kind == ATTENTION]
+    attention = cast("list[AttentionMatch]", [p.attention for p in view.plan.groups if p.kind == ATTENTION])  # an attention group holds its match
     if attention:
         causal = sum(a.causal for a in attention)
         windows = sorted({a.window for a in attention if a.window})

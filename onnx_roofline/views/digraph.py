@@ -19,10 +19,8 @@ class DiGraph:
     """Successors and predecessors per node, each in the order its edge was first added."""
 
     def __init__(self, nodes: Iterable[int] = ()):
-        self._successors: dict[int, dict[int, None]] = {}
-        self._predecessors: dict[int, dict[int, None]] = {}
-        for node in nodes:
-            self.add_node(node)
+        self._successors: dict[int, dict[int, None]] = {node: {} for node in nodes}
+        self._predecessors: dict[int, dict[int, None]] = {node: {} for node in self._successors}
 
     def add_node(self, node: int) -> None:
         if node not in self._successors:
@@ -30,8 +28,10 @@ class DiGraph:
             self._predecessors[node] = {}
 
     def add_edge(self, tail: int, head: int) -> None:
-        self.add_node(tail)
-        self.add_node(head)
+        if tail not in self._successors:
+            self.add_node(tail)
+        if head not in self._successors:
+            self.add_node(head)
         self._successors[tail][head] = None
         self._predecessors[head][tail] = None
 

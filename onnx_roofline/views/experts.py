@@ -66,7 +66,7 @@ def group_experts(kernels: Sequence[KernelResult], written: Report) -> tuple[tup
         taken = [k for k in kernels if experts.intersection(k.members)]
         if not taken or layer.tokens is None or any(k.status != OK for k in taken):
             continue
-        merged = _grouped(taken, experts, layer, summary.load, written, written.nodes[row[layer.layer.router]].name)
+        merged = _grouped(taken, experts, layer, layer.tokens, summary.load, written, written.nodes[row[layer.layer.router]].name)
         first = kernels.index(taken[0])
         kernels = [k for k in kernels if k not in taken]
         kernels.insert(first, merged)
@@ -75,7 +75,7 @@ def group_experts(kernels: Sequence[KernelResult], written: Report) -> tuple[tup
     return tuple(dataclasses.replace(k, index=i) for i, k in enumerate(kernels)), tuple(notes)
 
 
-def _grouped(taken: Sequence[KernelResult], experts: frozenset[int], layer: LayerSummary, load: ExpertLoad, written: Report,
+def _grouped(taken: Sequence[KernelResult], experts: frozenset[int], layer: LayerSummary, tokens: int, load: ExpertLoad, written: Report,
              router: str) -> GroupedGemm:  # fmt: skip
     """One kernel for the layer: the kernels `taken`, their members joined; `experts`: the rows of
     the layer's routed experts, whose work is scaled to the rows the load runs (the rest is taken
@@ -84,10 +84,10 @@ def _grouped(taken: Sequence[KernelResult], experts: frozenset[int], layer: Laye
     nodes = [written.nodes[i] for i in members]
     read, writes = _traffic(nodes, written)
     names = {name for expert in layer.layer.routed for name in expert.weights}
-    touched = load.distinct(layer.experts, layer.top_k, layer.tokens)
+    touched = load.distinct(layer.experts, layer.top_k, tokens)
     weights = round(sum(t.nbytes for name, t in read.items() if name in names) * touched / layer.experts)
     written_rows = sum(row or 0 for row in layer.rows)  # dense: T·E; routed: each expert's, rounded up
-    scale = load.rows(layer.experts, layer.top_k, layer.tokens) / written_rows if written_rows else 1.0
+    scale = load.rows(layer.experts, layer.top_k, tokens) / written_rows if written_rows else 1.0
     costed = [n for n in nodes if n.cost is not None]
     scaled, others = [n for n in costed if n.index in experts], [n for n in costed if n.index not in experts]
     cost = Cost(flops=round(_sum(scaled, "flops") * scale) + _sum(others, "flops"),

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from onnx_roofline.views.graph import Dataflow
+from onnx_roofline.views.graph import Dataflow, name_of
 from onnx_roofline.views.mask import ConstantLookup, attention_mask
 from onnx_roofline.views.ops import LAYOUT, SCALES, VIEWS, elementwise_ops
 
@@ -99,7 +99,7 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
     k = _absorb_inputs(flow, graph_outputs, members, _input(flow, first, 1), repeats=True)
     k_scales = frozenset(i for i in members - before_k if flow.node(i).op_type in SCALES)
     v = _absorb_inputs(flow, graph_outputs, members, _input(flow, second, 1), repeats=True)
-    o = _absorb_output(flow, graph_outputs, members, flow.node(second).outputs[0].name)
+    o = _absorb_output(flow, graph_outputs, members, name_of(flow.node(second).outputs[0]))
     updates: list[CacheUpdate] = []
     if caches is not None:
         k = _absorb_cache(flow, graph_outputs, members, k, caches, updates)
@@ -116,8 +116,8 @@ def _nan_guards(flow: Dataflow, members: frozenset[int]) -> frozenset[int]:
     a fused kernel's online softmax never makes the NaN, so it does neither."""
     guards = {i for i in members if flow.node(i).op_type == "IsNaN"}
     tests = {t.name for i in guards for t in flow.node(i).outputs if t is not None}
-    return frozenset(guards | {i for i in members if flow.node(i).op_type == "Where" and flow.node(i).inputs[0] is not None
-                               and flow.node(i).inputs[0].name in tests})  # fmt: skip
+    return frozenset(guards | {i for i in members if flow.node(i).op_type == "Where" and (condition := flow.node(i).inputs[0]) is not None
+                               and condition.name in tests})  # fmt: skip
 
 
 def _absorb_cache(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, caches: Mapping, updates: list) -> str:
@@ -139,10 +139,10 @@ def _absorb_split(flow: Dataflow, graph_outputs: frozenset[str], members: set[in
     producers = {flow.producer.get(name) for name in roots}
     for index in producers:
         node = flow.node(index) if index is not None else None
-        if node is None or node.op_type != "Split" or node.domain != "" or not _only_feeds(flow, graph_outputs, members, index):
+        if index is None or node is None or node.op_type != "Split" or node.domain != "" or not _only_feeds(flow, graph_outputs, members, index):
             continue
         members.add(index)
-        source = _absorb_inputs(flow, graph_outputs, members, node.inputs[0].name)
+        source = _absorb_inputs(flow, graph_outputs, members, name_of(node.inputs[0]))
         outputs = {t.name for t in node.outputs if t is not None}
         roots = tuple(source if name in outputs else name for name in roots)
     return roots
@@ -183,7 +183,7 @@ def _closed(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], ex
 
 
 def _input(flow: Dataflow, index: int, position: int) -> str:
-    return flow.node(index).inputs[position].name
+    return name_of(flow.node(index).inputs[position])
 
 
 def _absorb_inputs(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, repeats: bool = False) -> str:
@@ -203,10 +203,10 @@ def _absorb_output(flow: Dataflow, graph_outputs: frozenset[str], members: set[i
     """Walk down from the P·V output through layout ops that are its only consumer."""
     while tensor not in graph_outputs and len(users := flow.consumers.get(tensor, ())) == 1:
         user = flow.node(users[0])
-        if user.op_type not in LAYOUT or user.inputs[0].name != tensor:
+        if user.op_type not in LAYOUT or name_of(user.inputs[0]) != tensor:
             break
         members.add(user.index)
-        tensor = user.outputs[0].name
+        tensor = name_of(user.outputs[0])
     return tensor
 
 

@@ -14,22 +14,27 @@ time is bytes/bandwidth: the same roofline."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
 from onnx_roofline.costs.cost import Cost
 from onnx_roofline.report.model import OK, Report, Totals
 from onnx_roofline.costs.roofline import UNKNOWN, Placement, place
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import KnownTensor, TensorInfo, known
 from onnx_roofline.views.dead import dead_nodes
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
-from onnx_roofline.views.graph import Dataflow, tensor_table
+from onnx_roofline.views.graph import Dataflow, name_of, tensor_table
 from onnx_roofline.views.mask import scalar_constants, visible_scores
 from onnx_roofline.views.ops import VIEWS, elementwise_ops, is_matrix
 from onnx_roofline.views.quantized import is_quantize, requantizing
 from onnx_roofline.views.rows import is_row_reduction, is_tile_local, packed_with, row_feeders
 from onnx_roofline.views.units import UnitShare, busiest, kernel_placement, single_shares, unit_shares
+
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
 
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
 DROPPED = "dropped"  # deployed: a mask or guard only attention kernels read, which generate it (dead.py)
@@ -140,7 +145,7 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
     for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
     dead = dead_nodes(flow, matches, graph_outputs) if deployed else frozenset()
-    for index in flow.digraph.topological_order():
+    for index in flow.order:
         if index not in drafts.owner:
             if index in folded:
                 drafts.new(FOLDED, [index])
@@ -151,8 +156,9 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
             else:
                 drafts.place(index)
         drafts.link(index)
-    # A read-through DQ or Q runs nothing (its readers read the tensor it reads): nothing is written for it alone.
-    consumers = {name: tuple(c for c in readers if c not in read_through) for name, readers in flow.consumers.items()}
+    consumers = flow.consumers
+    if read_through:  # a read-through DQ or Q runs nothing (its readers read the tensor it reads): nothing is written for it alone
+        consumers = {name: tuple(c for c in readers if c not in read_through) for name, readers in consumers.items()}
     return FusionPlan(drafts.finished(), flow.producer, consumers, graph_outputs)
 
 
@@ -309,34 +315,35 @@ class _Timing:
 
 
 def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, timing: _Timing, kv_inplace: bool = False) -> FusedGroup:
-    nodes = [report.nodes[i] for i in group.members]
+    nodes = [report.nodes[group.members[0]]] if len(group.members) == 1 else [report.nodes[i] for i in group.members]
     lead = report.nodes[_lead(group, nodes)]
     label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
-    base = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members,
+    if group.kind in FREE:  # computed once at load, or by the kernels that read it: nothing per run
+        return FusedGroup(group.kind, lead.name, label, lead.index, group.members, OK, NOTHING, _nothing_placed(lead.peak or 1.0, timing.bandwidth),
+                          reads=(), writes=())  # fmt: skip
+    base: dict[str, Any] = dict(kind=group.kind, name=lead.name, op_type=label, lead=lead.index, members=group.members,
                 matrix_flops=sum(n.matrix_flops for n in nodes if n.status == OK))  # fmt: skip
     failed = next((n for n in nodes if n.status != OK), None)
-    if group.kind in FREE:  # computed once at load, or by the kernels that read it: nothing per run
-        cost, placement = Cost(bytes_read=0, bytes_written=0), place(0, 0, lead.peak or 1.0, timing.bandwidth)
-        return FusedGroup(**{**base, "matrix_flops": 0}, status=OK, cost=cost, placement=placement, reads=(), writes=())
     if failed is not None:
         return FusedGroup(**base, status=failed.status, cost=None, placement=None)
     if len(nodes) == 1:
         return _single(base, lead, timing)
-    useful_flops = sum(n.cost.useful for n in nodes)
+    costed = cast("list[CostedNode]", nodes)  # none failed
+    useful_flops = sum(n.cost.useful for n in costed)
     if group.attention:
         match = group.attention
         caches = match.caches
         reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v))] + [_windowed(tensors[c.past], match.window) for c in caches]
         writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
-        useful_flops = sum(n.cost.useful for n in nodes if n.index not in match.graph_only)
+        useful_flops = sum(n.cost.useful for n in costed if n.index not in match.graph_only)
         if timing.useful and match.causal:
             useful_flops = _causal_useful(report, match, useful_flops)
     else:
         reads, writes = _boundary(plan, set(group.members), report, tensors)
     cost = Cost(
-        flops=sum(n.cost.flops for n in nodes),
-        transcendentals=sum(n.cost.transcendentals for n in nodes),
-        dequantize_flops=sum(n.cost.dequantize_flops for n in nodes),
+        flops=sum(n.cost.flops for n in costed),
+        transcendentals=sum(n.cost.transcendentals for n in costed),
+        dequantize_flops=sum(n.cost.dequantize_flops for n in costed),
         bytes_read=sum(t.nbytes for t in reads),
         bytes_written=sum(t.nbytes for t in writes),
         useful_flops=useful_flops,
@@ -345,10 +352,20 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     placed = requantizing(nodes, report.nodes[group.anchor]) if group.anchor is not None else nodes
     shares = unit_shares(placed, scale, timing.special_rate)
     _, roof = busiest(shares)
-    ridge = (roof.peak if roof else lead.peak) / timing.bandwidth
+    ridge = (roof.peak if roof else cast(float, lead.peak)) / timing.bandwidth  # the lead is costed
     flops = cost.useful if timing.useful else cost.flops
     placement = kernel_placement(flops, cost.bytes, cost.bytes / timing.bandwidth, shares, ridge)
     return FusedGroup(**base, status=OK, cost=cost, placement=placement, reads=tuple(reads), writes=tuple(writes), units=shares, roof=roof)
+
+
+NOTHING = Cost(bytes_read=0, bytes_written=0)
+"""The cost of a FREE group per run; one record shared by all of them (a TorchScript export folds a
+thousand Constants), as is their placement per peak (_nothing_placed)."""
+
+
+@functools.lru_cache(maxsize=64)
+def _nothing_placed(peak: float, bandwidth: float) -> Placement:
+    return place(0, 0, peak, bandwidth)
 
 
 def _single(base: dict, node, timing: _Timing) -> FusedGroup:
@@ -357,7 +374,7 @@ def _single(base: dict, node, timing: _Timing) -> FusedGroup:
     scale = node.cost.useful / node.cost.flops if timing.useful and node.cost.flops else 1.0
     shares = single_shares(node, scale, timing.special_rate)
     roof = shares[0] if node.cost.flops else None
-    compute, _ = busiest(shares)
+    compute = shares[0].time_s if len(shares) == 1 else busiest(shares)[0]  # one unit (no transcendentals timed): its own time
     placement = node.placement
     if compute != placement.compute_time_s:
         flops = node.cost.useful if timing.useful else node.cost.flops
@@ -373,7 +390,7 @@ def _rows(present: TensorInfo, new: TensorInfo) -> TensorInfo:
 def _windowed(past: TensorInfo, window: int | None) -> TensorInfo:
     """The part of a cache's past [.., P, dh] a sliding-window kernel reads: the last w − 1 rows
     (the new row makes w), as FlashAttention's window_size skips the blocks before them."""
-    if window is None or not past.is_known or past.rank < 2 or past.shape[-2] < window:
+    if window is None or not known(past) or past.rank < 2 or past.shape[-2] < window:
         return past
     return TensorInfo(past.name, (*past.shape[:-2], window - 1, past.shape[-1]), past.dtype)
 
@@ -383,7 +400,7 @@ def _causal_useful(report: Report, match: AttentionMatch, total: int) -> int:
     lets through: with S queries, the last S of T positions, query i sees the P = T − S past keys
     and i + 1 new ones (S·P + S·(S+1)/2 of the S·T scores, the rules' causal count,
     rules/attention.py), or its last w keys under a sliding window (mask.visible_scores)."""
-    *_, queries, keys = report.nodes[match.scores].outputs[0].shape
+    *_, queries, keys = cast(KnownTensor, report.nodes[match.scores].outputs[0]).shape  # Q·Kᵀ is costed: its scores known
     seen = visible_scores(queries, keys, match.window)
     return total * seen // (queries * keys) if queries * keys else total
 
@@ -394,6 +411,8 @@ def _lead(group: PlannedGroup, nodes) -> int:
     names the kernel)."""
     if group.attention:
         return group.attention.scores
+    if len(nodes) == 1:
+        return nodes[0].index
     if group.anchor is not None:
         return group.anchor
     return max(nodes, key=lambda n: (not is_quantize(n), n.cost.flops if n.cost else -1)).index
@@ -401,7 +420,7 @@ def _lead(group: PlannedGroup, nodes) -> int:
 
 def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> tuple[list[TensorInfo], list[TensorInfo]]:
     """External inputs read once; outputs used outside (or graph outputs) written once; views alias."""
-    views = {report.nodes[i].outputs[0].name: report.nodes[i].inputs[0].name for i in members if report.nodes[i].op_type in VIEWS}
+    views = {name_of(report.nodes[i].outputs[0]): name_of(report.nodes[i].inputs[0]) for i in members if report.nodes[i].op_type in VIEWS}
 
     def root(name: str) -> str:
         while name in views:

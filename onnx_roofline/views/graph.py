@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cached_property
+from typing import cast
 
 from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.model import NodeResult, Report
@@ -20,6 +21,17 @@ def tensor_table(report: Report) -> dict[str, TensorInfo]:
             if tensor is not None:
                 table.setdefault(tensor.name, tensor)
     return table
+
+
+def matched(tensor: TensorInfo | None) -> TensorInfo:
+    """A tensor in a slot the caller found present (by the op's pattern), typed as such: an absent
+    one fails where it is read, as it always did (an AttributeError)."""
+    return cast(TensorInfo, tensor)
+
+
+def name_of(tensor: TensorInfo | None) -> str:
+    """The name of a tensor in a slot the caller found present (`matched`)."""
+    return matched(tensor).name
 
 
 @dataclass(frozen=True)
@@ -47,9 +59,15 @@ class Dataflow:
         return self.nodes[index]
 
     @cached_property
+    def order(self) -> list[int]:
+        """The nodes in topological order (DiGraph.topological_order), built once for every pass
+        over the plan that walks it."""
+        return self.digraph.topological_order()
+
+    @cached_property
     def rank(self) -> dict[int, int]:
-        """Each node's position in a topological order: a path only climbs in rank."""
-        return {index: position for position, index in enumerate(self.digraph.topological_order())}
+        """Each node's position in `order`: a path only climbs in rank."""
+        return {index: position for position, index in enumerate(self.order)}
 
     def between(self, source: int, target: int) -> set[int]:
         """The nodes on a path from `source` to `target`, both included (empty without a path):

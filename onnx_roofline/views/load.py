@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 
 from onnx_roofline.costs.roofline import place
-from onnx_roofline.report.model import OK, Report
+from onnx_roofline.report.costed import is_ok
+from onnx_roofline.report.model import Report
 
 
 def fold_constant_operand_work(report: Report) -> tuple[Report, int]:
@@ -28,10 +29,10 @@ def fold_constant_operand_work(report: Report) -> tuple[Report, int]:
 
     changed, removed = {}, 0
     for node in report.nodes:
-        if node.status != OK or node.scope or not node.cost.load_flops:
+        if not is_ok(node) or node.scope or not node.cost.load_flops:
             continue
         folded = sum(flops for slots, flops in node.cost.load_flops
-                     if all(s < len(node.inputs) and node.inputs[s] is not None and constant(node.inputs[s].name) for s in slots))  # fmt: skip
+                     if all(s < len(node.inputs) and (t := node.inputs[s]) is not None and constant(t.name) for s in slots))  # fmt: skip
         if folded:
             cost = dataclasses.replace(node.cost, flops=node.cost.flops - folded)
             placement = place(cost.flops, cost.bytes, node.peak, report.hardware.memory_bandwidth)

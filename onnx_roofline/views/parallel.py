@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 from onnx_roofline.costs.collectives import ALL_GATHER, ALL_REDUCE, Collective, collective
 from onnx_roofline.costs.hardware.interconnect import Interconnect
-from onnx_roofline.report.model import DEPLOYED, OK, Report
+from onnx_roofline.report.costed import is_ok
+from onnx_roofline.report.model import DEPLOYED, Report
 from onnx_roofline.views.graph import tensor_table
 from onnx_roofline.views.tensor_parallel import TensorParallelPlan
 
@@ -110,7 +112,7 @@ class DeviceRun:
 
 def per_device(view: Report, plan: TensorParallelPlan, devices: int, link: Interconnect | None) -> DeviceRun:
     """Device 0's share of `view` (a written or deployed report) on `devices` devices linked by `link`."""
-    written = view.written if view.view == DEPLOYED else view
+    written = cast(Report, view.written) if view.view == DEPLOYED else view  # a deployed view carries its written one
     shares = plan.shares(devices)
     divided = plan.divided_nodes if devices > 1 else frozenset()
 
@@ -129,7 +131,7 @@ def per_device(view: Report, plan: TensorParallelPlan, devices: int, link: Inter
 
     kernels = []
     for row in view.nodes:
-        if row.status != OK or row.cost is None or row.placement is None:
+        if not is_ok(row) or row.cost is None or row.placement is None:
             continue
         members = [written.nodes[i] for i in getattr(row, "members", (row.index,))]
         flops = sum(m.cost.flops for m in members if m.cost is not None)

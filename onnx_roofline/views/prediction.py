@@ -7,6 +7,7 @@ Conv's [B, C, H, W] as the implicit GEMM M = B·H·W, N = C), batch the leading 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.costs.prediction import (
     DEFAULT_LAUNCH,
@@ -17,9 +18,13 @@ from onnx_roofline.costs.prediction import (
     wave_quantization,
 )
 from onnx_roofline.costs.rules.registry import MATRIX
+from onnx_roofline.model.tensors import all_ints
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, percent
 from onnx_roofline.views.ops import VIEWS
+
+if TYPE_CHECKING:
+    from onnx_roofline.costs.hardware.achievable import Achievable
 
 __all__ = ("DEFAULT_LAUNCH", "LAUNCH_MODES", "predict", "predict_device")
 
@@ -34,7 +39,7 @@ def predict(report: Report, launch: str = DEFAULT_LAUNCH, collectives_s: float =
     achievable = hw.achievable
     costed = [n for n in report.nodes if n.placement is not None]
     if achievable is None:
-        bound = sum(n.placement.time_s for n in costed)
+        bound = sum(n.placement.time_s for n in costed if n.placement is not None)
         return Prediction(bound + collectives_s, bound, 0.0, collectives_s, launch, report.kernels,
                           tuple(n.placement.time_s if n.placement is not None else None for n in report.nodes),
                           (f"{hw.name} has no achievable figures in the hardware table: predicted = bound",), None)  # fmt: skip
@@ -90,14 +95,14 @@ def _quantization(report: Report, node: NodeResult) -> float:
     if lead.unit != MATRIX or lead.cost is None or not lead.cost.flops or not lead.outputs or lead.outputs[0] is None:
         return 1.0
     shape = lead.outputs[0].shape
-    if shape is None or len(shape) < 2 or not all(isinstance(d, int) and d > 0 for d in shape):
+    if shape is None or len(shape) < 2 or not all_ints(shape) or not all(d > 0 for d in shape):
         return 1.0
     if lead.op_type in CONVOLUTIONS:
         batch, m, n = 1, shape[0] * math.prod(shape[2:]), shape[1]
     else:
         batch, m, n = math.prod(shape[:-2]), shape[-2], shape[-1]
     k = lead.cost.flops // (2 * batch * m * n)
-    return wave_quantization(batch, m, n, k, report.hardware.achievable)
+    return wave_quantization(batch, m, n, k, cast("Achievable", report.hardware.achievable))  # predict() asks only with figures
 
 
 def _launch_words(launch: str, kernels: int, overhead: float | None, graph_launch: float) -> str:

@@ -47,6 +47,7 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.analysis import NOT_FOLDED
 from onnx_roofline.costs.cost import Cost
@@ -57,7 +58,11 @@ from onnx_roofline.model.tensors import TensorInfo
 from onnx_roofline.report.findings import QUANTIZED_NOTE
 from onnx_roofline.report.model import OK, NodeResult, Report
 from onnx_roofline.report.units import si
+from onnx_roofline.views.graph import matched, name_of
 from onnx_roofline.views.ops import VIEWS
+
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode, PlacedCost
 
 DEQUANTIZE, QUANTIZE = "DequantizeLinear", "QuantizeLinear"
 DOMAINS = frozenset({"", "com.microsoft"})
@@ -126,11 +131,12 @@ def quantize(report: Report) -> Quantized:
     constant = _Constants(report)
     for node in report.nodes:
         if node.index in through:  # a Q undoing a DQ: its output is the moved tensor
-            constant.follow(node, sources[node.outputs[0].name].tensor.name)
+            constant.follow(node, sources[name_of(node.outputs[0])].tensor.name)
             continue
-        if node.op_type == DEQUANTIZE and node.domain in DOMAINS and node.status == OK and node.outputs[0].name in readable:
-            quantized = sources[node.inputs[0].name].tensor if node.inputs[0].name in sources else node.inputs[0]
-            sources[node.outputs[0].name] = _Source(quantized, node.inputs[1:], node)
+        if node.op_type == DEQUANTIZE and node.domain in DOMAINS and node.status == OK and name_of(node.outputs[0]) in readable:
+            data = matched(node.inputs[0])
+            quantized = sources[data.name].tensor if data.name in sources else data
+            sources[name_of(node.outputs[0])] = _Source(quantized, node.inputs[1:], node)
             through.add(node.index)
             constant.follow(node, quantized.name, *(t.name for t in node.inputs[1:] if t is not None))
             continue
@@ -138,12 +144,12 @@ def quantize(report: Report) -> Quantized:
         undone = _undone(node, read, readers, readable)
         if _activation_across(node, read, producer):
             across.add(node.index)
-        if read:
+        if read and node.status == OK:  # an uncosted reader stays as it is: no cost to rescale
             node = nodes[node.index] = _reading(node, read, report.hardware)
         if undone:
-            node = nodes[node.index] = _moved(node, node.inputs[0].dtype, report.hardware)
+            node = nodes[node.index] = _moved(node, matched(node.inputs[0]).dtype, report.hardware)
             for q in undone:
-                sources[q.outputs[0].name] = _Source(node.outputs[0], (), q)
+                sources[name_of(q.outputs[0])] = _Source(matched(node.outputs[0]), (), q)
                 through.add(q.index)
         if constant.folds(node):
             nodes[node.index] = dataclasses.replace(node, constant_foldable=True)
@@ -245,13 +251,14 @@ def _reading(node: NodeResult, read: dict[str, _Source], hardware) -> NodeResult
             if extra is not None and extra.name not in present:
                 inputs.append(extra)
                 present.add(extra.name)
-    cost = node.cost
+    costed = cast("CostedNode", node)  # the view rewrites a costed reader, as it always assumed
+    cost = costed.cost
     before, after = _distinct_bytes(node.inputs), _distinct_bytes(inputs)
     share = min(1.0, cost.bytes_read / before) if before else 1.0  # a rule reading part of its inputs (Gather's rows) reads that part of the quantized ones
-    dequantize = 0 if integer else round(share * sum(s.node.cost.flops for s in read.values() if s.dequantizes))
+    dequantize = 0 if integer else round(share * sum(cast("PlacedCost", s.node.cost).flops for s in read.values() if s.dequantizes))  # an ok DQ's
     cost = dataclasses.replace(cost, bytes_read=max(cost.bytes_read + round(share * (after - before)), 0),
                                dequantize_flops=cost.dequantize_flops + dequantize)  # fmt: skip
-    peak, unit, dtype = node.peak, node.unit, node.dtype
+    peak, unit, dtype = costed.peak, costed.unit, costed.dtype
     if integer:
         peak, unit, dtype = hardware.peak(MATRIX, integer)
         if unit != MATRIX and integer in WIDENED:
@@ -267,7 +274,7 @@ def _integer_class(node: NodeResult, read: dict[str, _Source]) -> str | None:
     dequantized: the wider quantized operand's; else None."""
     if node.unit != MATRIX or len(node.inputs) < 2 or any(t is None or t.name not in read for t in node.inputs[:2]):
         return None
-    wider = max((read[t.name].tensor for t in node.inputs[:2]), key=lambda t: t.bits)
+    wider = max((read[name_of(t)].tensor for t in node.inputs[:2]), key=lambda t: t.bits)
     return dtype_class(wider.dtype)
 
 
@@ -292,8 +299,8 @@ def _names(tensors) -> list[str]:
 def _undone(node: NodeResult, read: dict[str, _Source], readers, readable: frozenset[str]) -> list[NodeResult]:
     """The Qs that undo the DQ a data-movement op reads (MOVES: its data input dequantized, every
     output read only by Qs of that DQ's scale and zero point); [] where it is not such an op."""
-    if node.op_type not in MOVES or node.domain or not node.inputs or node.inputs[0] is None:
-        return []
+    if node.op_type not in MOVES or node.domain or node.status != OK or not node.inputs or node.inputs[0] is None:
+        return []  # an uncosted move has no bytes to rescale: its Qs stay kernels of their own
     source = read.get(node.inputs[0].name)
     if source is None or not source.dequantizes or any(t is not None and t.name in read for t in node.inputs[1:]):
         return []
@@ -309,12 +316,13 @@ def _undone(node: NodeResult, read: dict[str, _Source], readers, readable: froze
     return undone
 
 
-def _moved(node: NodeResult, dtype: str, hardware) -> NodeResult:
+def _moved(node: NodeResult, dtype: str | None, hardware) -> NodeResult:
     """A data-movement op writing its outputs in the quantized `dtype`: its bytes written scaled."""
     outputs = tuple(t if t is None else TensorInfo(t.name, t.shape, dtype) for t in node.outputs)
     before, after = _distinct_bytes(node.outputs), _distinct_bytes(outputs)
-    cost = dataclasses.replace(node.cost, bytes_written=node.cost.bytes_written * after // before if before else node.cost.bytes_written)
-    placement = place(cost.flops, cost.bytes, node.peak, hardware.memory_bandwidth)
+    costed = cast("CostedNode", node)  # a data-movement op the view rewrites is costed, as it always assumed
+    cost = dataclasses.replace(costed.cost, bytes_written=costed.cost.bytes_written * after // before if before else costed.cost.bytes_written)
+    placement = place(cost.flops, cost.bytes, costed.peak, hardware.memory_bandwidth)
     return dataclasses.replace(node, outputs=outputs, cost=cost, placement=placement)
 
 

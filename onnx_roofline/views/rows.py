@@ -40,9 +40,10 @@ def is_tile_local(node: NodeResult) -> bool:
         return False
     data = node.inputs[:1] if node.op_type == "Slice" else node.inputs
     shapes = [_shape([t]) for t in data] + [_shape(node.outputs[:1])]
-    if any(s is None or not s for s in shapes):
+    ranked = [s for s in shapes if s]
+    if len(ranked) < len(shapes):
         return False
-    return len({s[:-1] for s in shapes}) == 1
+    return len({s[:-1] for s in ranked}) == 1
 
 
 def packed_with(node: NodeResult) -> str | None:

@@ -44,9 +44,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
+from typing import cast
 
+from onnx_roofline.model.tensors import Dim, TensorInfo
 from onnx_roofline.report.model import OK, Report
-from onnx_roofline.views.graph import Dataflow
+from onnx_roofline.views.graph import Dataflow, name_of
 from onnx_roofline.views.ops import LAYOUT, elementwise_ops
 
 ATTENTION, MLP = "attention", "mlp"
@@ -188,7 +190,7 @@ def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
     embedding = _embedding(report, flow, weights) if blocks else None
     split = _split_tensors(report, flow, blocks, lm_head, embedding, weights)
     reduced = ([_out(report, embedding)] if embedding is not None else []) + [_out(report, r) for b in blocks for r in b.rows]
-    hidden = report.nodes[blocks[0].rows[0]].outputs[0].shape[-1] if blocks else None
+    hidden = _dims(report.nodes[blocks[0].rows[0]].outputs[0])[-1] if blocks else None
     return TensorParallelPlan(
         blocks=tuple(blocks),
         embedding=embedding,
@@ -273,7 +275,7 @@ def _block(report: Report, group: list[int], ends: list[int], inner: frozenset[i
     return Block(kind, tuple(sorted(group)), tuple(ends), inner, heads, kv_heads)
 
 
-def _caches(report: Report, members: Iterable[int]) -> dict[str, object]:
+def _caches(report: Report, members: Iterable[int]) -> dict[str, TensorInfo]:
     """The graph outputs a block writes that carry state to the next step: a KV cache, appended by
     a Concat or written by an attention op, by name."""
     outputs = frozenset(report.model.graph_outputs)
@@ -289,14 +291,14 @@ def _heads(report: Report, members: Iterable[int]) -> tuple[int | None, int | No
     for i in members:
         node = report.nodes[i]
         if node.op_type == "Softmax" and node.inputs and node.inputs[0] is not None and node.inputs[0].rank == 4:
-            heads = node.inputs[0].shape[1]
+            heads = _dims(node.inputs[0])[1]
         elif node.op_type in ATTENTION_OPS and node.proto is not None:
             attributes = {a.name: a.i for a in node.proto.attribute}
             heads = attributes.get("num_heads", attributes.get("q_num_heads", heads))
             kv_heads = attributes.get("kv_num_heads", kv_heads)
         if heads is not None:
             break
-    kv_heads = next((t.shape[1] for t in _caches(report, members).values() if t.rank == 4), kv_heads)
+    kv_heads = next((_dims(t)[1] for t in _caches(report, members).values() if t.rank == 4), kv_heads)
     heads = heads if isinstance(heads, int) else None
     kv_heads = kv_heads if isinstance(kv_heads, int) else heads
     return heads, kv_heads
@@ -318,7 +320,7 @@ def _embedding(report: Report, flow: Dataflow, weights: set[str]) -> int | None:
 def _source(flow: Dataflow, name: str) -> str:
     """The tensor `name` is a view or cast of (a one-input Concat is a copy)."""
     while (node := flow.producer_of(name)) is not None and _copies(node):
-        name = node.inputs[0].name
+        name = name_of(node.inputs[0])  # _copies found it present
     return name
 
 
@@ -335,14 +337,14 @@ def _split_tensors(report: Report, flow: Dataflow, blocks: list[Block], lm_head:
     for block in blocks:
         parts = _column_parts(report, block)  # by a column's output width
         for c in block.columns:
-            part = parts.get(_last(_first_output(nodes[c])), PLAIN)
+            part = _part(parts, _first_output(nodes[c]))
             split |= dict.fromkeys(_names(t for t in nodes[c].inputs[1:] if t is not None and t.name in weights), part)  # weights, biases
-            split |= {t.name: parts.get(_last(t), PLAIN) for t in nodes[c].outputs if t is not None}  # a fused Attention's output: plain
+            split |= {t.name: _part(parts, t) for t in nodes[c].outputs if t is not None}  # a fused Attention's output: plain
         for i in block.inner:
-            split |= {t.name: parts.get(_last(t), PLAIN) for t in nodes[i].outputs if t is not None}
-            split |= {t.name: parts.get(_last(t), PLAIN) for t in nodes[i].inputs
-                      if t is not None and t.name in weights and t.rank >= 1 and _last(t) in parts and _last(t) > 1}  # fmt: skip
-        split |= {nodes[r].inputs[slot].name: PLAIN for r in block.rows for slot in ROW_WEIGHT_SLOTS.get(nodes[r].op_type, ())
+            split |= {t.name: _part(parts, t) for t in nodes[i].outputs if t is not None}
+            split |= {t.name: _part(parts, t) for t in nodes[i].inputs
+                      if t is not None and t.name in weights and t.rank >= 1 and (last := _last(t)) in parts and last is not None and last > 1}  # fmt: skip
+        split |= {name_of(nodes[r].inputs[slot]): PLAIN for r in block.rows for slot in ROW_WEIGHT_SLOTS.get(nodes[r].op_type, ())
                   if slot < len(nodes[r].inputs) and nodes[r].inputs[slot] is not None}  # fmt: skip
         cache = Part(0, 1, block.kv_heads or 1)
         split |= dict.fromkeys(set(_caches(report, {*block.inner, *block.columns})) | _pasts(report, flow, block), cache)
@@ -392,7 +394,18 @@ def _first_output(node):
 
 
 def _out(report: Report, index: int) -> str:
-    return report.nodes[index].outputs[0].name
+    return name_of(report.nodes[index].outputs[0])
+
+
+def _part(parts: dict[int, Part], tensor: TensorInfo | None) -> Part:
+    """The part a tensor of this last dim holds (PLAIN where its last dim is not one of `parts`)."""
+    last = _last(tensor)
+    return PLAIN if last is None else parts.get(last, PLAIN)
+
+
+def _dims(tensor: TensorInfo | None) -> tuple[Dim, ...]:
+    """The shape of a tensor whose rank the caller read (a costed row's): typed as present."""
+    return cast("tuple[Dim, ...]", cast(TensorInfo, tensor).shape)
 
 
 def _last(tensor) -> int | None:

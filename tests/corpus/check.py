@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.report.model import OK
 from tests.corpus import cases
 
@@ -27,7 +27,7 @@ def analyzed(entry: dict[str, Any]):
     """The report at the entry's dims (``partial``: unbound dims leave nodes unknown rather than
     raising), or the exception the analysis raised."""
     try:
-        return analyze(entry["path"], dims=entry["dims"], partial=True)
+        return analyze(entry["path"], partial=True, sizing=Sizing(dims=entry["dims"]))
     except Exception as exc:
         return exc
 

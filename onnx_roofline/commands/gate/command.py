@@ -14,6 +14,7 @@ from functools import partial
 from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, analyze_from_options, deployed_from, protected_files
 from onnx_roofline.shapes.dims import parse_dim
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
+from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.commands.gate.baseline import Baseline, dims_text, ensure_comparable, load_baseline
 from onnx_roofline.commands.gate.evaluate import evaluate
 from onnx_roofline.commands.gate.policy import Policy, PolicyError, load_policy
@@ -40,7 +41,7 @@ LIMITS: tuple[tuple[str, Callable, str, str], ...] = (
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check", help="fail (exit 1) when a model breaks a latency, memory or regression limit",
+        "check", help=COMMAND_HELP["check"],
         description="Analyze MODEL and check it against limits from --policy and flags. "
         "Exit 0: every check passed; 1: a check failed; 2: bad input (model, policy, baseline, flag).",
     )

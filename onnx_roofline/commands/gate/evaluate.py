@@ -7,7 +7,7 @@ counted as zero: a sum that misses them says so.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from onnx_roofline.commands.gate.baseline import Baseline, Comparison, NodeFigures, compare
 from onnx_roofline.commands.gate.policy import METRICS, Budget, Policy
@@ -70,9 +70,8 @@ class _Gate:
 
     def ranked(self, nodes: Sequence[NodeFigures], metric: str, whole: float | int | None) -> list[Contributor]:
         """The `top` nodes by `metric`, each with its share of `whole`."""
-        costed = sorted((n for n in nodes if n.value(metric)), key=lambda n: (-n.value(metric), n.index))
-        return [Contributor(n, KIND[metric], n.value(metric), n.value(metric) / whole if whole else None)
-                for n in costed[: self.top]]
+        valued = sorted(((n, v) for n in nodes if (v := n.value(metric))), key=lambda pair: (-pair[1], pair[0].index))
+        return [Contributor(n, KIND[metric], v, v / whole if whole else None) for n, v in valued[: self.top]]
 
     def metric(self, id: str, title: str, metric: str, nodes: Sequence[NodeFigures], limit) -> Check:
         """A sum of latency, bytes or FLOPs over `nodes` against its limit."""
@@ -139,7 +138,7 @@ def _model_checks(gate: _Gate, hardware: str, policy: Policy, head: Headline) ->
 
 
 def _group_checks(
-    gate: _Gate, family: str, budgets: dict[str, Budget], member: Callable[[NodeFigures, str], bool]
+    gate: _Gate, family: str, budgets: Mapping[str, Budget], member: Callable[[NodeFigures, str], bool]
 ) -> list[Check]:
     """Budgets per op type or per module. A budget that matches no node is skipped, visibly (a typo
     in a module path must not pass silently)."""
@@ -188,7 +187,7 @@ def _skipped(id: str, title: str, kind: str, limit, why: str) -> Check:
 
 
 def _sum(nodes: Sequence[NodeFigures], metric: str) -> float | int:
-    return sum(n.value(metric) for n in nodes if n.value(metric) is not None)
+    return sum(v for n in nodes if (v := n.value(metric)) is not None)
 
 
 def _caveat(nodes: Sequence[NodeFigures]) -> str:

@@ -179,7 +179,8 @@ def _regression_limits(value: Any, origin: str, where: str) -> dict[str, float]:
     parse = _scalar(lambda v: parse_fraction(v, over_one=True))
     if isinstance(value, dict):
         return _parse_table(value, dict.fromkeys(METRICS, parse), origin, where)
-    return dict.fromkeys(METRICS, parse(value, origin, where))
+    limit = parse(value, origin, where)
+    return {metric: limit for metric in METRICS}
 
 
 def _budget(value: Any, origin: str, where: str) -> Budget:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import onnx
 
-from onnx_roofline.report.model import OK, Report
+from onnx_roofline.report.costed import ok_rows
+from onnx_roofline.report.model import Report
 from onnx_roofline.commands.verify.timing import RESOLUTION_S, Profile, profile
 
 AT_OR_ABOVE = "at-or-above-bound"
@@ -54,6 +55,14 @@ class NodeTiming:
         return {**self.__dict__, "nodes": list(self.nodes), "names": list(self.names), "attainment": self.attainment}
 
 
+if TYPE_CHECKING:
+
+    class JudgedTiming(NodeTiming):
+        """A judged node, costed, so with its bound (`TimingCheck.judged`), for the type checker only."""
+
+        bound_s: float
+
+
 @dataclass(frozen=True)
 class OpTypeTiming:
     op_type: str
@@ -82,8 +91,8 @@ class TimingCheck:
     cache_bandwidth: float | None = None  # B/s, measured now
     cache_bytes: int | None = None  # last-level cache size
 
-    def judged(self) -> list[NodeTiming]:
-        return [n for n in self.nodes if n.verdict in (AT_OR_ABOVE, CACHE_RESIDENT, BEATS)]
+    def judged(self) -> list[JudgedTiming]:
+        return cast("list[JudgedTiming]", [n for n in self.nodes if n.verdict in (AT_OR_ABOVE, CACHE_RESIDENT, BEATS)])
 
     def count(self, verdict: str) -> int:
         return sum(1 for n in self.nodes if n.verdict == verdict)
@@ -117,7 +126,7 @@ class TimingCheck:
         return sum(n.bound_s for n in judged) / measured if measured else None
 
     def by_op_type(self) -> list[OpTypeTiming]:
-        rows: dict[str, list[NodeTiming]] = {}
+        rows: dict[str, list[JudgedTiming]] = {}
         for node in self.judged():
             rows.setdefault(node.op_type, []).append(node)
         result = [OpTypeTiming(op, len(ns), sum(n.measured_s for n in ns), sum(n.bound_s for n in ns)) for op, ns in rows.items()]
@@ -165,10 +174,10 @@ def judge(report: Report, measured: Profile, margin: float = DEFAULT_MARGIN,
         if not kernel.originals:
             continue
         results = [report.nodes[i] for i in kernel.originals]
-        costed = all(r.status == OK for r in results)
-        bound_s = sum(r.time_s for r in results) if costed else None
+        costed = ok_rows(results)
+        bound_s = sum(r.time_s for r in costed) if len(costed) == len(results) else None
         floor_s = None
-        if not costed:
+        if bound_s is None:
             verdict = NOT_COSTED
         elif len(results) > 1:
             verdict = FUSED

@@ -19,9 +19,11 @@ from onnx_roofline.commands.verify.errors import VerifyError
 from onnx_roofline.commands.verify.limits import Budget
 
 PROTOBUF_LIMIT = 2**31 - 1  # onnxruntime takes the model as one serialized protobuf
-FED_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE})
-"""The external weights fed as arrays; the others (indices, quantized and packed weights, which
-some onnxruntime kernels need constant) go inline into the model the session loads."""
+FED_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
+                       onnx.TensorProto.DOUBLE})
+"""The external weights fed as arrays (bfloat16 as its bits: run.runtime_feeds); the others
+(indices, quantized and packed weights, which some onnxruntime kernels need constant) go inline
+into the model the session loads."""
 
 
 @dataclass(frozen=True)
@@ -47,16 +49,20 @@ def check(report: Report, model: onnx.ModelProto, feeds: Mapping[str, tuple[tupl
     inlined = weights - fed - sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
     if model.ByteSize() + inlined > PROTOBUF_LIMIT:  # the external weights that are not fed go into the model
         raise VerifyError(
-            f"the model with its weights that are not floating-point inline ({si(weights - fed, 'B')}) exceeds protobuf's 2 GB: "
-            "bind smaller dims or verify a smaller model"
+            f"the model onnxruntime loads, with its integer, quantized and packed weights inline ({si(weights - fed, 'B')}), "
+            "exceeds protobuf's 2 GB limit on one model; dims do not change weights: verify a smaller model (fewer layers)"
         )
-    for value, limit, flag, what in (
-        (cost.flops, budget.max_flops, "--max-flops", "FLOPs"),
-        (cost.memory, budget.max_memory, "--max-memory", "bytes of memory (weights, feeds, activations)"),
-        (cost.node_runs, budget.max_node_runs, "--max-node-runs", "node runs"),
+    held = fed + 2 * (weights - fed)  # as cost.memory counts them
+    smaller = "raise it, or bind smaller dims"
+    weights_alone = f"its weights alone take {si(held, 'B')}, which no dim changes: raise it, or verify a smaller model"
+    for value, limit, flag, what, fix in (
+        (cost.flops, budget.max_flops, "--max-flops", "FLOPs", smaller),
+        (cost.memory, budget.max_memory, "--max-memory", "bytes of memory (weights, feeds, activations)",
+         weights_alone if held > budget.max_memory else smaller),
+        (cost.node_runs, budget.max_node_runs, "--max-node-runs", "node runs", smaller),
     ):
         if value > limit:
-            raise VerifyError(f"the run would take {value:.3g} {what}, over {flag} {limit:.3g}: raise it, or bind smaller dims")
+            raise VerifyError(f"the run would take {value:.3g} {what}, over {flag} {limit:.3g}: {fix}")
     return cost
 
 

@@ -18,8 +18,9 @@ MAX_THREADS = 4096
 
 def add_command(subparsers) -> None:
     from onnx_roofline.commands.arguments import add_model_arguments
+    from onnx_roofline.commands.listing import COMMAND_HELP
 
-    verify = subparsers.add_parser("verify", help="run the model in onnxruntime and check the analysis node by node")
+    verify = subparsers.add_parser("verify", help=COMMAND_HELP["verify"])
     add_model_arguments(verify, assumptions=False)
     verify.add_argument("--seed", type=int, default=0, help="seed of the synthesized weights and inputs (default: 0)")
     verify.add_argument("--threads", type=_up_to(MAX_THREADS), metavar="N", help="onnxruntime intra-op threads (default: its own)")

@@ -19,15 +19,16 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import onnx
 from onnx import helper
 
 from onnx_roofline.costs import rules
 from onnx_roofline.model.schemas import opsets
-from onnx_roofline.report.model import OK, NodeResult, Report
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.report.model import NodeResult, Report
+from onnx_roofline.model.op_node import KnownNode, OpNode
+from onnx_roofline.report.costed import is_ok
 from onnx_roofline.model.constants import constant_array, constant_table
 from onnx_roofline.model.tensors import TensorInfo, dtype_name, sequence_of
 from onnx_roofline.commands.verify.conventions import DEFAULT_OPS, OBSERVERS, attribute_bytes, distinct_bytes
@@ -131,7 +132,7 @@ def compare(report: Report, model: onnx.ModelProto, observed: Mapping[str, Tenso
 def _compare_tensor(node: NodeResult, inferred: TensorInfo, seen: TensorInfo) -> tuple[list[Disagreement], bool]:
     """Disagreements on one value, and whether the inference was complete (every dim and the dtype)."""
     issues = []
-    where = dict(index=node.index, node=node.name, op_type=node.op_type, value=inferred.name)
+    where: dict[str, Any] = dict(index=node.index, node=node.name, op_type=node.op_type, value=inferred.name)
     complete = inferred.is_known
     if inferred.sequence != seen.sequence:
         issues.append(Disagreement(**where, what="dtype", inferred=_kind(inferred), observed=_kind(seen)))
@@ -167,23 +168,23 @@ class _ByteCheck:
         return None if source is None else constant_array(source)
 
     def node(self, node: NodeResult, observed: Mapping[str, TensorInfo]) -> tuple[NodeCheck, list[Disagreement]]:
-        base = dict(index=node.index, name=node.name, op_type=node.op_type)
-        if node.status != OK:
+        base: dict[str, Any] = dict(index=node.index, name=node.name, op_type=node.op_type)
+        if not is_ok(node):
             return NodeCheck(**base, outcome=NOT_COSTED, reason=node.reason or node.status), []
         inputs = [None if t is None else observed.get(t.name) for t in node.inputs]
         outputs = [None if t is None else observed.get(t.name) for t in node.outputs]
         missing = [t.name for t, o in zip((*node.inputs, *node.outputs), (*inputs, *outputs)) if t is not None and o is None]
         if missing:
             return NodeCheck(**base, outcome=NOT_OBSERVED, reason=f"no runtime tensor for {missing[0]!r}"), []
-        where = dict(index=node.index, node=node.name, op_type=node.op_type, value=None)
-        proto = node.proto
+        where: dict[str, Any] = dict(index=node.index, node=node.name, op_type=node.op_type, value=None)
+        proto = cast(onnx.NodeProto, node.proto)  # a costed row keeps its graph's node
         if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in proto.attribute):
             return NodeCheck(**base, outcome=NOT_CHECKED, reason="control flow: its body's nodes are rows of their own, checked where the run exposes them"), []
         rule = rules.lookup(node.domain, node.op_type, self.opsets.get(node.domain))
         if rule is None:  # a model-local function's call, costed by its body
             return NodeCheck(**base, outcome=NOT_CHECKED, reason="a function call: the values inside it are not exposed by the run"), []
         try:
-            rerun = rule.formula(OpNode(proto, self.opsets.get(node.domain), inputs, outputs, self.constant))
+            rerun = rule.formula(cast(KnownNode, OpNode(proto, self.opsets.get(node.domain), inputs, outputs, self.constant)))  # a run's tensors are known
         except Exception as exc:  # a rule that fails on the real shapes is itself a finding
             issue = Disagreement(**where, what="rule", inferred="costed", observed=f"rule fails on the observed tensors: {exc}")
             return NodeCheck(**base, outcome=CHECKED, basis=None), [issue]
@@ -200,7 +201,7 @@ class _ByteCheck:
             elif claims[slot] != expected:
                 issues.append(Disagreement(**where, what=field, inferred=claims[slot], observed=expected, basis=basis))
         outcome = BOUNDS_ONLY if RULE_SPECIFIC in bases else CHECKED
-        return NodeCheck(**base, outcome=outcome, basis=tuple(bases)), issues
+        return NodeCheck(**base, outcome=outcome, basis=(bases[0], bases[1])), issues
 
 
 def _expected(node: NodeResult, doc: str, recomputed: int | None, slot: int, inputs, outputs, default: tuple[int, int]) -> tuple[str, int]:

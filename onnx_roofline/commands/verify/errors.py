@@ -5,3 +5,8 @@ from onnx_roofline.errors import RooflineError
 
 class VerifyError(RooflineError):
     """The model cannot be run for verification (unbound dim, onnxruntime refuses it, too large)."""
+
+
+class RunFailed(VerifyError):
+    """onnxruntime loaded the model and failed while running it on the synthesized inputs and
+    weights: other values may run (retries.py), where a refusal to load never will."""

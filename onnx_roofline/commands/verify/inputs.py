@@ -13,6 +13,7 @@ from onnx_roofline.shapes.dims import bind
 from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.commands.verify.errors import VerifyError
 from onnx_roofline.commands.verify.run import FED_AS_BITS
+from onnx_roofline.commands.verify.texts import texts, vocabulary
 
 SMALL_INT_RANGE = 2  # integer inputs with no table to index: 0/1 is valid as ids, positions, flags
 _VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast"}
@@ -75,9 +76,11 @@ def make_feeds(
 ) -> dict[str, np.ndarray]:
     """Deterministic feeds: token ids uniform in [0, vocab), other integers in [0, 2), masks all
     ones (a fully masked row is a NaN, not a shape problem, but it hides nothing either way),
-    floats standard normal (KV-cache inputs get the bound past length from their dims)."""
+    floats standard normal (KV-cache inputs get the bound past length from their dims), strings
+    texts of words (texts.py)."""
     rng = np.random.default_rng(seed)
     ranges = index_ranges(model.graph)
+    words = vocabulary(model.graph)
     feeds = {}
     for name, (shape, dtype) in bound_inputs(model, dims, input_shapes).items():
         if dtype.type.__module__ == "ml_dtypes" and dtype_name(helper.np_dtype_to_tensor_dtype(dtype)) in FED_AS_BITS:
@@ -90,7 +93,8 @@ def make_feeds(
             feeds[name] = rng.integers(0, ranges.get(name, SMALL_INT_RANGE), size=shape).astype(dtype)
         elif np.issubdtype(dtype, np.floating):
             feeds[name] = rng.standard_normal(size=shape).astype(dtype)
+        elif dtype == np.object_:  # numpy holds ONNX strings as objects
+            feeds[name] = texts(shape, rng, words)
         else:
-            kind = "string" if dtype == np.object_ else dtype  # numpy holds ONNX strings as objects
-            raise VerifyError(f"input {name!r} has dtype {kind}, which verify cannot synthesize")
+            raise VerifyError(f"input {name!r} has dtype {dtype}, which verify cannot synthesize")
     return feeds

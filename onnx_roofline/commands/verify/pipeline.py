@@ -14,11 +14,13 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from onnx_roofline.model import files
 from onnx_roofline.analysis import analyze
+from onnx_roofline.shapes.sizing import Sizing
 from onnx_roofline.shapes.defaults import derived_dims
 from onnx_roofline.model.inlining import inline_functions
 from onnx_roofline.shapes.dims import bind, symbolic_dims
@@ -31,9 +33,14 @@ from onnx_roofline.commands.verify.bodies import expose_loop_values, implied_val
 from onnx_roofline.commands.verify import budget as budgets
 from onnx_roofline.commands.verify.compare import UNCHECKED, Comparison, NodeCheck, compare, observed_infos
 from onnx_roofline.commands.verify.inputs import bound_inputs, make_feeds
+from onnx_roofline.commands.verify.locales import with_installed_locales
+from onnx_roofline.commands.verify.retries import Attempts, with_retries
 from onnx_roofline.commands.verify.run import chunk_bytes, observe
 from onnx_roofline.commands.verify.sizes import FoundSize, at_run_sizes
 from onnx_roofline.commands.verify.weights import materialize
+
+if TYPE_CHECKING:
+    from onnx_roofline.commands.verify.attainment import TimingCheck  # imported where timing is asked for
 
 
 @dataclass(frozen=True)
@@ -42,9 +49,10 @@ class Verification:
     comparison: Comparison
     weights_loaded: int
     weights_synthesized: int
-    timing: object | None = None  # attainment.TimingCheck when timing was asked for
+    timing: TimingCheck | None = None  # when timing was asked for
     sizes: tuple[FoundSize, ...] = ()  # the values whose size is data: the analysis' against the run's (sizes.py)
     strict: bool = False  # an unchecked node fails the verification
+    attempts: Attempts | None = None  # the seed that ran, and those onnxruntime failed on before it (retries.py)
 
     @property
     def passed(self) -> bool:
@@ -76,7 +84,7 @@ def verify(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     seed: int = 0,
     threads: int | None = None,
-    timing: Mapping[str, object] | None = None,
+    timing: Mapping[str, Any] | None = None,
     budget: budgets.Budget = budgets.Budget(),
     values: Mapping[str, Sequence[float] | float] | None = None,
     strict: bool = False,
@@ -95,9 +103,10 @@ def verify(
     def analyzed(found_sizes: Mapping | None = None) -> Report:
         """The analysis of the model (the inlined graph is what is analyzed, run and compared; the
         report still names the file), `found_sizes` typed as the run found them (sizes.py)."""
+        sizing = Sizing(dims=dims, input_shapes=input_shapes, values=given, found_sizes=found_sizes or {})
         if inlined is None:
-            return analyze(model, hw=hw, dims=dims, input_shapes=input_shapes, values=given, found_sizes=found_sizes)
-        report = analyze(inlined, hw=hw, dims=dims, input_shapes=input_shapes, values=given, found_sizes=found_sizes)
+            return analyze(model, hw, sizing)
+        report = analyze(inlined, hw, sizing)
         return dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
 
     report = analyzed()
@@ -114,10 +123,15 @@ def verify(
     budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget, chunk)
     proto = inline_taken_branches(proto, report)  # the branches taken: their values observed, their rows checked
     proto, stacked = expose_loop_values(proto, report)  # a Loop's or Scan's body values, as extra scan outputs
-    weights = materialize(proto, base_dir, seed)
-    feeds = {**make_feeds(proto, dims, input_shapes, seed), **value_arrays(proto, values)}
-    sizes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
-    observed = {**observed_infos(proto, feeds), **observe(proto, feeds, weights.arrays, sizes, chunk, threads=threads)}
+    output_bytes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
+    runnable = with_installed_locales(proto)  # a StringNormalizer's locale this system has (locales.py)
+
+    def run(at_seed: int):
+        weights = materialize(proto, base_dir, at_seed)
+        feeds = {**make_feeds(proto, dims, input_shapes, at_seed), **value_arrays(proto, values)}
+        return weights, feeds, {**observed_infos(proto, feeds), **observe(runnable, feeds, weights.arrays, output_bytes, chunk, threads=threads)}
+
+    (weights, feeds, observed), attempts = with_retries(run, seed, report)  # another seed where onnxruntime fails on these values
     observed.update(unstacked(observed, stacked))
     report, sizes = at_run_sizes(report, observed, analyzed)
     comparison = compare(report, proto, observed, folded)
@@ -126,7 +140,7 @@ def verify(
         from onnx_roofline.commands.verify.attainment import check_timing
 
         timed = check_timing(report, weights.model, feeds, threads=threads, **timing)
-    return Verification(report, comparison, weights.loaded, weights.synthesized, timed, sizes, strict)
+    return Verification(report, comparison, weights.loaded, weights.synthesized, timed, sizes, strict, attempts)
 
 
 def _inlined(model: onnx.ModelProto) -> onnx.ModelProto | None:

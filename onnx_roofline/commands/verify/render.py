@@ -24,6 +24,7 @@ def to_dict(result: Verification) -> dict[str, Any]:
         "hardware": report.hardware.to_dict(),
         "runtime": _runtime(),
         "weights": {"loaded": result.weights_loaded, "synthesized": result.weights_synthesized},
+        "attempts": None if result.attempts is None else result.attempts.to_dict(),
         "values": {
             "checked": comparison.values_checked,
             "partly_inferred": list(comparison.values_partly_inferred),
@@ -68,6 +69,8 @@ def render_text(result: Verification, limit: int = 50) -> str:
         f"{comparison.count(NOT_OBSERVED) + comparison.count(NOT_CHECKED)} not observed, control flow or function calls",
         f"disagreements: {len(comparison.disagreements)}",
     ]
+    if result.attempts is not None and result.attempts.note:
+        lines.insert(2, f"seed:    {result.attempts.note}")
     for d in comparison.disagreements[:limit]:
         basis = f" [{d.basis}]" if d.basis else ""
         note = f" ({d.note})" if d.note else ""

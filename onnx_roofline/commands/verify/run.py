@@ -24,7 +24,7 @@ import onnx
 from onnx_roofline.model.isolation import PassCrashed, isolated
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
 from onnx_roofline.commands.verify.budget import FED_TYPES
-from onnx_roofline.commands.verify.errors import VerifyError
+from onnx_roofline.commands.verify.errors import RunFailed, VerifyError
 
 PROVIDERS = ["CPUExecutionProvider"]
 CAST_OBSERVED = frozenset({"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0",
@@ -123,7 +123,7 @@ def _observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: M
         try:
             results = session.run([cast.get(name, name) for name in chunk], runtime_feeds({**feeds, **fed}))
         except Exception as exc:
-            raise VerifyError(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
+            raise RunFailed(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
         for name, value in zip(chunk, results):
             if name in cast:
                 observed[name] = TensorInfo(name, tuple(int(d) for d in value.shape), types[name])

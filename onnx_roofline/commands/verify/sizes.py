@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from onnx_roofline.model.tensors import TensorInfo
 from onnx_roofline.report.model import OK, NodeResult, Report
@@ -50,7 +50,7 @@ def at_run_sizes(report: Report, observed: Mapping[str, TensorInfo],
 
 
 def _data_dependent(report: Report, observed: Mapping[str, TensorInfo]) -> Iterator[FoundSize]:
-    """The main graph's values whose size is data and that the run produced: the outputs typed at a
+    """The values whose size is data and that the run produced (a body's where the run exposed it): the outputs typed at a
     bound, those of a node sized by an assumption, and the unknown outputs of an uncosted node
     whose inputs are all known (a NonZero with no assumption, an NMS whose maximum is given at run
     time)."""
@@ -58,16 +58,14 @@ def _data_dependent(report: Report, observed: Mapping[str, TensorInfo]) -> Itera
     bounded = {bound.output for bound in model.bounds}
     assumed = {*(model.assumed.nodes if model.assumed else ()), *(model.experts.sized if model.experts else ()),
                *(model.regulated.sized if model.regulated else ())}  # a length regulator's frames (shapes/durations.py)
-    for node in report.nodes:
-        if node.scope:
-            continue
+    for node in report.nodes:  # bodies' too: an NMS in the If branch a detector takes (the run observed the branch, bodies.py)
         for tensor in node.outputs:
             seen = observed.get(tensor.name) if tensor is not None else None
-            if seen is None or seen.shape is None or seen.sequence:
+            if tensor is None or seen is None or seen.shape is None or seen.sequence:
                 continue
             analysis = _analysis(node, tensor, bounded, assumed)
             if analysis is not None:
-                yield FoundSize(node.name, node.op_type, tensor.name, analysis, seen.shape)
+                yield FoundSize(node.name, node.op_type, tensor.name, analysis, cast("tuple[int, ...]", seen.shape))  # a run's sizes
 
 
 def _analysis(node: NodeResult, tensor: TensorInfo, bounded: set[str], assumed: set[str]) -> str | None:

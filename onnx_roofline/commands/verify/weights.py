@@ -18,6 +18,7 @@ from onnx import helper, numpy_helper
 
 from onnx_roofline.model import files
 from onnx_roofline.model.constants import RAW_DTYPES
+from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.commands.verify.budget import PROTOBUF_LIMIT, tensor_bytes
 from onnx_roofline.commands.verify.errors import VerifyError
 
@@ -42,7 +43,8 @@ class Weights:
         """A copy of the model with every initializer inline (what a timing run loads)."""
         size = self.source.ByteSize() + sum(array.nbytes for array in self.arrays.values())
         if size > PROTOBUF_LIMIT:
-            raise VerifyError("the model with its weights inline exceeds protobuf's 2 GB: bind smaller dims or verify a smaller model")
+            raise VerifyError("the model with its weights inline, as a timed run loads it, exceeds protobuf's 2 GB limit on one model: "
+                              "verify it without --timing, or verify a smaller model")
         copy = onnx.ModelProto()
         copy.CopyFrom(self.source)
         inline(copy, self.arrays)
@@ -91,7 +93,7 @@ def synthetic(tensor: onnx.TensorProto, seed: int) -> np.ndarray:
     shape = tuple(tensor.dims)
     if dtype == np.bool_:
         return np.ones(shape, dtype=dtype)
-    if not np.issubdtype(dtype, np.floating):
+    if not (np.issubdtype(dtype, np.floating) or dtype_name(tensor.data_type) == "bfloat16"):  # ml_dtypes' bfloat16 is no np.floating
         return np.zeros(shape, dtype=dtype)
     pool = _pool(seed)
     return _cyclic(pool, zlib.crc32(tensor.name.encode()) % pool.size, math.prod(shape)).reshape(shape).astype(dtype, copy=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 PROBES = (1, 2, 64)
 """Dim values the lines are fitted at (first two) and checked at (the third)."""
@@ -35,7 +36,7 @@ class Line:
         return None if self.slope == 0 else -self.intercept / self.slope
 
     @classmethod
-    def fit(cls, xs: tuple[int, ...], ys: tuple[int, ...]) -> Line | None:
+    def fit(cls, xs: tuple[int, ...], ys: tuple[int | Fraction, ...]) -> Line | None:
         """The line through the first two points, or None when any other point is off it."""
         (x0, x1, *rest), (y0, y1, *checks) = xs, ys
         slope = Fraction(y1 - y0, x1 - x0)
@@ -55,7 +56,7 @@ def ridge_crossing(flops: Line, bytes_moved: Line, ridge: Fraction | float, lowe
     excess = flops - bytes_moved.scaled(Fraction(ridge))
     if excess.slope <= 0:
         return None
-    return max(Fraction(lowest), excess.root())
+    return max(Fraction(lowest), cast(Fraction, excess.root()))  # a positive slope has a root
 
 
 def ceil(x: Fraction | None) -> int | None:

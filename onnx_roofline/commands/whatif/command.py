@@ -15,6 +15,11 @@ from onnx_roofline.shapes.input_values import parse_value
 from onnx_roofline.shapes.routing import ExpertLoad
 from onnx_roofline.report.output import write_text
 from onnx_roofline.commands.whatif.session import Session
+from onnx_roofline.commands.listing import COMMAND_HELP
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from onnx_roofline.costs.hardware import Hardware
 
 # The studies (and the fusion planner the fused and deployed views use) are imported by the command
 # that runs them: building the parser, which every command does, imports none of them.
@@ -25,19 +30,18 @@ DEFAULT_LENGTHS = "64,128,256,512,1024,2048,4096"
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
-    _parser(subparsers, "sweep", _run_sweep, "re-bind dims over lists of values: latency, throughput, bound share per point",
+    _parser(subparsers, "sweep", _run_sweep, COMMAND_HELP["sweep"],
             "--dim NAME=V1,V2,... sweeps NAME (several lists: every combination); --dim NAME=V binds it.")
-    _parser(subparsers, "critical", _run_critical,
-            "solve the smallest batch (or other dim) at which each matmul kind turns compute-bound",
+    _parser(subparsers, "critical", _run_critical, COMMAND_HELP["critical"],
             "--over DIM (default: the dim named as a batch) is solved for; bind the other dims with --dim.").add_argument(
         "--over", metavar="DIM", help="the dim to solve for (default: the graph's batch dim: batch, batch_size, N, ...)")
-    _parser(subparsers, "compare", _run_compare, "one model on several accelerators side by side",
+    _parser(subparsers, "compare", _run_compare, COMMAND_HELP["compare"],
             f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).", hw=DEFAULT_COMPARE)
-    _parser(subparsers, "fuse", _run_fuse, "the graph as written beside its fusion plan alone, bytes and attention both ways",
+    _parser(subparsers, "fuse", _run_fuse, COMMAND_HELP["fuse"],
             "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
             "FlashAttention-style kernel.", views=False).add_argument(
         "--top", type=count(), default=10, metavar="N", help="fused kernels listed (default: 10)")
-    _parser(subparsers, "context", _run_context, "decode over context length: latency per step and the KV cache's share of bytes",
+    _parser(subparsers, "context", _run_context, COMMAND_HELP["context"],
             "Bind the batch with --dim; the past-length dim is found from the KV-cache inputs.").add_argument(
         "--context", default=DEFAULT_LENGTHS, metavar="[DIM=]L1,L2,...",
         help=f"past lengths to evaluate, optionally naming the dim (default: {DEFAULT_LENGTHS})")
@@ -67,7 +71,7 @@ def parse_dim_values(text: str) -> tuple[str, tuple[int, ...]]:
     return name.strip(), parsed
 
 
-def _session(options: argparse.Namespace, hw: str | None = None) -> tuple[Session, dict[str, tuple[int, ...]]]:
+def _session(options: argparse.Namespace, hw: str | Hardware | None = None) -> tuple[Session, dict[str, tuple[int, ...]]]:
     """The session (single-valued dims bound) and the lists to sweep."""
     if options.plot:
         from onnx_roofline.report.plot import check_plot_destination

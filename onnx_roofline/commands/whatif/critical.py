@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.costs.capacity import LargestFit
 from onnx_roofline.errors import DimensionError
@@ -29,6 +30,10 @@ from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
 from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name
 from onnx_roofline.commands.whatif.sweep import main_lead, main_peak
+
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
+    from onnx_roofline.report.model import NodeResult
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ class CriticalResult:
     def memory_line(self) -> Line | None:
         """The footprint (weights + resident KV cache + peak activations) in the dim, through the probes."""
         fit = self.memory_fit
-        return None if fit is None or fit.per_unit is None else Line(fit.intercept, fit.per_unit)
+        return None if fit is None or fit.per_unit is None or fit.intercept is None else Line(fit.intercept, fit.per_unit)
 
     def to_dict(self) -> dict:
         return {
@@ -134,8 +139,8 @@ class CriticalResult:
 
 @dataclass(frozen=True)
 class _Fitted:
-    row: object  # the node (written view) or kernel (deployed view) at the first probe
-    lead: object  # the node that leads it: its matrix op, or the node itself
+    row: CostedNode  # the node (written view) or kernel (deployed view) at the first probe
+    lead: NodeResult  # the node that leads it: its matrix op, or the node itself
     lines: KernelLines
 
 
@@ -151,7 +156,7 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
     if not matrix:
         raise DimensionError(f"no MatMul/Gemm/Conv-like kernel is a line in {dim!r}: nothing to solve")
     bandwidth = session.hardware.memory_bandwidth
-    model_ridge = Fraction(main_peak(views[-1])) / Fraction(bandwidth)  # at the largest probe; exact
+    model_ridge = Fraction(cast(float, main_peak(views[-1]))) / Fraction(bandwidth)  # at the largest probe (a matrix kernel is costed); exact
     kernels = [f.lines for f in fitted]
     flops = sum((k.flops for k in kernels), ZERO)
     moved = sum((k.bytes for k in kernels), ZERO)
@@ -196,7 +201,7 @@ def _unit_times(row, reports: list[Report]) -> tuple[Line, ...] | None:
     """Compute seconds per unit, summed over the row's member nodes (a node is its own member)."""
     per_unit: dict[str, Line] = {}
     for index in getattr(row, "members", (getattr(row, "index", 0),)):
-        nodes = [r.nodes[index] for r in reports]
+        nodes = cast("list[CostedNode]", [r.nodes[index] for r in reports])  # a costed kernel's members are costed
         flops = Line.fit(PROBES, tuple(n.cost.flops for n in nodes))
         if flops is None:
             return None

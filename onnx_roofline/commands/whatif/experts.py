@@ -14,8 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 
 from onnx_roofline.commands.whatif.affine import PROBES, Line
+from onnx_roofline.costs.cost import Cost
+from onnx_roofline.costs.roofline import Placement
 from onnx_roofline.report.units import si
 from onnx_roofline.views.experts import GroupedGemm
 
@@ -41,7 +44,7 @@ def moe_point(view) -> MoePoint | None:
     kernels = [k for k in view.nodes if isinstance(k, GroupedGemm)]
     if not kernels:
         return None
-    bounds = {k.placement.bound for k in kernels}
+    bounds = {k.bound for k in kernels}  # each grouped kernel is placed
     return MoePoint(sum(k.distinct_experts for k in kernels) / len(kernels), kernels[0].experts,
                     sum(k.expert_weight_bytes for k in kernels), bounds.pop() if len(bounds) == 1 else "mixed")  # fmt: skip
 
@@ -81,17 +84,20 @@ def moe_crossings(views: Sequence, load, bandwidth: float) -> tuple[MoeCrossing,
 
 def _crossing(kernels: list[GroupedGemm], load, bandwidth: float) -> MoeCrossing:
     first = kernels[0]
+    distinct = tuple(k.distinct_experts for k in kernels)
+    # Each grouped kernel is costed and placed; two points always fit a line (compute's).
     tokens = Line.fit(PROBES, tuple(k.tokens for k in kernels))
-    compute = Line.fit(PROBES[:2], tuple(Fraction(k.placement.compute_time_s) for k in kernels[:2]))
-    other = Line.fit(PROBES, tuple(k.cost.bytes - k.expert_weight_bytes for k in kernels))
+    compute = cast(Line, Line.fit(PROBES[:2], tuple(Fraction(cast(Placement, k.placement).compute_time_s) for k in kernels[:2])))
+    other = Line.fit(PROBES, tuple(cast(Cost, k.cost).bytes - k.expert_weight_bytes for k in kernels))
     per_expert = Fraction(first.expert_weight_bytes) / Fraction(first.distinct_experts) if first.distinct_experts else Fraction(0)
+    if tokens is None or other is None:
+        return MoeCrossing(first.name, first.experts, distinct, None)
 
     def compute_bound(x: int) -> bool:
         weights = per_expert * Fraction(load.distinct(first.experts, first.top_k, int(tokens(x))))
         return compute(x) * Fraction(bandwidth) >= other(x) + weights
 
-    critical = None if tokens is None or other is None else _first(compute_bound)
-    return MoeCrossing(first.name, first.experts, tuple(k.distinct_experts for k in kernels), critical)
+    return MoeCrossing(first.name, first.experts, distinct, _first(compute_bound))
 
 
 def _first(holds) -> int | None:

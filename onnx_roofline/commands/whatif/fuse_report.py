@@ -5,10 +5,18 @@ so its intensity is about S·T/(S+T) FLOP/B in fp16 (the lesson's formula) from 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.report.model import Report, Totals
 from onnx_roofline.views.fusion import FusedGroup, FusedView, PlannedGroup
 from onnx_roofline.commands.whatif.session import Session
+from onnx_roofline.costs.cost import Cost
+from onnx_roofline.costs.roofline import Placement
+from onnx_roofline.model.tensors import KnownTensor
+from onnx_roofline.views.flash import AttentionMatch
+
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
 
 
 @dataclass(frozen=True)
@@ -18,7 +26,7 @@ class AttentionRow:
     keys: int  # T
     heads: int  # batch × heads: the S×T score matrices
     head_size: int  # dh
-    scores_node: object  # the Q·Kᵀ node as written
+    scores_node: CostedNode  # the Q·Kᵀ node as written
     pattern_bytes: int  # as written: every node of the pattern
     pattern_time_s: float
     matmul_flops: int  # the two matmuls: 2·S·T·dh + 2·S·T·dv per score matrix
@@ -65,7 +73,7 @@ class FusionStudy:
     attention: tuple[AttentionRow, ...]
 
     def to_dict(self, top: int = 10) -> dict:
-        kernels = sorted((k for k in self.fused.nodes if k.time_s is not None), key=lambda k: -k.time_s)
+        kernels = sorted((k for k in self.fused.nodes if k.time_s is not None), key=lambda k: -(k.time_s or 0.0))
         return {
             "study": "fuse",
             **self.setup,
@@ -85,22 +93,30 @@ def fusion_study(session: Session) -> FusionStudy:
 
 
 def _attention_row(report: Report, planned: PlannedGroup, kernel: FusedGroup) -> AttentionRow:
-    match = planned.attention
-    qk, pv = report.nodes[match.scores], report.nodes[match.values]
-    *_, queries, keys = qk.outputs[0].shape
-    members = [report.nodes[i] for i in planned.members]
+    match = cast(AttentionMatch, planned.attention)  # fused.attention() pairs the planned attentions
+    # A fused kernel with a cost was costed from its members: each is a costed row, its tensors known.
+    qk, pv = cast("CostedNode", report.nodes[match.scores]), cast("CostedNode", report.nodes[match.values])
+    scores = cast(KnownTensor, qk.outputs[0])
+    *_, queries, keys = scores.shape
+    members = cast("list[CostedNode]", [report.nodes[i] for i in planned.members])
     return AttentionRow(
         name=qk.name,
         queries=queries,
         keys=keys,
-        heads=qk.outputs[0].numel // (queries * keys),
-        head_size=qk.inputs[0].shape[-1],
+        heads=scores.numel // (queries * keys),
+        head_size=cast(KnownTensor, qk.inputs[0]).shape[-1],
         scores_node=qk,
         pattern_bytes=sum(n.cost.bytes for n in members),
         pattern_time_s=sum(n.time_s for n in members),
         matmul_flops=qk.cost.flops + pv.cost.flops,
         kernel=kernel,
     )
+
+
+def kernel_figures(kernel: FusedGroup) -> tuple[Cost, Placement]:
+    """A fused kernel's cost and placement, where the study shows it: it has a time or a cost, and
+    a kernel costed from its members is placed as well."""
+    return cast(Cost, kernel.cost), cast(Placement, kernel.placement)
 
 
 def _totals(totals: Totals, kernels: int) -> dict:

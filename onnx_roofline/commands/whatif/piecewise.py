@@ -37,13 +37,14 @@ def share_crossing(
 ) -> Fraction | None:
     """Smallest x ≥ `lowest` at which compute-bound kernels take at least `share` of the time
     (a kernel is compute-bound when its compute time ≥ its memory time, as roofline.place says)."""
-    cuts = sorted({lowest, *(p for k in kernels for p in k.breakpoints(bandwidth) if p > lowest)})
+    cuts = sorted({Fraction(lowest), *(p for k in kernels for p in k.breakpoints(bandwidth) if p > lowest)})
     for lo, hi in zip(cuts, [*cuts[1:], None]):
         gap = _gap(kernels, bandwidth, share, lo + 1 if hi is None else (lo + hi) / 2)
         if gap(lo) >= 0:
             return Fraction(lo)
-        if gap.slope > 0 and (hi is None or gap.root() < hi):
-            return gap.root()
+        root = gap.root()  # None only where the slope is 0
+        if gap.slope > 0 and root is not None and (hi is None or root < hi):
+            return root
     return None
 
 

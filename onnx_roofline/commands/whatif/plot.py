@@ -5,14 +5,18 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.report.output import write_bytes
 from onnx_roofline.report.plot import wrap_to_width
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
 from onnx_roofline.commands.whatif.critical import CriticalResult
-from onnx_roofline.commands.whatif.fuse_report import FusionStudy
+from onnx_roofline.commands.whatif.fuse_report import FusionStudy, kernel_figures
 from onnx_roofline.commands.whatif.sweep import SweepResult
+
+if TYPE_CHECKING:
+    from onnx_roofline.report.costed import CostedNode
 
 COINCIDE = 0.01  # curves closer than this (relative, everywhere on the plot) are one curve to the eye
 
@@ -64,9 +68,9 @@ def sweep_figure(result: SweepResult):
         inten.plot(xs, [p.intensity for p in points], "o-", label=label or None)
     inten.axhline(result.ridge, color="crimson", ls="--", label=f"ridge {result.ridge:.0f} FLOP/B")
     for ax, ylabel, logy in (
-        (lat, "predicted latency per run (ms)", True),
+        (lat, f"latency per run, the {result.view} bound (ms)", True),
         (thr, f"{unit}/s", False),
-        (share, "compute-bound share of time (%)", False),
+        (share, "compute-bound share of predicted time (%)", False),
         (inten, "total intensity (FLOP/B)", True),
     ):
         ax.set_xscale("log", base=2)
@@ -157,8 +161,8 @@ def fusion_figure(study: FusionStudy):
     import numpy as np
 
     fused = study.fused
-    main = max((k for k in fused.nodes if k.cost), key=lambda k: k.cost.flops)
-    bandwidth, ridge = study.report.hardware.memory_bandwidth, main.placement.ridge
+    main = max((k for k in fused.nodes if k.cost), key=lambda k: kernel_figures(k)[0].flops)
+    bandwidth, ridge = study.report.hardware.memory_bandwidth, kernel_figures(main)[1].ridge
     figure, (ax, bars) = _figure(2, 1, f"written vs fused — {_subtitle(study.setup, None)}", size=(13, 5.2))
     xs = np.logspace(-2, 4.5, 200)
     roof = np.minimum(ridge * bandwidth, xs * bandwidth) / 1e12
@@ -180,8 +184,9 @@ def fusion_figure(study: FusionStudy):
     scatter([a.kernel for a in study.attention], s=120, color="crimson", marker="*", label="attention fused: one kernel")
     for a in study.attention[:1]:
         qk = a.scores_node
-        for row, text, color, dy in ((qk, "Q·Kᵀ", "tab:orange", -14), (a.kernel, "fused", "crimson", 6)):
-            ax.annotate(f"{text} {row.placement.intensity:.3g} FLOP/B", (row.placement.intensity, attained(row)),
+        shown = ((qk, qk.placement.intensity, "Q·Kᵀ", "tab:orange", -14), (a.kernel, kernel_figures(a.kernel)[1].intensity, "fused", "crimson", 6))
+        for row, intensity, text, color, dy in shown:
+            ax.annotate(f"{text} {intensity:.3g} FLOP/B", (intensity, attained(row)),
                         textcoords="offset points", xytext=(6, dy), fontsize=8, color=color)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -193,7 +198,7 @@ def fusion_figure(study: FusionStudy):
     kinds: dict[str, list[float]] = {}
     for planned, kernel in zip(fused.plan.groups, fused.nodes):
         if kernel.cost is not None:
-            before = sum(study.report.nodes[i].cost.bytes for i in planned.members)
+            before = sum(cast("CostedNode", study.report.nodes[i]).cost.bytes for i in planned.members)  # a costed kernel's members are
             entry = kinds.setdefault(planned.kind, [0.0, 0.0])
             entry[0] += before / 1e9
             entry[1] += kernel.cost.bytes / 1e9

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any, cast
 
 from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.commands.whatif.compare import CompareResult
@@ -11,7 +12,7 @@ from onnx_roofline.commands.whatif.context import ContextResult
 from onnx_roofline.commands.whatif.affine import PROBES, ceil
 from onnx_roofline.commands.whatif.critical import CriticalResult
 from onnx_roofline.commands.whatif.experts import moe_columns
-from onnx_roofline.commands.whatif.fuse_report import FusionStudy
+from onnx_roofline.commands.whatif.fuse_report import FusionStudy, kernel_figures
 from onnx_roofline.commands.whatif.sweep import SweepResult
 
 
@@ -44,7 +45,7 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     notes = [
         f"ridge {number(result.ridge)} FLOP/B (of the unit the heaviest matmul runs on); compute-bound = share of predicted time "
         f"in compute-bound kernels; {unit} per run: {_work_note(result)}",
-        f"{unit}/s = {unit} per run / latency: an upper bound, as the latency is a lower bound; predicted = the deployed kernels at "
+        f"{unit}/s = {unit} per run / latency: the most the bound allows; predicted = the deployed kernels at "
         f"the hardware's achievable fractions, launched from a CUDA graph (docs/cost-model.md#predicted-time), whatever the view",
         f"{len(result.points)} points in {result.elapsed_s:.2f} s (model parsed once, re-bound per point)",
     ]
@@ -54,9 +55,11 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     cache = f"resident KV cache ({result.setup['kv_cache']}) + " if result.setup.get("kv_cache") else ""  # only a model with a cache
     notes.append(f"memory = the deployed footprint (weights + {cache}peak activations), whatever the view; "
                  f"it fits within {percent(utilization)} of the capacity (--memory-utilization)")  # fmt: skip
-    notes += [f"memory{''.join(f' at {k}={v}' for k, v in dims.items())}: {fit_text(fit, result.batch, result.setup.get('kv_cache'))}"
+    notes += [f"memory{''.join(f' at {k}={v}' for k, v in dims.items())}: {fit_text(fit, cast(str, result.batch), result.setup.get('kv_cache'))}"
               for dims, fit in result.fits if fit.budget.capacity is not None]  # fmt: skip
-    return "\n".join([_title("sweep", result.setup, result.view), grid(header, rows), *notes]) + "\n"
+    columns = (f"latency, {unit}/s, FLOP/B, bytes", f"predicted, predicted {unit}/s, compute-bound, memory")
+    title = _title("sweep", result.setup, result.view, columns)
+    return "\n".join([title, grid(header, rows), *notes]) + "\n"
 
 
 def render_context(result: ContextResult) -> str:
@@ -162,12 +165,13 @@ def _attention(study: FusionStudy) -> str:
     """One line per shape of attention (the layers of a model repeat it), with the count."""
     header = ["attention (first Q·Kᵀ node)", "count", "S", "T", "B·H", "dh", "written Q·Kᵀ FLOP/B", "bound",
               "written bytes", "fused bytes", "fused FLOP/B", "matmuls only", "ridge", "bound"]
-    rows: dict[tuple, list[str]] = {}
+    rows: dict[tuple, list[Any]] = {}  # cells: [name, count]
     for row in study.attention:
         qk, k = row.scores_node, row.kernel
+        cost, place = kernel_figures(k)
         cells = [str(row.queries), str(row.keys), str(row.heads), str(row.head_size),
-                 number(qk.placement.intensity, 1), qk.bound, si(row.pattern_bytes, "B"), si(k.cost.bytes, "B"),
-                 number(k.placement.intensity, 1), number(row.matmul_intensity, 1), number(k.placement.ridge), k.bound]
+                 number(qk.placement.intensity, 1), qk.bound, si(row.pattern_bytes, "B"), si(cost.bytes, "B"),
+                 number(place.intensity, 1), number(row.matmul_intensity, 1), number(place.ridge), k.bound]
         entry = rows.setdefault(tuple(cells), [row.name, 0])
         entry[1] += 1
     table = [[name, str(count), *cells] for cells, (name, count) in rows.items()]
@@ -181,14 +185,20 @@ def _attention(study: FusionStudy) -> str:
 
 def _top_kernels(study: FusionStudy, top: int) -> str:
     total = study.fused.totals.time_s or 1.0
-    kernels = sorted((k for k in study.fused.nodes if k.time_s is not None), key=lambda k: -k.time_s)[:top]
-    rows = [[k.name, k.op_type, k.kind, si(k.cost.bytes, "B"), number(k.placement.intensity, 1), k.bound,
-             duration(k.time_s), percent(k.time_s / total)] for k in kernels]
+    kernels = sorted((k for k in study.fused.nodes if k.time_s is not None), key=lambda k: -(k.time_s or 0.0))[:top]
+    rows = []
+    for k in kernels:
+        cost, place = kernel_figures(k)
+        rows.append([k.name, k.op_type, k.kind, si(cost.bytes, "B"), number(place.intensity, 1), k.bound,
+                     duration(place.time_s), percent(place.time_s / total)])
     header = ["kernel", "ops", "kind", "bytes", "FLOP/B", "bound", "time", "share"]
     return f"top {len(rows)} fused kernels by time\n" + grid(header, rows)
 
 
-def _title(study: str, setup: dict, view: str | None) -> str:
+def _title(study: str, setup: dict, view: str | None, columns: tuple[str, str] | None = None) -> str:
+    """The study's first line. `columns`: the columns that follow the view, and those that are the
+    deployed view's whatever the view, said apart where the view is another (the header never
+    contradicts a footnote)."""
     dims = ", ".join(f"{k}={v}" for k, v in setup["dims"].items()) or "none"
     hw = setup["hardware"] if isinstance(setup["hardware"], str) else ",".join(setup["hardware"])
     parts = [f"{study}  {setup['path'] or '<in-memory>'}", f"hw {hw}", f"dims {dims}"]
@@ -198,16 +208,19 @@ def _title(study: str, setup: dict, view: str | None) -> str:
         parts.append(f"assumed: NonZero/Compress select {setup['nonzero_fraction']:.4g} of their candidates")
     if view:
         what = TIMES.get(view, "")
+        if view != "deployed" and columns and view in VIEW_TIMES:
+            what = f"{columns[0]}: {VIEW_TIMES[view]}; {columns[1]}: the deployed kernels"
         if view == "deployed" and setup.get("kv_cache"):
             what += f", KV cache {setup['kv_cache']}"
         parts.append(f"{view} view ({what})" if what else f"{view} view")
     return "  ·  ".join(parts)
 
 
-TIMES = {
-    "written": "times: every node its own kernel, as written",
-    "deployed": "times: deployed bounds, the floor no runtime beats",
+VIEW_TIMES = {
+    "written": "every node its own kernel, as written",
+    "deployed": "deployed bounds, the floor no runtime beats",
 }
+TIMES = {view: f"times: {what}" for view, what in VIEW_TIMES.items()}
 """What the times of a view are: every printed time says so."""
 
 

@@ -12,9 +12,10 @@ token is the prefill of `prompt` tokens for the whole batch at once, from a pref
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import cast
 from functools import cache
 
 from onnx_roofline.commands.whatif.affine import Line, ceil
@@ -95,7 +96,7 @@ class Degree:
     def memory_line(self) -> Line | None:
         """Bytes per device in the batch, through batch 1 and 2."""
         fit = self.memory_fit
-        return None if fit is None or fit.per_unit is None else Line(fit.intercept, fit.per_unit)
+        return None if fit is None or fit.per_unit is None or fit.intercept is None else Line(fit.intercept, fit.per_unit)
 
     def to_dict(self) -> dict:
         line = self.memory_line
@@ -116,7 +117,7 @@ class ServeResult:
     setup: dict
     context: int
     prompt: int | None
-    dims: dict[str, str]  # the batch, past and prompt dims bound
+    dims: dict[str, str | None]  # the batch, past and prompt dims bound
     plan: dict | None  # the split found (None: no blocks)
     interconnect: dict | None
     assumptions: tuple[str, ...]
@@ -156,8 +157,9 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
 
     @cache
     def prefill_view(b: int):
-        dims = {batch_dim(prefill): b, _sequence_dim(prefill): prompt, **_empty_past(prefill)}
-        return prefill.view(prefill.report(_with_roles(prefill, dims)), DEPLOYED)
+        twin = cast(Session, prefill)  # asked for only where there is a prefill graph, its prompt given
+        dims = {batch_dim(twin): b, cast(str, _sequence_dim(twin)): cast(int, prompt), **_empty_past(twin)}
+        return twin.view(twin.report(_with_roles(twin, dims)), DEPLOYED)
 
     plan = plan_tensor_parallel(decode_view(1).written)
     prefill_plan = plan_tensor_parallel(prefill_view(1).written) if prefill is not None else None
@@ -170,7 +172,10 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
             continue
         runs = lambda b, n=n: per_device(decode_view(b), plan, n, link)  # noqa: E731
         budget = session.hardware.memory_budget
-        fit = largest_fitting(lambda b, runs=runs: runs(b).memory_bytes, budget)  # the one memory model: at TP 1, Session.footprint's total
+        def footprint(b: int, runs: Callable[[int], DeviceRun] = runs) -> float:
+            return runs(b).memory_bytes
+
+        fit = largest_fitting(footprint, budget)  # the one memory model: at TP 1, Session.footprint's total
         fits = fit.largest
         asked = sorted(set(batches) | ({fits} if fits else set()))
         points = tuple(_point(b, runs(b), decode_view(b), per_device(prefill_view(b), prefill_plan, n, link) if prefill_plan else None,

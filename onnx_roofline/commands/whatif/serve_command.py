@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 
 from onnx_roofline.commands.arguments import add_kv_cache_argument, add_memory_argument, add_model_arguments, count
+from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.commands.whatif.command import _emit, _no_lists, _session, parse_dim_values
 
 DEFAULT_BATCHES = "1,2,4,8,16,32,64,128,256,512"
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
-    help_text = "serving envelope of a decoder: decode latency, tokens/s, TTFT, memory per GPU, over batch sizes and tensor parallelism"
+    help_text = COMMAND_HELP["serve"]
     parser = subparsers.add_parser("serve", help=help_text, description=(
         "Serving envelope of a decoder (decode graph or merged decoder), deployed view: per batch and tensor-parallel degree the "
         "decode step's latency and tokens/s, the time to first token, the memory each GPU holds and whether it fits; the largest "

@@ -30,10 +30,10 @@ def render_serve(result: ServeResult) -> str:
         if replicas > 1:
             limits.append(f"TP {degree.devices}: one KV head per GPU, each of the {degree.devices // replicas} replicated on {replicas} GPUs")
         limits.append(
-            f"TP {degree.devices}: " + (fit_text(degree.memory_fit, "batch", result.setup.get("kv_cache"), " per GPU") if degree.memory_fit.budget.capacity
+            f"TP {degree.devices}: " + (fit_text(degree.memory_fit, "batch", result.setup.get("kv_cache"), " per GPU") if degree.memory_fit is not None and degree.memory_fit.budget.capacity
                                         else "no memory capacity given: what fits is not judged")
-            + "; compute-bound kernels take half the step from batch "
-            + ("never" if crossing is None else f"{crossing.__ceil__()} (exact {float(crossing):.2f})")
+            + ("; compute-bound kernels never take half the step, at any batch" if crossing is None
+               else f"; compute-bound kernels take half the step from batch {crossing.__ceil__()} (exact {float(crossing):.2f})")
         )  # fmt: skip
     plan = result.plan or {}
     found = (f"{plan['layers']['attention']} attention and {plan['layers']['mlp']} MLP blocks, hidden {plan['hidden']}, "

@@ -13,6 +13,7 @@ from functools import cached_property
 import onnx
 
 from onnx_roofline.analysis import analyze
+from onnx_roofline.shapes.sizing import Sizing
 from onnx_roofline.costs.capacity import LargestFit, largest_fitting
 from onnx_roofline.costs.hardware import Hardware, load_hardware
 from onnx_roofline.costs.memory import Footprint
@@ -20,6 +21,10 @@ from onnx_roofline.errors import DimensionError
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from onnx_roofline.views.fusion import FusionPlan  # the deployed view is imported where it is asked for
 
 WRITTEN, DEPLOYED = "written", "deployed"  # the two views every command names (docs/cost-model.md, "Two views")
 FORMER_NAMES = {"unfused": WRITTEN, "fused": DEPLOYED}  # the studies' former words for them, still accepted
@@ -63,23 +68,15 @@ class Session:
         self.expert_load = expert_load  # --expert-load (routing.py)
         self.frames_per_token = frames_per_token  # --frames-per-token (shapes/durations.py)
         self._plans: dict[tuple, object] = {}  # fusion plans by the graph a report walked (rows.py's key)
-        self._deployed_plans: dict[tuple, object] = {}
+        self._deployed_plans: dict[tuple, FusionPlan] = {}
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
         """The written report at the session's dims overridden by `dims`."""
-        return analyze(
-            self.model,
-            hw=(hardware or self.hardware).with_fp32_matmul(self.fp32_matmul),
-            dims={**self.dims, **(dims or {})},
-            input_shapes=self.input_shapes,
-            partial=self.partial,
-            precision=self.precision,
-            values=self.values,
-            nonzero_fraction=self.nonzero_fraction,
-            expert_load=self.expert_load,
-            frames_per_token=self.frames_per_token,
-        )
+        sizing = Sizing(dims={**self.dims, **(dims or {})}, input_shapes=self.input_shapes, values=self.values,
+                        nonzero_fraction=self.nonzero_fraction, expert_load=self.expert_load, frames_per_token=self.frames_per_token)  # fmt: skip
+        hw = (hardware or self.hardware).with_fp32_matmul(self.fp32_matmul)
+        return analyze(self.model, hw, sizing, partial=self.partial, precision=self.precision)
 
     def view(self, report: Report, view: str):
         """`report` itself (written) or its deployed view (a former name of either is taken)."""

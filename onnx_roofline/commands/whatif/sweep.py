@@ -71,7 +71,7 @@ class SweepResult:
     view: str
     axes: dict[str, tuple[int, ...]]
     points: tuple[Point, ...]
-    ridge: float  # the matrix ridge of the model's dtype, for reading the intensity column
+    ridge: float | None  # the matrix ridge of the model's dtype, for reading the intensity column
     elapsed_s: float
     batch: str | None = None  # the batch dim, where it is swept
     fits: tuple[tuple[dict[str, int], LargestFit], ...] = ()  # the largest batch that fits, per value of the other axes

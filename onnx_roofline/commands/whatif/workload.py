@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onnx_roofline.model.tensors import known
 from onnx_roofline.report.model import Report
 from onnx_roofline.views.graph import tensor_table
 
@@ -26,7 +27,7 @@ class Work:
 def work_per_run(report: Report, graph_inputs: tuple[str, ...]) -> Work:
     tensors = tensor_table(report)
     first = next((tensors[name] for name in graph_inputs if name in tensors), None)
-    if first is None or not first.is_known:
+    if not known(first):
         return Work(1, "runs")
     if first.dtype in _INTEGER and first.rank in (1, 2):
         return Work(first.numel, "tokens")

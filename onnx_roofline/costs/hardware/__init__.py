@@ -19,7 +19,7 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeGuard
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -250,7 +250,7 @@ def _as_class(dtype: str | None) -> str | None:
 # --- loading and validation -------------------------------------------------------------------
 
 
-def _is_number(value: object) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 

@@ -42,9 +42,9 @@ from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
 from onnx_roofline.costs.rules.contrib import text_attr
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import KnownTensor
 
 ROTARY_FLOPS = 3
 """Per rotated element: real = cos·x1 − sin·x2 and imag = sin·x1 + cos·x2 — each output element
@@ -100,12 +100,12 @@ def _score_flops(
     return max(flops, 0), transcendentals
 
 
-def _present(node: OpNode, *indices: int) -> int:
+def _present(node: KnownNode, *indices: int) -> int:
     """How many of the optional inputs at `indices` are present."""
     return sum(node.input(i) is not None for i in indices)
 
 
-def _constant_int(node: OpNode, index: int) -> int | None:
+def _constant_int(node: KnownNode, index: int) -> int | None:
     """A scalar (or one-element) integer constant at input `index`, else None."""
     value = node.input_value(index)
     if value is None or value.size != 1:
@@ -113,7 +113,7 @@ def _constant_int(node: OpNode, index: int) -> int | None:
     return int(value.reshape(-1)[0])
 
 
-def rows_bytes(tensor: TensorInfo, axis: int, rows: int) -> int:
+def rows_bytes(tensor: KnownTensor, axis: int, rows: int) -> int:
     """Bytes of `rows` entries along `axis` of `tensor` (sub-byte types by bits, rounded up)."""
     length = tensor.shape[axis]
     if length == 0:
@@ -122,7 +122,7 @@ def rows_bytes(tensor: TensorInfo, axis: int, rows: int) -> int:
     return (tensor.numel // length * rows * tensor.bits + 7) // 8
 
 
-def partial_bytes(node: OpNode, reads: dict[str, int], writes: dict[str, int]) -> Cost:
+def partial_bytes(node: KnownNode, reads: dict[str, int], writes: dict[str, int]) -> Cost:
     """Default bytes except for the tensors named in `reads`/`writes`, which move the given bytes."""
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     written = sum(writes.get(t.name, t.nbytes) for t in node.present_outputs)
@@ -130,7 +130,7 @@ def partial_bytes(node: OpNode, reads: dict[str, int], writes: dict[str, int]) -
 
 
 def _in_place_cache(
-    pasts: list[TensorInfo | None], presents: list[TensorInfo | None], axis: int, read_rows: int, new_rows: int
+    pasts: list[KnownTensor | None], presents: list[KnownTensor | None], axis: int, read_rows: int, new_rows: int
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Reads and writes of a KV cache updated in place (past and present one buffer): each past read
     for its `read_rows` valid rows, each present written for its `new_rows` appended rows."""
@@ -139,7 +139,7 @@ def _in_place_cache(
     return reads, writes
 
 
-def rotary_caches(caches: list[TensorInfo | None], selected_rows: int) -> dict[str, int]:
+def rotary_caches(caches: list[KnownTensor | None], selected_rows: int) -> dict[str, int]:
     """Reads of cos/sin caches [max_position, rot/2] when `selected_rows` positions are looked up
     (at most the whole cache)."""
     return {t.name: rows_bytes(t, 0, selected_rows) for t in caches if t is not None}
@@ -157,7 +157,7 @@ def plus_work(cost: Cost, flops: int = 0, transcendentals: int = 0, io: Cost | N
 
 
 def _separate_qkv_total(
-    node: OpNode,
+    node: KnownNode,
     cost: Cost,
     dims: tuple[int, int, int, int, int],
     bias_index: int,
@@ -192,7 +192,7 @@ def qk_norm(rows: int, head: int) -> tuple[int, int]:
 
 
 @register("Attention", since=23, unit=MATRIX)
-def attention(node: OpNode) -> Cost:
+def attention(node: KnownNode) -> Cost:
     """Q [B, Hq, S, dh] (or 3-D [B, S, Hq·dh] with q_num_heads), K [B, Hkv, L, dh], V [B, Hkv, L, dv]
     (or 3-D with kv_num_heads), past_key [B, Hkv, P, dh]: T = P + L keys. The score cost of the
     module docstring with H = Hq (GQA/MQA: each query head scores all keys): 2·E·(dh + dv) + E (scale)
@@ -200,7 +200,7 @@ def attention(node: OpNode) -> Cost:
     (softmax) FLOPs, E exps; softcap ≠ 0 adds 2E FLOPs and E tanh. is_causal=1: only about half the
     rectangle is useful when S = T (flops stay the raw count). Bytes: the default — no S×T matrix in
     memory (a requested qk_matmul_output is an output and is written)."""
-    q, k, v = node.inputs[0], node.inputs[1], node.inputs[2]
+    q, k, v = node.operand(0), node.operand(1), node.operand(2)
     if q.rank == 4:
         batch, heads, q_len, qk_dim = q.shape
     else:
@@ -221,15 +221,15 @@ def attention(node: OpNode) -> Cost:
 
 
 @register("RotaryEmbedding", since=23)
-def rotary_embedding(node: OpNode) -> Cost:
+def rotary_embedding(node: KnownNode) -> Cost:
     """X [B, H, S, dh] (or 3-D [B, S, H·dh] with num_heads), cos/sin caches whose last dim is rot/2:
     the first rot of each head's dh elements are rotated at 3 FLOPs per rotated element (real =
     cos·x1 − sin·x2, imag = sin·x1 + cos·x2: two multiplies and an add per output), the rest pass
     through: 3·numel(X)·rot/dh FLOPs. Bytes: X read and Y written; with position_ids each cache is a
     table looked up, read for the rows selected (B·S, at most the whole cache); without, the caches
     are already [B, S, rot/2] and are read whole."""
-    x = node.inputs[0]
-    rotated = 2 * node.inputs[1].shape[-1]
+    x = node.operand(0)
+    rotated = 2 * node.operand(1).shape[-1]
     if x.rank == 4:
         head = x.shape[3]
     else:
@@ -239,13 +239,13 @@ def rotary_embedding(node: OpNode) -> Cost:
     positions = node.input(3)
     if positions is None:
         return cost
-    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.inputs[1], node.inputs[2]], positions.numel), {}))
+    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.operand(1), node.operand(2)], positions.numel), {}))
 
 
 # --- com.microsoft --------------------------------------------------------------------------------
 
 
-def _qkv_sizes(node: OpNode, total: int) -> tuple[int, int, int]:
+def _qkv_sizes(node: KnownNode, total: int) -> tuple[int, int, int]:
     sizes = list(node.attrs.get("qkv_hidden_sizes") or [])
     if not sizes:
         third = _divide(total, 3, f"{node.op_type}: QKV weight width / 3")
@@ -255,7 +255,7 @@ def _qkv_sizes(node: OpNode, total: int) -> tuple[int, int, int]:
     return sizes[0], sizes[1], sizes[2]
 
 
-def _attended(node: OpNode, past_len: int, new: int, shared: bool, past_length_index: int | None) -> int:
+def _attended(node: KnownNode, past_len: int, new: int, shared: bool, past_length_index: int | None) -> int:
     """Keys attended: past + new; for a shared buffer (past_len is its max length) the constant
     past_sequence_length + new where the graph holds it, else the buffer length (an upper bound)."""
     if not shared:
@@ -265,12 +265,12 @@ def _attended(node: OpNode, past_len: int, new: int, shared: bool, past_length_i
 
 
 def _projected_attention(
-    node: OpNode, *, masks: tuple[int, ...], past_index: int, past_length_index: int | None
+    node: KnownNode, *, masks: tuple[int, ...], past_index: int, past_length_index: int | None
 ) -> tuple[Cost, int]:
     """Contrib Attention, DecoderMaskedSelfAttention and QAttention: input [B, S, Din], merged
     weights [Din, Dq + Dk + Dv], optional past [2, B, H, P, dh]. Returns the cost and the number of
     projected elements B·S·(Dq + Dk + Dv)."""
-    x, weights = node.inputs[0], node.inputs[1]
+    x, weights = node.operand(0), node.operand(1)
     batch, q_len, d_in = x.shape
     heads = node.attrs["num_heads"]
     dq, dk, dv = _qkv_sizes(node, weights.shape[1])
@@ -294,7 +294,7 @@ def _projected_attention(
 
 
 @register("Attention", domain="com.microsoft", unit=MATRIX)
-def contrib_attention(node: OpNode) -> Cost:
+def contrib_attention(node: KnownNode) -> Cost:
     """input [B, S, Din] × merged weights [Din, Dq + Dk + Dv]: 2·B·S·Din·(Dq+Dk+Dv) FLOPs, plus
     B·S·(Dq+Dk+Dv) adds for the bias; then attention over T = P + S keys (past [2, B, H, P, dh]):
     2·E·(dh + dv) + E (scale) + E per mask source (mask_index, attention_bias, unidirectional=1) +
@@ -307,7 +307,7 @@ def contrib_attention(node: OpNode) -> Cost:
 
 
 @register("DecoderMaskedSelfAttention", domain="com.microsoft", unit=MATRIX)
-def decoder_masked_self_attention(node: OpNode) -> Cost:
+def decoder_masked_self_attention(node: KnownNode) -> Cost:
     """Contrib Attention for one decoding step (S = 1), past [2, B, H, P, dh] required: the same
     count — projection 2·B·Din·(Dq+Dk+Dv) plus bias, attention over T keys, E per mask source
     (mask_index, attention_bias) — and the same in-place cache bytes under past_present_share_buffer."""
@@ -315,7 +315,7 @@ def decoder_masked_self_attention(node: OpNode) -> Cost:
 
 
 @register("QAttention", domain="com.microsoft", unit=MATRIX)
-def q_attention(node: OpNode) -> Cost:
+def q_attention(node: KnownNode) -> Cost:
     """Contrib Attention with a quantized projection: 8-bit input [B, S, Din] × int8 weight
     [Din, Dq + Dk + Dv] accumulated in integers: 2·B·S·Din·(Dq+Dk+Dv) FLOPs, one subtract per element
     of input and of weight for a zero point that is not a constant 0, one multiply per projected
@@ -327,13 +327,13 @@ def q_attention(node: OpNode) -> Cost:
     cost, projected = _projected_attention(node, masks=(5,), past_index=8, past_length_index=None)
     extra = projected  # dequantize the integer projection
     if nonzero_zero_point(node, 6):
-        extra += node.inputs[0].numel
+        extra += node.operand(0).numel
     if nonzero_zero_point(node, 7):
-        extra += node.inputs[1].numel
+        extra += node.operand(1).numel
     return plus_work(cost, extra, io=cost)
 
 
-def _kv_from_key(key: TensorInfo | None, q_len: int) -> tuple[int, bool]:
+def _kv_from_key(key: KnownTensor | None, q_len: int) -> tuple[int, bool]:
     """(kv_len, new): the new K/V length, and whether the key is projected input (a bias applies and
     it is appended to past K/V) rather than a BNSH [B, H, L, dh] cache used as is (cross attention)."""
     if key is None:
@@ -344,7 +344,7 @@ def _kv_from_key(key: TensorInfo | None, q_len: int) -> tuple[int, bool]:
 
 
 @register("MultiHeadAttention", domain="com.microsoft", unit=MATRIX)
-def multi_head_attention(node: OpNode) -> Cost:
+def multi_head_attention(node: KnownNode) -> Cost:
     """Projected query [B, S, D] (or packed QKV [B, S, H, 3, dh]), key/value [B, L, D] (or packed KV
     [B, L, H, 2, dh], or BNSH [B, H, L, dh] caches for cross attention), past_key [B, H, P, dh]:
     T = P + L. 2·E·(dh + dv) + E (scale) + E per mask source (key_padding_mask, attention_bias,
@@ -352,14 +352,14 @@ def multi_head_attention(node: OpNode) -> Cost:
     new K and V. With past_sequence_length given the past/present buffers are shared: T =
     past_sequence_length + L when it is a constant, else the buffer length (an upper bound), and the
     buffers are read for the past rows and written for the new rows only."""
-    query = node.inputs[0]
+    query = node.operand(0)
     heads = node.attrs["num_heads"]
     if query.rank == 5:
         batch, q_len, _, _, qk_dim = query.shape
     else:
         batch, q_len, hidden = query.shape
         qk_dim = _divide(hidden, heads, "MultiHeadAttention: query hidden size / num_heads")
-    v_dim = _divide(node.outputs[0].shape[-1], heads, "MultiHeadAttention: output hidden size / num_heads")
+    v_dim = _divide(node.result(0).shape[-1], heads, "MultiHeadAttention: output hidden size / num_heads")
     kv_len, new = _kv_from_key(node.input(1), q_len)
     past = node.input(6)
     shared = past is not None and new and node.input(8) is not None
@@ -370,7 +370,7 @@ def multi_head_attention(node: OpNode) -> Cost:
 
 
 @register("GroupQueryAttention", domain="com.microsoft", unit=MATRIX)
-def group_query_attention(node: OpNode) -> Cost:
+def group_query_attention(node: KnownNode) -> Cost:
     """query [B, S, H·dh] (or packed QKV [B, S, (H + 2·Hkv)·dh]), key/value [B, S, Hkv·dh], past K/V
     [B, Hkv, P, dh]. T = total_sequence_length when it is a constant, else present_key's length
     (P + S, or the buffer length when shared: an upper bound), else P + S. The score cost with H
@@ -383,10 +383,10 @@ def group_query_attention(node: OpNode) -> Cost:
     keys, not the rectangle counted. Bytes: the default, except that past and present of the same
     length are one buffer updated in place — read for its T − S past rows, written for the S new
     rows — and that the cos/sin caches are read for the rows looked up (B·S)."""
-    query = node.inputs[0]
+    query = node.operand(0)
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     batch, q_len, _ = query.shape
-    head = _divide(node.outputs[0].shape[-1], heads, "GroupQueryAttention: output hidden size / num_heads")
+    head = _divide(node.result(0).shape[-1], heads, "GroupQueryAttention: output hidden size / num_heads")
     past_key, present_key = node.input(3), node.output(1)
     total = _constant_int(node, 6)
     if total is None:
@@ -404,7 +404,7 @@ def group_query_attention(node: OpNode) -> Cost:
     reads: dict[str, int] = {}
     writes: dict[str, int] = {}
     if node.attrs.get("do_rotary", 0) and node.input(7) is not None:
-        flops += ROTARY_FLOPS * (q_rows + k_rows) * 2 * node.inputs[7].shape[-1]
+        flops += ROTARY_FLOPS * (q_rows + k_rows) * 2 * node.operand(7).shape[-1]
         positions = node.input(9)
         reads |= rotary_caches([node.input(7), node.input(8)], positions.numel if positions is not None else batch * q_len)
     if node.input(14) is not None and node.input(15) is not None:
@@ -425,16 +425,16 @@ def group_query_attention(node: OpNode) -> Cost:
 
 
 @register("PackedAttention", domain="com.microsoft", unit=MATRIX)
-def packed_attention(node: OpNode) -> Cost:
+def packed_attention(node: KnownNode) -> Cost:
     """input [N, Din] holds the N real tokens of B sequences padded to S (token_offset [B, S]):
     projection 2·N·Din·(Dq+Dk+Dv) + N·(Dq+Dk+Dv) bias adds, then attention per sequence counted over
     the padded B×S×S rectangle — the real lengths are runtime values, so an upper bound:
     2·E·(dh + dv) + E (scale) + E for attention_bias + 4E − 2L FLOPs, E exps, E = B·H·S²."""
-    x, weights = node.inputs[0], node.inputs[1]
+    x, weights = node.operand(0), node.operand(1)
     tokens, d_in = x.shape
     heads = node.attrs["num_heads"]
     dq, dk, dv = _qkv_sizes(node, weights.shape[1])
-    batch, seq = node.inputs[3].shape
+    batch, seq = node.operand(3).shape
     qk_dim = _divide(dq, heads, "PackedAttention: Q hidden size / num_heads")
     v_dim = _divide(dv, heads, "PackedAttention: V hidden size / num_heads")
     cost = score_cost(batch, heads, seq, seq, qk_dim, v_dim, masks=_present(node, 5))
@@ -443,37 +443,37 @@ def packed_attention(node: OpNode) -> Cost:
 
 
 @register("PackedMultiHeadAttention", domain="com.microsoft", unit=MATRIX)
-def packed_multi_head_attention(node: OpNode) -> Cost:
+def packed_multi_head_attention(node: KnownNode) -> Cost:
     """Projected query [N, D] (or packed QKV [N, H, 3, dh]), key [N, D], value [N, Dv] for the N real
     tokens of B sequences padded to S (token_offset [B, S]): attention counted over the padded
     B×S×S rectangle (an upper bound; the real lengths are runtime values): 2·E·(dh + dv) + E (scale)
     + E for attention_bias + 4E − 2L FLOPs, E exps; a bias adds one per element of Q, K and V."""
-    query = node.inputs[0]
+    query = node.operand(0)
     heads = node.attrs["num_heads"]
     tokens = query.shape[0]
     if query.rank == 4:
         qk_dim = query.shape[3]
     else:
         qk_dim = _divide(query.shape[1], heads, "PackedMultiHeadAttention: query hidden size / num_heads")
-    v_dim = _divide(node.outputs[0].shape[-1], heads, "PackedMultiHeadAttention: output hidden size / num_heads")
-    batch, seq = node.inputs[4].shape
+    v_dim = _divide(node.result(0).shape[-1], heads, "PackedMultiHeadAttention: output hidden size / num_heads")
+    batch, seq = node.operand(4).shape
     cost = score_cost(batch, heads, seq, seq, qk_dim, v_dim, masks=_present(node, 6))
     bias = tokens * heads * (2 * qk_dim + v_dim) if node.input(3) is not None else 0
     return plus_work(cost, bias)
 
 
 @register("DecoderMaskedMultiHeadAttention", domain="com.microsoft", unit=MATRIX)
-def decoder_masked_multi_head_attention(node: OpNode) -> Cost:
+def decoder_masked_multi_head_attention(node: KnownNode) -> Cost:
     """One decoding step: query [B, 1, D] (or packed QKV [B, 1, 2D + Dv]). Self attention appends the
     new key [B, 1, D] to past_key [B, H, P, dh]: T = P + 1; cross attention takes key/value as BNSH
     [B, H, L, dh]: T = L. 2·E·(dh + dv) + E (scale) + E per mask source (mask_index, attention_bias)
     + 4E − 2L FLOPs, E exps; a bias adds one per element of Q (and of the new K and V). With
     past_present_share_buffer=1: T = past_sequence_length + 1 when it is a constant, else the buffer
     length (an upper bound), and the buffers are read for the past rows and written for the new row."""
-    query = node.inputs[0]
+    query = node.operand(0)
     heads = node.attrs["num_heads"]
     batch, q_len, q_width = query.shape
-    v_total = node.outputs[0].shape[-1]
+    v_total = node.result(0).shape[-1]
     key = node.input(1)
     hidden = (q_width - v_total) // 2 if key is None else q_width
     qk_dim = _divide(hidden, heads, "DecoderMaskedMultiHeadAttention: Q hidden size / num_heads")
@@ -487,7 +487,7 @@ def decoder_masked_multi_head_attention(node: OpNode) -> Cost:
 
 
 @register("RotaryEmbedding", "MRotaryEmbedding", domain="com.microsoft")
-def contrib_rotary_embedding(node: OpNode) -> Cost:
+def contrib_rotary_embedding(node: KnownNode) -> Cost:
     """input [B, S, D] (or [B, H, S, dh], or packed [N, D]), position_ids, cos/sin caches
     [max_position, rot/2]: the first rot of each head's dh elements rotated at 3 FLOPs per rotated
     element (two multiplies and an add per output): 3·numel·rot/dh, where dh = D / num_heads when
@@ -495,22 +495,22 @@ def contrib_rotary_embedding(node: OpNode) -> Cost:
     read for the rows its positions select (position_ids [B, S]: B·S; a start offset [1]: S;
     MRotaryEmbedding's three position streams [3, B, S]: 3·B·S, each section of the rotation
     looked up with its own stream; at most the whole cache)."""
-    x = node.inputs[0]
-    rotated = 2 * node.inputs[2].shape[-1]
+    x = node.operand(0)
+    rotated = 2 * node.operand(2).shape[-1]
     heads = node.attrs.get("num_heads", 0)
     if x.rank == 4:
         head, seq = x.shape[3], x.shape[2]
     else:
         head = _divide(x.shape[-1], heads, "RotaryEmbedding: hidden size / num_heads") if heads else rotated
         seq = x.shape[-2]
-    positions = node.inputs[1]
+    positions = node.operand(1)
     rows = positions.numel if positions.numel > 1 else seq
     cost = Cost(flops=ROTARY_FLOPS * x.numel * rotated // head)
-    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.inputs[2], node.inputs[3]], rows), {}))
+    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.operand(2), node.operand(3)], rows), {}))
 
 
 @register("SparseAttention", domain="com.microsoft", unit=MATRIX)
-def sparse_attention(node: OpNode) -> Cost:
+def sparse_attention(node: KnownNode) -> Cost:
     """Phi-3-small's block-sparse GQA: query [B, S, H·dh] (or packed QKV), past K/V buffers
     [B, Hkv, Lmax, dh] shared with present. T = total_sequence_length (input 7) when it is a
     constant, else Lmax. The score cost over the causal S×T rectangle with H query heads: 2·E·2dh +
@@ -519,23 +519,24 @@ def sparse_attention(node: OpNode) -> Cost:
     do_rotary 3 FLOPs per rotated element of Q and new K (rot = 2·cos_cache's last dim). Bytes: the
     default, except the shared buffers (read for their T − S past rows, written for the S new rows)
     and the cos/sin caches (read for the B·S rows looked up)."""
-    query, past_key = node.inputs[0], node.inputs[3]
+    query, past_key = node.operand(0), node.operand(3)
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     batch, q_len, _ = query.shape
     head, length = past_key.shape[3], past_key.shape[2]
     total = _constant_int(node, 7)
     total = length if total is None else min(max(total, q_len), length)
     cost = score_cost(batch, heads, q_len, total, head, head, masks=1, causal=True)
-    flops, reads = 0, {}
+    flops = 0
+    reads: dict[str, int] = {}
     if node.attrs.get("do_rotary", 0) and node.input(9) is not None:
-        flops += ROTARY_FLOPS * batch * q_len * (heads + kv_heads) * 2 * node.inputs[9].shape[-1]
+        flops += ROTARY_FLOPS * batch * q_len * (heads + kv_heads) * 2 * node.operand(9).shape[-1]
         reads |= rotary_caches([node.input(9), node.input(10)], batch * q_len)
-    cache_reads, writes = _in_place_cache([past_key, node.inputs[4]], [node.output(1), node.output(2)], 2, total - q_len, q_len)
+    cache_reads, writes = _in_place_cache([past_key, node.operand(4)], [node.output(1), node.output(2)], 2, total - q_len, q_len)
     return plus_work(cost, flops, io=partial_bytes(node, reads | cache_reads, writes))
 
 
 @register("PagedAttention", domain="com.microsoft", unit=MATRIX)
-def paged_attention(node: OpNode) -> Cost:
+def paged_attention(node: KnownNode) -> Cost:
     """vLLM-style paged attention over packed tokens: query [N, H·dh] (or packed QKV), block caches
     [blocks, block_size, Hkv, dh], block_table [B, max_blocks]. The per-sequence lengths are runtime
     values, so each of the N tokens is counted against the most keys a sequence can hold, T =
@@ -545,7 +546,7 @@ def paged_attention(node: OpNode) -> Cost:
     of Q and new K; q/k_norm_weight an RMS norm per head (4n + 2·rows, a sqrt per row). Bytes: the
     default, except the caches, updated in place: read for the blocks the block table names (B·max
     blocks, at most all of them), written for the N new rows; the cos/sin caches for N rows."""
-    query, key_cache, table = node.inputs[0], node.inputs[3], node.inputs[7]
+    query, key_cache, table = node.operand(0), node.operand(3), node.operand(7)
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     tokens, width = query.shape
     packed = node.input(1) is None and node.input(2) is None
@@ -557,9 +558,10 @@ def paged_attention(node: OpNode) -> Cost:
     causal = bool(node.attrs.get("is_causal", 1))
     softcap = bool(node.attrs.get("softcap", 0.0))
     cost = score_cost(1, heads, tokens, keys, head, v_head, masks=int(causal), softcap=softcap, sink=node.input(11) is not None)
-    flops, transcendentals, reads = 0, 0, {}
+    flops, transcendentals = 0, 0
+    reads: dict[str, int] = {}
     if node.attrs.get("do_rotary", 0) and node.input(8) is not None:
-        flops += ROTARY_FLOPS * tokens * (heads + kv_heads) * 2 * node.inputs[8].shape[-1]
+        flops += ROTARY_FLOPS * tokens * (heads + kv_heads) * 2 * node.operand(8).shape[-1]
         reads |= rotary_caches([node.input(8), node.input(9)], tokens)
     if node.input(12) is not None and node.input(13) is not None:
         for rows in (tokens * heads, tokens * kv_heads):
@@ -573,13 +575,13 @@ def paged_attention(node: OpNode) -> Cost:
 
 
 @register("LongformerAttention", domain="com.microsoft", unit=MATRIX)
-def longformer_attention(node: OpNode) -> Cost:
+def longformer_attention(node: KnownNode) -> Cost:
     """input [B, S, D], weight and global_weight [D, 3D], window W (each side): both projections for
     every token, 2·(2·B·S·D·3D + B·S·3D) with their biases; then banded attention, each query over
     its 2W + 1 neighbours (at most S): E = B·H·S·(2W + 1) scores, 2·E·2dh + E (scale) + E (mask) +
     4E − 2L FLOPs, E exps. The global tokens' rows and columns (flagged at runtime by `global`)
     are a runtime count and are not added. Bytes: the default."""
-    x = node.inputs[0]
+    x = node.operand(0)
     batch, q_len, hidden = x.shape
     heads = node.attrs["num_heads"]
     head = _divide(hidden, heads, "LongformerAttention: hidden size / num_heads")
@@ -589,11 +591,11 @@ def longformer_attention(node: OpNode) -> Cost:
 
 
 @register("GemmaRotaryEmbedding", domain="com.microsoft")
-def gemma_rotary_embedding(node: OpNode) -> Cost:
+def gemma_rotary_embedding(node: KnownNode) -> Cost:
     """q·cos + q_rot·sin and k·cos + k_rot·sin: 3 FLOPs (two multiplies, an add) per element of each
     output; sin and cos of emb: 2 transcendentals per emb element. Bytes: the default."""
     outputs = sum(t.numel for t in node.present_outputs)
-    return Cost(flops=ROTARY_FLOPS * outputs, transcendentals=2 * node.inputs[0].numel)
+    return Cost(flops=ROTARY_FLOPS * outputs, transcendentals=2 * node.operand(0).numel)
 
 
 RELATIVE_BUCKET = 7
@@ -604,24 +606,24 @@ bidirectional bucket adds the sign's offset and |·| (2 more)."""
 
 
 @register("RelativePositionBias", domain="com.microsoft")
-def relative_position_bias(node: OpNode) -> Cost:
+def relative_position_bias(node: KnownNode) -> Cost:
     """T5's bias [1, N, q, k]: the bucket of each of the q·k (query, key) pairs, shared by the N
     heads: 7 FLOPs (9 when is_bidirectional) and 1 log per pair (RELATIVE_BUCKET); then one table
     lookup per output element, no FLOPs. Bytes: the default (the small table read whole)."""
-    _, _, q_len, k_len = node.outputs[0].shape
+    _, _, q_len, k_len = node.result(0).shape
     pairs = q_len * k_len
     return Cost(flops=pairs * (RELATIVE_BUCKET + 2 * bool(node.attrs.get("is_bidirectional", 0))), transcendentals=pairs)
 
 
 @register("GatedRelativePositionBias", domain="com.microsoft")
-def gated_relative_position_bias(node: OpNode) -> Cost:
+def gated_relative_position_bias(node: KnownNode) -> Cost:
     """WavLM's gate over rel_pos [1, N, S, S], query_layer of R = tokens·N head rows of dh, gate
     weight [dh, G]: query + bias (one add per query element), the gate projection per row (2·dh·G +
     G for its bias), the pairwise sum of its halves (G − 2 adds), two sigmoids and
     gate_u·(gate_r·eco_a − 1) + 2 (4 FLOPs) per row, then one multiply per output element [B, N,
     S, S]. Bytes: the default."""
-    query, weight = node.inputs[0], node.inputs[3]
+    query, weight = node.operand(0), node.operand(3)
     head, gate = weight.shape
     rows = query.numel // head
-    flops = query.numel + rows * (2 * head * gate + gate + (gate - 2) + 4) + node.outputs[0].numel
+    flops = query.numel + rows * (2 * head * gate + gate + (gate - 2) + 4) + node.result(0).numel
     return Cost(flops=flops, transcendentals=2 * rows)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.linalg import gemm
 from onnx_roofline.costs.rules.registry import MATRIX, register
 
@@ -53,7 +53,7 @@ ACTIVATIONS: dict[str, tuple[int, int]] = {
 }
 
 
-def activation_cost(node: OpNode, outputs: int) -> tuple[int, int]:
+def activation_cost(node: KnownNode, outputs: int) -> tuple[int, int]:
     """(FLOPs, transcendentals) of the node's `activation` attribute over `outputs` elements; no
     attribute is no activation; an activation this table lacks is an error, never zero."""
     name = node.attrs.get("activation")
@@ -90,34 +90,34 @@ def _plus(cost: Cost, flops: int) -> Cost:
 
 
 @register("SkipLayerNormalization", domain=MS)
-def skip_layer_normalization(node: OpNode) -> Cost:
+def skip_layer_normalization(node: KnownNode) -> Cost:
     """LayerNorm(input + skip + bias) over the last dim D, n elements in L = n/D rows: n adds for the
     skip, n for the bias when given, 5n + 2L for the statistics and normalize, n for gamma, n for
     beta when given — 7n + 2L with neither, 9n + 2L with both (BERT's form); L sqrts. The optional
     mean / inv_std_var / input_skip_bias_sum outputs are written (default bytes)."""
-    x = node.inputs[0]
+    x = node.operand(0)
     rows, n = norm_rows(x.shape, -1)
     adds = n * (1 + (node.input(4) is not None))
     return _plus(layer_norm(n, rows, affine=1 + (node.input(3) is not None)), adds)
 
 
 @register("SkipSimplifiedLayerNormalization", domain=MS)
-def skip_simplified_layer_normalization(node: OpNode) -> Cost:
+def skip_simplified_layer_normalization(node: KnownNode) -> Cost:
     """RMSNorm(input + skip + bias) over the last dim: n adds for the skip, n for the bias when
     given, then 4n + 2L (mean of squares, + ε, reciprocal, scale by 1/rms and gamma): 5n + 2L FLOPs
     without bias, 6n + 2L with; L sqrts."""
-    x = node.inputs[0]
+    x = node.operand(0)
     rows, n = norm_rows(x.shape, -1)
     adds = n * (1 + (node.input(3) is not None))
     return _plus(rms_norm(n, rows), adds)
 
 
 @register("SimplifiedLayerNormalization")
-def simplified_layer_normalization(node: OpNode) -> Cost:
+def simplified_layer_normalization(node: KnownNode) -> Cost:
     """onnxruntime's RMSNorm in the ai.onnx domain: X·gamma / sqrt(mean(X²) + ε) over the dims from
     `axis` (default −1) on: 4n + 2L FLOPs, L sqrts (ai.onnx RMSNormalization's count). The optional
     inv_std_var output is written."""
-    x = node.inputs[0]
+    x = node.operand(0)
     rows, n = norm_rows(x.shape, node.attrs.get("axis", -1))
     return rms_norm(n, rows)
 
@@ -130,10 +130,10 @@ def _lookup_rows(table, lookups: int) -> int:
     return table.nbytes * min(lookups, table.shape[0]) // table.shape[0]
 
 
-def _embed_layer_norm(node: OpNode, tables: dict[int, int], dequantize: bool) -> Cost:
+def _embed_layer_norm(node: KnownNode, tables: dict[int, int], dequantize: bool) -> Cost:
     """EmbedLayerNormalization and its quantized form. `tables` maps each embedding input index to
     the number of rows it looks up."""
-    out = node.outputs[0]
+    out = node.result(0)
     rows, n = norm_rows(out.shape, -1)
     adds = n * (len([i for i in tables if node.input(i) is not None]) - 1)
     cost = _plus(layer_norm(n, rows, affine=2), adds)
@@ -144,20 +144,20 @@ def _embed_layer_norm(node: OpNode, tables: dict[int, int], dequantize: bool) ->
     if dequantize:  # (q − zero point)·scale for every looked-up element, gamma and beta
         hidden = out.shape[-1]
         cost = _plus(cost, 2 * (n * len([i for i in tables if node.input(i) is not None]) + 2 * hidden))
-    reads = {node.inputs[i].name: _lookup_rows(node.inputs[i], lookups) for i, lookups in tables.items() if node.input(i) is not None}
+    reads = {t.name: _lookup_rows(t, lookups) for i, lookups in tables.items() if (t := node.input(i)) is not None}
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     return Cost(cost.flops, cost.transcendentals, bytes_read=read, useful_flops=cost.useful_flops)
 
 
-def _embedding_lookups(node: OpNode, position_ids_index: int | None) -> dict[int, int]:
-    ids = node.inputs[0]
+def _embedding_lookups(node: KnownNode, position_ids_index: int | None) -> dict[int, int]:
+    ids = node.operand(0)
     batch, seq = ids.shape
     positions = node.input(position_ids_index) if position_ids_index is not None else None
     return {2: ids.numel, 3: positions.numel if positions is not None else seq, 4: batch * seq}
 
 
 @register("EmbedLayerNormalization", domain=MS, compute_dtype=2)
-def embed_layer_normalization(node: OpNode) -> Cost:
+def embed_layer_normalization(node: KnownNode) -> Cost:
     """LayerNorm(word[input_ids] + position[position_ids] + segment[segment_ids]) over D, n = B·S·D
     elements in L = B·S rows: one add per element per table after the first (n or 2n), 7n + 2L
     (LayerNorm with gamma and beta), L sqrts; with a mask, mask_index sums each row: B·S − B adds.
@@ -167,7 +167,7 @@ def embed_layer_normalization(node: OpNode) -> Cost:
 
 
 @register("QEmbedLayerNormalization", domain=MS, compute_dtype=8)
-def q_embed_layer_normalization(node: OpNode) -> Cost:
+def q_embed_layer_normalization(node: KnownNode) -> Cost:
     """EmbedLayerNormalization with 8-bit tables, gamma and beta: the same count plus 2 FLOPs
     ((q − zero point)·scale) per looked-up element of each table and per element of gamma and beta.
     Bytes as EmbedLayerNormalization: the tables read for the rows looked up."""
@@ -178,64 +178,64 @@ def q_embed_layer_normalization(node: OpNode) -> Cost:
 
 
 @register("Gelu", domain=MS)
-def contrib_gelu(node: OpNode) -> Cost:
+def contrib_gelu(node: KnownNode) -> Cost:
     """0.5·x·(1 + erf(x/√2)): 4 FLOPs (divide, add, two multiplies) and 1 erf per element."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     return Cost(flops=GELU_ERF * n, transcendentals=n)
 
 
 @register("BiasGelu", domain=MS)
-def bias_gelu(node: OpNode) -> Cost:
+def bias_gelu(node: KnownNode) -> Cost:
     """Gelu(A + bias), erf form: 1 add + 4 = 5 FLOPs and 1 erf per element."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     return Cost(flops=(1 + GELU_ERF) * n, transcendentals=n)
 
 
 @register("FastGelu", domain=MS)
-def fast_gelu(node: OpNode) -> Cost:
+def fast_gelu(node: KnownNode) -> Cost:
     """0.5·x·(1 + tanh(0.797885·x + 0.035677·x³)) of X (+ bias): 8 FLOPs (x³ two multiplies, two
     scalings, add, 1 +, two multiplies) and 1 tanh per element, +1 FLOP for the bias when given."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     return Cost(flops=(GELU_TANH + (node.input(1) is not None)) * n, transcendentals=n)
 
 
 @register("QuickGelu", domain=MS)
-def quick_gelu(node: OpNode) -> Cost:
+def quick_gelu(node: KnownNode) -> Cost:
     """x·sigmoid(alpha·x): 2 FLOPs (scale, multiply) and 1 sigmoid per element."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     return Cost(flops=2 * n, transcendentals=n)
 
 
 @register("BiasAdd", domain=MS)
-def bias_add(node: OpNode) -> Cost:
+def bias_add(node: KnownNode) -> Cost:
     """X + bias + skip: 2 adds per output element."""
-    return Cost(flops=2 * node.outputs[0].numel)
+    return Cost(flops=2 * node.result(0).numel)
 
 
 @register("BiasSplitGelu", domain=MS)
-def bias_split_gelu(node: OpNode) -> Cost:
+def bias_split_gelu(node: KnownNode) -> Cost:
     """X [N, S, 2D] + bias, split in halves, left·Gelu(right) → [N, S, D]: per output element 2 bias
     adds (one per half), 4 for the erf Gelu and 1 multiply = 7 FLOPs, 1 erf."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     return Cost(flops=(2 + GELU_ERF + 1) * n, transcendentals=n)
 
 
 @register("BiasSoftmax", domain=MS)
-def bias_softmax(node: OpNode) -> Cost:
+def bias_softmax(node: KnownNode) -> Cost:
     """softmax(data + bias) over the dims from `axis` (default 1) on, n elements in L rows: n adds
     plus the softmax's 4n − 2L FLOPs; n exps."""
-    rows, n = norm_rows(node.inputs[0].shape, node.attrs.get("axis", 1))
+    rows, n = norm_rows(node.operand(0).shape, node.attrs.get("axis", 1))
     return Cost(flops=n + max(4 * n - 2 * rows, 0), transcendentals=n)
 
 
 # --- fused matrix ops ------------------------------------------------------------------------------
 
 
-def _fused_matmul_k(node: OpNode) -> int:
+def _fused_matmul_k(node: KnownNode) -> int:
     """The contracted size of A. transBatchA moves A's first dim next to the last (the batch dims
     shift left); transA swaps the last two: K is A's last dim without transA, else the dim that
     lands second to last — A's first under transBatchA, A's second-to-last otherwise."""
-    a = node.inputs[0].shape
+    a = node.operand(0).shape
     if not node.attrs.get("transA", 0):
         return a[-1]
     if node.attrs.get("transBatchA", 0) and len(a) > 2:
@@ -244,59 +244,59 @@ def _fused_matmul_k(node: OpNode) -> int:
 
 
 @register("FusedMatMul", "TransposeMatMul", domain=MS, unit=MATRIX)
-def fused_matmul(node: OpNode) -> Cost:
+def fused_matmul(node: KnownNode) -> Cost:
     """alpha·op(A)·op(B), op a transpose of the last two (transA/B) and/or batch dims (transBatchA/B):
     2·K per output element, plus one multiply per output when alpha ≠ 1."""
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     alpha = node.attrs.get("alpha", 1.0) != 1.0
     return Cost(flops=2 * _fused_matmul_k(node) * outputs + (outputs if alpha else 0))
 
 
 @register("FusedMatMulActivation", domain=MS, unit=MATRIX)
-def fused_matmul_activation(node: OpNode) -> Cost:
+def fused_matmul_activation(node: KnownNode) -> Cost:
     """FusedMatMul followed by `activation` per output element (the activation's elementwise count)."""
     cost = fused_matmul(node)
-    flops, transcendentals = activation_cost(node, node.outputs[0].numel)
+    flops, transcendentals = activation_cost(node, node.result(0).numel)
     return Cost(flops=cost.flops + flops, transcendentals=transcendentals)
 
 
 @register("FusedGemm", domain=MS, unit=MATRIX)
-def fused_gemm(node: OpNode) -> Cost:
+def fused_gemm(node: KnownNode) -> Cost:
     """Gemm (2·M·K·N, + M·N for alpha ≠ 1, + M·N for C, doubled when beta ≠ 1) followed by
     `activation` per output element."""
-    flops, transcendentals = activation_cost(node, node.outputs[0].numel)
+    flops, transcendentals = activation_cost(node, node.result(0).numel)
     return Cost(flops=gemm(node).flops + flops, transcendentals=transcendentals)
 
 
 @register("GemmFastGelu", domain=MS, unit=MATRIX)
-def gemm_fast_gelu(node: OpNode) -> Cost:
+def gemm_fast_gelu(node: KnownNode) -> Cost:
     """X [..., K] × W [K, N] (+ bias) then FastGelu: 2·K per output element, +1 for the bias, +8 and
     1 tanh for the tanh-form Gelu."""
-    outputs = node.outputs[0].numel
-    k = node.inputs[0].shape[-1]
+    outputs = node.result(0).numel
+    k = node.operand(0).shape[-1]
     bias = outputs if node.input(2) is not None else 0
     return Cost(flops=2 * k * outputs + bias + GELU_TANH * outputs, transcendentals=outputs)
 
 
-def _conv_flops(node: OpNode) -> int:
+def _conv_flops(node: KnownNode) -> int:
     """Conv's count: 2·taps per output (taps = (Cin/group)·kH·kW from W), + one per output for B."""
-    taps = math.prod(node.inputs[1].shape[1:])
-    outputs = node.outputs[0].numel
+    taps = math.prod(node.operand(1).shape[1:])
+    outputs = node.result(0).numel
     return 2 * taps * outputs + (outputs if node.input(2) is not None else 0)
 
 
 @register("FusedConv", domain=MS, unit=MATRIX)
-def fused_conv(node: OpNode) -> Cost:
+def fused_conv(node: KnownNode) -> Cost:
     """Conv (2·N·Cout·Hout·Wout·(Cin/group)·kH·kW, + one per output for the bias), + one add per
     output for the sum input Z, then `activation` per output element."""
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     flops, transcendentals = activation_cost(node, outputs)
     z = outputs if node.input(3) is not None else 0
     return Cost(flops=_conv_flops(node) + z + flops, transcendentals=transcendentals)
 
 
 @register("NhwcConv", domain=MS, unit=MATRIX)
-def nhwc_conv(node: OpNode) -> Cost:
+def nhwc_conv(node: KnownNode) -> Cost:
     """Conv in NHWC layout: the same count, 2·taps per output (taps = (Cin/group)·kH·kW from W
     [M, C/group, kH, kW]) + one per output for the bias."""
     return Cost(flops=_conv_flops(node))
@@ -318,7 +318,7 @@ NAMED_ACTIVATIONS: dict[str, tuple[int, int]] = {
 SWIGLU = 4  # G·sigmoid(alpha·G)·(L + beta): alpha·G, G·σ, L + beta, the product; 1 sigmoid
 
 
-def named_activation(node: OpNode, name: str, elements: int) -> tuple[int, int]:
+def named_activation(node: KnownNode, name: str, elements: int) -> tuple[int, int]:
     """(FLOPs, transcendentals) of activation `name` over `elements`; an unknown name is an error."""
     key = (name.decode() if isinstance(name, bytes) else name).lower()
     if key not in NAMED_ACTIVATIONS:
@@ -327,9 +327,9 @@ def named_activation(node: OpNode, name: str, elements: int) -> tuple[int, int]:
     return flops * elements, transcendentals * elements
 
 
-def _group_norm(node: OpNode, adds: int) -> Cost:
+def _group_norm(node: KnownNode, adds: int) -> Cost:
     """GroupNorm's count over X (n elements, L = N·groups) after `adds` elementwise adds per element."""
-    x = node.inputs[0]
+    x = node.operand(0)
     n = x.numel
     cost = _plus(layer_norm(n, x.shape[0] * node.attrs["groups"], affine=2), adds * n)
     if node.attrs.get("activation", 0):  # SiLU: x·sigmoid(x)
@@ -338,7 +338,7 @@ def _group_norm(node: OpNode, adds: int) -> Cost:
 
 
 @register("GroupNorm", domain=MS)
-def group_norm(node: OpNode) -> Cost:
+def group_norm(node: KnownNode) -> Cost:
     """X [N, H, W, C] (channels_last=1, the default) or [N, C, H, W], C channels in `groups` groups,
     n elements in L = N·groups groups: 5n + 2L to standardize, n for gamma, n for beta (7n + 2L),
     L sqrts; activation=1 (SiLU, x·sigmoid(x)) adds n FLOPs and n sigmoids."""
@@ -346,7 +346,7 @@ def group_norm(node: OpNode) -> Cost:
 
 
 @register("SkipGroupNorm", domain=MS)
-def skip_group_norm(node: OpNode) -> Cost:
+def skip_group_norm(node: KnownNode) -> Cost:
     """GroupNorm(X + skip + bias): n adds for the skip (broadcast from [N, C] or [N, 1, 1, C] or
     whole), n for the bias when given, then GroupNorm's 7n + 2L (+ n and n sigmoids for SiLU); L
     sqrts. The sum S (output 1), when asked for, is written."""
@@ -354,11 +354,11 @@ def skip_group_norm(node: OpNode) -> Cost:
 
 
 @register("BranchwiseRMSNorm", domain=MS)
-def branchwise_rms_norm(node: OpNode) -> Cost:
+def branchwise_rms_norm(node: KnownNode) -> Cost:
     """An RMS norm of each branch's H features: X grouped [..., C, H] (or flattened [..., C·H] with
     num_branches = C), n elements in L = n/H rows: 4n + 2L with the optional scale, 3n + 2L without
     (no scale multiply); L sqrts."""
-    x = node.inputs[0]
+    x = node.operand(0)
     branches = node.attrs.get("num_branches", 0)
     width = x.shape[-1] // branches if branches else x.shape[-1]
     rows = x.numel // width
@@ -367,12 +367,12 @@ def branchwise_rms_norm(node: OpNode) -> Cost:
 
 
 @register("GatedRMSNorm", domain=MS)
-def gated_rms_norm(node: OpNode) -> Cost:
+def gated_rms_norm(node: KnownNode) -> Cost:
     """Y = X·rsqrt(mean(X²) + ε)·scale·act(gate), the mean over each group of C = len(scale)
     elements (L = n/C rows): 4n + 2L and L sqrts for the RMS norm with scale, n for the gating
     multiply, and the gate's activation per element: silu/swish z·sigmoid(z) 1 FLOP and 1 sigmoid,
     sigmoid 1 sigmoid."""
-    x, scale = node.inputs[0], node.inputs[1]
+    x, scale = node.operand(0), node.operand(1)
     n = x.numel
     flops, transcendentals = named_activation(node, node.attrs.get("activation", "silu"), n)
     cost = rms_norm(n, n // scale.numel)
@@ -380,29 +380,29 @@ def gated_rms_norm(node: OpNode) -> Cost:
 
 
 @register("ScaledSiLU", domain=MS)
-def scaled_silu(node: OpNode) -> Cost:
+def scaled_silu(node: KnownNode) -> Cost:
     """z = scale·x, y = z·sigmoid(z): 2 FLOPs (scale, multiply) and 1 sigmoid per element
     (QuickGelu's count)."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     return Cost(flops=2 * n, transcendentals=n)
 
 
 @register("SwiGLU", domain=MS)
-def swiglu(node: OpNode) -> Cost:
+def swiglu(node: KnownNode) -> Cost:
     """G·sigmoid(alpha·G)·(L + beta) per output element (G the gate, L the up half): alpha·G, G·σ,
     L + beta and the product, 4 FLOPs, and 1 sigmoid; a limit > 0 clamps G above and L on both
     sides: 3 more."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     clamps = 3 if node.attrs.get("limit", 0.0) > 0 else 0
     return Cost(flops=(SWIGLU + clamps) * n, transcendentals=n)
 
 
 @register("BiasDropout", domain=MS)
-def bias_dropout(node: OpNode) -> Cost:
+def bias_dropout(node: KnownNode) -> Cost:
     """Dropout(data + bias) + residual: per element 1 add for the bias and 1 for the residual when
     given; in training (training_mode a constant true) 2 more (compare a draw with the ratio, scale
     the kept value: the Dropout rule's count). The bool mask, when asked for, is written."""
-    n = node.outputs[0].numel
+    n = node.result(0).numel
     flag = node.input_value(4)
     training = flag is not None and flag.size > 0 and bool(flag.reshape(-1)[0])
     return Cost(flops=n * (1 + (node.input(2) is not None) + 2 * training))
@@ -411,19 +411,19 @@ def bias_dropout(node: OpNode) -> Cost:
 # --- GemmFloat8, mixture of experts --------------------------------------------------------------
 
 
-def text_attr(node: OpNode, name: str, default: str) -> str:
+def text_attr(node: KnownNode, name: str, default: str) -> str:
     value = node.attrs.get(name, default)
     return value.decode() if isinstance(value, bytes) else value
 
 
 @register("GemmFloat8", domain=MS, unit=MATRIX)
-def gemm_float8(node: OpNode) -> Cost:
+def gemm_float8(node: KnownNode) -> Cost:
     """Y = activation(alpha·A'·B' + beta·C), A and B in float8 (or float): 2·M·K·N, + M·N for
     alpha ≠ 1, + M·N for C when beta ≠ 0 (the default; 2·M·N when beta ∉ {0, 1}), + M·N to apply
     scaleA·scaleB/scaleY when any scale is given, + the activation per output (RELU 1; GELU, the
     tanh form cuBLASLt applies, 8 and 1 tanh). Computes in A's dtype (float8: the fp8 peak)."""
-    a = node.inputs[0].shape
-    outputs = node.outputs[0].numel
+    a = node.operand(0).shape
+    outputs = node.result(0).numel
     flops = 2 * (a[0] if node.attrs.get("transA", 0) else a[1]) * outputs
     flops += outputs * (node.attrs.get("alpha", 1.0) != 1.0)
     beta = node.attrs.get("beta", 0.0)
@@ -435,7 +435,7 @@ def gemm_float8(node: OpNode) -> Cost:
     return Cost(flops=flops + extra * outputs, transcendentals=transcendentals * outputs)
 
 
-def expert_reads(node: OpNode, experts: int, used: int, indices: tuple[int, ...]) -> dict[str, int]:
+def expert_reads(node: KnownNode, experts: int, used: int, indices: tuple[int, ...]) -> dict[str, int]:
     """Bytes of the per-expert tensors at `indices` ([E, ...] weights, scales, biases, zero points)
     when `used` of the `experts` are routed to: each used expert's slice is read once."""
     reads = {}
@@ -446,10 +446,10 @@ def expert_reads(node: OpNode, experts: int, used: int, indices: tuple[int, ...]
     return reads
 
 
-def _moe(node: OpNode, weights: dict[str, int], biases: tuple[int, int, int], fc3: bool) -> tuple[int, int, int]:
+def _moe(node: KnownNode, weights: dict[str, int], biases: tuple[int, int, int], fc3: bool) -> tuple[int, int, int]:
     """(FLOPs, transcendentals, used experts) of a mixture of experts over T tokens of width D, E
     experts, top-k routing. `weights`: {"fused": f·I (fc1's output width), "inter": I}."""
-    x, router = node.inputs[0], node.inputs[1]
+    x, router = node.operand(0), node.operand(1)
     hidden, experts = x.shape[-1], router.shape[-1]
     tokens, k = x.numel // hidden, node.attrs.get("k", 1)
     fused, inter = weights["fused"], weights["inter"]
@@ -471,7 +471,7 @@ def _moe(node: OpNode, weights: dict[str, int], biases: tuple[int, int, int], fc
 
 
 @register("MoE", domain=MS, unit=MATRIX)
-def moe(node: OpNode) -> Cost:
+def moe(node: KnownNode) -> Cost:
     """Mixture of experts, input [T, D] (or [B, S, D]), router logits [T, E], fc1 [E, f·I, D]
     (f = 2 when the gate and up projections are fused), fc2 [E, D, I], optional fc3 [E, I, D]. Per
     token: softmax over E (4E − 2 FLOPs, E exps), top-k (k·(E − 1) compares), 2k − 1 to renormalize
@@ -481,31 +481,31 @@ def moe(node: OpNode) -> Cost:
     weight and accumulate the expert's output. Bytes: each expert's weights and biases are read once
     when any token is routed to it (min(E, T·k) experts), the rest default."""
     fc3 = node.input(6) is not None
-    flops, transcendentals, used = _moe(node, {"fused": node.inputs[2].shape[1], "inter": node.inputs[4].shape[2]}, (3, 5, 7), fc3)
-    reads = expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7))
+    flops, transcendentals, used = _moe(node, {"fused": node.operand(2).shape[1], "inter": node.operand(4).shape[2]}, (3, 5, 7), fc3)
+    reads = expert_reads(node, node.operand(1).shape[-1], used, (2, 3, 4, 5, 6, 7))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read)
 
 
 @register("QMoE", domain=MS, unit=MATRIX)
-def qmoe(node: OpNode) -> Cost:
+def qmoe(node: KnownNode) -> Cost:
     """MoE with block- or channel-quantized expert weights (uint8 packing 8/bits values per byte,
     bits from expert_weight_bits, default 4): MoE's count; `dequantize_flops` each weight element of
     each used expert dequantized once ((q − zero point)·scale: 2 FLOPs, 1 without zero points). f·I from fc1's
     rows, I = f·I / 2 under swiglu_fusion, D from the input. Bytes: the used experts' quantized
     weights, scales, biases and zero points (min(E, T·k) of E), the rest default. Parameters: every
     expert's weights as their logical elements (f·I·D, D·I, I·D), scales and zero points 0."""
-    hidden = node.inputs[0].shape[-1]
-    fused = node.inputs[2].shape[1]
+    hidden = node.operand(0).shape[-1]
+    fused = node.operand(2).shape[1]
     inter = fused // 2 if node.attrs.get("swiglu_fusion", 0) else fused
     fc3 = node.input(8) is not None
     flops, transcendentals, used = _moe(node, {"fused": fused, "inter": inter}, (4, 7, 10), fc3)
     weight_elements = used * (fused * hidden + hidden * inter + (inter * hidden if fc3 else 0))
     zero_points = any(node.input(i) is not None for i in (11, 12, 13))
     dequantize = weight_elements * (2 if zero_points else 1)
-    reads = expert_reads(node, node.inputs[1].shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
+    reads = expert_reads(node, node.operand(1).shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
-    experts = node.inputs[1].shape[-1]
+    experts = node.operand(1).shape[-1]
     logical = {2: experts * fused * hidden, 5: experts * hidden * inter, 8: experts * inter * hidden}  # all experts' weights
     metadata = ((3, 0), (6, 0), (9, 0), (11, 0), (12, 0), (13, 0))  # scales and zero points
     parameters = tuple(logical.items()) + metadata
@@ -515,43 +515,43 @@ def qmoe(node: OpNode) -> Cost:
 # --- hyper-connections -----------------------------------------------------------------------------
 
 
-def _branches(node: OpNode) -> tuple[int, int]:
+def _branches(node: KnownNode) -> tuple[int, int]:
     """(C, H): streams grouped [..., C, H], or flattened [..., C·H] with num_branches = C."""
-    streams = node.inputs[0].shape
+    streams = node.operand(0).shape
     branches = node.attrs.get("num_branches", 0)
     return (branches, streams[-1] // branches) if branches else (streams[-2], streams[-1])
 
 
 @register("HyperConnectionPreMix", domain=MS)
-def hyper_connection_pre_mix(node: OpNode) -> Cost:
+def hyper_connection_pre_mix(node: KnownNode) -> Cost:
     """Y[..., h] = reduction_scale·Σ_c X[..., c, h]·pre_mix[..., c, h] over C streams: C
     multiply-adds, 2·C FLOPs, per output element, + 1 for a reduction_scale ≠ 1."""
     branches, _ = _branches(node)
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     return Cost(flops=outputs * (2 * branches + (node.attrs.get("reduction_scale", 1.0) != 1.0)))
 
 
 @register("HyperConnectionPostMix", domain=MS)
-def hyper_connection_post_mix(node: OpNode) -> Cost:
+def hyper_connection_post_mix(node: KnownNode) -> Cost:
     """Y[..., k, h] = Σ_c stream_mix[..., c, k]·X[..., c, h] + post_mix[..., k, h]·block_output[..., h]:
     per output element 2·C FLOPs for the stream mix when given (the identity otherwise: none) and
     2 for the injection (a multiply-add)."""
     branches, _ = _branches(node)
     mix = 2 * branches if node.input(3) is not None else 0
-    return Cost(flops=node.outputs[0].numel * (mix + 2))
+    return Cost(flops=node.result(0).numel * (mix + 2))
 
 
 @register("HyperConnectionLowRankMix", domain=MS, unit=MATRIX)
-def hyper_connection_low_rank_mix(node: OpNode) -> Cost:
+def hyper_connection_low_rank_mix(node: KnownNode) -> Cost:
     """One hyper-connection block over T rows of C streams × H features (n = T·C·H), rank R: the
     prologue S = streams + prev_post_gate·prev_block_output (2n, when given); an RMS norm per branch
     with norm_scale (4n + 2·T·C, T·C sqrts); hn·down (2·n·R) and ScaledSiLU on it (2·T·R, T·R
     sigmoids); ·up (2·n·R) and a sigmoid per stream feature (n); pre_output Σ_c hn·g (2n, + T·H for
     a reduction_scale ≠ 1); hn·inject (2·n·C), / gate_div and · gate_mul (2·T·C), T·C sigmoids."""
     branches, width = _branches(node)
-    n = node.inputs[0].numel
+    n = node.operand(0).numel
     rows = n // (branches * width)
-    rank = node.inputs[2].shape[1]
+    rank = node.operand(2).shape[1]
     prologue = 2 * n if node.input(5) is not None and node.input(6) is not None else 0
     scale = rows * width * (node.attrs.get("reduction_scale", 1.0) != 1.0)
     flops = prologue + 4 * n + 2 * rows * branches + 4 * n * rank + 2 * rows * rank + 2 * n + scale + 2 * n * branches + 2 * rows * branches

@@ -16,15 +16,15 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import VIEW, Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
 
 
 def per_element(op_type: str, flops: int, transcendentals: int, formula: str, **options) -> None:
     """Register `op_type` at a fixed count per output element; `formula` becomes the rule's doc."""
 
-    def rule(node: OpNode) -> Cost:
-        outputs = node.outputs[0].numel
+    def rule(node: KnownNode) -> Cost:
+        outputs = node.result(0).numel
         return Cost(flops=flops * outputs, transcendentals=transcendentals * outputs)
 
     counts = [f"{flops} FLOP{'s' * (flops != 1)}"]
@@ -113,25 +113,25 @@ per_element(
 
 
 @register("Gelu")
-def gelu(node: OpNode) -> Cost:
+def gelu(node: KnownNode) -> Cost:
     """approximate="none": 0.5·x·(1 + erf(x/√2)) — 1 transcendental (erf) and 4 FLOPs (divide, add,
     two multiplies) per output element. approximate="tanh": 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
     — 1 transcendental (tanh) and 8 FLOPs (x³ two multiplies, then multiply, add, multiply, add and
     two multiplies)."""
     approximate = node.attrs.get("approximate", "none")
     approximate = approximate.decode() if isinstance(approximate, bytes) else approximate
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     return Cost(flops=(8 if approximate == "tanh" else 4) * outputs, transcendentals=outputs)
 
 
 @register("Pow")
-def pow_(node: OpNode) -> Cost:
+def pow_(node: KnownNode) -> Cost:
     """x^y. A constant exponent with one integer value n costs the multiplies of exponentiation by
     squaring per output element, bit_length(|n|) + popcount(|n|) − 2 FLOPs (x² is 1 multiply, x³ 2,
     x⁴ 2, x⁰ and x¹ none), plus one divide when n < 0. Any other exponent (a tensor of values, a
     fraction) is one transcendental per output element: pow as XLA counts kPower (sqrt or rsqrt
     for ±0.5)."""
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     exponent = node.input_value(1)
     if exponent is None or exponent.size == 0 or not (exponent == exponent.flat[0]).all():
         return Cost(transcendentals=outputs)
@@ -144,43 +144,43 @@ def pow_(node: OpNode) -> Cost:
 
 
 @register("Sum", "Max", "Min")
-def variadic(node: OpNode) -> Cost:
+def variadic(node: KnownNode) -> Cost:
     """k inputs broadcast to the output: k − 1 adds (or compares) per output element; one input is a
     copy (0 FLOPs, bytes still moved). The same tensor passed twice is two operands but one read."""
-    return Cost(flops=(len(node.present_inputs) - 1) * node.outputs[0].numel)
+    return Cost(flops=(len(node.present_inputs) - 1) * node.result(0).numel)
 
 
 @register("Mean")
-def mean(node: OpNode) -> Cost:
+def mean(node: KnownNode) -> Cost:
     """k inputs broadcast to the output: k − 1 adds and one divide by k per output element, k FLOPs."""
-    return Cost(flops=len(node.present_inputs) * node.outputs[0].numel)
+    return Cost(flops=len(node.present_inputs) * node.result(0).numel)
 
 
 @register("Clip", since=1)
-def clip_attributes(node: OpNode) -> Cost:
+def clip_attributes(node: KnownNode) -> Cost:
     """Before opset 11 the bounds are attributes (from opset 6 both default to ∓FLT_MAX, so both
     apply): one min or max per bound per output element."""
     bounds = sum(name in node.attrs for name in ("min", "max"))
-    return Cost(flops=bounds * node.outputs[0].numel)
+    return Cost(flops=bounds * node.result(0).numel)
 
 
 @register("Clip", since=11)
-def clip_inputs(node: OpNode) -> Cost:
+def clip_inputs(node: KnownNode) -> Cost:
     """From opset 11 the bounds are optional inputs `min`, `max`: one max or min per bound given,
     per output element; no bound given is a copy (0 FLOPs). Bound tensors are read (default bytes)."""
     bounds = sum(node.input(index) is not None for index in (1, 2))
-    return Cost(flops=bounds * node.outputs[0].numel)
+    return Cost(flops=bounds * node.result(0).numel)
 
 
 @register("CastLike")
-def cast_like(node: OpNode) -> Cost:
+def cast_like(node: KnownNode) -> Cost:
     """A conversion to target_type's dtype, no arithmetic. Bytes: reads the input and writes the
     output; target_type contributes only its dtype, so its data is not counted as read."""
-    return Cost(bytes_read=node.inputs[0].nbytes)
+    return Cost(bytes_read=node.operand(0).nbytes)
 
 
 @register("Identity", "BitCast")
-def view(node: OpNode) -> Cost:
+def view(node: KnownNode) -> Cost:
     """A pure view: no arithmetic, no data moved (BitCast reinterprets the same bits as a dtype of
     the same width, as a reinterpret_cast does)."""
     return VIEW

@@ -6,25 +6,25 @@ import math
 import re
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, VECTOR, register
 
 
 @register("MatMul", unit=MATRIX)
-def matmul(node: OpNode) -> Cost:
+def matmul(node: KnownNode) -> Cost:
     """[..., M, K] × [..., K, N]: 2·M·K·N per (broadcast) batch element, i.e. 2·K per output element.
     1-D operands follow numpy (K-vector). Bytes: the default (A, B read once; Y written once)."""
-    k = node.inputs[0].shape[-1]
-    return Cost(flops=2 * k * node.outputs[0].numel)
+    k = node.operand(0).shape[-1]
+    return Cost(flops=2 * k * node.result(0).numel)
 
 
 @register("Gemm", unit=MATRIX)
-def gemm(node: OpNode) -> Cost:
+def gemm(node: KnownNode) -> Cost:
     """Y = alpha·A'·B' + beta·C: 2·M·K·N, plus M·N for adding C (a bias), plus M·N for each
     scaling by alpha or beta that is not 1."""
-    a = node.inputs[0].shape
+    a = node.operand(0).shape
     k = a[0] if node.attrs.get("transA", 0) else a[1]
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     flops = 2 * k * outputs
     if node.attrs.get("alpha", 1.0) != 1.0:
         flops += outputs
@@ -37,7 +37,7 @@ _EINSUM_TERM = re.compile(r"[A-Za-z]|\.\.\.")
 
 
 @register("Einsum", unit=MATRIX)
-def einsum(node: OpNode) -> Cost:
+def einsum(node: KnownNode) -> Cost:
     """Contracted pairwise, left to right (torch.einsum's order; onnxruntime's kernel also takes
     the operands in order), each index summed away as soon as no later operand and not the output
     needs it. First, each operand's own indices that appear nowhere else are summed: numel(in) −
@@ -57,7 +57,8 @@ def einsum(node: OpNode) -> Cost:
         label for label in every if every.count(label) == 1 or label.startswith("...")
     }
     flops, current = 0, None
-    for position, labels in enumerate(operands):
+    for position, term in enumerate(operands):
+        labels = set(term)
         later = {label for rest in operands[position + 1 :] for label in rest} | output
         own = set(labels) - later - (set(current) if current is not None else set())
         if own:  # summed within this operand before it meets the others

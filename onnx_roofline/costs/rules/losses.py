@@ -10,7 +10,7 @@ the samples not ignored)."""
 from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
 
 
@@ -18,7 +18,7 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def nll_flops(node: OpNode, samples: int, weighted: bool) -> int:
+def nll_flops(node: KnownNode, samples: int, weighted: bool) -> int:
     """The per-sample pick-and-weight arithmetic and the reduction, for S = `samples`."""
     ignored = node.attrs.get("ignore_index") is not None
     per_sample = 1 + (1 if weighted else 0) + (1 if ignored else 0)
@@ -34,13 +34,13 @@ def nll_flops(node: OpNode, samples: int, weighted: bool) -> int:
 
 
 @register("NegativeLogLikelihoodLoss", since=12)
-def negative_log_likelihood_loss(node: OpNode) -> Cost:
+def negative_log_likelihood_loss(node: KnownNode) -> Cost:
     """loss = −input[n, target, d…] (· weight[target]): per sample 1 FLOP, +1 with `weight`, +1
     with `ignore_index`; then the reduction ('sum' S − 1, 'mean' S adds-and-divide, + S − 1 for a
     weight or ignore_index denominator). Bytes (overridden, a gather): the op reads one element of
     `input` per sample — S elements, at most the whole input — not the C-wide class rows; the
     target whole; and S picked weights, at most the whole `weight`."""
-    x, target, weight = node.inputs[0], node.inputs[1], node.input(2)
+    x, target, weight = node.operand(0), node.operand(1), node.input(2)
     samples = target.numel
     read = target.nbytes + min(x.nbytes, (samples * x.bits + 7) // 8)
     if weight is not None and weight.name not in (x.name, target.name):
@@ -49,13 +49,13 @@ def negative_log_likelihood_loss(node: OpNode) -> Cost:
 
 
 @register("SoftmaxCrossEntropyLoss", since=12)
-def softmax_cross_entropy_loss(node: OpNode) -> Cost:
+def softmax_cross_entropy_loss(node: KnownNode) -> Cost:
     """LogSoftmax over the class axis, then NegativeLogLikelihoodLoss. LogSoftmax as its own rule:
     per line of C classes 4C − 2 FLOPs and C + 1 transcendentals (C exps, one log), S = N·d1·…·dk
     lines. Then the NLL arithmetic per sample and the reduction (see NegativeLogLikelihoodLoss).
     Bytes: the default — every score is read (the softmax needs them all), labels and weights
     once, the loss and the optional log_prob written."""
-    scores, labels = node.inputs[0], node.inputs[1]
+    scores, labels = node.operand(0), node.operand(1)
     samples, classes = labels.numel, scores.shape[1]
     elements = samples * classes
     log_softmax_flops = max(4 * elements - 2 * samples, 0)

@@ -27,11 +27,12 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
 
 from onnx import AttributeProto
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
 from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
@@ -39,7 +40,7 @@ ML = "ai.onnx.ml"
 _NOT_MODEL = ("nodes_hitrates", "nodes_hitrates_as_tensor")
 
 
-def attribute_bytes(node: OpNode, skip: Iterable[str] = _NOT_MODEL) -> int:
+def attribute_bytes(node: KnownNode, skip: Iterable[str] = _NOT_MODEL) -> int:
     """Bytes of the node's numeric list and tensor attributes (its model weights), each read once."""
     skipped = set(skip)
     total = 0
@@ -56,14 +57,14 @@ def attribute_bytes(node: OpNode, skip: Iterable[str] = _NOT_MODEL) -> int:
     return total
 
 
-def no_strings(node: OpNode) -> None:
+def no_strings(node: KnownNode) -> None:
     """Raise when a present input or output is a string tensor (its bytes depend on its values)."""
     for tensor in (*node.present_inputs, *node.present_outputs):
         if tensor.dtype == "string":
             raise ValueError(f"string tensor {tensor.name!r} has data-dependent byte sizes; not costed")
 
 
-def with_model_bytes(node: OpNode, flops: int, transcendentals: int = 0) -> Cost:
+def with_model_bytes(node: KnownNode, flops: int, transcendentals: int = 0) -> Cost:
     """A cost whose bytes read are the default plus the attribute-held model weights."""
     no_strings(node)
     return Cost(flops, transcendentals, bytes_read=node.distinct_input_bytes() + attribute_bytes(node))
@@ -76,7 +77,7 @@ def _text(value) -> str:
 _POST = {0: "NONE", 1: "SOFTMAX", 2: "LOGISTIC", 3: "SOFTMAX_ZERO", 4: "PROBIT"}
 
 
-def post_transform(node: OpNode, rows: int, width: int) -> tuple[int, int]:
+def post_transform(node: KnownNode, rows: int, width: int) -> tuple[int, int]:
     """(FLOPs, transcendentals) of the `post_transform` attribute over `rows` rows of `width` scores."""
     kind = node.attrs.get("post_transform", "NONE")
     kind = _POST.get(kind, "NONE") if isinstance(kind, int) else _text(kind)
@@ -92,9 +93,9 @@ def post_transform(node: OpNode, rows: int, width: int) -> tuple[int, int]:
     return 0, 0
 
 
-def _rows(node: OpNode) -> tuple[int, int]:
+def _rows(node: KnownNode) -> tuple[int, int]:
     """(N, F): samples and features of input X ([N, F], or [F] as one sample)."""
-    x = node.inputs[0]
+    x = node.operand(0)
     features = x.shape[-1] if x.rank else 1
     return (x.numel // features if features else 0), features
 
@@ -103,45 +104,45 @@ def _rows(node: OpNode) -> tuple[int, int]:
 
 
 @register("Binarizer", domain=ML)
-def binarizer(node: OpNode) -> Cost:
+def binarizer(node: KnownNode) -> Cost:
     """x > threshold ? 1 : 0: one compare-select per element. Bytes: the default."""
     no_strings(node)
-    return Cost(flops=node.outputs[0].numel)
+    return Cost(flops=node.result(0).numel)
 
 
 @register("Scaler", domain=ML)
-def scaler(node: OpNode) -> Cost:
+def scaler(node: KnownNode) -> Cost:
     """(x − offset)·scale: 2 FLOPs per element. Bytes: the default plus `scale` and `offset`."""
-    return with_model_bytes(node, 2 * node.outputs[0].numel)
+    return with_model_bytes(node, 2 * node.result(0).numel)
 
 
 @register("Imputer", domain=ML)
-def imputer(node: OpNode) -> Cost:
+def imputer(node: KnownNode) -> Cost:
     """x == replaced_value (or isnan) ? imputed : x: one compare-select per element. Bytes: the
     default plus the imputed values."""
-    return with_model_bytes(node, node.outputs[0].numel)
+    return with_model_bytes(node, node.result(0).numel)
 
 
 @register("Normalizer", domain=ML, compute_dtype="float32")
-def normalizer(node: OpNode) -> Cost:
+def normalizer(node: KnownNode) -> Cost:
     """Per row of C (the last axis), as the reference: MAX |x| then max (C + C − 1), L1 |x| then sum
     (C + C − 1), L2 x² then sum (C + C − 1) and one sqrt (transcendental); then the clamp of the
     divisor (1) and C divides: 3C FLOPs per row in every mode, L2 + 1 transcendental per row."""
     no_strings(node)
     rows, _ = _rows(node)
     norm = _text(node.attrs.get("norm", "MAX"))
-    return Cost(flops=3 * node.inputs[0].numel, transcendentals=rows if norm == "L2" else 0)
+    return Cost(flops=3 * node.operand(0).numel, transcendentals=rows if norm == "L2" else 0)
 
 
 @register("LabelEncoder", domain=ML)
-def label_encoder(node: OpNode) -> Cost:
+def label_encoder(node: KnownNode) -> Cost:
     """One hash lookup per element (1). Bytes: the default plus the keys/values table. String keys
     or values: not costed (string bytes are data-dependent)."""
-    return with_model_bytes(node, node.outputs[0].numel)
+    return with_model_bytes(node, node.result(0).numel)
 
 
 @register("CategoryMapper", domain=ML)
-def category_mapper(node: OpNode) -> Cost:
+def category_mapper(node: KnownNode) -> Cost:
     """Strings ↔ int64 through a table: one side is always a string tensor, whose bytes depend on
     its values, so the op is not costed (reported with that reason)."""
     no_strings(node)
@@ -149,24 +150,24 @@ def category_mapper(node: OpNode) -> Cost:
 
 
 @register("OneHotEncoder", domain=ML)
-def one_hot_encoder(node: OpNode) -> Cost:
+def one_hot_encoder(node: KnownNode) -> Cost:
     """One category lookup per input element (1); writing the one-hot rows is a store. Bytes: the
     default (the [.., categories] float output dominates) plus `cats_int64s`."""
-    return with_model_bytes(node, node.inputs[0].numel)
+    return with_model_bytes(node, node.operand(0).numel)
 
 
 @register("ArrayFeatureExtractor", domain=ML)
-def array_feature_extractor(node: OpNode) -> Cost:
+def array_feature_extractor(node: KnownNode) -> Cost:
     """A gather along the last axis: 0 FLOPs. Bytes (overridden, a partial read): the selected
     elements of X — the output's count, at most all of X — plus the indices Y; the output written."""
     no_strings(node)
-    x, indices, z = node.inputs[0], node.inputs[1], node.outputs[0]
+    x, indices, z = node.operand(0), node.operand(1), node.result(0)
     kept = min(x.nbytes, (z.numel * x.bits + 7) // 8)
     return Cost(bytes_read=kept + (indices.nbytes if indices.name != x.name else 0))
 
 
 @register("FeatureVectorizer", domain=ML)
-def feature_vectorizer(node: OpNode) -> Cost:
+def feature_vectorizer(node: KnownNode) -> Cost:
     """A concatenation (with a cast to float): 0 FLOPs. Bytes: the default."""
     no_strings(node)
     return Cost()
@@ -176,21 +177,21 @@ def feature_vectorizer(node: OpNode) -> Cost:
 
 
 @register("ZipMap", domain=ML)
-def zip_map(node: OpNode) -> Cost:
+def zip_map(node: KnownNode) -> Cost:
     """Pairs each score of X [N, C] with its label: 0 FLOPs. Bytes: X read, N maps of C entries
     (key + float32 value) written, plus the labels attribute. String labels: not costed."""
     return with_model_bytes(node, 0)
 
 
 @register("DictVectorizer", domain=ML)
-def dict_vectorizer(node: OpNode) -> Cost:
+def dict_vectorizer(node: KnownNode) -> Cost:
     """One map lookup per vocabulary key (V): V FLOPs. Bytes: the map's entries read (key +
     value each), the [1, V] output written, plus the vocabulary."""
-    return with_model_bytes(node, node.outputs[0].numel)
+    return with_model_bytes(node, node.result(0).numel)
 
 
 @register("CastMap", domain=ML)
-def cast_map(node: OpNode) -> Cost:
+def cast_map(node: KnownNode) -> Cost:
     """Writes the map's values as a [1, W] tensor, cast (as Cast: 0 FLOPs). Bytes: the map's
     entries read, the output written."""
     no_strings(node)
@@ -201,30 +202,30 @@ def cast_map(node: OpNode) -> Cost:
 
 
 @register("LinearClassifier", domain=ML, unit=MATRIX, compute_dtype="float32")
-def linear_classifier(node: OpNode) -> Cost:
+def linear_classifier(node: KnownNode) -> Cost:
     """E = len(coefficients)/F score vectors: per sample 2·F·E (a GEMM), + E with `intercepts`,
     + K − 1 compares for the label's argmax over the K scores of Z; then the post transform on Z.
     Bytes: the default plus coefficients and intercepts."""
     rows, features = _rows(node)
     sets = len(node.attrs.get("coefficients") or []) // max(features, 1)
-    width = node.outputs[1].shape[-1] if node.output(1) is not None else sets
+    width = node.result(1).shape[-1] if node.output(1) is not None else sets
     per_row = 2 * features * sets + (sets if node.attrs.get("intercepts") else 0) + max(width - 1, 0)
     post_flops, post_transcendentals = post_transform(node, rows, width)
     return with_model_bytes(node, rows * per_row + post_flops, post_transcendentals)
 
 
 @register("LinearRegressor", domain=ML, unit=MATRIX, compute_dtype="float32")
-def linear_regressor(node: OpNode) -> Cost:
+def linear_regressor(node: KnownNode) -> Cost:
     """T targets: per sample 2·F·T (a GEMM), + T with `intercepts`; then the post transform.
     Bytes: the default plus coefficients and intercepts."""
     rows, features = _rows(node)
-    targets = node.outputs[0].shape[-1] if node.outputs[0].rank else 1
+    targets = node.result(0).shape[-1] if node.result(0).rank else 1
     per_row = 2 * features * targets + (targets if node.attrs.get("intercepts") else 0)
     post_flops, post_transcendentals = post_transform(node, rows, targets)
     return with_model_bytes(node, rows * per_row + post_flops, post_transcendentals)
 
 
-def kernel_cost(node: OpNode, features: int) -> tuple[int, int]:
+def kernel_cost(node: KnownNode, features: int) -> tuple[int, int]:
     """(FLOPs, transcendentals) of one kernel evaluation k(x, sv) over F features."""
     kind = _text(node.attrs.get("kernel_type", "LINEAR")).upper()
     if kind == "LINEAR":
@@ -239,7 +240,7 @@ def kernel_cost(node: OpNode, features: int) -> tuple[int, int]:
 
 
 @register("SVMClassifier", domain=ML, unit=MATRIX, compute_dtype="float32")
-def svm_classifier(node: OpNode) -> Cost:
+def svm_classifier(node: KnownNode) -> Cost:
     """With V support vectors in C classes (one-vs-one, P = C(C−1)/2 pairs), per sample: V kernel
     evaluations (LINEAR 2F; POLY 2F + 2 and a power; RBF 3F + 1 and an exp; SIGMOID 2F + 2 and a
     tanh), the P decision values — each sums coefficient·kernel over both classes' vectors, 2(C − 1)V
@@ -263,13 +264,13 @@ def svm_classifier(node: OpNode) -> Cost:
     else:
         classes = len(node.attrs.get("coefficients") or []) // max(features, 1)
         flops, transcendentals = 2 * features * classes + classes + max(classes - 1, 0), 0
-    width = node.outputs[1].shape[-1] if node.output(1) is not None and node.outputs[1].rank else classes
+    width = node.result(1).shape[-1] if node.output(1) is not None and node.result(1).rank else classes
     post_flops, post_transcendentals = post_transform(node, rows, width)
     return with_model_bytes(node, rows * flops + post_flops, rows * transcendentals + post_transcendentals)
 
 
 @register("SVMRegressor", domain=ML, unit=MATRIX, compute_dtype="float32")
-def svm_regressor(node: OpNode) -> Cost:
+def svm_regressor(node: KnownNode) -> Cost:
     """With V = n_supports support vectors, per sample: V kernel evaluations (as SVMClassifier),
     2V for Σ coefficient·kernel and 1 for rho; without (a linear SVM), 2F + 1. one_class: + 1
     compare (the sign). Then the post transform. Bytes: the default plus the support vectors,
@@ -289,11 +290,14 @@ def svm_regressor(node: OpNode) -> Cost:
 # --- tree ensembles ------------------------------------------------------------------------------
 
 
-def tree_depth(root: Hashable, children: Callable[[Hashable], list[Hashable]], is_leaf) -> int:
+Key = TypeVar("Key", bound=Hashable)
+
+
+def tree_depth(root: Key, children: Callable[[Key], list[Key]], is_leaf: Callable[[Key], bool]) -> int:
     """Interior nodes on the longest root-to-leaf path (iterative; a cycle raises)."""
-    depth: dict[Hashable, int] = {}
-    stack: list[tuple[Hashable, bool]] = [(root, False)]
-    on_path: set[Hashable] = set()
+    depth: dict[Key, int] = {}
+    stack: list[tuple[Key, bool]] = [(root, False)]
+    on_path: set[Key] = set()
     while stack:
         key, expanded = stack.pop()
         if key in depth:
@@ -313,7 +317,7 @@ def tree_depth(root: Hashable, children: Callable[[Hashable], list[Hashable]], i
     return depth[root]
 
 
-def _aggregation(node: OpNode, rows: int, width: int, kind_names=("AVERAGE", "SUM", "MIN", "MAX")) -> int:
+def _aggregation(node: KnownNode, rows: int, width: int, kind_names=("AVERAGE", "SUM", "MIN", "MAX")) -> int:
     """AVERAGE's divides: one per output score."""
     kind = node.attrs.get("aggregate_function", "SUM")
     kind = kind_names[kind] if isinstance(kind, int) and 0 <= kind < len(kind_names) else _text(kind)
@@ -321,7 +325,7 @@ def _aggregation(node: OpNode, rows: int, width: int, kind_names=("AVERAGE", "SU
 
 
 @register("TreeEnsemble", domain=ML, since=5)
-def tree_ensemble(node: OpNode) -> Cost:
+def tree_ensemble(node: KnownNode) -> Cost:
     """Per sample and tree: one comparison per level of the tree's depth (its longest root-to-leaf
     path, read from the nodes_* attributes: a batch evaluated in lockstep — SIMD lanes, GPU warps,
     level-by-level kernels — runs every tree to its depth), then one aggregation op for the leaf
@@ -335,13 +339,13 @@ def tree_ensemble(node: OpNode) -> Cost:
         return [c for c, leaf in ((true_ids[i], true_leaf[i]), (false_ids[i], false_leaf[i])) if not leaf]
 
     per_row = sum(tree_depth(root, children, lambda i: False) + 1 for root in attrs["tree_roots"])
-    rows = node.inputs[0].shape[0] if node.inputs[0].rank > 1 else 1
-    width = node.outputs[0].shape[-1]
+    rows = node.operand(0).shape[0] if node.operand(0).rank > 1 else 1
+    width = node.result(0).shape[-1]
     post_flops, post_transcendentals = post_transform(node, rows, width)
     return with_model_bytes(node, rows * per_row + _aggregation(node, rows, width) + post_flops, post_transcendentals)
 
 
-def _legacy_trees(node: OpNode, vote_prefix: str) -> int:
+def _legacy_trees(node: KnownNode, vote_prefix: str) -> int:
     """Σ over trees of (depth + the most votes any of its leaves casts), from the nodes_* and
     <vote_prefix>treeids/nodeids attributes of TreeEnsembleRegressor/Classifier."""
     attrs = node.attrs
@@ -370,14 +374,14 @@ def _legacy_trees(node: OpNode, vote_prefix: str) -> int:
 
 
 @register("TreeEnsembleRegressor", domain=ML)
-def tree_ensemble_regressor(node: OpNode) -> Cost:
+def tree_ensemble_regressor(node: KnownNode) -> Cost:
     """Per sample and tree: one comparison per level of the tree's depth (the longest path of
     BRANCH nodes, from nodes_*), plus one add per vote of the leaf reached — counted as the most
     votes any leaf of that tree casts (target_treeids/target_nodeids), as lockstep evaluation runs
     the worst path. Then per sample: one add per base value, AVERAGE's divide per target, the post
     transform. Bytes: the default plus the tree attributes."""
-    rows = node.inputs[0].shape[0] if node.inputs[0].rank > 1 else 1
-    width = node.outputs[0].shape[-1]
+    rows = node.operand(0).shape[0] if node.operand(0).rank > 1 else 1
+    width = node.result(0).shape[-1]
     base = len(node.attrs.get("base_values") or []) or _tensor_len(node, "base_values_as_tensor")
     post_flops, post_transcendentals = post_transform(node, rows, width)
     flops = rows * (_legacy_trees(node, "target_") + base) + _aggregation(node, rows, width) + post_flops
@@ -385,20 +389,20 @@ def tree_ensemble_regressor(node: OpNode) -> Cost:
 
 
 @register("TreeEnsembleClassifier", domain=ML)
-def tree_ensemble_classifier(node: OpNode) -> Cost:
+def tree_ensemble_classifier(node: KnownNode) -> Cost:
     """As TreeEnsembleRegressor (depth comparisons plus the most votes of a leaf, per sample and
     tree, from class_treeids/class_nodeids), then per sample: one add per base value, K − 1
     compares for the label's argmax over the K scores of Z, the post transform on Z. Bytes: the
     default plus the tree attributes. String class labels: not costed."""
-    rows = node.inputs[0].shape[0] if node.inputs[0].rank > 1 else 1
-    width = node.outputs[1].shape[-1] if node.output(1) is not None else 1
+    rows = node.operand(0).shape[0] if node.operand(0).rank > 1 else 1
+    width = node.result(1).shape[-1] if node.output(1) is not None else 1
     base = len(node.attrs.get("base_values") or []) or _tensor_len(node, "base_values_as_tensor")
     post_flops, post_transcendentals = post_transform(node, rows, width)
     flops = rows * (_legacy_trees(node, "class_") + base + max(width - 1, 0)) + post_flops
     return with_model_bytes(node, flops, post_transcendentals)
 
 
-def _tensor_len(node: OpNode, name: str) -> int:
+def _tensor_len(node: KnownNode, name: str) -> int:
     for attr in node.proto.attribute:
         if attr.name == name and attr.type == AttributeProto.TENSOR:
             return math.prod(attr.t.dims)

@@ -36,16 +36,16 @@ import math
 
 from onnx_roofline.costs.cost import VIEW, Cost
 from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
-from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.tensors import KnownTensor
 
 
 """Status of a node whose cost depends on tensor values the analysis does not have (string ops,
 ImageDecoder): reported with the reason, never counted as zero."""
 
 
-def _side_inputs_bytes(node: OpNode) -> int:
+def _side_inputs_bytes(node: KnownNode) -> int:
     """Bytes of the inputs after the first (shape-only or index inputs), each distinct one once,
     leaving out any that is the first input itself."""
     data = node.input(0)
@@ -53,12 +53,12 @@ def _side_inputs_bytes(node: OpNode) -> int:
     return sum(side.values())
 
 
-def kept_bytes(data: TensorInfo, elements: int) -> int:
+def kept_bytes(data: KnownTensor, elements: int) -> int:
     """Bytes of `elements` elements of `data`, at most the whole tensor (each element read once)."""
     return min(data.nbytes, (elements * data.bits + 7) // 8)
 
 
-def _attr_str(node: OpNode, name: str, default: str) -> str:
+def _attr_str(node: KnownNode, name: str, default: str) -> str:
     value = node.attrs.get(name, default)
     return value.decode() if isinstance(value, bytes) else value
 
@@ -67,7 +67,7 @@ def _attr_str(node: OpNode, name: str, default: str) -> str:
 
 
 @register("Reshape", "Squeeze", "Unsqueeze")
-def view_with_shape_input(node: OpNode) -> Cost:
+def view_with_shape_input(node: KnownNode) -> Cost:
     """A view: 0 FLOPs, 0 bytes written; reads only its shape-only input (Reshape's `shape`, or the
     `axes` of Squeeze/Unsqueeze from opset 13), e.g. 4 int64 dims = 32 bytes. With axes as an
     attribute (older opsets) it reads nothing."""
@@ -75,20 +75,20 @@ def view_with_shape_input(node: OpNode) -> Cost:
 
 
 @register("Flatten")
-def flatten(node: OpNode) -> Cost:
+def flatten(node: KnownNode) -> Cost:
     """A view with no shape-only input: 0 FLOPs, 0 bytes."""
     return VIEW
 
 
 @register("Constant")
-def constant(node: OpNode) -> Cost:
+def constant(node: KnownNode) -> Cost:
     """0 bytes: the value is baked into the program, like an initializer; the consumer's read of
     it is counted on the consumer, as for weights."""
     return VIEW
 
 
 @register("Optional", "OptionalGetElement")
-def optional_wrap(node: OpNode) -> Cost:
+def optional_wrap(node: KnownNode) -> Cost:
     """Wrapping a tensor into an optional, or unwrapping it, is a reference move: 0 FLOPs, 0 bytes."""
     return VIEW
 
@@ -97,7 +97,7 @@ def optional_wrap(node: OpNode) -> Cost:
 
 
 @register("Shape", "Size", "SequenceLength", "OptionalHasElement")
-def metadata(node: OpNode) -> Cost:
+def metadata(node: KnownNode) -> Cost:
     """Reads no data, only the input's metadata; writes its small output (Shape: rank×8 bytes of
     int64, or end−start dims with start/end; Size and SequenceLength: one int64 = 8 bytes;
     OptionalHasElement: one bool = 1 byte). 0 FLOPs."""
@@ -105,7 +105,7 @@ def metadata(node: OpNode) -> Cost:
 
 
 @register("EyeLike")
-def eye_like(node: OpNode) -> Cost:
+def eye_like(node: KnownNode) -> Cost:
     """Only the input's shape and dtype are used: reads 0 bytes, writes the output once. 0 FLOPs
     (which element is 1 is index arithmetic)."""
     return Cost(bytes_read=0)
@@ -115,7 +115,7 @@ def eye_like(node: OpNode) -> Cost:
 
 
 @register("Transpose", "Concat", "Split", "DepthToSpace", "SpaceToDepth", "ReverseSequence", "Trilu")
-def copy(node: OpNode) -> Cost:
+def copy(node: KnownNode) -> Cost:
     """A copy or permutation: 0 FLOPs; the default bytes (each distinct input once, Split's
     `split` sizes and Trilu's `k` included, each output once). ReverseSequence and Trilu choose
     positions by index arithmetic, which is not counted."""
@@ -123,14 +123,14 @@ def copy(node: OpNode) -> Cost:
 
 
 @register("Expand", "Tile", "ConstantOfShape", "OneHot")
-def broadcast_copy(node: OpNode) -> Cost:
+def broadcast_copy(node: KnownNode) -> Cost:
     """Replicates its input into a larger output: reads the input once (plus the `shape`/`repeats`/
     `depth`/`values` inputs), writes the whole output; 0 FLOPs."""
     return Cost()
 
 
 @register("Pad")
-def pad(node: OpNode) -> Cost:
+def pad(node: KnownNode) -> Cost:
     """Every mode (constant, reflect, edge, wrap) is a copy: 0 FLOPs; reads the input once (plus
     `pads`, `constant_value`, `axes` as inputs from opset 11, nothing as attributes before), writes
     the output once."""
@@ -138,50 +138,50 @@ def pad(node: OpNode) -> Cost:
 
 
 @register("Dropout")
-def dropout(node: OpNode) -> Cost:
+def dropout(node: KnownNode) -> Cost:
     """Inference (the default, and whenever `training_mode` is not a constant true): an identity copy,
     0 FLOPs, default bytes (input, `ratio`, `training_mode` read; output and, when asked for, the
     bool mask written). Training: 2 FLOPs per element (compare a draw with the ratio, scale the
     kept value by 1/(1−ratio)); random bit generation is integer work, not counted."""
     flag = node.input_value(2)
     training = flag is not None and flag.size > 0 and bool(flag.reshape(-1)[0])
-    return Cost(flops=2 * node.outputs[0].numel if training else 0)
+    return Cost(flops=2 * node.result(0).numel if training else 0)
 
 
 # --- partial reads -------------------------------------------------------------------------------
 
 
 @register("Gather", "GatherElements", "GatherND")
-def gather(node: OpNode) -> Cost:
+def gather(node: KnownNode) -> Cost:
     """Reads the selected elements plus the indices, not the whole table: an embedding lookup of 8
     tokens from a 50257×768 table reads 8×768 elements. Selected = output elements, capped at the
     table's size (a repeated row is read once). 0 FLOPs."""
-    data = node.inputs[0]
-    return Cost(bytes_read=kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
+    data = node.operand(0)
+    return Cost(bytes_read=kept_bytes(data, node.result(0).numel) + _side_inputs_bytes(node))
 
 
 @register("Slice")
-def slice_(node: OpNode) -> Cost:
+def slice_(node: KnownNode) -> Cost:
     """Reads what it keeps: the output's elements, plus the `starts`/`ends`/`axes`/`steps` inputs
     (attributes before opset 10: nothing to read). Writes the output. 0 FLOPs."""
-    data = node.inputs[0]
-    return Cost(bytes_read=kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
+    data = node.operand(0)
+    return Cost(bytes_read=kept_bytes(data, node.result(0).numel) + _side_inputs_bytes(node))
 
 
 @register("Compress")
-def compress(node: OpNode) -> Cost:
+def compress(node: KnownNode) -> Cost:
     """Reads the kept slices (the output's elements) plus the whole bool `condition`; writes the
     output. 0 FLOPs. The output shape depends on the condition's values: the node is costed where
     the graph declares that shape."""
-    data = node.inputs[0]
-    return Cost(bytes_read=kept_bytes(data, node.outputs[0].numel) + _side_inputs_bytes(node))
+    data = node.operand(0)
+    return Cost(bytes_read=kept_bytes(data, node.result(0).numel) + _side_inputs_bytes(node))
 
 
 @register("CenterCropPad")
-def center_crop_pad(node: OpNode) -> Cost:
+def center_crop_pad(node: KnownNode) -> Cost:
     """Crops where the target is smaller, pads where larger: reads the elements that survive the crop
     (per axis the smaller of input and output size) plus the `shape` input; writes the output."""
-    data, out = node.inputs[0], node.outputs[0]
+    data, out = node.operand(0), node.result(0)
     kept = math.prod(min(i, o) for i, o in zip(data.shape, out.shape))
     return Cost(bytes_read=kept_bytes(data, kept) + _side_inputs_bytes(node))
 
@@ -190,59 +190,59 @@ def center_crop_pad(node: OpNode) -> Cost:
 
 
 @register("ScatterND", "ScatterElements", "Scatter")
-def scatter(node: OpNode) -> Cost:
+def scatter(node: KnownNode) -> Cost:
     """The output is a new tensor: data copied and updates written over it, so the default bytes
     (data, indices, updates read once; output written once). FLOPs: 0 with reduction 'none' (a
     store), 1 per update element with 'add', 'mul', 'max' or 'min'."""
     reduction = _attr_str(node, "reduction", "none")
-    return Cost(flops=0 if reduction == "none" else node.inputs[2].numel)
+    return Cost(flops=0 if reduction == "none" else node.operand(2).numel)
 
 
 @register("Col2Im")
-def col2im(node: OpNode) -> Cost:
+def col2im(node: KnownNode) -> Cost:
     """The inverse of im2col: every element of the [N, C·∏block, L] input is added into its image
     position, 1 FLOP (an add) each. Default bytes (input, `image_shape`, `block_shape` read)."""
-    return Cost(flops=node.inputs[0].numel)
+    return Cost(flops=node.operand(0).numel)
 
 
 # --- generators ----------------------------------------------------------------------------------
 
 
 @register("Range")
-def range_(node: OpNode) -> Cost:
+def range_(node: KnownNode) -> Cost:
     """ONNX's function body accumulates `prev + delta`: 1 FLOP per output. Reads the three scalars."""
-    return Cost(flops=node.outputs[0].numel)
+    return Cost(flops=node.result(0).numel)
 
 
 @register("RandomUniform", "RandomUniformLike")
-def random_uniform(node: OpNode) -> Cost:
+def random_uniform(node: KnownNode) -> Cost:
     """Scale and shift a uniform draw, low + (high−low)·u: 2 FLOPs per output; the random bits are
     integer work, not counted. Reads nothing (the *Like input lends only shape and dtype)."""
-    return Cost(flops=2 * node.outputs[0].numel, bytes_read=0)
+    return Cost(flops=2 * node.result(0).numel, bytes_read=0)
 
 
 @register("RandomNormal", "RandomNormalLike")
-def random_normal(node: OpNode) -> Cost:
+def random_normal(node: KnownNode) -> Cost:
     """Box–Muller: a pair of outputs costs ln, sqrt, cos, sin (4 transcendentals) and 4 FLOPs
     (−2·ln u₁, 2π·u₂, r·cos, r·sin); then mean + scale·z, 2 FLOPs each: per output 4 FLOPs and 2
     transcendentals. Reads nothing (the *Like input lends only shape and dtype)."""
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     return Cost(flops=4 * outputs, transcendentals=2 * outputs, bytes_read=0)
 
 
 @register("Bernoulli")
-def bernoulli(node: OpNode) -> Cost:
+def bernoulli(node: KnownNode) -> Cost:
     """One compare of a uniform draw with the input probability: 1 FLOP per output. Default bytes."""
-    return Cost(flops=node.outputs[0].numel)
+    return Cost(flops=node.result(0).numel)
 
 
 @register("Multinomial")
-def multinomial(node: OpNode) -> Cost:
+def multinomial(node: KnownNode) -> Cost:
     """Input [batch, classes] of unnormalized log-probabilities: exp of each (a transcendental) and a
     running sum (1 FLOP) build the CDF; each of the [batch, samples] draws is scaled by the total
     (1 FLOP) and found by binary search, ceil(log2(classes)) compares."""
-    batch, classes = node.inputs[0].shape
-    draws = node.outputs[0].numel
+    batch, classes = node.operand(0).shape
+    draws = node.result(0).numel
     return Cost(
         flops=batch * classes + draws * (1 + math.ceil(math.log2(max(classes, 1)))),
         transcendentals=batch * classes,
@@ -254,12 +254,12 @@ def multinomial(node: OpNode) -> Cost:
 _TAPS = {"nearest": 1, "linear": 2, "bilinear": 2, "cubic": 4, "bicubic": 4}
 
 
-def _resampled_taps(node: OpNode, mode: str, antialias: bool) -> int:
+def _resampled_taps(node: KnownNode, mode: str, antialias: bool) -> int:
     """Taps per output element for Resize/Upsample: the product over resized axes (input size ≠
     output size, or an explicit crop by a constant `roi` under tf_crop_and_resize) of 2 (linear)
     or 4 (cubic); antialiased downscaling widens an axis's filter by in/out."""
     base = _TAPS[mode]
-    data, out = node.inputs[0], node.outputs[0]
+    data, out = node.operand(0), node.result(0)
     crop = _attr_str(node, "coordinate_transformation_mode", "") == "tf_crop_and_resize"
     cropped = _cropped_axes(node) if crop else set()
     taps = 1
@@ -273,28 +273,28 @@ def _resampled_taps(node: OpNode, mode: str, antialias: bool) -> int:
     return taps
 
 
-def _cropped_axes(node: OpNode) -> set[int]:
+def _cropped_axes(node: KnownNode) -> set[int]:
     """Axes a constant `roi` (input 1) crops to other than [0, 1]."""
     roi = node.input_value(1)
     if roi is None or roi.size == 0:
         return set()
-    rank = node.inputs[0].rank
+    rank = node.operand(0).rank
     axes = [a % rank for a in node.attrs.get("axes") or range(rank)]
     starts, ends = roi.reshape(-1)[: len(axes)], roi.reshape(-1)[len(axes) :]
     return {axis for axis, start, end in zip(axes, starts, ends) if (start, end) != (0, 1)}
 
 
-def interpolation_cost(node: OpNode, taps: int) -> Cost:
+def interpolation_cost(node: KnownNode, taps: int) -> Cost:
     """2 FLOPs per tap per output (0 for a 1-tap copy); reads the taps touched, capped at the input."""
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     return Cost(
         flops=0 if taps == 1 else 2 * taps * outputs,
-        bytes_read=kept_bytes(node.inputs[0], taps * outputs) + _side_inputs_bytes(node),
+        bytes_read=kept_bytes(node.operand(0), taps * outputs) + _side_inputs_bytes(node),
     )
 
 
 @register("Resize", "Upsample")
-def resize(node: OpNode) -> Cost:
+def resize(node: KnownNode) -> Cost:
     """Per output element: nearest 0 FLOPs (a copy); linear 2 taps per resized axis (bilinear 4,
     trilinear 8), cubic 4 (bicubic 16), at 2 FLOPs (a multiply-add) per tap: bilinear 8 FLOPs,
     bicubic 32. Axes whose size is unchanged are copies (1 tap). With `antialias` (opset 18), a
@@ -307,27 +307,27 @@ def resize(node: OpNode) -> Cost:
 
 
 @register("GridSample")
-def grid_sample(node: OpNode) -> Cost:
+def grid_sample(node: KnownNode) -> Cost:
     """Each output element samples the input at its grid point: nearest 1 tap (0 FLOPs), (bi)linear
     2 taps per spatial axis (4 in 2-D), (bi)cubic 4 per axis (16 in 2-D), 2 FLOPs per tap. Grid
     unnormalization and weights are per grid point, shared across channels: not counted. Reads the
     taps touched (capped at the whole input) plus the grid; writes the output."""
     mode = _attr_str(node, "mode", "linear")
-    spatial = node.inputs[0].rank - 2
+    spatial = node.operand(0).rank - 2
     return interpolation_cost(node, _TAPS[mode] ** spatial)
 
 
 @register("AffineGrid")
-def affine_grid(node: OpNode) -> Cost:
+def affine_grid(node: KnownNode) -> Cost:
     """theta [N, d, d+1] maps each base-grid point to d coordinates, each a dot product with the
     homogeneous point: d multiply-adds, 2·d FLOPs per output element ([N, H, W, 2] in 2-D: 4 FLOPs
     each). The base grid (a linspace) is not counted. Default bytes (theta and `size` read)."""
-    spatial = node.outputs[0].shape[-1]
-    return Cost(flops=2 * spatial * node.outputs[0].numel)
+    spatial = node.result(0).shape[-1]
+    return Cost(flops=2 * spatial * node.result(0).numel)
 
 
 @register("RoiAlign")
-def roi_align(node: OpNode) -> Cost:
+def roi_align(node: KnownNode) -> Cost:
     """Y [R, C, oh, ow]: each output averages (or maxes) s_h·s_w bilinear samples, each 4 taps at
     2 FLOPs (the 4 weighted taps and the accumulate: 8 FLOPs a sample), plus 1 divide for 'avg'.
     s = `sampling_ratio`; when it is 0 (adaptive, ceil(roi size / output size), data-dependent) the
@@ -335,37 +335,37 @@ def roi_align(node: OpNode) -> Cost:
     and batch indices; writes Y."""
     ratio = node.attrs.get("sampling_ratio", 0)
     samples = ratio * ratio if ratio > 0 else 1
-    outputs = node.outputs[0].numel
+    outputs = node.result(0).numel
     average = _attr_str(node, "mode", "avg") == "avg"
     return Cost(
         flops=outputs * (8 * samples + (1 if average else 0)),
-        bytes_read=kept_bytes(node.inputs[0], 4 * samples * outputs) + _side_inputs_bytes(node),
+        bytes_read=kept_bytes(node.operand(0), 4 * samples * outputs) + _side_inputs_bytes(node),
     )
 
 
 @register("MaxRoiPool")
-def max_roi_pool(node: OpNode) -> Cost:
+def max_roi_pool(node: KnownNode) -> Cost:
     """Y [R, C, ph, pw]: each output is the max over its bin, whose size depends on the rois'
     values. The lower bound is used, like the roofline time it feeds: one element per bin, so 0
     compares, and a read of the output's elements (capped at the feature map) plus the rois."""
-    return Cost(bytes_read=kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(node.operand(0), node.result(0).numel) + _side_inputs_bytes(node))
 
 
 # --- data-dependent selection --------------------------------------------------------------------
 
 
 @register("NonZero")
-def non_zero(node: OpNode) -> Cost:
+def non_zero(node: KnownNode) -> Cost:
     """One compare with zero per input element; default bytes. The output [rank, nnz] depends on the
     values: the node is costed where the graph declares that shape."""
-    return Cost(flops=node.inputs[0].numel)
+    return Cost(flops=node.operand(0).numel)
 
 
 @register("Unique")
-def unique(node: OpNode) -> Cost:
+def unique(node: KnownNode) -> Cost:
     """A sort: n·ceil(log2 n) compares over the n elements considered (the whole input, or with
     `axis` its slices along that axis); default bytes."""
-    data = node.inputs[0]
+    data = node.operand(0)
     axis = node.attrs.get("axis")
     n = data.numel if axis is None else data.shape[axis]
     per_compare = 1 if axis is None else data.numel // max(n, 1)  # slices compare element by element
@@ -373,7 +373,7 @@ def unique(node: OpNode) -> Cost:
 
 
 @register("NonMaxSuppression")
-def non_max_suppression(node: OpNode) -> Cost:
+def non_max_suppression(node: KnownNode) -> Cost:
     """boxes [B, N, 4], scores [B, C, N]. Per box: its area, 3 FLOPs (6 more to turn a center box
     into corners). Per batch and class: 1 compare per score with the score threshold, a sort,
     N·ceil(log2 N) compares, and the IoU of every pair as a GPU kernel computes it (the full
@@ -381,21 +381,21 @@ def non_max_suppression(node: OpNode) -> Cost:
     2 subtracts and 2 clamps for its sides, 1 multiply for its area, 2 for the union, 1 divide, 1
     compare with the IoU threshold). The selection that follows is data-dependent, and so is the
     output's first dim: the node is costed only where that shape is known."""
-    batch, boxes, _ = node.inputs[0].shape
-    classes = node.inputs[1].shape[1]
+    batch, boxes, _ = node.operand(0).shape
+    classes = node.operand(1).shape[1]
     per_box = 3 + (6 if node.attrs.get("center_point_box", 0) else 0)
     per_class = boxes + boxes * math.ceil(math.log2(max(boxes, 1))) + 13 * boxes * (boxes - 1) // 2
     return Cost(flops=batch * (boxes * per_box + classes * per_class))
 
 
 @register("Det")
-def det(node: OpNode) -> Cost:
+def det(node: KnownNode) -> Cost:
     """[*, M, M]: Gaussian elimination (LU) then the product of the diagonal. Eliminating column k
     (1 ≤ j = M−k ≤ M−1 rows below it) costs j divides for the multipliers and j² multiply-adds:
     Σ (j + 2j²) = M(M−1)/2 + M(M−1)(2M−1)/3 FLOPs, ≈ 2M³/3; the diagonal product adds M−1.
     Pivot searches are compares of the elimination and not counted separately. Default bytes."""
-    m = node.inputs[0].shape[-1]
-    matrices = node.inputs[0].numel // (m * m) if m else 0
+    m = node.operand(0).shape[-1]
+    matrices = node.operand(0).numel // (m * m) if m else 0
     per_matrix = m * (m - 1) // 2 + m * (m - 1) * (2 * m - 1) // 3 + max(m - 1, 0)
     return Cost(flops=matrices * per_matrix)
 
@@ -406,64 +406,64 @@ def det(node: OpNode) -> Cost:
 
 
 @register("SequenceEmpty")
-def sequence_empty(node: OpNode) -> Cost:
+def sequence_empty(node: KnownNode) -> Cost:
     """Creates an empty sequence handle: 0 FLOPs, 0 bytes."""
     return VIEW
 
 
 @register("SequenceConstruct")
-def sequence_construct(node: OpNode) -> Cost:
+def sequence_construct(node: KnownNode) -> Cost:
     """Copies its tensor inputs into a new sequence: reads each distinct input once and writes as
     many bytes (every input, in order)."""
     return Cost(bytes_read=node.distinct_input_bytes(), bytes_written=sum(t.nbytes for t in node.present_inputs))
 
 
 @register("SequenceInsert")
-def sequence_insert(node: OpNode) -> Cost:
+def sequence_insert(node: KnownNode) -> Cost:
     """Appends a copy of its tensor (input 1): reads it and the optional `position` scalar, writes
     the tensor's bytes. The existing elements stay where they are (a reference, 0 bytes)."""
-    return Cost(bytes_read=_side_inputs_bytes(node), bytes_written=node.inputs[1].nbytes)
+    return Cost(bytes_read=_side_inputs_bytes(node), bytes_written=node.operand(1).nbytes)
 
 
 @register("SequenceErase")
-def sequence_erase(node: OpNode) -> Cost:
+def sequence_erase(node: KnownNode) -> Cost:
     """Drops one element by reference: reads the optional `position` scalar, writes nothing."""
     return Cost(bytes_read=_side_inputs_bytes(node), bytes_written=0)
 
 
 @register("SequenceAt")
-def sequence_at(node: OpNode) -> Cost:
+def sequence_at(node: KnownNode) -> Cost:
     """Copies one element out: reads that element (the output's bytes) and the `position` scalar,
     writes the output."""
-    return Cost(bytes_read=node.outputs[0].nbytes + _side_inputs_bytes(node))
+    return Cost(bytes_read=node.result(0).nbytes + _side_inputs_bytes(node))
 
 
 @register("SplitToSequence")
-def split_to_sequence(node: OpNode) -> Cost:
+def split_to_sequence(node: KnownNode) -> Cost:
     """Splits its input into a sequence of pieces: reads the input (and `split`) once and writes the
     input's bytes again as the pieces."""
-    return Cost(bytes_read=node.distinct_input_bytes(), bytes_written=node.inputs[0].nbytes)
+    return Cost(bytes_read=node.distinct_input_bytes(), bytes_written=node.operand(0).nbytes)
 
 
 @register("ConcatFromSequence")
-def concat_from_sequence(node: OpNode) -> Cost:
+def concat_from_sequence(node: KnownNode) -> Cost:
     """Concatenates every element into one tensor: the elements' bytes are the output's, read once
     and written once."""
-    return Cost(bytes_read=node.outputs[0].nbytes)
+    return Cost(bytes_read=node.result(0).nbytes)
 
 
 # --- not costed, with the reason ------------------------------------------------------------------
 
 
 @register("StringNormalizer", "RegexFullMatch", "StringConcat", "StringSplit")
-def string_op(node: OpNode) -> Cost:
+def string_op(node: KnownNode) -> Cost:
     """Not costed (status `data-dependent`): the bytes of a string tensor depend on its values (the
     strings' lengths), which a static analysis does not have; counting them as 0 would hide the node."""
     raise Uncostable(DATA_DEPENDENT, "string tensors have data-dependent byte sizes")
 
 
 @register("ImageDecoder")
-def image_decoder(node: OpNode) -> Cost:
+def image_decoder(node: KnownNode) -> Cost:
     """Not costed (status `data-dependent`): decoding (entropy decoding, inverse transforms, color
     conversion) depends on the encoded stream's format and content, the output's shape on its header."""
     raise Uncostable(DATA_DEPENDENT, "decoding cost depends on the encoded data's format and content")
@@ -473,22 +473,22 @@ def image_decoder(node: OpNode) -> Cost:
 
 
 @register("UnfoldTensor", domain="com.microsoft")
-def unfold_tensor(node: OpNode) -> Cost:
+def unfold_tensor(node: KnownNode) -> Cost:
     """torch's unfold, materialized: a copy of the windows, 0 FLOPs; the default bytes (the input
     read once, the output written — larger than the input when the windows overlap, step < size)."""
     return Cost()
 
 
 @register("RemovePadding", domain="com.microsoft")
-def remove_padding(node: OpNode) -> Cost:
+def remove_padding(node: KnownNode) -> Cost:
     """Packs the real tokens of input [B, S, D] into [tokens, D]: 0 FLOPs (the offsets are a prefix
     sum of B counts, not counted). A partial read: the kept rows (output 0's size) and
     sequence_token_count; the outputs written."""
-    return Cost(bytes_read=kept_bytes(node.inputs[0], node.outputs[0].numel) + _side_inputs_bytes(node))
+    return Cost(bytes_read=kept_bytes(node.operand(0), node.result(0).numel) + _side_inputs_bytes(node))
 
 
 @register("RestorePadding", domain="com.microsoft")
-def restore_padding(node: OpNode) -> Cost:
+def restore_padding(node: KnownNode) -> Cost:
     """Scatters [tokens, D] back to [B, S, D] at token_offset, zero-filling the padding: 0 FLOPs;
     the default bytes (input and token_offset read, the whole output written)."""
     return Cost()

@@ -16,7 +16,7 @@ Bytes: the default (input read once, outputs written once, MaxPool's int64 Indic
 from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
 
 
@@ -32,10 +32,10 @@ def _axis_taps(size_in: int, size_out: int, kernel: int, stride: int, dilation: 
     return total
 
 
-def _real_taps(node: OpNode) -> int:
+def _real_taps(node: KnownNode) -> int:
     """Taps inside the input summed over every output of a windowed pool: windows are products of
     per-axis ranges, so the total is N·C·∏ per-axis sums."""
-    data, out = node.inputs[0], node.outputs[0]
+    data, out = node.operand(0), node.result(0)
     spatial = data.rank - 2
     kernel = node.attrs["kernel_shape"]
     strides = node.attrs.get("strides") or [1] * spatial
@@ -49,14 +49,14 @@ def _real_taps(node: OpNode) -> int:
     return taps
 
 
-def _pad_begins(node: OpNode, kernel, strides, dilations) -> list[int]:
+def _pad_begins(node: KnownNode, kernel, strides, dilations) -> list[int]:
     """Leading pads per spatial axis: explicit `pads` (NOTSET), none (VALID), or SAME's split of the
     total padding (the extra one at the end for SAME_UPPER, at the start for SAME_LOWER)."""
     auto_pad = node.attrs.get("auto_pad", "NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
     spatial = len(kernel)
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        data, out = node.inputs[0], node.outputs[0]
+        data, out = node.operand(0), node.result(0)
         begins = []
         for axis in range(spatial):
             span = (kernel[axis] - 1) * dilations[axis] + 1
@@ -69,9 +69,9 @@ def _pad_begins(node: OpNode, kernel, strides, dilations) -> list[int]:
     return list(pads[:spatial])
 
 
-def _global_taps(node: OpNode) -> int:
+def _global_taps(node: KnownNode) -> int:
     """A global pool's window is the whole spatial extent: every input element is a tap."""
-    return node.inputs[0].numel
+    return node.operand(0).numel
 
 
 def _max(taps: int, outputs: int) -> Cost:
@@ -88,47 +88,47 @@ def _lp(taps: int, outputs: int, p: int) -> Cost:
 
 
 @register("MaxPool")
-def max_pool(node: OpNode) -> Cost:
+def max_pool(node: KnownNode) -> Cost:
     """t − 1 compares per window of t real taps (padding and ceil_mode overhang excluded; dilations
     honored). The optional int64 Indices output is written by the default bytes."""
-    return _max(_real_taps(node), node.outputs[0].numel)
+    return _max(_real_taps(node), node.result(0).numel)
 
 
 @register("AveragePool")
-def average_pool(node: OpNode) -> Cost:
+def average_pool(node: KnownNode) -> Cost:
     """t − 1 adds and 1 divide per window of t real taps: t FLOPs. `count_include_pad` changes only
     the divisor; `ceil_mode` and `dilations` (opset 19) change which taps are real."""
     return _average(_real_taps(node))
 
 
 @register("LpPool")
-def lp_pool(node: OpNode) -> Cost:
+def lp_pool(node: KnownNode) -> Cost:
     """Per tap |x|^p, 1 FLOP (abs, or x·x for p = 2) plus, for p ∉ {1, 2}, a pow (transcendental);
     t − 1 adds; then the p-th root, a transcendental unless p = 1: 2t − 1 FLOPs per window."""
-    return _lp(_real_taps(node), node.outputs[0].numel, node.attrs.get("p", 2))
+    return _lp(_real_taps(node), node.result(0).numel, node.attrs.get("p", 2))
 
 
 @register("GlobalMaxPool")
-def global_max_pool(node: OpNode) -> Cost:
+def global_max_pool(node: KnownNode) -> Cost:
     """One window over all of H·W(·D): N·C·(H·W − 1) compares."""
-    return _max(_global_taps(node), node.outputs[0].numel)
+    return _max(_global_taps(node), node.result(0).numel)
 
 
 @register("GlobalAveragePool")
-def global_average_pool(node: OpNode) -> Cost:
+def global_average_pool(node: KnownNode) -> Cost:
     """N·C·(H·W − 1) adds + N·C divides = N·C·H·W FLOPs, one per input element."""
     return _average(_global_taps(node))
 
 
 @register("GlobalLpPool")
-def global_lp_pool(node: OpNode) -> Cost:
+def global_lp_pool(node: KnownNode) -> Cost:
     """LpPool over one window of all of H·W(·D): 2·N·C·H·W − N·C FLOPs, plus the roots (and pows for
     p ∉ {1, 2}) as transcendentals."""
-    return _lp(_global_taps(node), node.outputs[0].numel, node.attrs.get("p", 2))
+    return _lp(_global_taps(node), node.result(0).numel, node.attrs.get("p", 2))
 
 
 @register("MaxUnpool")
-def max_unpool(node: OpNode) -> Cost:
+def max_unpool(node: KnownNode) -> Cost:
     """Scatters X to the positions in I over a zeroed output: 0 FLOPs; reads X, I (and
     `output_shape`) once, writes the whole output once."""
     return Cost()

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
 
 # (FLOPs, transcendentals) per element of each activation ONNX's recurrent ops allow, matching the
@@ -58,10 +58,10 @@ def _activation(name: str | bytes) -> tuple[int, int]:
     return ACTIVATIONS[key]
 
 
-def _directions(node: OpNode) -> list[Sequence[str | bytes]]:
+def _directions(node: KnownNode) -> list[Sequence[str | bytes]]:
     """The activation names each direction uses (forward first, then reverse when bidirectional)."""
     per_direction = len(DEFAULT_ACTIVATIONS[node.op_type])
-    count = node.inputs[1].shape[0]  # W: [num_directions, G·H, I]
+    count = node.operand(1).shape[0]  # W: [num_directions, G·H, I]
     names = node.attrs.get("activations") or []
     if len(names) >= per_direction * count:
         return [names[d * per_direction : (d + 1) * per_direction] for d in range(count)]
@@ -70,9 +70,9 @@ def _directions(node: OpNode) -> list[Sequence[str | bytes]]:
     return [DEFAULT_ACTIVATIONS[node.op_type]] * count
 
 
-def sequence_steps(node: OpNode) -> int:
+def sequence_steps(node: KnownNode) -> int:
     """Σ over batch elements of the time steps each runs (T·batch when sequence_lens is unknown)."""
-    x = node.inputs[0].shape
+    x = node.operand(0).shape
     steps, batch = (x[1], x[0]) if node.attrs.get("layout", 0) else (x[0], x[1])
     lens = node.input_value(4)
     if lens is None:
@@ -80,11 +80,11 @@ def sequence_steps(node: OpNode) -> int:
     return sum(min(max(int(n), 0), steps) for n in lens.reshape(-1)[:batch])
 
 
-def _recurrent(node: OpNode, gates: int, cell_flops, activations, sizes: tuple[int, int] | None = None) -> Cost:
+def _recurrent(node: KnownNode, gates: int, cell_flops, activations, sizes: tuple[int, int] | None = None) -> Cost:
     """Shared frame: `cell_flops(H)` is the per-step elementwise arithmetic besides GEMMs, biases,
     clipping and activations; `activations(names, H)` returns (FLOPs, transcendentals) per step.
     `sizes`: (I, H) where W and R are not ONNX's [D, G·H, I] and [D, G·H, H]."""
-    w, r = node.inputs[1], node.inputs[2]
+    w, r = node.operand(1), node.operand(2)
     inputs, hidden = sizes or (w.shape[-1], r.shape[-1])
     bias = 2 * gates * hidden if node.input(3) is not None else 0
     clip = 2 * gates * hidden if node.attrs.get("clip") is not None else 0
@@ -108,7 +108,7 @@ def _sum(*pairs: tuple[int, int]) -> tuple[int, int]:
 
 
 @register("RNN", unit=MATRIX)
-def rnn(node: OpNode) -> Cost:
+def rnn(node: KnownNode) -> Cost:
     """Ht = f(Xt·Wᵀ + Ht−1·Rᵀ + Wb + Rb), per step, batch element and direction: 2·(I + H)·H FLOPs
     for the GEMMs, 2·H for the two biases when B is given, f on H elements (default Tanh: H
     transcendentals), 2·H for `clip`. Steps: X's sequence dim, or a constant `sequence_lens`."""
@@ -116,7 +116,7 @@ def rnn(node: OpNode) -> Cost:
 
 
 @register("GRU", unit=MATRIX)
-def gru(node: OpNode) -> Cost:
+def gru(node: KnownNode) -> Cost:
     """Per step, batch element and direction: 2·(I + H)·3H FLOPs for the GEMMs, 2·3H for Wb + Rb
     when B is given, H for the reset multiply — rt ⊙ Ht−1 before Rh (linear_before_reset=0) or
     rt ⊙ (Ht−1·Rhᵀ + Rbh) after it (=1): the same count either way — and 4·H for
@@ -127,7 +127,7 @@ def gru(node: OpNode) -> Cost:
     )
 
 
-def lstm_cost(node: OpNode, sizes: tuple[int, int] | None = None, quantized: int = 0) -> Cost:
+def lstm_cost(node: KnownNode, sizes: tuple[int, int] | None = None, quantized: int = 0) -> Cost:
     """LSTM's count; `quantized`: FLOPs a dynamically quantized kernel adds per step, batch
     element and direction."""
     peepholes = node.input(7) is not None
@@ -143,7 +143,7 @@ def lstm_cost(node: OpNode, sizes: tuple[int, int] | None = None, quantized: int
 
 
 @register("LSTM", unit=MATRIX)
-def lstm(node: OpNode) -> Cost:
+def lstm(node: KnownNode) -> Cost:
     """Per step, batch element and direction: 2·(I + H)·4H FLOPs for the GEMMs, 2·4H for Wb + Rb
     when B is given, 6·H for the peepholes Pi ⊙ Ct−1, Pf ⊙ Ct−1, Po ⊙ Ct (multiply, add each) when
     P is given, 3·H for Ct = ft ⊙ Ct−1 + it ⊙ ct, H for Ht = ot ⊙ h(Ct). Activations: f on it, ft,
@@ -153,11 +153,11 @@ def lstm(node: OpNode) -> Cost:
 
 
 @register("DynamicQuantizeLSTM", domain="com.microsoft", unit=MATRIX, compute_dtype=1)
-def dynamic_quantize_lstm(node: OpNode) -> Cost:
+def dynamic_quantize_lstm(node: KnownNode) -> Cost:
     """onnxruntime's LSTM on 8-bit W [D, I, 4H] and R [D, H, 4H] (quantize_dynamic's): LSTM's count,
     with I and H read from those layouts, plus per step, batch element and direction what the
     dynamic quantization adds: Xt and Ht−1 quantized (DynamicQuantizeLinear, 7 per element:
     7·(I + H)) and the two int32 GEMM results dequantized (one multiply per gate element: 2·4H).
     Computes in W's 8-bit dtype."""
-    inputs, hidden = node.inputs[1].shape[1], node.inputs[2].shape[1]
+    inputs, hidden = node.operand(1).shape[1], node.operand(2).shape[1]
     return lstm_cost(node, (inputs, hidden), 7 * (inputs + hidden) + 2 * 4 * hidden)

@@ -16,9 +16,10 @@ from onnx_roofline.model.schemas import normalize_domain
 
 if TYPE_CHECKING:
     from onnx_roofline.costs.cost import Cost
-    from onnx_roofline.model.op_node import OpNode
+    from onnx_roofline.model.op_node import KnownNode
 
-Formula = Callable[["OpNode"], "Cost"]
+Formula = Callable[["KnownNode"], "Cost"]
+"""A cost rule: the walk calls it once every tensor present in the node is known."""
 
 MATRIX = "matrix"  # tensor cores, AMX: MatMul, Gemm, Conv, attention
 VECTOR = "vector"  # everything else

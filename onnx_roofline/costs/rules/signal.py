@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
 
 
@@ -24,13 +24,13 @@ def fft_flops(length: int, real: bool) -> int:
     return round((2.5 if real else 5) * length * math.log2(length))
 
 
-def _scalar(node: OpNode, index: int) -> int | None:
+def _scalar(node: KnownNode, index: int) -> int | None:
     value = node.input_value(index)
     return None if value is None else int(value.reshape(-1)[0])
 
 
-def _dft(node: OpNode, axis: int) -> Cost:
-    x, y = node.inputs[0], node.outputs[0]
+def _dft(node: KnownNode, axis: int) -> Cost:
+    x, y = node.operand(0), node.result(0)
     axis %= x.rank
     inverse, onesided = bool(node.attrs.get("inverse", 0)), bool(node.attrs.get("onesided", 0))
     length = _scalar(node, 1)
@@ -48,7 +48,7 @@ def _dft(node: OpNode, axis: int) -> Cost:
 
 
 @register("DFT", since=17)
-def dft_17(node: OpNode) -> Cost:
+def dft_17(node: KnownNode) -> Cost:
     """One FFT of length N = dft_length (default: the signal's length along `axis` attribute,
     default 1) per line along it: 5·N·log2(N) complex or 2.5·N·log2(N) when the input (last dim
     1) or output (irfft) is real, FFTW's convention. `onesided` keeps half the bins of the same
@@ -57,31 +57,32 @@ def dft_17(node: OpNode) -> Cost:
 
 
 @register("DFT", since=20)
-def dft_20(node: OpNode) -> Cost:
+def dft_20(node: KnownNode) -> Cost:
     """As DFT-17 (5·N·log2(N) per complex FFT, 2.5·N·log2(N) real-data, inverse + one multiply per
     output scalar), with the axis now input 2 (default −2), which must be a constant."""
     if node.input(2) is None:
         axis = -2
     else:
-        axis = _scalar(node, 2)
-        if axis is None:
+        constant = _scalar(node, 2)
+        if constant is None:
             raise ValueError("DFT axis is not a constant")
+        axis = constant
     return _dft(node, axis)
 
 
 @register("STFT", since=17)
-def stft(node: OpNode) -> Cost:
+def stft(node: KnownNode) -> Cost:
     """Per frame (output [batch, frames, bins, 2]): the window multiply, frame_length multiplies
     per real component of the signal (none without a window: rectangular), and one FFT of length
     N = frame_length: 2.5·N·log2(N) for a real signal, 5·N·log2(N) complex. N: the constant
     frame_length, else the window's length, else the signal's. Bytes: the default (the signal is
     read once, overlapping frames included)."""
-    x, y = node.inputs[0], node.outputs[0]
+    x, y = node.operand(0), node.result(0)
     length = _scalar(node, 3)
     if length is None:
         if node.input(3) is not None and node.input(2) is None:
             raise ValueError("STFT frame_length is not a constant")
-        length = node.inputs[2].shape[0] if node.input(2) is not None else x.shape[1]
+        length = node.operand(2).shape[0] if node.input(2) is not None else x.shape[1]
     frames = y.shape[0] * y.shape[1]
     components = x.shape[-1]  # 1 real, 2 complex
     window = length * components if node.input(2) is not None else 0
@@ -96,8 +97,8 @@ _WINDOWS = (
 
 
 def _window(op_type: str, flops: int, transcendentals: int, formula: str) -> None:
-    def rule(node: OpNode) -> Cost:
-        n = node.outputs[0].numel
+    def rule(node: KnownNode) -> Cost:
+        n = node.result(0).numel
         return Cost(flops=flops * n, transcendentals=transcendentals * n)
 
     angles = "two angles n·(2π/N) and n·(4π/N)" if transcendentals == 2 else "the angle n·(2π/N)"
@@ -115,11 +116,11 @@ for _op_type, _flops, _transcendentals, _formula in _WINDOWS:
 
 
 @register("MelWeightMatrix", since=17)
-def mel_weight_matrix(node: OpNode) -> Cost:
+def mel_weight_matrix(node: KnownNode) -> Cost:
     """Output [dft_length/2 + 1, num_mel_bins]: each weight is a triangle, max(0, min(rising,
     falling)) with rising = (f − lower)/(center − lower) and falling = (upper − f)/(upper − center):
     6 FLOPs per output element. The mel-scale edges cost 2 logs (the edge frequencies in mel) and
     num_mel_bins + 2 exps (back to hertz): num_mel_bins + 4 transcendentals; their few FLOPs per
     edge are not counted. Bytes: the default (five scalars read, the matrix written)."""
-    y = node.outputs[0]
+    y = node.result(0)
     return Cost(flops=6 * y.numel, transcendentals=y.shape[1] + 4)

@@ -10,27 +10,27 @@ tensor written once)."""
 from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
 
 DOMAIN = "ai.onnx.preview.training"
 
 
-def _optimized_elements(node: OpNode, groups: int) -> int:
+def _optimized_elements(node: KnownNode, groups: int) -> int:
     """Elements of X1…Xn, the inputs after R and T split into `groups` equal groups."""
-    tensors = node.inputs[2:]
+    tensors = node.operands[2:]
     if len(tensors) % groups:
         raise ValueError(f"{node.op_type} expects {groups} tensors per optimized variable, got {len(tensors)} inputs")
     count = len(tensors) // groups
     return sum(t.numel for t in tensors[:count])
 
 
-def _regularized(node: OpNode, name: str = "norm_coefficient") -> int:
+def _regularized(node: KnownNode, name: str = "norm_coefficient") -> int:
     return 2 if node.attrs.get(name, 0.0) else 0
 
 
 @register("Adagrad", domain=DOMAIN)
-def adagrad(node: OpNode) -> Cost:
+def adagrad(node: KnownNode) -> Cost:
     """Per element: H_new = H + G²  (2), sqrt(H_new) + ε (1 and 1 transcendental),
     X_new = X − r·G/H_adaptive (3): 6 FLOPs, +2 for G + norm_coefficient·X. Once: the scalar
     r = R / (1 + T·decay_factor), 3 FLOPs."""
@@ -39,7 +39,7 @@ def adagrad(node: OpNode) -> Cost:
 
 
 @register("Adam", domain=DOMAIN)
-def adam(node: OpNode) -> Cost:
+def adam(node: KnownNode) -> Cost:
     """Per element: V_new = α·V + (1 − α)·G (3), H_new = β·H + (1 − β)·G² (4), sqrt(H_new) + ε (1 and
     1 transcendental), X_new = X − R_adjusted·V_new/H_sqrt (3): 11 FLOPs, +2 for G +
     norm_coefficient·X, +1 for (1 − norm_coefficient_post)·X_new when that is not 0. Once:
@@ -50,7 +50,7 @@ def adam(node: OpNode) -> Cost:
 
 
 @register("Momentum", domain=DOMAIN)
-def momentum(node: OpNode) -> Cost:
+def momentum(node: KnownNode) -> Cost:
     """Per element: V_new = α·V + β_adjusted·G (3); standard X_new = X − R·V_new (2), Nesterov
     X_new = X − R·(G + α·V_new) (4): 5 or 7 FLOPs, +2 for G + norm_coefficient·X. Once: the
     select β_adjusted = T > 0 ? β : 1, 1 FLOP."""
@@ -61,7 +61,7 @@ def momentum(node: OpNode) -> Cost:
 
 
 @register("Gradient", domain=DOMAIN)
-def gradient(node: OpNode) -> Cost:
+def gradient(node: KnownNode) -> Cost:
     """Not costed: the op stands for the backward pass of the subgraph between its `xs`/`zs` and
     `y`, which only exists once a training framework differentiates the graph; its cost is that
     generated graph's, which this static pass does not build. Reported with this reason, not 0."""

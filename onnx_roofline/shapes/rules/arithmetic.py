@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.shapes.rules.registry import Output, Shape, ShapeFunction
 
 def broadcast(*shapes: Shape) -> Shape:
@@ -27,7 +27,7 @@ def matmul(a: Shape, b: Shape) -> Shape:
     return (*broadcast(left[:-2], right[:-2]), *rows, *columns)
 
 
-def constant_values(node: OpNode, index: int) -> list | None:
+def constant_values(node: KnownNode, index: int) -> list | None:
     """The constant (or folded) value at input `index` as a flat list, else None."""
     value = node.input_value(index)
     return None if value is None else value.reshape(-1).tolist()
@@ -37,7 +37,7 @@ def text(value) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def window(node: OpNode, spatial: Shape, kernel: Sequence[int], dilation: bool) -> Shape:
+def window(node: KnownNode, spatial: Shape, kernel: Sequence[int], dilation: bool) -> Shape:
     """Output spatial dims of a conv or pool window (ONNX's convPoolShapeInference): explicit pads
     (NOTSET), none (VALID: ⌊(in − k)/s⌋ + 1) or SAME (⌈in/s⌉); ceil_mode rounds up but drops a last
     window that would start in the end padding."""
@@ -63,7 +63,7 @@ def window(node: OpNode, spatial: Shape, kernel: Sequence[int], dilation: bool) 
     return tuple(out)
 
 
-def conv(node: OpNode, x: Shape, w: Shape, channels_last: bool) -> Shape:
+def conv(node: KnownNode, x: Shape, w: Shape, channels_last: bool) -> Shape:
     """Conv output: [N, M, spatial…] from X [N, C, spatial…] and W [M, C/group, k…]; the kernel is
     W's trailing dims unless kernel_shape says. channels_last: X and the output are [N, spatial…, C]."""
     spatial = x[1:-1] if channels_last else x[2:]
@@ -73,21 +73,21 @@ def conv(node: OpNode, x: Shape, w: Shape, channels_last: bool) -> Shape:
 
 
 def same(index: int = 0) -> ShapeFunction:
-    def same(node: OpNode) -> list[Output]:
-        x = node.inputs[index]
+    def same(node: KnownNode) -> list[Output]:
+        x = node.operand(index)
         return [(x.shape, x.dtype)]
 
     return same
 
 
-def gemm(node: OpNode, a: Shape, b: Shape) -> Shape:
+def gemm(node: KnownNode, a: Shape, b: Shape) -> Shape:
     """[M, N] from A [M, K] (transA: [K, M]) and B [K, N] (transB: [N, K])."""
     if len(a) != 2 or len(b) != 2:
         raise ValueError(f"Gemm operands must be matrices, got {a} and {b}")
     return (a[1] if node.attrs.get("transA", 0) else a[0], b[0] if node.attrs.get("transB", 0) else b[1])
 
 
-def merged_qkv_width(node: OpNode, total: int) -> int:
+def merged_qkv_width(node: KnownNode, total: int) -> int:
     """Hidden size of the attention output: qkv_hidden_sizes[2], else a third of the QKV width."""
     sizes = node.attrs.get("qkv_hidden_sizes")
     if sizes:
@@ -97,10 +97,10 @@ def merged_qkv_width(node: OpNode, total: int) -> int:
     return total // 3
 
 
-def merged_present(node: OpNode, past_index: int, hidden: int, dtype: str) -> Output:
+def merged_present(node: KnownNode, past_index: int, hidden: int, dtype: str) -> Output:
     """present [2, B, N, P + S, H] from past [2, B, N, P, H] (the past's own shape when the buffer is
     shared); without past, P = 0 and H = hidden / num_heads."""
-    batch, sequence = node.inputs[0].shape[:2]
+    batch, sequence = node.operand(0).shape[:2]
     past = node.input(past_index)
     if past is not None:
         shared = node.attrs.get("past_present_share_buffer", 0)

@@ -17,7 +17,7 @@ import platform
 from pathlib import Path
 
 
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.shapes.rules.arithmetic import conv, window
 from onnx_roofline.shapes.rules.registry import Output, shape_function
 
@@ -47,9 +47,9 @@ def padded(channels: int) -> int:
 
 
 @shape_function("ReorderInput", domain=NCHWC)
-def reorder_input(node: OpNode) -> list[Output]:
+def reorder_input(node: KnownNode) -> list[Output]:
     """NCHW (or, channels_last, NHWC) → NCHWc: [N, padded(C), spatial…]."""
-    x = node.inputs[0]
+    x = node.operand(0)
     if x.rank < 2:
         raise ValueError("ReorderInput needs N and C")
     last = bool(node.attrs.get("channels_last", 0))
@@ -58,10 +58,10 @@ def reorder_input(node: OpNode) -> list[Output]:
 
 
 @shape_function("ReorderOutput", domain=NCHWC)
-def reorder_output(node: OpNode) -> list[Output]:
+def reorder_output(node: KnownNode) -> list[Output]:
     """NCHWc → NCHW [N, channels, spatial…] (or, channels_last, NHWC [N, spatial…, channels]),
     dropping the padding: `channels` is the real count."""
-    x, channels = node.inputs[0], node.attrs.get("channels", 0)
+    x, channels = node.operand(0), node.attrs.get("channels", 0)
     if x.rank < 2 or channels <= 0:
         raise ValueError(f"ReorderOutput needs N, C and a positive `channels`, got {x.shape} and {channels}")
     if node.attrs.get("channels_last", 0):
@@ -70,32 +70,32 @@ def reorder_output(node: OpNode) -> list[Output]:
 
 
 @shape_function("Conv", domain=NCHWC)
-def nchwc_conv(node: OpNode) -> list[Output]:
+def nchwc_conv(node: KnownNode) -> list[Output]:
     """Conv's [N, M, spatial…] from X [N, C, spatial…] and the reordered filter W [M, C/group,
     k…] (M and C padded); the fused activation and the Sum input keep it."""
-    x, w = node.inputs[0], node.inputs[1]
+    x, w = node.operand(0), node.operand(1)
     return [(conv(node, x.shape, w.shape, channels_last=False), x.dtype)]
 
 
 @shape_function("MaxPool", "AveragePool", domain=NCHWC)
-def nchwc_pool(node: OpNode) -> list[Output]:
+def nchwc_pool(node: KnownNode) -> list[Output]:
     """[N, C, out…]: the window arithmetic of kernel_shape, strides, dilations, pads / auto_pad and
     ceil_mode over the spatial dims."""
-    x = node.inputs[0]
+    x = node.operand(0)
     return [((*x.shape[:2], *window(node, x.shape[2:], node.attrs["kernel_shape"], dilation=True)), x.dtype)]
 
 
 @shape_function("GlobalMaxPool", "GlobalAveragePool", domain=NCHWC)
-def nchwc_global_pool(node: OpNode) -> list[Output]:
+def nchwc_global_pool(node: KnownNode) -> list[Output]:
     """[N, C, 1, …]: every spatial dim pooled to 1."""
-    x = node.inputs[0]
+    x = node.operand(0)
     return [((*x.shape[:2], *(1,) * (x.rank - 2)), x.dtype)]
 
 
 @shape_function("Upsample", domain=NCHWC)
-def nchwc_upsample(node: OpNode) -> list[Output]:
+def nchwc_upsample(node: KnownNode) -> list[Output]:
     """Each dim times its integer scale: [d·s for d, s in zip(X, scales)]."""
-    x, scales = node.inputs[0], node.attrs.get("scales")
+    x, scales = node.operand(0), node.attrs.get("scales")
     if not scales or len(scales) != x.rank or min(scales) <= 0:
         raise ValueError(f"Upsample needs one positive integer scale per dim of {x.shape}, got {scales}")
     return [(tuple(d * s for d, s in zip(x.shape, scales)), x.dtype)]

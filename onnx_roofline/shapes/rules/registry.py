@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 import onnx
 
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode, OpNode
 from onnx_roofline.model.schemas import normalize_domain
 from onnx_roofline.model.tensors import TensorInfo
 
@@ -31,10 +32,10 @@ class DataDependent(Exception):
     root cause's reason."""
 
 
-Output = tuple[Shape, str] | tuple[Shape, str, str] | TensorInfo | DataDependent | None
-"""(shape, dtype), or (shape, value dtype, key dtype) for a map or a sequence of maps, or a sequence
+Output = tuple[Shape, str | None] | tuple[Shape, str | None, str | None] | TensorInfo | DataDependent | None
+"""(shape, dtype) (None: a dtype the rule cannot name), or (shape, value dtype, key dtype) for a map or a sequence of maps, or a sequence
 of tensors' TensorInfo (tensors.py); DataDependent (why) or None for an output it does not type."""
-ShapeFunction = Callable[[OpNode], Sequence[Output]]
+ShapeFunction = Callable[[KnownNode], Sequence[Output]]
 
 MS = "com.microsoft"
 
@@ -87,7 +88,7 @@ def infer_node(
     if function is None:
         return {}
     try:
-        results = function(OpNode(node, opset, inputs, (), constant))
+        results = function(cast(KnownNode, OpNode(node, opset, inputs, (), constant)))  # the engine calls it once they are known
     except DataDependent as exc:
         results = [exc] * len(node.output)
     except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:

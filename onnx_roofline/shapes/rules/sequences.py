@@ -5,7 +5,7 @@ from the op that builds the sequence to the one that reads it (ai.onnx, opset 11
 
 from __future__ import annotations
 
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.shapes.rules.registry import Output, shape_function
 from onnx_roofline.model.tensors import TensorInfo, dtype_name, sequence_of
 
@@ -16,7 +16,7 @@ def _sequence(elements: Elements, dtype: str | None) -> TensorInfo:
     return sequence_of("", elements, dtype)  # renamed to the output's name by the registry
 
 
-def _position(node: OpNode, slot: int, length: int, default: int, inserting: bool = False) -> int:
+def _position(node: KnownNode, slot: int, length: int, default: int, inserting: bool = False) -> int:
     """The `position` input as an index into the elements (negative counts from the end), or
     `default` where the slot is absent. Raises when it is not a folded constant or out of range."""
     if node.input(slot) is None:
@@ -31,7 +31,7 @@ def _position(node: OpNode, slot: int, length: int, default: int, inserting: boo
     return position
 
 
-def _elements(node: OpNode, slot: int = 0) -> Elements:
+def _elements(node: KnownNode, slot: int = 0) -> Elements:
     sequence = node.input(slot)
     if sequence is None or not sequence.sequence or sequence.elements is None:
         raise ValueError("the input sequence's elements are unknown")
@@ -39,48 +39,48 @@ def _elements(node: OpNode, slot: int = 0) -> Elements:
 
 
 @shape_function("SequenceEmpty", domain="")
-def sequence_empty(node: OpNode) -> list[Output]:
+def sequence_empty(node: KnownNode) -> list[Output]:
     return [_sequence([], dtype_name(node.attrs.get("dtype") or 1))]  # float by default
 
 
 @shape_function("SequenceConstruct", domain="")
-def sequence_construct(node: OpNode) -> list[Output]:
+def sequence_construct(node: KnownNode) -> list[Output]:
     inputs = node.present_inputs
     return [_sequence([t.shape for t in inputs], inputs[0].dtype)]
 
 
 @shape_function("SequenceInsert", domain="")
-def sequence_insert(node: OpNode) -> list[Output]:
+def sequence_insert(node: KnownNode) -> list[Output]:
     elements = _elements(node)
-    elements.insert(_position(node, 2, len(elements), len(elements), inserting=True), node.inputs[1].shape)
-    return [_sequence(elements, node.inputs[1].dtype)]
+    elements.insert(_position(node, 2, len(elements), len(elements), inserting=True), node.operand(1).shape)
+    return [_sequence(elements, node.operand(1).dtype)]
 
 
 @shape_function("SequenceErase", domain="")
-def sequence_erase(node: OpNode) -> list[Output]:
+def sequence_erase(node: KnownNode) -> list[Output]:
     elements = _elements(node)
     del elements[_position(node, 1, len(elements), len(elements) - 1)]
-    return [_sequence(elements, node.inputs[0].dtype)]
+    return [_sequence(elements, node.operand(0).dtype)]
 
 
 @shape_function("SequenceAt", domain="")
-def sequence_at(node: OpNode) -> list[Output]:
+def sequence_at(node: KnownNode) -> list[Output]:
     elements = _elements(node)
     if len(set(elements)) == 1 and node.input_value(1) is None:  # every element alike: any position gives it
-        return [(elements[0], node.inputs[0].dtype)]
-    return [(elements[_position(node, 1, len(elements), 0)], node.inputs[0].dtype)]
+        return [(elements[0], node.operand(0).dtype)]
+    return [(elements[_position(node, 1, len(elements), 0)], node.operand(0).dtype)]
 
 
 @shape_function("SequenceLength", domain="")
-def sequence_length(node: OpNode) -> list[Output]:
+def sequence_length(node: KnownNode) -> list[Output]:
     return [((), "int64")]
 
 
 @shape_function("SplitToSequence", domain="")
-def split_to_sequence(node: OpNode) -> list[Output]:
+def split_to_sequence(node: KnownNode) -> list[Output]:
     """`split` a scalar: pieces of that length, the last one shorter; a 1-D list: those lengths;
     absent: pieces of 1, the axis dropped unless keepdims."""
-    data = node.inputs[0]
+    data = node.operand(0)
     axis = node.attrs.get("axis", 0) % len(data.shape)
     length = data.shape[axis]
     split = node.input_value(1) if node.input(1) is not None else None
@@ -101,7 +101,7 @@ def split_to_sequence(node: OpNode) -> list[Output]:
 
 
 @shape_function("ConcatFromSequence", domain="")
-def concat_from_sequence(node: OpNode) -> list[Output]:
+def concat_from_sequence(node: KnownNode) -> list[Output]:
     """Every element joined along `axis`, or stacked on a new axis there (new_axis=1)."""
     elements = _elements(node)
     if not elements:
@@ -110,6 +110,6 @@ def concat_from_sequence(node: OpNode) -> list[Output]:
     stacked = bool(node.attrs.get("new_axis", 0))
     axis = node.attrs["axis"] % (rank + 1 if stacked else rank)
     if stacked:
-        return [((*elements[0][:axis], len(elements), *elements[0][axis:]), node.inputs[0].dtype)]
+        return [((*elements[0][:axis], len(elements), *elements[0][axis:]), node.operand(0).dtype)]
     joined = sum(shape[axis] for shape in elements)
-    return [((*elements[0][:axis], joined, *elements[0][axis + 1 :]), node.inputs[0].dtype)]
+    return [((*elements[0][:axis], joined, *elements[0][axis + 1 :]), node.operand(0).dtype)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from onnx import TensorProto
 
-from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.shapes.rules.arithmetic import constant_values, same, window
 from onnx_roofline.shapes.rules.registry import Output, shape_function
 from onnx_roofline.model.tensors import dtype_name
@@ -19,7 +19,7 @@ shape_function("GroupNormalization", "MeanVarianceNormalization", domain="")(sam
 
 
 @shape_function("HannWindow", "HammingWindow", "BlackmanWindow", domain="", value_inputs=(0,))
-def signal_window(node: OpNode) -> list[Output]:
+def signal_window(node: KnownNode) -> list[Output]:
     """[size] (periodic or symmetric alike) in output_datatype (float32 by default), `size` the
     constant scalar input."""
     size = constant_values(node, 0)
@@ -29,7 +29,7 @@ def signal_window(node: OpNode) -> list[Output]:
 
 
 @shape_function("MelWeightMatrix", domain="", value_inputs=(0, 1))
-def mel_weight_matrix(node: OpNode) -> list[Output]:
+def mel_weight_matrix(node: KnownNode) -> list[Output]:
     """[dft_length // 2 + 1, num_mel_bins] in output_datatype (float32 by default), from the
     constant num_mel_bins (input 0) and dft_length (input 1)."""
     bins, length = constant_values(node, 0), constant_values(node, 1)
@@ -39,10 +39,10 @@ def mel_weight_matrix(node: OpNode) -> list[Output]:
 
 
 @shape_function("MaxUnpool", domain="", value_inputs=(2,))
-def max_unpool(node: OpNode) -> list[Output]:
+def max_unpool(node: KnownNode) -> list[Output]:
     """The constant `output_shape` (input 2) where there is one; else each spatial dim is
     (in − 1)·stride − pad_begin − pad_end + kernel, batch and channels as X's."""
-    x = node.inputs[0]
+    x = node.operand(0)
     if node.input(2) is not None:
         shape = constant_values(node, 2)
         return [None] if shape is None else [(tuple(int(d) for d in shape), x.dtype)]
@@ -55,10 +55,10 @@ def max_unpool(node: OpNode) -> list[Output]:
 
 
 @shape_function("MaxPool", "AveragePool", domain="")
-def pool(node: OpNode) -> list[Output]:
+def pool(node: KnownNode) -> list[Output]:
     """[N, C, out…] by the window arithmetic (arithmetic.window: a last window that would start in
     the end padding dropped under ceil_mode, as onnxruntime and PyTorch do); MaxPool's Indices
     alike, int64."""
-    x = node.inputs[0]
+    x = node.operand(0)
     shape = (*x.shape[:2], *window(node, x.shape[2:], node.attrs["kernel_shape"], dilation=True))
     return [(shape, x.dtype), (shape, "int64")]
