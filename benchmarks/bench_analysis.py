@@ -82,12 +82,22 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     minimums = {name: min(values) for name, values in times.items()}
     report = analyze(args.model, hw="h100", sizing=Sizing(dims=dims))
-    print(f"model                {args.model}  ({report.model.node_count} nodes, shapes: {report.model.shape_inference})")
+    print(
+        f"model                {args.model}  ({report.model.node_count} nodes, shapes: {report.model.shape_inference})"
+    )
     for name, title in MEASURES.items():
-        ratio = "" if name == "floor" else f"   ratio: median {medians[name] / medians['floor']:5.2f}x, min {minimums[name] / minimums['floor']:5.2f}x"
+        ratio = (
+            ""
+            if name == "floor"
+            else f"   ratio: median {medians[name] / medians['floor']:5.2f}x, min {minimums[name] / minimums['floor']:5.2f}x"
+        )
         print(f"{title:20s} median {medians[name] * 1e3:7.1f} ms, min {minimums[name] * 1e3:7.1f} ms{ratio}")
-    print(f"                     {args.rounds} rounds of {args.repeats} runs each; target: analysis within 3x of the floor")
-    print(f"peak Python memory   floor {peaks['floor'] / 2**20:6.1f} MiB, onnx-roofline {peaks['json'] / 2**20:6.1f} MiB (tracemalloc)")
+    print(
+        f"                     {args.rounds} rounds of {args.repeats} runs each; target: analysis within 3x of the floor"
+    )
+    print(
+        f"peak Python memory   floor {peaks['floor'] / 2**20:6.1f} MiB, onnx-roofline {peaks['json'] / 2**20:6.1f} MiB (tracemalloc)"
+    )
 
 
 if __name__ == "__main__":

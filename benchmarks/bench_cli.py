@@ -89,7 +89,9 @@ def with_weights(fixture: Path, folder: Path) -> Path:
     benchmark itself must never hold the weights."""
     target = folder / fixture.name
     if not target.exists():
-        subprocess.run([sys.executable, "-c", WITH_WEIGHTS, str(fixture), str(target), f"{fixture.stem}.data"], check=True)
+        subprocess.run(
+            [sys.executable, "-c", WITH_WEIGHTS, str(fixture), str(target), f"{fixture.stem}.data"], check=True
+        )
     return target
 
 
@@ -130,7 +132,14 @@ def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
         shapes = input_shapes(model, dims)
         jobs[name] = {
             "onnx-roofline": roofline_command(model, dims, folder / f"{name}.roofline.txt"),
-            "onnx-tool": [str(tool_python), "-c", ONNX_TOOL_DRIVER, str(model), str(folder / f"{name}.onnx-tool.txt"), repr(shapes)],
+            "onnx-tool": [
+                str(tool_python),
+                "-c",
+                ONNX_TOOL_DRIVER,
+                str(model),
+                str(folder / f"{name}.onnx-tool.txt"),
+                repr(shapes),
+            ],
         }
     tools = ["onnx-roofline", "onnx-tool", *(["before"] if args.before else [])]
     runs: dict[tuple[str, str], list] = {(name, tool): [] for name in jobs for tool in tools}
@@ -141,7 +150,9 @@ def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
                 runs[name, tool].append(run(command, env=_before_env(args) if tool == "before" else None))
         print(f"round {round_index + 1} of {args.rounds} done", flush=True)
     rows = []
-    print(f"\n{'model':<22} {'onnx-roofline':>15} {'onnx-tool':>15} {'speed-up':>9}   {'RSS roofline':>13} {'RSS onnx-tool':>14} {'RSS ratio':>9}")
+    print(
+        f"\n{'model':<22} {'onnx-roofline':>15} {'onnx-tool':>15} {'speed-up':>9}   {'RSS roofline':>13} {'RSS onnx-tool':>14} {'RSS ratio':>9}"
+    )
     for name in jobs:
         ours, theirs = summary(runs[name, "onnx-roofline"]), summary(runs[name, "onnx-tool"])
         speedup = theirs["wall_min"] / ours["wall_min"] if theirs["ok"] else None
@@ -154,7 +165,9 @@ def compare(args: argparse.Namespace, folder: Path) -> list[dict]:
         row = {"model": name, "onnx_roofline": ours, "onnx_tool": theirs, "speedup": speedup, "rss_ratio": rss}
         if args.before:
             before = row["before"] = summary(runs[name, "before"])
-            print(f"{'  before this change':<22} {before['wall_min']:>13.2f} s {'':>15} {'':>9}   {mib(before['rss_max']):>13}")
+            print(
+                f"{'  before this change':<22} {before['wall_min']:>13.2f} s {'':>15} {'':>9}   {mib(before['rss_max']):>13}"
+            )
         rows.append(row)
     print(f"{args.rounds} interleaved rounds; minimum wall time, maximum peak RSS per tool and model")
     return rows
@@ -183,8 +196,10 @@ def startup(args: argparse.Namespace, folder: Path) -> dict:
         result[name] = figures
         print(f"{name:<40} {figures['wall_min']:>7.3f} s {figures['cpu_min']:>7.3f} s {mib(figures['rss_max']):>9}")
     floor, cli = result["floor: import onnx, load, infer_shapes"], result["onnx-roofline resnet50 (table)"]
-    print(f"CLI / floor on ResNet-50: {cli['wall_min'] / floor['wall_min']:.2f}x wall, {cli['cpu_min'] / floor['cpu_min']:.2f}x CPU"
-          f" ({args.startup_rounds} interleaved rounds, minimums)")
+    print(
+        f"CLI / floor on ResNet-50: {cli['wall_min'] / floor['wall_min']:.2f}x wall, {cli['cpu_min'] / floor['cpu_min']:.2f}x CPU"
+        f" ({args.startup_rounds} interleaved rounds, minimums)"
+    )
     result["imports"] = imports(resnet, folder)
     return result
 
@@ -195,7 +210,14 @@ HEAVY = ("networkx", "matplotlib", "onnxruntime", "scipy", "pandas", "torch", "o
 def imports(model: Path, folder: Path) -> dict:
     """What `onnx-roofline MODEL` imports (python -X importtime): the heavy packages among them,
     and the slowest top-level imports (cumulative)."""
-    command = [sys.executable, "-X", "importtime", "-m", "onnx_roofline", *roofline_command(model, {"batch": 1}, folder / "imports.txt")[len(CLI):]]
+    command = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "onnx_roofline",
+        *roofline_command(model, {"batch": 1}, folder / "imports.txt")[len(CLI) :],
+    ]
     lines = subprocess.run(command, capture_output=True, text=True).stderr.splitlines()
     modules, top = set(), []
     for line in lines:
@@ -219,7 +241,11 @@ def _before_env(args: argparse.Namespace) -> dict[str, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--install-onnx-tool", action="store_true", help=f"install {ONNX_TOOL} into its own venv (--onnx-tool-venv) and stop")
+    parser.add_argument(
+        "--install-onnx-tool",
+        action="store_true",
+        help=f"install {ONNX_TOOL} into its own venv (--onnx-tool-venv) and stop",
+    )
     parser.add_argument("--onnx-tool-venv", help=f"the venv with onnx-tool (default: {ONNX_TOOL_VENV})")
     parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, from {', '.join(MODELS)}")
     parser.add_argument("--rounds", type=int, default=3)
@@ -227,7 +253,11 @@ def main() -> None:
     parser.add_argument("--startup-only", action="store_true")
     parser.add_argument("--work", help="folder for the with-weights copies (default: a temporary one)")
     parser.add_argument("--json", help="also write the figures to this file")
-    parser.add_argument("--before", metavar="DIR", help="also run, interleaved, the onnx_roofline package in DIR (a copy of an older tree)")
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also run, interleaved, the onnx_roofline package in DIR (a copy of an older tree)",
+    )
     args = parser.parse_args()
     if args.install_onnx_tool:
         install_onnx_tool(ONNX_TOOL_VENV if args.onnx_tool_venv is None else Path(args.onnx_tool_venv))

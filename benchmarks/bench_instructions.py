@@ -87,7 +87,11 @@ def main() -> None:
     prepare(args.before)
     models = args.models or sorted((REPO / "fixtures").glob("*.onnx"))
     trees = [(args.before, "before"), (REPO, "analysis")] if args.before else [(REPO, "analysis")]
-    print(f"{'fixture':36s} {'floor':>8s}" + "".join(f" {label:>9s} {'ratio':>6s}" for _, label in trees) + "   (million instructions per call)")
+    print(
+        f"{'fixture':36s} {'floor':>8s}"
+        + "".join(f" {label:>9s} {'ratio':>6s}" for _, label in trees)
+        + "   (million instructions per call)"
+    )
     for model in models:
         floor = per_call(REPO, model, "floor", args.calls)
         row = f"{model.name:36s} {floor / 1e6:8.1f}"

@@ -48,8 +48,14 @@ def main() -> None:
     parser.add_argument("--decoders-only", action="store_true")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--work", help="folder for the generated graphs and reports (default: a temporary one)")
-    parser.add_argument("--before", metavar="DIR", help="also run, interleaved, the onnx_roofline package in DIR (a copy of an older tree)")
-    parser.add_argument("--before-max", type=int, default=10**9, metavar="N", help="largest chain the --before tree runs (default: all)")
+    parser.add_argument(
+        "--before",
+        metavar="DIR",
+        help="also run, interleaved, the onnx_roofline package in DIR (a copy of an older tree)",
+    )
+    parser.add_argument(
+        "--before-max", type=int, default=10**9, metavar="N", help="largest chain the --before tree runs (default: all)"
+    )
     args = parser.parse_args()
     sizes = [] if args.decoders_only else [int(s) for s in args.sizes.split(",") if s]
     decoders = [d for d in args.decoders.split(",") if d]
@@ -60,11 +66,17 @@ def main() -> None:
         jobs = {}
         for size in sizes:
             model = generate("chain", str(size), folder)
-            jobs[f"chain {size:,}"] = (size, [*CLI, str(model), "--dim=batch=1", "--format=json", "-o", str(folder / f"chain-{size}.json")])
+            jobs[f"chain {size:,}"] = (
+                size,
+                [*CLI, str(model), "--dim=batch=1", "--format=json", "-o", str(folder / f"chain-{size}.json")],
+            )
         for name in decoders:
             model = generate("decoder", name, folder)
             dims = [f"--dim={k}={v}" for k, v in DECODER_DIMS.items()]
-            jobs[f"decoder {name}"] = (None, [*CLI, str(model), *dims, "--format=json", "-o", str(folder / f"decoder-{name}.json")])
+            jobs[f"decoder {name}"] = (
+                None,
+                [*CLI, str(model), *dims, "--format=json", "-o", str(folder / f"decoder-{name}.json")],
+            )
         trees = {"": None}
         if args.before:
             trees["before: "] = {**os.environ, "PYTHONPATH": str(Path(args.before).resolve())}
@@ -77,14 +89,18 @@ def main() -> None:
             print(f"round {round_index + 1} of {args.rounds} done", flush=True)
         for tree in trees:
             if tree:
-                report(tree, jobs, {name: summary(runs[tree + name]) for name in jobs if runs[tree + name]}, args.rounds)
+                report(
+                    tree, jobs, {name: summary(runs[tree + name]) for name in jobs if runs[tree + name]}, args.rounds
+                )
         report("", jobs, {name: summary(runs[name]) for name in jobs}, args.rounds)
 
 
 def report(tree: str, jobs: dict, figures: dict, rounds: int) -> None:
     """The table of one tree's figures: time, memory and their slopes between successive sizes."""
     base = min((f["rss_max"] for n, f in figures.items() if n.startswith("chain")), default=0)
-    print(f"\n{tree + 'graph':<18} {'nodes':>10} {'wall min':>10} {'CPU min':>10} {'peak RSS':>10} {'JSON':>10} {'slope t':>8} {'slope RSS':>9}")
+    print(
+        f"\n{tree + 'graph':<18} {'nodes':>10} {'wall min':>10} {'CPU min':>10} {'peak RSS':>10} {'JSON':>10} {'slope t':>8} {'slope RSS':>9}"
+    )
     previous = None
     for name, (nodes, _) in jobs.items():
         if name not in figures:
@@ -94,23 +110,25 @@ def report(tree: str, jobs: dict, figures: dict, rounds: int) -> None:
         json_size = mib(output.stat().st_size) if output.exists() else "-"
         if nodes is None:
             from_model = _node_count(jobs[name][1][len(CLI)])
-            print(f"{name:<18} {from_model:>10,} {f['wall_min']:>8.2f} s {f['cpu_min']:>8.2f} s {mib(f['rss_max']):>10} {json_size:>10}")
+            print(
+                f"{name:<18} {from_model:>10,} {f['wall_min']:>8.2f} s {f['cpu_min']:>8.2f} s {mib(f['rss_max']):>10} {json_size:>10}"
+            )
             continue
         time_slope = rss_slope = None
         if previous is not None:
             time_slope = slope(previous[0], previous[1], nodes, f["cpu_min"])
-            rss_slope = slope(previous[0], previous[2] - base, nodes, f["rss_max"] - base) if previous[2] > base else None
+            rss_slope = (
+                slope(previous[0], previous[2] - base, nodes, f["rss_max"] - base) if previous[2] > base else None
+            )
         print(
             f"{name:<18} {nodes:>10,} {f['wall_min']:>8.2f} s {f['cpu_min']:>8.2f} s {mib(f['rss_max']):>10} {json_size:>10}"
             f" {'' if time_slope is None else f'{time_slope:.2f}':>8} {'' if rss_slope is None else f'{rss_slope:.2f}':>9}"
             + ("" if f["ok"] else "  (failed)")
         )
         previous = (nodes, f["cpu_min"], f["rss_max"])
-    print(f"{tree}{rounds} interleaved rounds; slopes of log(CPU time) and log(RSS above the smallest chain's) between successive sizes")
-
-
-
-
+    print(
+        f"{tree}{rounds} interleaved rounds; slopes of log(CPU time) and log(RSS above the smallest chain's) between successive sizes"
+    )
 
 
 def _node_count(path: str) -> int:

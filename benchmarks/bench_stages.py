@@ -34,12 +34,14 @@ STAGES = {"load": "load_with_nodes", "conformance": "conformance", "shapes": "in
 
 def timed(spent: dict[str, float], stage: str, fn):
     """`fn`, its seconds added to spent[stage] on each call."""
+
     def wrapper(*args, **kwargs):
         start = time.perf_counter()
         try:
             return fn(*args, **kwargs)
         finally:
             spent[stage] += time.perf_counter() - start
+
     return wrapper
 
 
@@ -64,7 +66,9 @@ def main() -> None:
     parser.add_argument("model", nargs="?", default="fixtures/gpt2_prefill_fp32_torchscript.onnx")
     parser.add_argument("--dim", action="append", default=None)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="the report stage: the table, or the JSON text")
+    parser.add_argument(
+        "--format", choices=("table", "json"), default="table", help="the report stage: the table, or the JSON text"
+    )
     args = parser.parse_args()
     dims = dict(parse_dim(d) for d in args.dim or ["batch=1", "sequence=128"])
     spent: dict[str, float] = defaultdict(float)
@@ -77,8 +81,14 @@ def main() -> None:
         spent.clear()
         one_run(args.model, dims, spent, args.format == "json")
         inner = sum(spent[stage] for stage in (*STAGES, "costs"))
-        runs.append({**{stage: spent[stage] for stage in (*STAGES, "costs")}, "rest of the analysis": spent["analysis"] - inner,
-                     "views": spent["views"], "report": spent["report"]})
+        runs.append(
+            {
+                **{stage: spent[stage] for stage in (*STAGES, "costs")},
+                "rest of the analysis": spent["analysis"] - inner,
+                "views": spent["views"],
+                "report": spent["report"],
+            }
+        )
     best = {stage: min(run[stage] for run in runs) for stage in runs[0]}
     total = min(sum(run.values()) for run in runs)
     bound = ", ".join(f"{k}={v}" for k, v in dims.items())

@@ -12,8 +12,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,9 @@ def run(command: Sequence[str], env: dict[str, str] | None = None, timeout: floa
     process.returncode = os.waitstatus_to_exitcode(status)
     error = process.stderr.read().decode(errors="replace") if process.stderr else ""
     if process.returncode != 0:
-        print(f"  ! {' '.join(command)[:160]} exited {process.returncode}: {error.strip().splitlines()[-1:] if error.strip() else ''}")
+        print(
+            f"  ! {' '.join(command)[:160]} exited {process.returncode}: {error.strip().splitlines()[-1:] if error.strip() else ''}"
+        )
     return Run(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024, process.returncode)
 
 

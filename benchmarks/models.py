@@ -32,7 +32,12 @@ def chain(nodes: int, width: int = WIDTH) -> onnx.ModelProto:
     for index in range(nodes):
         op = CHAIN_BLOCK[index % len(CHAIN_BLOCK)]
         output = "y" if index == nodes - 1 else f"t{index}"
-        inputs = {"MatMul": [previous, "weight"], "Add": [previous, "bias"], "Relu": [previous], "Mul": [previous, "scale"]}[op]
+        inputs = {
+            "MatMul": [previous, "weight"],
+            "Add": [previous, "bias"],
+            "Relu": [previous],
+            "Mul": [previous, "scale"],
+        }[op]
         node = graph.node.add()
         node.op_type, node.name = op, f"/layers.{index // len(CHAIN_BLOCK)}/{op}"
         node.input.extend(inputs)
@@ -55,14 +60,22 @@ def ifs(blocks: int, width: int = WIDTH) -> onnx.ModelProto:
         branches = {}
         for branch, op in (("then_branch", "Identity"), ("else_branch", "Neg")):
             out = f"{branch[:4]}{index}"
-            body = helper.make_graph([helper.make_node(op, [relu], [out])], f"{branch}{index}", [],
-                                     [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", width])])
+            body = helper.make_graph(
+                [helper.make_node(op, [relu], [out])],
+                f"{branch}{index}",
+                [],
+                [helper.make_tensor_value_info(out, TensorProto.FLOAT, ["batch", width])],
+            )
             branches[branch] = body
         output = "y" if index == blocks - 1 else f"i{index}"
         graph.node.append(helper.make_node("If", ["condition"], [output], name=f"/blocks.{index}/If", **branches))
         previous = output
-    graph.input.extend([helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width]),
-                        helper.make_tensor_value_info("condition", TensorProto.BOOL, [])])
+    graph.input.extend(
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", width]),
+            helper.make_tensor_value_info("condition", TensorProto.BOOL, []),
+        ]
+    )
     graph.output.append(helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", width]))
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9)
 
@@ -120,10 +133,16 @@ class _Decoder:
         second = self.op("Slice", [x, f"{prefix}/half", "big", "axes_last"], f"{prefix}/Slice_1")
         negated = self.op("Neg", [second], f"{prefix}/Neg")
         rotated = self.op("Concat", [negated, first], f"{prefix}/Concat", axis=-1)
-        return self.op("Add", [self.op("Mul", [x, "cos"], f"{prefix}/Mul"), self.op("Mul", [rotated, "sin"], f"{prefix}/Mul_1")], f"{prefix}/Add")
+        return self.op(
+            "Add",
+            [self.op("Mul", [x, "cos"], f"{prefix}/Mul"), self.op("Mul", [rotated, "sin"], f"{prefix}/Mul_1")],
+            f"{prefix}/Add",
+        )
 
     def heads_of(self, x: str, heads: int, prefix: str) -> str:
-        shaped = self.op("Reshape", [x, self.const(f"{prefix}/shape", [0, 0, heads, self.head_dim])], f"{prefix}/Reshape")
+        shaped = self.op(
+            "Reshape", [x, self.const(f"{prefix}/shape", [0, 0, heads, self.head_dim])], f"{prefix}/Reshape"
+        )
         return self.op("Transpose", [shaped], f"{prefix}/Transpose", perm=[0, 2, 1, 3])
 
     def layer(self, x: str, index: int) -> str:
@@ -139,25 +158,41 @@ class _Decoder:
         keys = self.op("Concat", [f"past_key_values.{index}.key", k], f"{p}/attn/Concat_k", axis=2)
         values = self.op("Concat", [f"past_key_values.{index}.value", v], f"{p}/attn/Concat_v", axis=2)
         self.nodes.append(helper.make_node("Identity", [keys], [f"present.{index}.key"], name=f"{p}/attn/present_k"))
-        self.nodes.append(helper.make_node("Identity", [values], [f"present.{index}.value"], name=f"{p}/attn/present_v"))
+        self.nodes.append(
+            helper.make_node("Identity", [values], [f"present.{index}.value"], name=f"{p}/attn/present_v")
+        )
         # grouped-query attention: each key/value head serves `groups` query heads
         grouped = self.op("Reshape", [q, self.const(f"{p}/attn/grouped", [0, kvh, groups, d])], f"{p}/attn/Reshape_q")
         keys_t = self.op("Transpose", [keys], f"{p}/attn/Transpose_k", perm=[0, 1, 3, 2])
         keys_t = self.op("Unsqueeze", [keys_t, "axis_2"], f"{p}/attn/Unsqueeze_k")
-        scores = self.op("MatMul", [self.op("Unsqueeze", [grouped, "axis_3"], f"{p}/attn/Unsqueeze_q"), keys_t], f"{p}/attn/MatMul_qk")
+        scores = self.op(
+            "MatMul",
+            [self.op("Unsqueeze", [grouped, "axis_3"], f"{p}/attn/Unsqueeze_q"), keys_t],
+            f"{p}/attn/MatMul_qk",
+        )
         scaled = self.op("Mul", [scores, "attn_scale"], f"{p}/attn/Mul_scale")
         probs = self.op("Softmax", [scaled], f"{p}/attn/Softmax", axis=-1)
-        context = self.op("MatMul", [probs, self.op("Unsqueeze", [values, "axis_2"], f"{p}/attn/Unsqueeze_v")], f"{p}/attn/MatMul_v")
-        merged = self.op("Reshape", [context, self.const(f"{p}/attn/merged", [0, self.heads, 1, d])], f"{p}/attn/Reshape_ctx")
+        context = self.op(
+            "MatMul", [probs, self.op("Unsqueeze", [values, "axis_2"], f"{p}/attn/Unsqueeze_v")], f"{p}/attn/MatMul_v"
+        )
+        merged = self.op(
+            "Reshape", [context, self.const(f"{p}/attn/merged", [0, self.heads, 1, d])], f"{p}/attn/Reshape_ctx"
+        )
         merged = self.op("Transpose", [merged], f"{p}/attn/Transpose_ctx", perm=[0, 2, 1, 3])
         merged = self.op("Reshape", [merged, self.const(f"{p}/attn/flat", [0, 0, h])], f"{p}/attn/Reshape_out")
         attended = self.op("MatMul", [merged, self.weight(f"{p}.o_proj", [h, h])], f"{p}/attn/o_proj/MatMul")
         x = self.op("Add", [x, attended], f"{p}/Add")
         normed = self.rms_norm(x, f"{p}/post_attention_layernorm")
-        gate = self.op("MatMul", [normed, self.weight(f"{p}.gate_proj", [h, self.intermediate])], f"{p}/mlp/gate_proj/MatMul")
+        gate = self.op(
+            "MatMul", [normed, self.weight(f"{p}.gate_proj", [h, self.intermediate])], f"{p}/mlp/gate_proj/MatMul"
+        )
         up = self.op("MatMul", [normed, self.weight(f"{p}.up_proj", [h, self.intermediate])], f"{p}/mlp/up_proj/MatMul")
         activated = self.op("Mul", [gate, self.op("Sigmoid", [gate], f"{p}/mlp/Sigmoid")], f"{p}/mlp/Mul")
-        down = self.op("MatMul", [self.op("Mul", [activated, up], f"{p}/mlp/Mul_1"), self.weight(f"{p}.down_proj", [self.intermediate, h])], f"{p}/mlp/down_proj/MatMul")
+        down = self.op(
+            "MatMul",
+            [self.op("Mul", [activated, up], f"{p}/mlp/Mul_1"), self.weight(f"{p}.down_proj", [self.intermediate, h])],
+            f"{p}/mlp/down_proj/MatMul",
+        )
         return self.op("Add", [x, down], f"{p}/Add_1")
 
     def model(self) -> onnx.ModelProto:
@@ -171,7 +206,9 @@ class _Decoder:
         self.const("attn_scale", [d**-0.5], np.float16)
         self.const("cos", np.ones((1, 1, 1, d)), np.float16)
         self.const("sin", np.zeros((1, 1, 1, d)), np.float16)
-        embedded = self.op("Gather", [self.weight("embed_tokens", [self.vocab, h]), "input_ids"], "/model/embed_tokens/Gather")
+        embedded = self.op(
+            "Gather", [self.weight("embed_tokens", [self.vocab, h]), "input_ids"], "/model/embed_tokens/Gather"
+        )
         x = self.op("Cast", [embedded], "/model/embed_tokens/Cast", to=TensorProto.FLOAT16)
         for index in range(self.layers):
             x = self.layer(x, index)
@@ -203,7 +240,11 @@ def main() -> None:
     parser.add_argument("size", help="nodes of a chain; blocks of Relu + If; 7b or 70b for a decoder")
     parser.add_argument("path")
     args = parser.parse_args()
-    model = {"chain": lambda: chain(int(args.size)), "ifs": lambda: ifs(int(args.size)), "decoder": lambda: decoder(args.size)}[args.kind]()
+    model = {
+        "chain": lambda: chain(int(args.size)),
+        "ifs": lambda: ifs(int(args.size)),
+        "decoder": lambda: decoder(args.size),
+    }[args.kind]()
     with open(args.path, "wb") as stream:
         stream.write(model.SerializeToString())
 

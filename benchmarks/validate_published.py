@@ -69,7 +69,9 @@ class Row:
     run: Run
     bound_s: float
     predicted_s: float
-    as_run_s: float | None = None  # the prediction counting a known inefficiency of the engine the run used (the reason's)
+    as_run_s: float | None = (
+        None  # the prediction counting a known inefficiency of the engine the run used (the reason's)
+    )
 
     @property
     def error(self) -> float:
@@ -80,12 +82,17 @@ class Row:
         return abs(self.error) <= TOLERANCE
 
     def to_dict(self) -> dict:
-        as_run = {"as_run_s": self.as_run_s, "as_run_error": None if self.as_run_s is None else self.as_run_s / self.run.measured_s - 1.0}
+        as_run = {
+            "as_run_s": self.as_run_s,
+            "as_run_error": None if self.as_run_s is None else self.as_run_s / self.run.measured_s - 1.0,
+        }
         return {**asdict(self.run), "bound_s": self.bound_s, "predicted_s": self.predicted_s, "error": self.error, "within_tolerance": self.within,
                 **as_run}  # fmt: skip
 
 
-def throughput_run(batch: int, isl: int, osl: int, tokens_per_s: float, reason: str = "", model: str = "Llama-2-7B", tp: int = 1) -> Run:
+def throughput_run(
+    batch: int, isl: int, osl: int, tokens_per_s: float, reason: str = "", model: str = "Llama-2-7B", tp: int = 1
+) -> Run:
     """A row of the throughput table, whose figure is output tokens/s per GPU: the batch's
     batch · OSL tokens take batch · OSL / (tokens_per_s · TP) seconds."""
     per_gpu = f"{tokens_per_s:,.0f} output tok/s" + (f" per GPU ({tp} GPUs)" if tp > 1 else "")
@@ -112,8 +119,13 @@ V05_OVERHEAD = ("a fixed cost per request outside the kernels: TensorRT-LLM v0.5
 
 
 RUNS = (
-    Run("ResNet-50 int8, offline", MLPERF, "one H100 SXM, int8 (TensorRT), batch 2048 in the graph; the time per image",
-        "88,714.3 samples/s", 1 / 88714.3),
+    Run(
+        "ResNet-50 int8, offline",
+        MLPERF,
+        "one H100 SXM, int8 (TensorRT), batch 2048 in the graph; the time per image",
+        "88,714.3 samples/s",
+        1 / 88714.3,
+    ),
     throughput_run(768, 128, 128, 19694),
     throughput_run(112, 128, 2048, 6818),
     throughput_run(48, 2048, 2048, 2740),
@@ -156,18 +168,27 @@ def export_llama(layers: int, decode: bool, folder: Path, shape: dict = LLAMA2_7
             return (out.logits, *[t for layer in out.past_key_values.layers for t in (layer.keys, layer.values)])
 
     heads, head_dim = shape["num_key_value_heads"], shape["hidden_size"] // shape["num_attention_heads"]
-    batch, sequence, past_sequence = torch.export.Dim("batch"), torch.export.Dim("sequence"), torch.export.Dim("past_sequence")
+    batch, sequence, past_sequence = (
+        torch.export.Dim("batch"),
+        torch.export.Dim("sequence"),
+        torch.export.Dim("past_sequence"),
+    )
     names = [f"past.{i}.{kv}" for i in range(layers) for kv in ("key", "value")] if decode else []
     past = [torch.empty(2, heads, 5, head_dim, device="meta") for _ in names]
     ids = torch.ones(2, 1 if decode else 8, dtype=torch.long, device="meta")
-    shapes = {"input_ids": {0: batch} if decode else {0: batch, 1: sequence}, "past": [{0: batch, 2: past_sequence} for _ in names]}
+    shapes = {
+        "input_ids": {0: batch} if decode else {0: batch, 1: sequence},
+        "past": [{0: batch, 2: past_sequence} for _ in names],
+    }
     program = torch.onnx.export(Step().eval(), (ids, *past), dynamo=True, input_names=["input_ids", *names], optimize=False,
                                 dynamic_shapes=(shapes["input_ids"], tuple(shapes["past"])) if names else (shapes["input_ids"],), verbose=False)  # fmt: skip
     offset = 0
     for value in program.model.graph.initializers.values():
         sizes = ir.Shape([int(d) for d in value.shape])
         length = _elements(sizes) * value.dtype.itemsize
-        value.const_value = ir.ExternalTensor("absent.bin", offset, length, value.dtype, shape=sizes, name=value.name, base_dir=str(folder))
+        value.const_value = ir.ExternalTensor(
+            "absent.bin", offset, length, value.dtype, shape=sizes, name=value.name, base_dir=str(folder)
+        )
         offset += length
     path = folder / f"llama_{shape['hidden_size']}_{layers}layer_{'decode' if decode else 'prefill'}.onnx"
     onnx.save(ir.serde.serialize_model(program.model), path)
@@ -227,7 +248,9 @@ class Llama:
     def generation(self, batch: int, isl: int, osl: int) -> tuple[float, float]:
         """Prefill, then OSL − 1 decode steps over caches of ISL to ISL + OSL − 2 tokens."""
         steps = osl - 1
-        points = [self.figures(True, {"batch": batch, "past_sequence": isl + p}) for p in (0, (steps - 1) // 2, steps - 1)]
+        points = [
+            self.figures(True, {"batch": batch, "past_sequence": isl + p}) for p in (0, (steps - 1) // 2, steps - 1)
+        ]
         decode = tuple(steps * (a + 4 * m + b) / 6 for a, m, b in zip(*points, strict=True))
         return tuple(p + d for p, d in zip(self.prefill(batch, isl), decode, strict=True))  # type: ignore[return-value]
 
@@ -252,11 +275,17 @@ def rows() -> list[Row]:
         figures += [tp2.generation(1024, 128, 128), tp4.generation(480, 128, 2048), tp2.generation(96, 2048, 128),
                     tp2.generation(64, 2048, 2048), tp4.prefill(1, 128), tp4.prefill(1, 2048)]  # fmt: skip
     table = [Row(run, bound, predicted) for run, (bound, predicted) in zip(RUNS, figures, strict=True)]
-    return [replace(row, as_run_s=row.predicted_s + per_query_head_reads_s(*row.run.generation))
-            if row.run.reason == MASKED_MHA and row.run.generation else row for row in table]
+    return [
+        replace(row, as_run_s=row.predicted_s + per_query_head_reads_s(*row.run.generation))
+        if row.run.reason == MASKED_MHA and row.run.generation
+        else row
+        for row in table
+    ]
 
 
-def per_query_head_reads_s(batch: int, isl: int, osl: int, tp: int, shape: dict = LLAMA2_70B, layers: int = LLAMA2_70B_LAYERS) -> float:
+def per_query_head_reads_s(
+    batch: int, isl: int, osl: int, tp: int, shape: dict = LLAMA2_70B, layers: int = LLAMA2_70B_LAYERS
+) -> float:
     """Seconds the OSL − 1 decode steps add when each KV head's FP8 cache is read once per query
     head rather than once (MASKED_MHA): group − 1 more reads of device 0's share of the cache, at
     the H100 entry's achievable bandwidth. Step p reads the ISL + p cached tokens of each sequence."""
@@ -264,7 +293,9 @@ def per_query_head_reads_s(batch: int, isl: int, osl: int, tp: int, shape: dict 
 
     hw = load_hardware("h100")
     heads, kv_heads = shape["num_attention_heads"], shape["num_key_value_heads"]
-    per_token = layers * 2 * kv_heads * (shape["hidden_size"] // heads) * 1 / tp  # K and V, FP8: bytes per cached token on one device
+    per_token = (
+        layers * 2 * kv_heads * (shape["hidden_size"] // heads) * 1 / tp
+    )  # K and V, FP8: bytes per cached token on one device
     tokens = batch * sum(isl + p for p in range(osl - 1))
     return (heads // kv_heads - 1) * per_token * tokens / (hw.memory_bandwidth * hw.achievable.bandwidth_fraction)
 
@@ -296,7 +327,9 @@ def render(table: list[Row]) -> str:
         "",
         "Graphs: Llama-2-7B from its public config ([config.json](" + LLAMA2_7B_CONFIG + ")), exported on torch's",
         "meta device with 1 and 2 layers (no weights; 32 layers = T(1) + 31·(T(2) − T(1))), costed in FP8 with an",
-        "in-place KV cache; Llama-2-70B likewise from [its config](" + LLAMA2_70B_CONFIG + ") (80 layers = T(1) + 79·(T(2) − T(1)),",
+        "in-place KV cache; Llama-2-70B likewise from [its config]("
+        + LLAMA2_70B_CONFIG
+        + ") (80 layers = T(1) + 79·(T(2) − T(1)),",
         "device 0 of a tensor-parallel group over NVLink, its all-reduces included, as `serve` splits it); ResNet-50 is",
         "`fixtures/resnet50_fp16.onnx` costed in int8. All on `--hw h100` (H100 SXM).",
         "",
@@ -311,13 +344,24 @@ def render(table: list[Row]) -> str:
     misses = [row for row in table if not row.within]
     if misses:
         lines += ["", "## Rows the prediction misses, and why", ""]
-        lines += [f"- **{row.run.name}** ({row.error:+.0%}): {row.run.reason or 'not explained'}" + _as_run_words(row) for row in misses]
-    lines += ["", "What the graphs leave out, each making the prediction shorter than the run: TensorRT-LLM's engines run",
-              "attention in FP16 (`--use_gpt_attention_plugin float16`, with an FP8 KV cache) where the graph costs it at",
-              "the FP8 peak (under 0.5 ms of the 2,048-token first token: 1.1 TFLOP of causal attention), the host's work per generation step",
-              "(sampling, the static-batching benchmark's loop) is in no kernel, and the first-token row is TensorRT-LLM",
-              "v0.5's, the throughput rows v0.6.1's."]
-    lines += ["", "Every bound is below its measurement: " + ("yes" if all(r.bound_s <= r.run.measured_s for r in table) else "NO") + "."]
+        lines += [
+            f"- **{row.run.name}** ({row.error:+.0%}): {row.run.reason or 'not explained'}" + _as_run_words(row)
+            for row in misses
+        ]
+    lines += [
+        "",
+        "What the graphs leave out, each making the prediction shorter than the run: TensorRT-LLM's engines run",
+        "attention in FP16 (`--use_gpt_attention_plugin float16`, with an FP8 KV cache) where the graph costs it at",
+        "the FP8 peak (under 0.5 ms of the 2,048-token first token: 1.1 TFLOP of causal attention), the host's work per generation step",
+        "(sampling, the static-batching benchmark's loop) is in no kernel, and the first-token row is TensorRT-LLM",
+        "v0.5's, the throughput rows v0.6.1's.",
+    ]
+    lines += [
+        "",
+        "Every bound is below its measurement: "
+        + ("yes" if all(r.bound_s <= r.run.measured_s for r in table) else "NO")
+        + ".",
+    ]
     return "\n".join(lines) + "\n"
 
 

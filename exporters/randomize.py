@@ -64,8 +64,6 @@ def _draw(name: str, t: torch.Tensor, owner: nn.Module, gen: torch.Generator) ->
         return uniform(0.5, 1.5)
     if isinstance(owner, nn.Embedding):
         return normal(0.02)
-    if isinstance(owner, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)):
-        fan_in = t[0].numel()  # [out, in, *kernel] layout
-    else:  # e.g. transformers' Conv1D stores [in, out]
-        fan_in = shape[0]
+    # [out, in, *kernel] layout; transformers' Conv1D stores [in, out]
+    fan_in = t[0].numel() if isinstance(owner, (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) else shape[0]
     return normal(1.0 / math.sqrt(fan_in))

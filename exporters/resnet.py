@@ -36,9 +36,7 @@ class Bottleneck(nn.Module):
         self.relu = nn.ReLU()
         self.downsample = None
         if stride != 1 or inplanes != out:
-            self.downsample = nn.Sequential(
-                nn.Conv2d(inplanes, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out)
-            )
+            self.downsample = nn.Sequential(nn.Conv2d(inplanes, out, 1, stride=stride, bias=False), nn.BatchNorm2d(out))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         identity = x if self.downsample is None else self.downsample(x)

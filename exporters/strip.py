@@ -40,7 +40,7 @@ def set_io_shapes(model: onnx.ModelProto, shapes: dict[str, list[Dim]]) -> dict[
         dims = ios[name].type.tensor_type.shape.dim
         if len(dims) != len(want):
             raise ValueError(f"{name}: rank {len(dims)}, expected {len(want)}")
-        for d, w in zip(dims, want):
+        for d, w in zip(dims, want, strict=False):
             if d.HasField("dim_param"):
                 if d.dim_param != str(w):
                     mapping[d.dim_param] = w

@@ -16,9 +16,13 @@ from __future__ import annotations
 import logging
 import os
 
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before any onnxruntime (or onnxruntime-genai) import: nothing leaves the machine
+os.environ.setdefault(
+    "ORT_DISABLE_TELEMETRY", "1"
+)  # before any onnxruntime (or onnxruntime-genai) import: nothing leaves the machine
 
-logging.getLogger(__name__).addHandler(logging.NullHandler())  # a pass's warning is the report's (and the CLI's prefixed line), not Python's last-resort print
+logging.getLogger(__name__).addHandler(
+    logging.NullHandler()
+)  # a pass's warning is the report's (and the CLI's prefixed line), not Python's last-resort print
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing at start-up
 from onnx_roofline.version import __version__  # noqa: E402,F401 (the public name)
@@ -50,22 +54,48 @@ _PUBLIC = {  # name: the module that defines it
     "UnboundDimensionError": "onnx_roofline.errors",
 }
 __all__ = [  # _PUBLIC's names, sorted: a literal, as type checkers and linters read it
-    "DimensionError", "Group", "Hardware", "HardwareSpecError", "Inspection", "ModelInfo", "ModelLoadError",
-    "NodeResult", "Report", "RooflineError", "Sizing", "Totals", "UnboundDimensionError", "analyze", "breakdown", "by_module",
-    "by_op_type", "default_dims", "inspect_model", "json_schema", "list_hardware", "load_hardware", "module_path",
+    "DimensionError",
+    "Group",
+    "Hardware",
+    "HardwareSpecError",
+    "Inspection",
+    "ModelInfo",
+    "ModelLoadError",
+    "NodeResult",
+    "Report",
+    "RooflineError",
+    "Sizing",
+    "Totals",
+    "UnboundDimensionError",
+    "analyze",
+    "breakdown",
+    "by_module",
+    "by_op_type",
+    "default_dims",
+    "inspect_model",
+    "json_schema",
+    "list_hardware",
+    "load_hardware",
+    "module_path",
     "top_nodes",
 ]
 
 if TYPE_CHECKING:
-    from onnx_roofline.views.public import analyze
-    from onnx_roofline.shapes.defaults import default_dims
-    from onnx_roofline.shapes.sizing import Sizing
-    from onnx_roofline.errors import DimensionError, HardwareSpecError, ModelLoadError, RooflineError, UnboundDimensionError
-    from onnx_roofline.costs.hardware import Hardware, list_hardware, load_hardware
     from onnx_roofline.commands.inspect import Inspection, inspect_model
+    from onnx_roofline.costs.hardware import Hardware, list_hardware, load_hardware
+    from onnx_roofline.errors import (
+        DimensionError,
+        HardwareSpecError,
+        ModelLoadError,
+        RooflineError,
+        UnboundDimensionError,
+    )
     from onnx_roofline.report.breakdown import Group, breakdown, by_module, by_op_type, module_path, top_nodes
     from onnx_roofline.report.model import ModelInfo, NodeResult, Report, Totals
     from onnx_roofline.report.schema import json_schema
+    from onnx_roofline.shapes.defaults import default_dims
+    from onnx_roofline.shapes.sizing import Sizing
+    from onnx_roofline.views.public import analyze
 
 
 def __getattr__(name: str):

@@ -11,25 +11,32 @@ import os
 from collections import ChainMap
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any, cast
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import onnx
 
 from onnx_roofline.costs import rules
 from onnx_roofline.costs.cost import CompositeCost, Cost
-from onnx_roofline.model.status import Uncostable
-from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes, symbolic_dims
-from onnx_roofline.errors import DimensionConflict, UnboundDimensionError
-from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
-from onnx_roofline.model.inlining import inline_functions
-from onnx_roofline.shapes.input_values import bind_values, if_conditions
+from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
+from onnx_roofline.costs.rules.registry import VECTOR, Rule
+from onnx_roofline.errors import DimensionConflict, DimensionError, UnboundDimensionError
 from onnx_roofline.model.conformance import Invalid, conformance
+from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
+from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
+from onnx_roofline.model.inlining import inline_functions
 from onnx_roofline.model.loader import load_with_nodes
-from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.op_node import ATTRIBUTES, KnownNode, OpNode
+from onnx_roofline.model.schemas import opsets
+from onnx_roofline.model.scopes import graph_outer_references
+from onnx_roofline.model.status import Uncostable
+from onnx_roofline.model.tensors import TensorInfo, with_precision
+from onnx_roofline.model.validation import check_axes
+from onnx_roofline.model.weights import Weight, parameter_count, weights
+from onnx_roofline.report.experts import summarize
 from onnx_roofline.report.model import (
     DATA_DEPENDENT,
     OK,
@@ -43,22 +50,14 @@ from onnx_roofline.report.model import (
     Report,
     Totals,
 )
-from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
-from onnx_roofline.model.op_node import ATTRIBUTES, KnownNode, OpNode
-from onnx_roofline.costs.rules.registry import VECTOR, Rule
-from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
-from onnx_roofline.report.experts import summarize
-from onnx_roofline.model.scopes import graph_outer_references
-from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, choose_branch, bodies
+from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, bodies, choose_branch
 from onnx_roofline.shapes.bounds import Bound, at_most
+from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes, symbolic_dims
 from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
-from onnx_roofline.model.tensors import TensorInfo, with_precision
-from onnx_roofline.model.validation import check_axes
-from onnx_roofline.shapes.runnable import check_runnable, implied_sizes
-from onnx_roofline.errors import DimensionError
-from onnx_roofline.model.weights import Weight, parameter_count, weights
+from onnx_roofline.shapes.input_values import bind_values, if_conditions
 from onnx_roofline.shapes.plausible import Implausible, constant_lookup, contradicted, runs_at
 from onnx_roofline.shapes.roles import SOLVED, DimDefault, choose_defaults, suggested_defaults
+from onnx_roofline.shapes.runnable import check_runnable, implied_sizes
 from onnx_roofline.shapes.sizing import UNSIZED, Sizing, sizing_from_keywords
 from onnx_roofline.shapes.traced import solve, traced_gap
 
@@ -122,24 +121,47 @@ def cyclic_gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _analyze(model: str | os.PathLike | onnx.ModelProto, hardware: Hardware, sizing: Sizing, partial: bool, precision: str | None) -> Report:
+def _analyze(
+    model: str | os.PathLike | onnx.ModelProto, hardware: Hardware, sizing: Sizing, partial: bool, precision: str | None
+) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
     typed = bind_and_infer(model, sizing)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
     values = shapes.values if precision is None else with_precision(shapes.values, precision)
-    stored = weights(proto.graph, graph_nodes, typed.given)  # every weight: initializers and Constant-node tensors, bodies' too
+    stored = weights(
+        proto.graph, graph_nodes, typed.given
+    )  # every weight: initializers and Constant-node tensors, bodies' too
     initializers = {t.name for t in proto.graph.initializer} - typed.given | {w.name for w in stored}
     inputs = {v.name: values[v.name] for v in proto.graph.input if v.name not in initializers and v.name in values}
     shared = _Shared(precision, frozenset(typed.given), inputs, sizing, conditions=typed.conditions)
-    walk = _Walk(values, {**shapes.folded, **constant_table(proto.graph, graph_nodes)}, frozenset(w.name for w in stored), proto, hardware, shapes.unread, shared)
+    walk = _Walk(
+        values,
+        {**shapes.folded, **constant_table(proto.graph, graph_nodes)},
+        frozenset(w.name for w in stored),
+        proto,
+        hardware,
+        shapes.unread,
+        shared,
+    )
     foldable = _constant_foldable(graph_nodes, proto, typed.given, shared.constant)
     rows = walk.rows(graph_nodes, foldable)
     bounds = tuple(dict.fromkeys((*shapes.bounds, *shared.bounds)))  # the main sweep's, and the bodies' the walk typed
     nodes = _marked_at_most(rows, at_most(graph_nodes, bounds))
     parameters = _model_parameters(stored, nodes)
-    unbound = {name: uses for name, uses in typed.dim_uses.items() if name not in dims and not _all_bound(uses, sizing.input_shapes)}
+    unbound = {
+        name: uses
+        for name, uses in typed.dim_uses.items()
+        if name not in dims and not _all_bound(uses, sizing.input_shapes)
+    }
     if unbound and not partial:
-        _raise_if_blocked(nodes, unbound, dims, lambda: suggested_defaults(proto, graph_nodes, list(unbound), dims, implied_sizes(graph_nodes, shapes.values)))
+        _raise_if_blocked(
+            nodes,
+            unbound,
+            dims,
+            lambda: suggested_defaults(
+                proto, graph_nodes, list(unbound), dims, implied_sizes(graph_nodes, shapes.values)
+            ),
+        )
     info = ModelInfo(
         path=None if isinstance(model, onnx.ModelProto) else str(model),
         node_count=len(graph_nodes),
@@ -159,13 +181,22 @@ def _analyze(model: str | os.PathLike | onnx.ModelProto, hardware: Hardware, siz
         assumed=None if sizing.nonzero_fraction is None else Assumed(sizing.nonzero_fraction, shapes.assumed),
         bounds=bounds,
         regulated=shapes.regulated,
-        experts=summarize(typed.experts, sizing.expert_load, graph_nodes, values, parameter_sizes(proto.graph, graph_nodes) if typed.experts else {}, parameters,
-                          shapes.routed),  # the weights sized again only where there is an MoE
+        experts=summarize(
+            typed.experts,
+            sizing.expert_load,
+            graph_nodes,
+            values,
+            parameter_sizes(proto.graph, graph_nodes) if typed.experts else {},
+            parameters,
+            shapes.routed,
+        ),  # the weights sized again only where there is an MoE
         branches=tuple(shared.branches),
         body_outputs=tuple(shared.aliases),
         graph_inputs=tuple(v.name for v in proto.graph.input if v.name not in initializers),
         graph_outputs=_with_aliases([v.name for v in proto.graph.output], shared.aliases),
-        weights=frozenset(weight.name for weight in stored),  # small integer shape constants are no weights (model/weights.py)
+        weights=frozenset(
+            weight.name for weight in stored
+        ),  # small integer shape constants are no weights (model/weights.py)
         source=proto,
     )
     return Report(info, hardware, nodes)
@@ -187,7 +218,9 @@ class Typed:
     implausible: tuple[Implausible, ...]  # a node the defaults cannot run (shapes/plausible.py): said, not refused
     invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): said, not refused
     experts: tuple[MoeLayer, ...] = ()  # the MoE layers the graph's structure shows (model/experts.py)
-    conditions: Mapping[str, bool] = field(default_factory=dict)  # If conditions given --value: the branch each takes (input_values.if_conditions)
+    conditions: Mapping[str, bool] = field(
+        default_factory=dict
+    )  # If conditions given --value: the branch each takes (input_values.if_conditions)
 
 
 def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, conform: bool = True) -> Typed:
@@ -202,22 +235,34 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
         proto, graph_nodes = load_with_nodes(model)
         if invalid is None:  # before the dims are bound: the file's own consistency
             invalid = conformance(proto, graph_nodes, None if isinstance(model, onnx.ModelProto) else model)
-        conditions = if_conditions(proto.graph, sizing.values)  # an If's condition given --value: its branch, not a graph input
+        conditions = if_conditions(
+            proto.graph, sizing.values
+        )  # an If's condition given --value: its branch, not a graph input
         given = bind_values(proto, {name: value for name, value in sizing.values.items() if name not in conditions})
         dim_names = input_dim_names(proto.graph)
         dim_uses = symbolic_dims(proto.graph, dim_names)
         explicit = {**_derived(dim_uses, sizing.dims), **sizing.dims}  # `past + sequence` from the two given
-        chosen = _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, sizing.input_shapes, solved) if sizing.default_dims else {}
+        chosen = (
+            _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, sizing.input_shapes, solved)
+            if sizing.default_dims
+            else {}
+        )
         defaulted = {dim: choice.size for dim, choice in chosen.items()}
         bound = {**defaulted, **explicit}
         bind(proto, bound, sizing.input_shapes)
         layers = recognize(proto.graph, graph_nodes)
         shapes = infer(proto, graph_nodes, map_shapes(proto.graph, sizing.input_shapes), sizing, layers)
-        check_axes(graph_nodes, shapes.values, opsets(proto).get(""))  # validation that needs the inferred ranks (docs/hostile-inputs.md)
+        check_axes(
+            graph_nodes, shapes.values, opsets(proto).get("")
+        )  # validation that needs the inferred ranks (docs/hostile-inputs.md)
         implausible: tuple[Implausible, ...] = ()
-        constants = constant_lookup(shapes.folded, functools.partial(constant_table, proto.graph, graph_nodes), constant_array)  # a Pad's pads, a Reshape's target
+        constants = constant_lookup(
+            shapes.folded, functools.partial(constant_table, proto.graph, graph_nodes), constant_array
+        )  # a Pad's pads, a Reshape's target
         try:
-            check_runnable(graph_nodes, shapes.values, bound, dim_names, defaulted, constants)  # what cannot run at these dims (runnable.py)
+            check_runnable(
+                graph_nodes, shapes.values, bound, dim_names, defaulted, constants
+            )  # what cannot run at these dims (runnable.py)
         except DimensionConflict as conflict:
             if conflict.dim not in defaulted or conflict.dim in solved:
                 raise
@@ -225,12 +270,18 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
             continue
         except DimensionError as error:
             gap = lambda sizes, bound=bound, error=error: traced_gap(model, sizing.bound({**bound, **sizes}), error)  # noqa: E731
-            fixed = solve(error, {dim: size for dim, size in defaulted.items() if dim not in solved}, gap)  # a size traced into the graph (traced.py)
+            fixed = solve(
+                error, {dim: size for dim, size in defaulted.items() if dim not in solved}, gap
+            )  # a size traced into the graph (traced.py)
             if fixed is not None:
                 solved[fixed.dim] = (fixed.size, fixed.why)
                 continue
-            if (runs := solve(error, explicit, gap)) is not None:  # a size given that the graph cannot run: the one it can
-                raise DimensionError(f"{error}; it runs at {runs.dim}={runs.size} ({runs.why}): --dim {runs.dim}={runs.size}") from None
+            if (
+                runs := solve(error, explicit, gap)
+            ) is not None:  # a size given that the graph cannot run: the one it can
+                raise DimensionError(
+                    f"{error}; it runs at {runs.dim}={runs.size} ({runs.why}): --dim {runs.dim}={runs.size}"
+                ) from None
             if not defaulted:
                 raise
             retry = lambda sizes, bound=bound: runs_at(model, sizing.bound({**bound, **sizes}))  # noqa: E731
@@ -238,7 +289,21 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
             if flag is None:  # no default it rests on: the dims given cannot run
                 raise
             implausible = (flag,)
-        return Typed(proto, graph_nodes, shapes, given, dim_uses, bound, defaulted, solved, chosen, implausible, invalid, layers, conditions)
+        return Typed(
+            proto,
+            graph_nodes,
+            shapes,
+            given,
+            dim_uses,
+            bound,
+            defaulted,
+            solved,
+            chosen,
+            implausible,
+            invalid,
+            layers,
+            conditions,
+        )
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
@@ -257,7 +322,9 @@ def _marked_at_most(rows: tuple[NodeResult, ...], bounded: set[str]) -> tuple[No
                   for row in rows])  # fmt: skip
 
 
-def _constant_foldable(graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str], constant: set[str]) -> set[int]:
+def _constant_foldable(
+    graph_nodes: list[Node], proto: onnx.ModelProto, given: set[str], constant: set[str]
+) -> set[int]:
     """The nodes a runtime computes once at load, by index: ai.onnx ops (not NOT_FOLDED) whose
     every input is a constant — an initializer that no graph input can override, a Constant's
     output, or the output of a node so marked — and Constant itself. Structural: the same at every
@@ -295,8 +362,15 @@ def _derived(dim_uses: Mapping[str, list[str]], dims: Mapping[str, int]) -> dict
     return derived_dims(dim_uses, dims)
 
 
-def _defaults(proto: onnx.ModelProto, graph_nodes: list[Node], dim_names: Mapping[tuple[str, int], str], dim_uses: Mapping[str, list[str]],
-              dims: Mapping[str, int], input_shapes: Mapping[str, Sequence[int]] | None, solved: Mapping[str, tuple[int, str]]) -> dict[str, DimDefault]:
+def _defaults(
+    proto: onnx.ModelProto,
+    graph_nodes: list[Node],
+    dim_names: Mapping[tuple[str, int], str],
+    dim_uses: Mapping[str, list[str]],
+    dims: Mapping[str, int],
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    solved: Mapping[str, tuple[int, str]],
+) -> dict[str, DimDefault]:
     """The defaults of the symbolic dims neither `dims` nor a whole input shape binds: by name, else
     by role in the graph (shapes/roles.py); those the graph fixes (`solved`) at that size."""
     unbound = [name for name, uses in dim_uses.items() if name not in dims and not _all_bound(uses, input_shapes)]
@@ -325,8 +399,12 @@ class _Shared:
     branches: list[Branch] = field(default_factory=list)
     aliases: list[tuple[str, str]] = field(default_factory=list)
     bounds: list[Bound] = field(default_factory=list)  # the bounds of the bodies a walk typed (shapes/bounds.py)
-    conditions: Mapping[str, bool] = field(default_factory=dict)  # If conditions given a value (--value COND=1): the branch they take
-    constant: set[str] = field(default_factory=set)  # values known at load (names are unique across scopes): an If's branches fold against them
+    conditions: Mapping[str, bool] = field(
+        default_factory=dict
+    )  # If conditions given a value (--value COND=1): the branch they take
+    constant: set[str] = field(
+        default_factory=set
+    )  # values known at load (names are unique across scopes): an If's branches fold against them
 
 
 class _Walk:
@@ -338,7 +416,9 @@ class _Walk:
         self.values: dict[str, TensorInfo] = values
         self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
         self.constants = constants
-        self.weights = weights  # the model's weights (model/weights.py: every graph's, shape constants aside): a node's parameters
+        self.weights = (
+            weights  # the model's weights (model/weights.py: every graph's, shape constants aside): a node's parameters
+        )
         self.model = model  # for its opsets and local functions
         self.opsets: dict[str, int] = opsets(model)
         self.functions = {("" if f.domain == "ai.onnx" else f.domain, f.name): f for f in model.functions}
@@ -347,10 +427,16 @@ class _Walk:
         self._peaks: dict[tuple[str, str | None], tuple[float, str, str]] = {}
         self._rules: dict[tuple[str, str], tuple[Rule | None, int | None]] = {}
         self._placements: dict[tuple[int, int, float], Placement] = {}
-        self._costed: dict[tuple, tuple[Cost, str, str, float, Placement]] = {}  # by op and tensor signature (and attributes)
-        self._read_attributes: set[tuple] = set()  # the signatures whose rule read the attributes: they key the result too
+        self._costed: dict[
+            tuple, tuple[Cost, str, str, float, Placement]
+        ] = {}  # by op and tensor signature (and attributes)
+        self._read_attributes: set[tuple] = (
+            set()
+        )  # the signatures whose rule read the attributes: they key the result too
         self.shared = shared if shared is not None else _Shared(None, frozenset(), {})
-        self.producers: Mapping[str, Node] = producers if producers is not None else {}  # outer scopes' producers, for a condition's sources
+        self.producers: Mapping[str, Node] = (
+            producers if producers is not None else {}
+        )  # outer scopes' producers, for a condition's sources
         self.scope = scope  # where this graph lives ("" for the main graph): the rows' scope, as the report names it
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
@@ -403,7 +489,8 @@ class _Walk:
         body it runs; `index` is a row's position (a graph's stored position where it has no body)."""
         if not any(node.op_type in CONTROL_FLOW and not node.domain for node in graph_nodes):
             return tuple([self.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
-        self.producers = ChainMap({output: node for node in graph_nodes for output in node.outputs if output}, self.producers)  # type: ignore[arg-type]  # typeshed asks every map be mutable; ChainMap writes only the first
+        here = {output: node for node in graph_nodes for output in node.outputs if output}
+        self.producers = ChainMap(here, self.producers)  # type: ignore[arg-type]  # typeshed asks every map be mutable; ChainMap writes only the first
         rows: list[NodeResult] = []
         for index, node in enumerate(graph_nodes):
             result = self.cost(index, node, index in foldable)
@@ -413,7 +500,12 @@ class _Walk:
                 rows.extend(inner)
             else:
                 rows.append(result)
-        return tuple([row if row.index == position else dataclasses.replace(row, index=position) for position, row in enumerate(rows)])
+        return tuple(
+            [
+                row if row.index == position else dataclasses.replace(row, index=position)
+                for position, row in enumerate(rows)
+            ]
+        )
 
     def body_rows(self, result: NodeResult, node: Node) -> tuple[NodeResult, list[NodeResult]]:
         """The control-flow node's own row (its outputs typed from the body where the shape engine
@@ -421,7 +513,14 @@ class _Walk:
         op = OpNode(node.proto, self.opsets.get(""), result.inputs, result.outputs, self.constant, self.subgraph)
         try:
             found = bodies(op)
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError, ZeroDivisionError):  # a malformed node: its own row says what the rule made of it
+        except (
+            ValueError,
+            KeyError,
+            IndexError,
+            TypeError,
+            AttributeError,
+            ZeroDivisionError,
+        ):  # a malformed node: its own row says what the rule made of it
             return result, []
         self.shared.aliases.extend(alias for body in found for alias in body.aliases)
         if node.op_type == "If":
@@ -435,27 +534,60 @@ class _Walk:
         scoped = [_in_scope(row, scope, body.trips or 1) for row in rows]
         outputs = {outer: child.values.get(inner) for inner, outer in body.aliases}
         if any(t is not None and not t.is_known and outputs.get(t.name) is not None for t in result.outputs):
-            typed = tuple([dataclasses.replace(body_output, name=t.name) if t is not None and not t.is_known and (body_output := outputs.get(t.name)) else t for t in result.outputs])
+            typed = tuple(
+                [
+                    dataclasses.replace(body_output, name=t.name)
+                    if t is not None and not t.is_known and (body_output := outputs.get(t.name))
+                    else t
+                    for t in result.outputs
+                ]
+            )
             result = dataclasses.replace(result, outputs=typed)
-            self.values.update((t.name, t) for t in typed if t is not None and t.is_known)  # the nodes after it read them too
+            self.values.update(
+                (t.name, t) for t in typed if t is not None and t.is_known
+            )  # the nodes after it read them too
         return result, scoped
 
-    def branch(self, result: NodeResult, op: OpNode, branches: list[Body]) -> tuple[Body, tuple[tuple[NodeResult, ...], _Walk]]:
+    def branch(
+        self, result: NodeResult, op: OpNode, branches: list[Body]
+    ) -> tuple[Body, tuple[tuple[NodeResult, ...], _Walk]]:
         """The If's branch to walk: the one its condition, a --value or the bound dims imply
         (bodies.choose_branch), else both walked and the heavier counted, the other's totals kept."""
         condition = op.inputs[0].name if op.inputs and op.inputs[0] is not None else ""
-        choice = choose_branch(op, self.sources(condition), self.shared.graph_inputs, self.shared.given, self.shared.conditions)
+        choice = choose_branch(
+            op, self.sources(condition), self.shared.graph_inputs, self.shared.given, self.shared.conditions
+        )
         node = self.scoped(result.name)
         if choice.taken is not None:
             body, other = branches if branches[0].attribute == choice.taken else branches[::-1]
-            self.shared.branches.append(Branch(node, body.attribute, choice.why, choice.inputs, None, choice.implied, frozenset(graph_outer_references(other.graph))))
+            self.shared.branches.append(
+                Branch(
+                    node,
+                    body.attribute,
+                    choice.why,
+                    choice.inputs,
+                    None,
+                    choice.implied,
+                    frozenset(graph_outer_references(other.graph)),
+                )
+            )
             return body, self.walk_body(result, body, fold=True)
         position = len(self.shared.branches)  # this If before the Ifs inside its branches
         walked = [(body, self.walk_body(result, body, fold=True)) for body in branches]
         times = [Totals.over(rows) for _, (rows, _) in walked]
         heavier = 0 if times[0].time_s >= times[1].time_s else 1
         other = walked[1 - heavier][0].graph
-        self.shared.branches.insert(position, Branch(node, walked[heavier][0].attribute, choice.why, choice.inputs, times[1 - heavier], reads=frozenset(graph_outer_references(other))))
+        self.shared.branches.insert(
+            position,
+            Branch(
+                node,
+                walked[heavier][0].attribute,
+                choice.why,
+                choice.inputs,
+                times[1 - heavier],
+                reads=frozenset(graph_outer_references(other)),
+            ),
+        )
         return walked[heavier]
 
     def scoped(self, name: str) -> str:
@@ -486,7 +618,9 @@ class _Walk:
         self.shared.constant.update(t.name for t in body.graph.initializer)
         return child.rows(nodes, _foldable(nodes, self.shared.constant)), child
 
-    def child(self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None, scope: str = "") -> tuple[_Walk, list[Node]]:
+    def child(
+        self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None, scope: str = ""
+    ) -> tuple[_Walk, list[Node]]:
         """A walk over a body graph in this scope: outer values stay visible, as ONNX scoping says,
         and the outer value is the source of an outer name (a body's value_info for it is only a
         declaration). `inputs`: the body's inputs as the call site types them; when the body leaves
@@ -497,16 +631,29 @@ class _Walk:
             if name in self.values:
                 declared.pop(name, None)
         precision = self.shared.precision
-        values = ChainMap(declared if precision is None else with_precision(declared, precision), self.values)  # the body's names over its scope's
+        values = ChainMap(
+            declared if precision is None else with_precision(declared, precision), self.values
+        )  # the body's names over its scope's
         constants = ChainMap(constant_table(graph, nodes), self.constants)
-        unknown = any(not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name)
+        unknown = any(
+            not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name
+        )
         if inputs is not None and unknown:
             shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.shared.sizing)
             inferred = shapes.values if precision is None else with_precision(dict(shapes.values), precision)
             values.update((name, info) for name, info in inferred.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
             self.shared.bounds.extend(shapes.bounds)
-        child = _Walk(values, constants, self.weights, self.model, self.hardware, shared=self.shared, producers=self.producers, scope=scope)
+        child = _Walk(
+            values,
+            constants,
+            self.weights,
+            self.model,
+            self.hardware,
+            shared=self.shared,
+            producers=self.producers,
+            scope=scope,
+        )
         return child, nodes
 
     def cost(self, index: int, node: Node, foldable: bool = False) -> NodeResult:
@@ -521,11 +668,26 @@ class _Walk:
         found = self._rules.get((domain, op_type))
         rule, opset = found if found is not None else self.rule(domain, op_type)
         if rule is None:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, UNSUPPORTED, f"no cost rule for {_qualified(domain, op_type)}", graph_node=node, constant_foldable=foldable)
+            return NodeResult(
+                index,
+                name,
+                op_type,
+                domain,
+                inputs,
+                outputs,
+                UNSUPPORTED,
+                f"no cost rule for {_qualified(domain, op_type)}",
+                graph_node=node,
+                constant_foldable=foldable,
+            )
         tensors = inputs + outputs
-        blocker = _blocker(inputs if op_type == "If" and not domain else tensors)  # an If's outputs are its branch's: typed from it (body_rows)
+        blocker = _blocker(
+            inputs if op_type == "If" and not domain else tensors
+        )  # an If's outputs are its branch's: typed from it (body_rows)
         if blocker is not None:
-            return NodeResult(index, name, op_type, domain, inputs, outputs, *blocker, graph_node=node, constant_foldable=foldable)
+            return NodeResult(
+                index, name, op_type, domain, inputs, outputs, *blocker, graph_node=node, constant_foldable=foldable
+            )
         signature = (domain, op_type, len(inputs), _signature(tensors))
         key = (signature, _attribute_key(node.attributes)) if signature in self._read_attributes else signature
         costed = self._costed.get(key)
@@ -534,13 +696,40 @@ class _Walk:
             try:
                 cost = rule.formula(cast(KnownNode, op))  # _blocker let it through: every tensor present is known
             except Uncostable as exc:
-                return NodeResult(index, name, op_type, domain, inputs, outputs, exc.status, str(exc), graph_node=node, constant_foldable=foldable)
+                return NodeResult(
+                    index,
+                    name,
+                    op_type,
+                    domain,
+                    inputs,
+                    outputs,
+                    exc.status,
+                    str(exc),
+                    graph_node=node,
+                    constant_foldable=foldable,
+                )
             except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
                 status, reason = RULE_ERROR, f"{op_type}: {exc}"
-                absent = [o for o, n in zip(node.outputs, names) if o and not n]
-                if absent and isinstance(exc, AttributeError):  # the rule needed an output nothing reads and no pass typed
-                    status, reason = UNKNOWN_SHAPE, f"{op_type}: output {absent[0]!r}, which nothing reads, has no shape the analysis could infer"
-                return NodeResult(index, name, op_type, domain, inputs, outputs, status, reason, graph_node=node, constant_foldable=foldable)
+                absent = [o for o, n in zip(node.outputs, names, strict=False) if o and not n]
+                if absent and isinstance(
+                    exc, AttributeError
+                ):  # the rule needed an output nothing reads and no pass typed
+                    status, reason = (
+                        UNKNOWN_SHAPE,
+                        f"{op_type}: output {absent[0]!r}, which nothing reads, has no shape the analysis could infer",
+                    )
+                return NodeResult(
+                    index,
+                    name,
+                    op_type,
+                    domain,
+                    inputs,
+                    outputs,
+                    status,
+                    reason,
+                    graph_node=node,
+                    constant_foldable=foldable,
+                )
             costed = self.placed(rule, op, cost)
             # The same for every node whose tensors (and attributes, where the rule read them) look alike: repeated layers
             if op.reads == ATTRIBUTES and key is signature:
@@ -550,7 +739,22 @@ class _Walk:
                 self._costed[key] = costed
         cost, unit, dtype, peak, placement = costed
         return NodeResult(
-            index, name, op_type, domain, inputs, outputs, OK, None, cost, self.parameters(inputs, cost.parameters), unit, dtype, peak, placement, node, foldable
+            index,
+            name,
+            op_type,
+            domain,
+            inputs,
+            outputs,
+            OK,
+            None,
+            cost,
+            self.parameters(inputs, cost.parameters),
+            unit,
+            dtype,
+            peak,
+            placement,
+            node,
+            foldable,
         )
 
     def placed(self, rule: Rule, op: OpNode, cost: Cost) -> tuple[Cost, str, str, float, Placement]:
@@ -608,7 +812,10 @@ class _Walk:
         outputs = [onnx.helper.make_empty_tensor_value_info(name) for name in op.proto.output if name]
         graph = onnx.helper.make_graph([op.proto], "call", inputs, outputs, initializer=constants)
         call = onnx.helper.make_model(
-            graph, opset_imports=self.model.opset_import, functions=self.model.functions, ir_version=self.model.ir_version
+            graph,
+            opset_imports=self.model.opset_import,
+            functions=self.model.functions,
+            ir_version=self.model.ir_version,
         )
         body = inline_functions(call)
         nodes = read_nodes(body.graph)
@@ -653,11 +860,32 @@ def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
     cost, place = row.cost, row.placement
     scaled = {f: getattr(cost, f) * trips for f in _SCALED if hasattr(cost, f)}
     scaled["useful_flops"] = None if cost.useful_flops is None else cost.useful_flops * trips
-    placement = dataclasses.replace(place, time_s=place.time_s * trips, compute_time_s=place.compute_time_s * trips, memory_time_s=place.memory_time_s * trips)
-    return dataclasses.replace(row, name=name, scope=inner, trips=row.trips * trips, cost=dataclasses.replace(cost, **scaled), placement=placement)
+    placement = dataclasses.replace(
+        place,
+        time_s=place.time_s * trips,
+        compute_time_s=place.compute_time_s * trips,
+        memory_time_s=place.memory_time_s * trips,
+    )
+    return dataclasses.replace(
+        row,
+        name=name,
+        scope=inner,
+        trips=row.trips * trips,
+        cost=dataclasses.replace(cost, **scaled),
+        placement=placement,
+    )
 
 
-_SCALED = ("flops", "transcendentals", "bytes_read", "bytes_written", "dequantize_flops", "time_s", "memory_bound_time_s", "matrix_flops")
+_SCALED = (
+    "flops",
+    "transcendentals",
+    "bytes_read",
+    "bytes_written",
+    "dequantize_flops",
+    "time_s",
+    "memory_bound_time_s",
+    "matrix_flops",
+)
 
 
 def _with_aliases(outputs: list[str], aliases: list[tuple[str, str]]) -> tuple[str, ...]:
@@ -680,7 +908,9 @@ def _composite_placement(cost: CompositeCost, ridge: float) -> Placement:
     return Placement(intensity, ridge, bound, cost.time_s, compute_time, cost.memory_bound_time_s)
 
 
-def _compute_dtype(choice: int | str, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo | None]) -> str | None:
+def _compute_dtype(
+    choice: int | str, inputs: Sequence[TensorInfo | None], outputs: Sequence[TensorInfo | None]
+) -> str | None:
     """The dtype whose peak applies: a literal, or input `choice`'s (output 0's where it is absent)."""
     if isinstance(choice, str):
         return choice
@@ -696,7 +926,9 @@ def _signature(tensors: tuple[TensorInfo | None, ...]) -> tuple:
     """What a rule that reads only tensors sees of a node's: each slot's shape and dtype, which
     slots are absent, and which hold the same tensor (as the slot where its name first appears)."""
     first: dict[str, int] = {}
-    return tuple([None if t is None else (first.setdefault(t.name, slot), t.shape, t.dtype) for slot, t in enumerate(tensors)])
+    return tuple(
+        [None if t is None else (first.setdefault(t.name, slot), t.shape, t.dtype) for slot, t in enumerate(tensors)]
+    )
 
 
 def _attribute_key(attributes) -> tuple[bytes, ...]:
@@ -731,11 +963,17 @@ def _unknown_reason(tensors: list[TensorInfo]) -> str:
 def _shape_text(tensor: TensorInfo) -> str:
     if tensor.shape is None:
         return "[rank unknown]"
-    return "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]" + ("" if tensor.dtype else " dtype?")
+    return (
+        "[" + ", ".join("?" if d is None else str(d) for d in tensor.shape) + "]" + ("" if tensor.dtype else " dtype?")
+    )
 
 
-def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str]], dims: Mapping[str, int],
-                      suggest: Callable[[], dict[str, DimDefault]]) -> None:
+def _raise_if_blocked(
+    nodes: tuple[NodeResult, ...],
+    unbound: dict[str, list[str]],
+    dims: Mapping[str, int],
+    suggest: Callable[[], dict[str, DimDefault]],
+) -> None:
     """An unbound dim that leaves a node uncostable is an error naming the dim and its inputs,
     suggesting each its default by role or, where the graph fixes it, that size (`suggest`, asked
     only then)."""
@@ -752,5 +990,9 @@ def _raise_if_blocked(nodes: tuple[NodeResult, ...], unbound: dict[str, list[str
         blocked = set(unbound)  # symbols were renamed or lost downstream: every unbound dim may be to blame
     if blocked:
         suggested = suggest()
-        raise UnboundDimensionError(sorted(blocked), unbound, {name: d.size for name, d in suggested.items()},
-                                    {name: d.said for name, d in suggested.items() if d.said})
+        raise UnboundDimensionError(
+            sorted(blocked),
+            unbound,
+            {name: d.size for name, d in suggested.items()},
+            {name: d.said for name, d in suggested.items() if d.said},
+        )

@@ -8,7 +8,9 @@ EXIT_OK = 0
 EXIT_FAIL = 1  # a check or verification ran and found a problem
 EXIT_USAGE = 2  # bad input: missing/unreadable model, bad flag, bad spec, unbound dim
 EXIT_OUTPUT = 74  # an output could not be written: a full disk, a closed stdout (sysexits.h's EX_IOERR)
-EXIT_BROKEN_PIPE = 141  # the reader of stdout left (`| head -1`): quiet, and what a shell reports for a tool SIGPIPE ended (128 + 13)
+EXIT_BROKEN_PIPE = (
+    141  # the reader of stdout left (`| head -1`): quiet, and what a shell reports for a tool SIGPIPE ended (128 + 13)
+)
 
 
 class RooflineError(Exception):
@@ -54,15 +56,22 @@ class UnboundDimensionError(DimensionError):
     `suggested`: a size for each (the command line's defaults, by name or role: shapes/roles.py),
     used to print a call or a command that would work; `roles`: what each is (`image height`)."""
 
-    def __init__(self, dims: Sequence[str], inputs: Mapping[str, Sequence[str]], suggested: Mapping[str, int],
-                 roles: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        dims: Sequence[str],
+        inputs: Mapping[str, Sequence[str]],
+        suggested: Mapping[str, int],
+        roles: Mapping[str, str] | None = None,
+    ) -> None:
         self.dims = tuple(dims)
         self.inputs = {dim: tuple(inputs.get(dim, ())) for dim in self.dims}
         self.suggested = {dim: suggested.get(dim, 1) for dim in self.dims}
         self.roles = {dim: roles[dim] for dim in self.dims if roles and dim in roles}
         given = ", ".join(f"{dim!r}: {size}" for dim, size in self.suggested.items())
-        super().__init__(f"{self._head()}: pass sizing=Sizing(dims={{{given}}}) (any sizes{self._roles_text()}), or partial=True to report the nodes "
-                         f"{'it blocks' if len(self.dims) == 1 else 'they block'} as unknown")
+        super().__init__(
+            f"{self._head()}: pass sizing=Sizing(dims={{{given}}}) (any sizes{self._roles_text()}), or partial=True to report the nodes "
+            f"{'it blocks' if len(self.dims) == 1 else 'they block'} as unknown"
+        )
 
     def __reduce__(self):
         return (type(self), (self.dims, self.inputs, self.suggested, self.roles))
@@ -83,10 +92,14 @@ class UnboundDimensionError(DimensionError):
         import shlex
 
         flags = [part for dim, size in self.suggested.items() for part in ("--dim", f"{dim}={size}")]
-        command = shlex.join(["onnx-roofline", *argv, *flags] if argv else flags)  # quoted: a dim named `?` is a glob to a shell
+        command = shlex.join(
+            ["onnx-roofline", *argv, *flags] if argv else flags
+        )  # quoted: a dim named `?` is a glob to a shell
         roles = self._roles_text()
-        return (f"{self._head()}: bind {'it' if len(self.dims) == 1 else 'them'}, e.g. `{command}`{f' ({roles[2:]})' if roles else ''}, "
-                f"or pass --partial to report the nodes blocked as unknown")
+        return (
+            f"{self._head()}: bind {'it' if len(self.dims) == 1 else 'them'}, e.g. `{command}`{f' ({roles[2:]})' if roles else ''}, "
+            f"or pass --partial to report the nodes blocked as unknown"
+        )
 
 
 class DimensionConflict(DimensionError):

@@ -7,6 +7,7 @@ library, no port. Tests that need it call `chromium_or_skip()`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import select
@@ -20,11 +21,20 @@ import pytest
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run", "--no-default-browser-check", "--disable-dev-shm-usage", "--hide-scrollbars",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--no-default-browser-check",
+    "--disable-dev-shm-usage",
+    "--hide-scrollbars",
     "--remote-debugging-pipe",
     # Only this machine is reachable: no name is resolved, and any other host goes to a dead local proxy.
-    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1", "--proxy-server=127.0.0.1:9",
+    "--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE 127.0.0.1",
+    "--proxy-server=127.0.0.1:9",
 )
 
 
@@ -62,8 +72,11 @@ class Browser:
 
         self._process = subprocess.Popen(
             [executable, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            pass_fds=(3, 4), preexec_fn=on_fds_3_and_4,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(3, 4),
+            preexec_fn=on_fds_3_and_4,
         )
         os.close(commands_read)
         os.close(replies_write)
@@ -118,7 +131,9 @@ class Browser:
             self.events.append(self._read(deadline))
 
     def evaluate(self, expression: str, timeout: float = 30) -> Any:
-        result = self.call("Runtime.evaluate", timeout=timeout, expression=expression, awaitPromise=True, returnByValue=True)
+        result = self.call(
+            "Runtime.evaluate", timeout=timeout, expression=expression, awaitPromise=True, returnByValue=True
+        )
         if "exceptionDetails" in result:
             raise RuntimeError(f"{expression[:80]}: {result['exceptionDetails']}")
         return result["result"].get("value")
@@ -168,10 +183,8 @@ class Browser:
         return [e["params"]["request"]["url"] for e in self.events if e.get("method") == "Network.requestWillBeSent"]
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(RuntimeError, TimeoutError, OSError):
             self.call("Browser.close", timeout=5)
-        except (RuntimeError, TimeoutError, OSError):
-            pass
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -16,7 +16,8 @@ OPSET = 17
 def model(nodes, inputs, outputs, initializers=(), opset: int | None = OPSET, **kwargs) -> onnx.ModelProto:
     """A model from (name, dtype, shape) inputs/outputs; `opset=None` imports none."""
     graph = helper.make_graph(
-        nodes, "hostile",
+        nodes,
+        "hostile",
         [helper.make_tensor_value_info(n, d, s) for n, d, s in inputs],
         [helper.make_tensor_value_info(n, d, s) for n, d, s in outputs],
         list(initializers),
@@ -27,8 +28,12 @@ def model(nodes, inputs, outputs, initializers=(), opset: int | None = OPSET, **
 
 def relu(shape=(2, 4), **kwargs) -> onnx.ModelProto:
     """x → Relu → y: the smallest valid model."""
-    return model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
-                 [("x", TensorProto.FLOAT, list(shape))], [("y", TensorProto.FLOAT, list(shape))], **kwargs)
+    return model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [("x", TensorProto.FLOAT, list(shape))],
+        [("y", TensorProto.FLOAT, list(shape))],
+        **kwargs,
+    )
 
 
 def one_node(op: str, inputs: list[str], attrs: dict, shape=(2, 4), **kwargs) -> onnx.ModelProto:
@@ -49,8 +54,12 @@ def external(location: str, name: str = "w", dims=(4, 8), **entries: str) -> Ten
 def matmul_with(weight: TensorProto) -> onnx.ModelProto:
     """x[2,K] · w[K,N] → y, w being `weight` (external or inline)."""
     k, n = weight.dims
-    return model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
-                 [("x", TensorProto.FLOAT, [2, k])], [("y", TensorProto.FLOAT, [2, n])], [weight])
+    return model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        [("x", TensorProto.FLOAT, [2, k])],
+        [("y", TensorProto.FLOAT, [2, n])],
+        [weight],
+    )
 
 
 def save(proto: onnx.ModelProto, path: Path) -> Path:
@@ -95,10 +104,17 @@ def loop(trips: int, body_op: str = "Add") -> onnx.ModelProto:
     else:
         body_nodes.append(helper.make_node("Identity", ["acc"], ["acc_out"], name="step"))
     body = helper.make_graph(
-        body_nodes, "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2, 4])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2, 4])],
+        body_nodes,
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc", TensorProto.FLOAT, [2, 4]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("acc_out", TensorProto.FLOAT, [2, 4]),
+        ],
     )
     m = numpy_helper.from_array(np.array(trips, np.int64), "M")
     c = numpy_helper.from_array(np.array(True), "c")
@@ -108,26 +124,48 @@ def loop(trips: int, body_op: str = "Add") -> onnx.ModelProto:
 
 def recursive_functions() -> onnx.ModelProto:
     """Model-local functions f → g → f."""
-    f = helper.make_function("local", "f", ["a"], ["b"], [helper.make_node("g", ["a"], ["b"], domain="local")],
-                             [helper.make_opsetid("", OPSET), helper.make_opsetid("local", 1)])
-    g = helper.make_function("local", "g", ["a"], ["b"], [helper.make_node("f", ["a"], ["b"], domain="local")],
-                             [helper.make_opsetid("", OPSET), helper.make_opsetid("local", 1)])
-    graph = helper.make_graph([helper.make_node("f", ["x"], ["y"], domain="local", name="call")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
-    return helper.make_model(graph, functions=[f, g],
-                             opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("local", 1)])
+    f = helper.make_function(
+        "local",
+        "f",
+        ["a"],
+        ["b"],
+        [helper.make_node("g", ["a"], ["b"], domain="local")],
+        [helper.make_opsetid("", OPSET), helper.make_opsetid("local", 1)],
+    )
+    g = helper.make_function(
+        "local",
+        "g",
+        ["a"],
+        ["b"],
+        [helper.make_node("f", ["a"], ["b"], domain="local")],
+        [helper.make_opsetid("", OPSET), helper.make_opsetid("local", 1)],
+    )
+    graph = helper.make_graph(
+        [helper.make_node("f", ["x"], ["y"], domain="local", name="call")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    return helper.make_model(
+        graph, functions=[f, g], opset_imports=[helper.make_opsetid("", OPSET), helper.make_opsetid("local", 1)]
+    )
 
 
 def cycle() -> onnx.ModelProto:
     """a = Relu(b), b = Relu(a): each node's input is the other's output."""
-    nodes = [helper.make_node("Add", ["x", "b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second")]
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+        helper.make_node("Relu", ["a"], ["b"], name="second"),
+    ]
     return model(nodes, [("x", TensorProto.FLOAT, [2])], [("b", TensorProto.FLOAT, [2])])
 
 
 def self_loop() -> onnx.ModelProto:
-    return model([helper.make_node("Add", ["x", "y"], ["y"], name="selfish")], [("x", TensorProto.FLOAT, [2])],
-                 [("y", TensorProto.FLOAT, [2])])
+    return model(
+        [helper.make_node("Add", ["x", "y"], ["y"], name="selfish")],
+        [("x", TensorProto.FLOAT, [2])],
+        [("y", TensorProto.FLOAT, [2])],
+    )
 
 
 def two_writers() -> onnx.ModelProto:

@@ -50,8 +50,10 @@ def with_constant_inputs(model: onnx.ModelProto, inputs: list) -> onnx.ModelProt
     initialized = {t.name for t in graph.initializer}
     feeds = [value for value in graph.input if value.name not in initialized]
     keep = []
-    for value, data in zip(feeds, inputs):
-        data = np.asarray(data) if isinstance(data, np.generic) else data  # a scalar input (a window's size) is a numpy scalar
+    for value, data in zip(feeds, inputs, strict=False):
+        data = (
+            np.asarray(data) if isinstance(data, np.generic) else data
+        )  # a scalar input (a window's size) is a numpy scalar
         if isinstance(data, np.ndarray) and data.dtype.kind in "iub" and data.size <= SMALL_CONSTANT:
             graph.initializer.append(numpy_helper.from_array(data, value.name))
         keep.append(value)
@@ -83,15 +85,19 @@ def run_case(case, declared: bool = True) -> CaseResult:
     result.statuses.update(n.status for n in report.nodes)
     result.uncosted = [f"{n.op_type}: {n.status}: {n.reason}" for n in report.nodes if n.status != OK]
     inferred = {t.name: t for n in report.nodes for t in n.outputs if t is not None}
-    bounded = {t.name for n in report.nodes if n.at_most for t in n.outputs if t is not None}  # sizes at a bound (shapes/bounds.py)
-    for value, expected in zip(model.graph.output, outputs):
+    bounded = {
+        t.name for n in report.nodes if n.at_most for t in n.outputs if t is not None
+    }  # sizes at a bound (shapes/bounds.py)
+    for value, expected in zip(model.graph.output, outputs, strict=False):
         if not isinstance(expected, np.ndarray) or value.name not in inferred:
             continue
         info = inferred[value.name]
         if not info.is_known:
             result.shapes_left_unknown.append(f"{value.name}: inferred {info.shape}, expected {list(expected.shape)}")
         elif value.name in bounded:  # the real size is at most the bound: the expected one must be
-            if len(info.shape) != expected.ndim or any(at_most < size for at_most, size in zip(info.shape, expected.shape)):
+            if len(info.shape) != expected.ndim or any(
+                at_most < size for at_most, size in zip(info.shape, expected.shape, strict=False)
+            ):
                 result.shape_mismatches.append(f"{value.name}: at most {info.shape}, expected {list(expected.shape)}")
         elif tuple(info.shape) != expected.shape:
             result.shape_mismatches.append(f"{value.name}: inferred {info.shape}, expected {list(expected.shape)}")

@@ -39,8 +39,13 @@ def small_model(folder: Path, name: str = "mlp.onnx") -> Path:
         [numpy_helper.from_array(w, "w")],
     )
     path = folder / name
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path,
-              save_as_external_data=True, location=name + ".data", size_threshold=0)
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        path,
+        save_as_external_data=True,
+        location=name + ".data",
+        size_threshold=0,
+    )
     return path
 
 
@@ -64,7 +69,7 @@ def test_every_node_and_the_model_carry_the_figures(tmp_path):
 
     matmul, relu = model.graph.node
     assert relu.name == "Relu_1"  # unnamed nodes get the report's name: Netron's attachment needs one
-    figures = {k[len(NAMESPACE):]: v for k, v in props(matmul.metadata_props).items() if k.startswith(NAMESPACE)}
+    figures = {k[len(NAMESPACE) :]: v for k, v in props(matmul.metadata_props).items() if k.startswith(NAMESPACE)}
     assert figures["flops"] == str(2 * 2 * 4 * 8)  # 2·M·K·N
     assert figures["bytes"] == str(4 * (2 * 4 + 4 * 8 + 2 * 8))  # x and w read, h written, float32
     assert figures["bound"] == "memory" and figures["unit"] == "matrix" and figures["dtype"] == "fp32"
@@ -114,9 +119,13 @@ def test_runs_with_identical_outputs_and_the_input_is_untouched(tmp_path):
     assert elsewhere.data_action in ("linked", "copied") and elsewhere.data_files == ("annotated.onnx.data",)
     again = annotate(report, tmp_path / "out" / "annotated.onnx")  # over the previous output
     assert again.data_files == elsewhere.data_files
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["annotated.netron.json", "annotated.onnx", "annotated.onnx.data"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "annotated.netron.json",
+        "annotated.onnx",
+        "annotated.onnx.data",
+    ]
     for result in (same_folder, elsewhere):
-        for got, want in zip(run(result.model, feeds), expected):
+        for got, want in zip(run(result.model, feeds), expected, strict=False):
             np.testing.assert_array_equal(got, want)
     assert fingerprint(source, source.with_name(source.name + ".data")) == before
     for target in (source, source.with_name(source.name + ".data")):  # neither the model nor its weights
@@ -151,7 +160,10 @@ def test_keys_are_short_enough_for_netrons_sidebar_and_old_ones_are_replaced(tmp
     model = onnx.load(first.model, load_external_data=False)
     model.graph.node[0].metadata_props.add(key="onnx_roofline.bytes_written", value="1")  # an earlier release's key
     onnx.save(model, tmp_path / "old.onnx")
-    again = onnx.load(annotate(analyze(tmp_path / "old.onnx", sizing=Sizing(dims={})), tmp_path / "new.onnx").model, load_external_data=False)
+    again = onnx.load(
+        annotate(analyze(tmp_path / "old.onnx", sizing=Sizing(dims={})), tmp_path / "new.onnx").model,
+        load_external_data=False,
+    )
     for props_list in (again.metadata_props, *(n.metadata_props for n in again.graph.node)):
         ours = [p.key for p in props_list if p.key.startswith(NAMESPACE)]
         assert ours and all(len(key) <= 16 for key in ours), ours
@@ -172,10 +184,18 @@ def test_a_sequence_is_annotated_as_a_sequence_of_its_elements_shape(tmp_path):
     """SplitToSequence → SequenceAt (dynamo's unoptimized torch.split): the sequence's value_info
     is a sequence of [2, 1, 4] tensors (x [2, 3, 4] split in 3 along axis 1), not a tensor — which
     would make the annotated model invalid — and onnxruntime runs it to the same output."""
-    nodes = [helper.make_node("SplitToSequence", ["x"], ["s"], axis=1), helper.make_node("SequenceAt", ["s", "i"], ["a"]),
-             helper.make_node("Relu", ["a"], ["y"])]
-    graph = helper.make_graph(nodes, "split", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[helper.make_tensor("i", TensorProto.INT64, [], [1])])
+    nodes = [
+        helper.make_node("SplitToSequence", ["x"], ["s"], axis=1),
+        helper.make_node("SequenceAt", ["s", "i"], ["a"]),
+        helper.make_node("Relu", ["a"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "split",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[helper.make_tensor("i", TensorProto.INT64, [], [1])],
+    )
     source = tmp_path / "split.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), source)
     result = annotate(analyze(source, sizing=Sizing(dims={"b": 2})), tmp_path / "a.onnx")
@@ -244,14 +264,19 @@ def open_netron(browser: Browser, url: str) -> None:
 def select_node(browser: Browser, name: str) -> dict[str, str]:
     """Click the node in the graph, as a person would; the sidebar's rows, name → value."""
     node = f'[id="node-name-{name}"]'
-    browser.wait_until(f"(e => e && e.getAttribute('transform'))(document.querySelector({json.dumps(node)}))", timeout=60)
+    browser.wait_until(
+        f"(e => e && e.getAttribute('transform'))(document.querySelector({json.dumps(node)}))", timeout=60
+    )
     deadline = time.monotonic() + 30
     while True:  # Netron may be between views (its spinner) when the click lands, or close the sidebar
         browser.click(f"{node} .node-item-type")  # as it re-renders for an attachment it read meanwhile: click again
         try:
             browser.wait_until("document.querySelectorAll('#sidebar-content .sidebar-item').length", timeout=2)
-            browser.wait_until("(s => getComputedStyle(s).opacity === '1' && Math.abs(s.getBoundingClientRect().right - innerWidth) < 1)"
-                               "(document.getElementById('sidebar'))", timeout=3)  # slid in: the screenshot shows it whole
+            browser.wait_until(
+                "(s => getComputedStyle(s).opacity === '1' && Math.abs(s.getBoundingClientRect().right - innerWidth) < 1)"
+                "(document.getElementById('sidebar'))",
+                timeout=3,
+            )  # slid in: the screenshot shows it whole
             break
         except TimeoutError:
             if time.monotonic() > deadline:
@@ -283,7 +308,9 @@ def test_netron_serving_the_annotated_model_shows_the_metadata(netron, annotated
         assert sidebar["description"].startswith("onnx-roofline [h100]: memory-bound")
         assert "1×12×1×1024" in browser.evaluate("document.getElementById('canvas').textContent")  # edges show shapes
         assert browser.errors() == []
-        assert all(u.startswith(url) or u.startswith("data:") for u in browser.requested_urls() if not u.startswith("https:"))
+        assert all(
+            u.startswith(url) or u.startswith("data:") for u in browser.requested_urls() if not u.startswith("https:")
+        )
         save_artifact(shot)
     finally:
         browser.close()
@@ -298,7 +325,9 @@ def test_netron_attachment_adds_a_metrics_section(netron, annotated_decode, tmp_
     try:
         open_netron(browser, f"http://{address[0]}:{address[1]}/")
         skip_if_netron_refuses(browser)
-        browser.wait_until("document.body.classList.contains('welcome') && !document.body.classList.contains('spinner')")
+        browser.wait_until(
+            "document.body.classList.contains('welcome') && !document.body.classList.contains('spinner')"
+        )
         browser.set_files("#open-file-dialog", [str(annotated_decode.model)])
         select_node(browser, NODE)
         browser.set_files("#open-file-dialog", [str(annotated_decode.sidecar)])

@@ -46,10 +46,18 @@ def test_node_and_breakdown_reprs_are_short(decode):
     assert repr(groups[0]).startswith(f"<Group {groups[0].key}: {len(groups[0].nodes)} nodes, ")
 
 
-@pytest.mark.parametrize("dims, shapes", [
-    ({"batch": "1"}, None), ({"batch": 1.5}, None), ({"batch": True}, None), ({"batch": -1}, None), ({1: 1}, None),
-    ({}, {"input_ids": "1x4"}), ({}, {"input_ids": [1, "4"]}),
-])
+@pytest.mark.parametrize(
+    "dims, shapes",
+    [
+        ({"batch": "1"}, None),
+        ({"batch": 1.5}, None),
+        ({"batch": True}, None),
+        ({"batch": -1}, None),
+        ({1: 1}, None),
+        ({}, {"input_ids": "1x4"}),
+        ({}, {"input_ids": [1, "4"]}),
+    ],
+)
 def test_a_size_that_is_not_a_whole_number_is_a_roofline_error(dims, shapes):
     with pytest.raises(r.RooflineError, match="whole number|out of range|not a string|not a sequence"):
         r.analyze(DECODE, sizing=Sizing(dims=dims, input_shapes=shapes))
@@ -97,7 +105,9 @@ def test_to_dataframe_hands_pandas_the_rows(decode, monkeypatch):
 def test_to_dataframe_with_real_pandas(decode):
     pandas = pytest.importorskip("pandas")
     frame = decode.to_dataframe()
-    assert isinstance(frame, pandas.DataFrame) and len(frame) == 648 and int(frame["flops"].sum()) == decode.totals.flops
+    assert (
+        isinstance(frame, pandas.DataFrame) and len(frame) == 648 and int(frame["flops"].sum()) == decode.totals.flops
+    )
 
 
 def test_breakdowns_importable_from_the_package(decode):
@@ -125,7 +135,9 @@ def test_each_public_name_imports_first_in_a_fresh_interpreter():
 
     script = "import sys, onnx_roofline as r\nfor name in r.__all__:\n    getattr(r, name)\nprint('ok')"
     for name in ("Report", "NodeResult", "Group", "by_module"):  # each first, alone
-        result = subprocess.run([sys.executable, "-c", f"import onnx_roofline as r; r.{name}"], capture_output=True, text=True, timeout=300)
+        result = subprocess.run(
+            [sys.executable, "-c", f"import onnx_roofline as r; r.{name}"], capture_output=True, text=True, timeout=300
+        )
         assert result.returncode == 0, result.stderr
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert result.stdout.strip() == "ok", result.stderr
@@ -137,7 +149,9 @@ def test_type_hints_ship():
     from onnx_roofline.model.files import tomllib
 
     assert (Path(r.__file__).parent / "py.typed").is_file()
-    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["onnx_roofline"]
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "onnx_roofline"
+    ]
     assert "py.typed" in package_data and "report/schema.json" in package_data
 
 
@@ -154,7 +168,11 @@ def test_every_fixture_report_validates_against_the_shipped_schema(fixture):
     validator = jsonschema.Draft202012Validator(schema)
     written = r.analyze(FIXTURES / fixture, sizing=Sizing(default_dims=True))
     deployed = deploy(written, "copy")
-    for report, other in ((written, deployed), (deployed, written), (written, None)):  # the views block with both, and alone
+    for report, other in (
+        (written, deployed),
+        (deployed, written),
+        (written, None),
+    ):  # the views block with both, and alone
         document = json.loads(render_json(report, other))
         errors = sorted(validator.iter_errors(document), key=lambda e: list(e.path))
         assert not errors, f"{fixture} ({report.view}): {errors[0].message} at {list(errors[0].path)}"

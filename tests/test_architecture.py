@@ -61,13 +61,22 @@ def imports(known: dict[str, Path]) -> dict[str, set[str]]:
     for module, path in known.items():
         targets: set[str] = set()
         for node in _runtime_nodes(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "onnx_roofline" and not node.level:
+            if (
+                isinstance(node, ast.ImportFrom)
+                and node.module
+                and node.module.split(".")[0] == "onnx_roofline"
+                and not node.level
+            ):
                 base = node.module.removeprefix("onnx_roofline").lstrip(".")
                 for alias in node.names:
                     sub = f"{base}.{alias.name}".lstrip(".")
                     targets.add(sub if sub in known else base)
             elif isinstance(node, ast.Import):
-                targets.update(a.name.removeprefix("onnx_roofline").lstrip(".") for a in node.names if a.name.split(".")[0] == "onnx_roofline")
+                targets.update(
+                    a.name.removeprefix("onnx_roofline").lstrip(".")
+                    for a in node.names
+                    if a.name.split(".")[0] == "onnx_roofline"
+                )
             assert not (isinstance(node, ast.ImportFrom) and node.level), f"{path}: relative import"
         edges[module] = targets - {module}
     return edges
@@ -114,9 +123,13 @@ def _package_parents(edges: dict[str, set[str]]) -> dict[str, set[str]]:
     for module, targets in edges.items():
         for target in targets:
             parts = target.split(".")
-            with_parents[module].update(".".join(parts[:n]) for n in range(1, len(parts)) if ".".join(parts[:n]) in edges)
+            with_parents[module].update(
+                ".".join(parts[:n]) for n in range(1, len(parts)) if ".".join(parts[:n]) in edges
+            )
         with_parents[module].discard(module)
-        with_parents[module] -= {m for m in with_parents[module] if module.startswith(m + ".")}  # a module's own packages are already running
+        with_parents[module] -= {
+            m for m in with_parents[module] if module.startswith(m + ".")
+        }  # a module's own packages are already running
     return with_parents
 
 

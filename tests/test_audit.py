@@ -55,8 +55,16 @@ print("\n@@" + json.dumps({"code": code, "events": events}))
 def audited(warm_up: list, command: list) -> tuple[int, list]:
     """(exit code, [[event, [paths], writes], ...]) of `command` after `warm_up`, in a fresh process."""
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps([os.fspath(a) for a in warm_up]), json.dumps([os.fspath(a) for a in command])],
-        capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            SCRIPT,
+            json.dumps([os.fspath(a) for a in warm_up]),
+            json.dumps([os.fspath(a) for a in command]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert "Traceback" not in result.stderr, result.stderr
     report = json.loads(result.stdout.rsplit("\n@@", 1)[1])
@@ -91,11 +99,18 @@ def test_analyze_opens_only_the_model(folders):
 
 def test_annotate_reads_only_inside_the_model_folder_and_writes_only_its_outputs(folders):
     model, warm, out = folders
-    code, events = audited([warm / "mm.onnx", "--annotate", out.parent / "warm-out" / "a.onnx"],
-                           [model / "mm.onnx", "--annotate", out / "a.onnx"])
+    code, events = audited(
+        [warm / "mm.onnx", "--annotate", out.parent / "warm-out" / "a.onnx"],
+        [model / "mm.onnx", "--annotate", out / "a.onnx"],
+    )
     assert code == 0
     reads = {p for event, paths, writes in events if event == "open" and not writes for p in paths}
-    written = {p for event, paths, writes in events if writes or event in ("os.replace", "os.chmod", "os.remove") for p in paths}
+    written = {
+        p
+        for event, paths, writes in events
+        if writes or event in ("os.replace", "os.chmod", "os.remove")
+        for p in paths
+    }
     linked = [paths for event, paths, _ in events if event in ("os.link", "shutil.copyfile")]
     assert reads and all(inside(p, model) for p in reads), reads
     assert written and all(inside(p, out) for p in written), written
@@ -107,7 +122,9 @@ def test_verify_reads_only_inside_the_model_folder_and_writes_nothing(folders):
     code, events = audited(["verify", warm / "mm.onnx"], ["verify", model / "mm.onnx"])
     assert code == 0
     assert all(event == "open" and not writes for event, _, writes in events), events
-    assert {p for _, paths, _ in events for p in paths} == {str((model / name).resolve()) for name in ("mm.onnx", "w.bin")}
+    assert {p for _, paths, _ in events for p in paths} == {
+        str((model / name).resolve()) for name in ("mm.onnx", "w.bin")
+    }
 
 
 @pytest.mark.parametrize("command", ["annotate", "verify"])
@@ -121,10 +138,15 @@ def test_a_hostile_location_opens_nothing_outside(folders, command):
     shutil.copy(model / "escape.onnx", warm / "escape.onnx")
     for name in ("escape.onnx", "link.onnx"):
         if command == "annotate":
-            args = [[warm / "mm.onnx", "--annotate", out.parent / "warm-out" / "a.onnx"], [model / name, "--annotate", out / "a.onnx"]]
+            args = [
+                [warm / "mm.onnx", "--annotate", out.parent / "warm-out" / "a.onnx"],
+                [model / name, "--annotate", out / "a.onnx"],
+            ]
         else:
             args = [["verify", warm / "mm.onnx"], ["verify", model / name]]
         code, events = audited(*args)
         assert code == 2
-        assert {(event, tuple(paths), writes) for event, paths, writes in events} == {("open", (str((model / name).resolve()),), False)}
+        assert {(event, tuple(paths), writes) for event, paths, writes in events} == {
+            ("open", (str((model / name).resolve()),), False)
+        }
     assert list(out.iterdir()) == []

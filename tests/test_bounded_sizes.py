@@ -25,7 +25,9 @@ NMS_ROWS = 1 * CLASSES * min(PER_CLASS, BOXES)  # batch 1 × 80 classes × 10 bo
 
 
 def _constant(name: str, value) -> onnx.NodeProto:
-    return helper.make_node("Constant", [], [name], name=f"{name}_constant", value=numpy_helper.from_array(np.array(value), f"{name}_value"))
+    return helper.make_node(
+        "Constant", [], [name], name=f"{name}_constant", value=numpy_helper.from_array(np.array(value), f"{name}_value")
+    )
 
 
 def detector_tail(per_class: int | None = PER_CLASS, k: int = K, first: int | None = None) -> onnx.ModelProto:
@@ -34,7 +36,15 @@ def detector_tail(per_class: int | None = PER_CLASS, k: int = K, first: int | No
     scores at k = Min(kept, `k`) → the top boxes and classes. `first`: the selection cut to its
     first rows by a Slice to that constant length before anything reads it."""
     maximum = [_constant("max_out", np.array([per_class], np.int64))] if per_class is not None else []
-    cut = [_constant("starts", [0]), _constant("ends", [first]), helper.make_node("Slice", ["selected_all", "starts", "ends"], ["selected"], name="first_rows")] if first else []
+    cut = (
+        [
+            _constant("starts", [0]),
+            _constant("ends", [first]),
+            helper.make_node("Slice", ["selected_all", "starts", "ends"], ["selected"], name="first_rows"),
+        ]
+        if first
+        else []
+    )
     nodes = [
         *maximum, _constant("iou", np.array([0.45], np.float32)), _constant("score_min", np.array([0.25], np.float32)),
         helper.make_node("NonMaxSuppression", ["boxes", "scores", "max_out", "iou", "score_min"], ["selected_all" if first else "selected"], name="nms"),
@@ -52,11 +62,23 @@ def detector_tail(per_class: int | None = PER_CLASS, k: int = K, first: int | No
         helper.make_node("Gather", ["kept_boxes", "top_index"], ["top_boxes"], axis=0, name="top_boxes"),
         helper.make_node("Gather", ["class_index", "top_index"], ["top_classes"], axis=0, name="top_classes"),
     ]  # fmt: skip
-    inputs = [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, BOXES, 4]), helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, CLASSES, BOXES])]
+    inputs = [
+        helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, BOXES, 4]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, CLASSES, BOXES]),
+    ]
     if per_class is None:
         inputs.append(helper.make_tensor_value_info("max_out", TensorProto.INT64, [1]))
-    outputs = [helper.make_tensor_value_info(name, dtype, None) for name, dtype in (("top_boxes", TensorProto.FLOAT), ("top_scores", TensorProto.FLOAT), ("top_classes", TensorProto.INT64))]
-    return helper.make_model(helper.make_graph(nodes, "detector_tail", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)])
+    outputs = [
+        helper.make_tensor_value_info(name, dtype, None)
+        for name, dtype in (
+            ("top_boxes", TensorProto.FLOAT),
+            ("top_scores", TensorProto.FLOAT),
+            ("top_classes", TensorProto.INT64),
+        )
+    ]
+    return helper.make_model(
+        helper.make_graph(nodes, "detector_tail", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)]
+    )
 
 
 def detections(seed: int = 0, candidates: int = BOXES) -> dict[str, np.ndarray]:
@@ -77,7 +99,7 @@ def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.n
     probe.CopyFrom(model)
     probe.graph.output.append(helper.make_tensor_value_info("selected", TensorProto.INT64, None))
     session = onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"])
-    return dict(zip([output.name for output in session.get_outputs()], session.run(None, feeds)))
+    return dict(zip([output.name for output in session.get_outputs()], session.run(None, feeds), strict=False))
 
 
 def _node(report, name: str):
@@ -94,8 +116,21 @@ def test_the_detector_tail_is_costed_at_the_bound_its_constants_fix(partial):
     assert _node(report, "top_boxes").outputs[0].shape == (K, 4)
     [bound] = report.model.bounds
     assert (bound.node, bound.rows) == ("nms", NMS_ROWS)
-    downstream = {"nms", "box_index", "class_index", "kept_boxes", "kept_scores", "kept", "k", "topk", "top_boxes", "top_classes"}
-    assert {node.name for node in report.nodes if node.at_most} == downstream  # the boxes' Squeeze and the constants are exact
+    downstream = {
+        "nms",
+        "box_index",
+        "class_index",
+        "kept_boxes",
+        "kept_scores",
+        "kept",
+        "k",
+        "topk",
+        "top_boxes",
+        "top_classes",
+    }
+    assert {
+        node.name for node in report.nodes if node.at_most
+    } == downstream  # the boxes' Squeeze and the constants are exact
 
 
 def test_onnxruntime_keeps_no_more_than_the_bound():
@@ -126,7 +161,9 @@ def test_a_slice_to_a_constant_length_bounds_what_reads_it():
 
 def test_a_maximum_that_is_data_bounds_nothing_and_stays_uncosted_loudly():
     report = analyze(detector_tail(per_class=None))
-    assert [bound.node for bound in report.model.bounds] == ["topk"]  # k = Min(kept, 100) still bounds TopK's own outputs
+    assert [bound.node for bound in report.model.bounds] == [
+        "topk"
+    ]  # k = Min(kept, 100) still bounds TopK's own outputs
     assert _node(report, "nms").status != OK and _node(report, "top_boxes").status != OK
     assert report.uncosted.root_cause.name == "nms"
     assert "--value max_out" in report.uncosted.root_cause.reason
@@ -136,13 +173,22 @@ def test_a_bound_in_an_if_branch_is_labelled_there_and_on_the_if():
     """The tail as the then-branch of an If (detections or a fixed fallback): its rows, named by
     where they live, are at most, and so is the If whose outputs its bound sizes."""
     tail = detector_tail()
-    detected = helper.make_graph(list(tail.graph.node), "detected", [], [helper.make_tensor_value_info("top_boxes", TensorProto.FLOAT, None)])
-    fallback = helper.make_graph([helper.make_node("Identity", ["none"], ["no_boxes"])], "fallback", [], [helper.make_tensor_value_info("no_boxes", TensorProto.FLOAT, None)])
+    detected = helper.make_graph(
+        list(tail.graph.node), "detected", [], [helper.make_tensor_value_info("top_boxes", TensorProto.FLOAT, None)]
+    )
+    fallback = helper.make_graph(
+        [helper.make_node("Identity", ["none"], ["no_boxes"])],
+        "fallback",
+        [],
+        [helper.make_tensor_value_info("no_boxes", TensorProto.FLOAT, None)],
+    )
     graph = helper.make_graph([helper.make_node("If", ["detect"], ["boxes_out"], then_branch=detected, else_branch=fallback, name="maybe")], "g",
                               [*tail.graph.input, helper.make_tensor_value_info("detect", TensorProto.BOOL, [])],
                               [helper.make_tensor_value_info("boxes_out", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(np.zeros((K, 4), np.float32), "none")])  # fmt: skip
-    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(values={"detect": 1}))
+    report = analyze(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(values={"detect": 1})
+    )
     assert [node.name for node in report.nodes if node.status != OK] == []
     assert _node(report, "maybe/then_branch/nms").outputs[0].shape == (NMS_ROWS, 3)
     marked = {node.name for node in report.nodes if node.at_most}
@@ -221,5 +267,7 @@ def test_every_format_says_at_most(tmp_path, capsys):
     written = onnx.load(annotated)
     nms = next(node for node in written.graph.node if node.name == "nms")
     assert {p.key: p.value for p in nms.metadata_props}["rl.at_most"] == "true" and "at most" in nms.doc_string
-    kept = len(_run(written, detections(candidates=1))["top_scores"])  # a bound is not declared as the size: a run that keeps fewer runs
+    kept = len(
+        _run(written, detections(candidates=1))["top_scores"]
+    )  # a bound is not declared as the size: a run that keeps fewer runs
     assert kept <= CLASSES

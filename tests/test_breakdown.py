@@ -34,26 +34,47 @@ def node(name: str, name_scopes: str | None = None) -> NodeResult:
     proto = helper.make_node("MatMul", ["a", "b"], ["c"], name=name)
     if name_scopes is not None:
         helper.set_metadata_props(proto, {"pkg.torch.onnx.name_scopes": name_scopes})
-    return NodeResult(0, name, "MatMul", "", (), (), "ok", graph_node=read_nodes(helper.make_graph([proto], "g", [], []))[0])
+    return NodeResult(
+        0, name, "MatMul", "", (), (), "ok", graph_node=read_nodes(helper.make_graph([proto], "g", [], []))[0]
+    )
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("/model/transformer/h.0/attn/MatMul", ("model", "model.transformer", "model.transformer.h.0", "model.transformer.h.0.attn")),
-    ("/layer2/layer2.0/conv2/Conv", ("layer2", "layer2.0", "layer2.0.conv2")),  # the Sequential child repeats its parent
-    ("/layer1/layer1.0/downsample/downsample.0/Conv", ("layer1", "layer1.0", "layer1.0.downsample", "layer1.0.downsample.0")),
-    ("/MatMul", ()),
-    ("node_MatMul_12", ()),  # a dynamo name without a path: no module
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        (
+            "/model/transformer/h.0/attn/MatMul",
+            ("model", "model.transformer", "model.transformer.h.0", "model.transformer.h.0.attn"),
+        ),
+        (
+            "/layer2/layer2.0/conv2/Conv",
+            ("layer2", "layer2.0", "layer2.0.conv2"),
+        ),  # the Sequential child repeats its parent
+        (
+            "/layer1/layer1.0/downsample/downsample.0/Conv",
+            ("layer1", "layer1.0", "layer1.0.downsample", "layer1.0.downsample.0"),
+        ),
+        ("/MatMul", ()),
+        ("node_MatMul_12", ()),  # a dynamo name without a path: no module
+    ],
+)
 def test_scopes_from_node_names(name, expected):
     assert scopes(node(name)) == expected
 
 
 def test_name_scopes_metadata_comes_first():
-    dynamo = node("node_MatMul_3", "['', 'model', 'model.transformer', 'model.transformer.h.3', "
-                                   "'model.transformer.h.3.attn', 'matmul_3']")
+    dynamo = node(
+        "node_MatMul_3",
+        "['', 'model', 'model.transformer', 'model.transformer.h.3', 'model.transformer.h.3.attn', 'matmul_3']",
+    )
     assert module_path(dynamo) == "model.transformer.h.3.attn"  # the last entry is the FX node, not a module
     assert [module_at(dynamo, d) for d in (1, 2, 3, 4, 9)] == [
-        "model", "model.transformer", "model.transformer.h.3", "model.transformer.h.3.attn", "model.transformer.h.3.attn"]
+        "model",
+        "model.transformer",
+        "model.transformer.h.3",
+        "model.transformer.h.3.attn",
+        "model.transformer.h.3.attn",
+    ]
     # torch's placeholder for nodes outside the module stack is no module, whatever the name says
     assert module_path(node("/Shape", "['_empty_nn_module_stack_from_metadata_hook', 'sym_size_int_83']")) == ""
     assert module_path(node("/relu/Relu", "['', 'relu', 'relu']")) == "relu"
@@ -64,7 +85,9 @@ def test_name_scopes_metadata_comes_first():
 def test_metadata_reaches_the_breakdown_from_a_model():
     model = one_node_model("Relu", [("x", "float32", [4])], [("y", "float32", [4])])
     model.graph.node[0].name = "node_Relu_0"
-    helper.set_metadata_props(model.graph.node[0], {"pkg.torch.onnx.name_scopes": "['', 'encoder', 'encoder.act', 'relu']"})
+    helper.set_metadata_props(
+        model.graph.node[0], {"pkg.torch.onnx.name_scopes": "['', 'encoder', 'encoder.act', 'relu']"}
+    )
     (group,) = by_module(analyze(model), depth=2)
     assert group.key == "encoder.act" and len(group.nodes) == 1
 
@@ -116,12 +139,27 @@ def test_op_type_groups_and_top_nodes(prefill):
     assert [g.totals.time_s for g in groups] == sorted((g.totals.time_s for g in groups), reverse=True)
     top = top_nodes(prefill, 3)
     assert top[0].name == "/model/lm_head/MatMul"
-    assert [n.time_s for n in top] == sorted((n.time_s for n in prefill.nodes if n.time_s is not None), reverse=True)[:3]
+    assert [n.time_s for n in top] == sorted((n.time_s for n in prefill.nodes if n.time_s is not None), reverse=True)[
+        :3
+    ]
 
 
 def test_table_shows_module_breakdown(capsys):
-    code = main([str(FIXTURES / "gpt2_prefill_fp32.onnx"), "--dim", "batch=1", "--dim", "sequence=1024",
-                 "--by", "module", "--depth", "3", "--top", "2"])
+    code = main(
+        [
+            str(FIXTURES / "gpt2_prefill_fp32.onnx"),
+            "--dim",
+            "batch=1",
+            "--dim",
+            "sequence=1024",
+            "--by",
+            "module",
+            "--depth",
+            "3",
+            "--top",
+            "2",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "by module (depth 3)" in out and "by op type" not in out

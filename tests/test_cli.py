@@ -40,7 +40,10 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
         (lambda d, m: [str(m), "--dim", "bacth=1", "--dim", "sequence=4"], "not a dimension of any model input"),
         (lambda d, m: [str(m), "--input", "x=1x2"], "rank 2 given"),
         (lambda d, m: [str(m), "--input", "nope=1x2x768"], "not a model input"),
-        (lambda d, m: ["check", str(m), "--dim", "batch=1", "--max-latency", "1s"], "dimension 'sequence' is unbound"),  # check is strict
+        (
+            lambda d, m: ["check", str(m), "--dim", "batch=1", "--max-latency", "1s"],
+            "dimension 'sequence' is unbound",
+        ),  # check is strict
         (lambda d, m: [str(m), "--format", "yaml"], "invalid choice"),
     ],
 )
@@ -97,8 +100,23 @@ def test_json_contract_keys(model_path, capsys):
     assert {"path", "node_count", "opsets", "dims"} <= report["model"].keys()
     assert {"name", "memory_bandwidth", "peaks"} <= report["hardware"].keys()
     node_keys = {
-        "index", "name", "op_type", "domain", "inputs", "outputs", "flops", "transcendentals", "bytes_read",
-        "bytes_written", "bytes", "intensity", "unit", "ridge", "bound", "time_s", "status",
+        "index",
+        "name",
+        "op_type",
+        "domain",
+        "inputs",
+        "outputs",
+        "flops",
+        "transcendentals",
+        "bytes_read",
+        "bytes_written",
+        "bytes",
+        "intensity",
+        "unit",
+        "ridge",
+        "bound",
+        "time_s",
+        "status",
     }
     assert node_keys <= report["nodes"][0].keys()
     assert {"flops", "bytes", "time_s", "memory_bound_time_share"} <= report["totals"].keys()
@@ -138,7 +156,9 @@ def test_model_without_its_external_data_still_analyzes(tmp_path, capsys):
     import numpy as np
 
     model = one_node_model(
-        "MatMul", [("a", "float32", [4, 256]), ("b", "float32", [256, 512])], ["y"],
+        "MatMul",
+        [("a", "float32", [4, 256]), ("b", "float32", [256, 512])],
+        ["y"],
         initializers={"b": np.ones((256, 512), np.float32)},
     )
     path = tmp_path / "ext.onnx"
@@ -182,11 +202,19 @@ def test_a_failed_shape_pass_is_one_prefixed_warning_and_quiet_silences_it(model
               "s.inferred_types = fail\n"
               "from onnx_roofline.commands.cli import main\n"
               "sys.exit(main(sys.argv[1:]))\n")  # fmt: skip
-    loud = subprocess.run([sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4"], capture_output=True, text=True)
+    loud = subprocess.run(
+        [sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4"],
+        capture_output=True,
+        text=True,
+    )
     assert [line for line in loud.stderr.splitlines() if "inference failed here" in line] == [
         "onnx-roofline: warning: ONNX shape inference of the whole graph failed (inference failed here); typed node by node instead"
     ]
-    quiet = subprocess.run([sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4", "-q"], capture_output=True, text=True)
+    quiet = subprocess.run(
+        [sys.executable, "-c", script, str(model_path), "--dim", "batch=1", "--dim", "sequence=4", "-q"],
+        capture_output=True,
+        text=True,
+    )
     assert quiet.returncode == 0 and quiet.stderr == ""
 
 
@@ -220,7 +248,9 @@ def test_colour_by_bound_only_on_a_terminal(monkeypatch):
     monkeypatch.delenv("NO_COLOR")
     monkeypatch.setenv("TERM", "dumb")
     assert not terminal_colours(Terminal())
-    report = onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 7}))
+    report = onnx_roofline.analyze(
+        FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 7})
+    )
     plain, coloured = render_table(report, top=5), render_table(report, top=5, colour=True)
     assert BOUND_COLOURS["memory"] + "memory" in coloured and "\033" not in plain
     assert re.sub(r"\033\[[0-9;]*m", "", coloured) == plain

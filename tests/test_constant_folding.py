@@ -24,7 +24,9 @@ def model(nodes, inputs, outputs, weights, graph_inputs_too=()):
     tensors = [numpy_helper.from_array(np.zeros(shape, np.float16), name) for name, shape in weights.items()]
     declared = [helper.make_tensor_value_info(n, F16, s) for n, s in inputs]
     declared += [helper.make_tensor_value_info(n, F16, weights[n]) for n in graph_inputs_too]  # overridable
-    graph = helper.make_graph(nodes, "g", declared, [helper.make_tensor_value_info(n, F16, s) for n, s in outputs], initializer=tensors)
+    graph = helper.make_graph(
+        nodes, "g", declared, [helper.make_tensor_value_info(n, F16, s) for n, s in outputs], initializer=tensors
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 
@@ -50,7 +52,13 @@ def test_a_chain_on_weights_is_foldable_and_the_node_using_it_is_not():
 
 
 def test_an_initializer_a_graph_input_can_override_is_not_a_constant():
-    m = model([helper.make_node("Transpose", ["w"], ["y"], name="t", perm=[1, 0])], [], [("y", [64, 32])], {"w": [32, 64]}, graph_inputs_too=["w"])
+    m = model(
+        [helper.make_node("Transpose", ["w"], ["y"], name="t", perm=[1, 0])],
+        [],
+        [("y", [64, 32])],
+        {"w": [32, 64]},
+        graph_inputs_too=["w"],
+    )
     assert not by_name(analyze(m))["t"].constant_foldable
 
 
@@ -63,8 +71,14 @@ def test_constant_nodes_fold_but_random_and_dequantize_do_not():
         helper.make_node("DequantizeLinear", ["q", "s"], ["dq"], name="dq"),
     ]
     graph = helper.make_graph(
-        nodes, "g", [], [helper.make_tensor_value_info("y", F16, [8]), helper.make_tensor_value_info("dq", F16, [8])],
-        initializer=[numpy_helper.from_array(np.zeros([8], np.int8), "q"), numpy_helper.from_array(np.array(0.5, np.float16), "s")],
+        nodes,
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", F16, [8]), helper.make_tensor_value_info("dq", F16, [8])],
+        initializer=[
+            numpy_helper.from_array(np.zeros([8], np.int8), "q"),
+            numpy_helper.from_array(np.array(0.5, np.float16), "s"),
+        ],
     )
     report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)]))
     marked = {n.name: n.constant_foldable for n in report.nodes}
@@ -92,6 +106,8 @@ def test_json_and_table_say_constant_foldable():
 
 
 def test_cli_marks_it_in_the_default_table(capsys):
-    code = main([str(FIXTURES / "gpt2_decode_fp16.onnx"), "--dim", "batch=1", "--dim", "past_sequence=1023", "--top", "2"])
+    code = main(
+        [str(FIXTURES / "gpt2_decode_fp16.onnx"), "--dim", "batch=1", "--dim", "past_sequence=1023", "--top", "2"]
+    )
     assert code == 0
     assert "Transpose (foldable)" in capsys.readouterr().out

@@ -42,7 +42,9 @@ def check_run(op_type, inputs, outputs, attrs=None, initializers=None, domain=MS
     model = model_of(op_type, inputs, outputs, attrs, initializers, domain, opset)
     feeds = make_feeds(model, {})
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    ran = {o.name: (a.shape, str(a.dtype)) for o, a in zip(session.get_outputs(), session.run(None, feeds))}
+    ran = {
+        o.name: (a.shape, str(a.dtype)) for o, a in zip(session.get_outputs(), session.run(None, feeds), strict=False)
+    }
     (node,) = analyze(model).nodes
     assert node.status == status, node.reason
     typed = {t.name: (t.shape, t.dtype) for t in node.outputs if t is not None and t.is_known}
@@ -114,7 +116,9 @@ def test_range_empty_when_the_limit_is_behind():
 
 
 def test_trilu():
-    node = check_run("Trilu", [("x", i64, [2, 3, 4]), ("k", i64, [])], ["y"], {"upper": 0}, {"k": np.array(1, np.int64)})
+    node = check_run(
+        "Trilu", [("x", i64, [2, 3, 4]), ("k", i64, [])], ["y"], {"upper": 0}, {"k": np.array(1, np.int64)}
+    )
     assert flops(node) == 0 and node.cost.bytes == 2 * 3 * 4 * 8 + 8 + 2 * 3 * 4 * 8
 
 
@@ -164,7 +168,9 @@ def test_nhwc_max_pool_dilations_and_ceil_mode():
     node = check_run("NhwcMaxPool", [("x", i8, [2, 7, 7, 3])], ["y"], {"kernel_shape": [3, 3], "dilations": [2, 2]})
     assert node.outputs[0].shape == (2, 3, 3, 3)  # 7 − (3 − 1)·2 = 3
     assert flops(node) == 2 * 3 * 3 * 3 * (9 - 1)  # full windows: 8 compares each
-    node = check_run("NhwcMaxPool", [("x", i8, [2, 7, 7, 3])], ["y"], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1})
+    node = check_run(
+        "NhwcMaxPool", [("x", i8, [2, 7, 7, 3])], ["y"], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}
+    )
     assert node.outputs[0].shape == (2, 4, 4, 3)
 
 
@@ -184,7 +190,9 @@ def test_conv_transpose_with_dynamic_pads():
 
 @pytest.mark.parametrize("axis, expected", [(-1, (2, 3, 1)), (2, (2, 3, 1)), (-3, (1, 2, 3)), (1, (2, 1, 3))])
 def test_expand_dims(axis, expected):
-    node = check_run("ExpandDims", [("x", f32, [2, 3]), ("axis", i32, [])], ["y"], initializers={"axis": np.array(axis, np.int32)})
+    node = check_run(
+        "ExpandDims", [("x", f32, [2, 3]), ("axis", i32, [])], ["y"], initializers={"axis": np.array(axis, np.int32)}
+    )
     assert node.outputs[0].shape == expected
     assert (node.cost.bytes_read, node.cost.bytes_written) == (4, 0)  # a view: the int32 axis read
 
@@ -215,7 +223,9 @@ def test_cdist_other_metric_is_unsupported():
 def test_matmul_integer16():
     node = check_run("MatMulInteger16", [("a", "int16", [2, 4, 5]), ("b", "int16", [5, 3])], ["c"])
     assert flops(node) == 2 * 5 * (2 * 4 * 3)  # 2·K per output
-    assert rules.lookup(MS, "MatMulInteger16", 1).unit == "matrix"  # (no int16 tensor-core peak: placed on the vector unit)
+    assert (
+        rules.lookup(MS, "MatMulInteger16", 1).unit == "matrix"
+    )  # (no int16 tensor-core peak: placed on the vector unit)
 
 
 @pytest.mark.parametrize("dtype, per_element", [(i32, 7 + 9), (i64, 2 * 7 + 9), (f32, 7 + 9)])
@@ -344,7 +354,8 @@ def test_retired_elementwise(op_type, attrs, per_element, transcendentals):
 
 
 @pytest.mark.parametrize(
-    "attrs, expected", [({"border": [1, 2, 3, 4]}, (2, 3, 4, 8)), ({"border": [1, 2, 3, 4], "scale": [5, 6]}, (2, 3, 5, 6))]
+    "attrs, expected",
+    [({"border": [1, 2, 3, 4]}, (2, 3, 4, 8)), ({"border": [1, 2, 3, 4], "scale": [5, 6]}, (2, 3, 5, 6))],
 )
 def test_crop(attrs, expected):
     node = check_run("Crop", [("x", f32, [2, 3, 10, 12])], ["y"], attrs, domain="", opset=9)
@@ -373,19 +384,31 @@ def test_gru_unit():
 
 def _into_relu(node, inputs):
     """`node` (com.microsoft) feeding a Relu: what follows an untyped output is uncosted."""
-    graph = helper.make_graph([node, helper.make_node("Relu", [node.output[0]], ["y"])], "g", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        [node, helper.make_node("Relu", [node.output[0]], ["y"])],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
 
 
 def test_an_untyped_output_says_why_in_the_root_cause():
     """A shape rule says why it leaves an output untyped: Unique's uniques are data, Pad's pads a
     graph input's value (named, so `--value pads=…` is the cure)."""
-    unique = _into_relu(helper.make_node("Unique", ["x"], ["u", "idx", "counts"], domain=MS), [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])])
+    unique = _into_relu(
+        helper.make_node("Unique", ["x"], ["u", "idx", "counts"], domain=MS),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [8])],
+    )
     cause = analyze(unique).model.shape_root_cause
     assert cause.op_type == "Unique" and "distinct values" in cause.reason and "graph input 'x'" in cause.reason
-    pad = _into_relu(helper.make_node("Pad", ["x", "pads"], ["p"], domain=MS),
-                     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("pads", TensorProto.INT64, [4])])
+    pad = _into_relu(
+        helper.make_node("Pad", ["x", "pads"], ["p"], domain=MS),
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("pads", TensorProto.INT64, [4]),
+        ],
+    )
     cause = analyze(pad).model.shape_root_cause
     assert "needs the value of 'pads'" in cause.reason and "graph input 'pads'" in cause.reason
     report = analyze(pad, sizing=Sizing(values={"pads": [0, 1, 0, 1]}))  # given: folded, and every node costed

@@ -111,18 +111,36 @@ def test_gated_delta_net_qwen35_form():
     # the builder's dense Qwen3.5 layer: [B, S, H, D] heads, Qwen gate, sigmoid beta, L2-normalized q/k
     node = run_checked(
         "GatedDeltaNet",
-        [("q", f32, [B, S, HQ, DK]), ("k", f32, [B, S, HQ, DK]), ("v", f32, [B, S, HV, DV]), "",
-         ("decay", f32, [B, S, HV]), ("beta", f32, [B, S, HV]), ("state", f32, [B, HV, DV, DK]),
-         ("a_log", f32, [HV]), ("dt_bias", f32, [HV])],
+        [
+            ("q", f32, [B, S, HQ, DK]),
+            ("k", f32, [B, S, HQ, DK]),
+            ("v", f32, [B, S, HV, DV]),
+            "",
+            ("decay", f32, [B, S, HV]),
+            ("beta", f32, [B, S, HV]),
+            ("state", f32, [B, HV, DV, DK]),
+            ("a_log", f32, [HV]),
+            ("dt_bias", f32, [HV]),
+        ],
         ["o", "final"],
-        {"update_rule": "gated_delta", "scale": 0.0, "gate_activation": "qwen", "beta_activation": "sigmoid", "qk_l2_norm": 1},
+        {
+            "update_rule": "gated_delta",
+            "scale": 0.0,
+            "gate_activation": "qwen",
+            "beta_activation": "sigmoid",
+            "qk_l2_norm": 1,
+        },
     )
     assert shapes(node) == [((B, S, HV, DV), f32), ((B, HV, DV, DK), f32)]
     tokens = B * S
-    per_head = (DK * DV  # exp(g)·S
-                + 2 * DK * DV + 2 * DV  # Sᵀk, β·(v − Sᵀk)
-                + 2 * DK * DV  # S + k ⊗ δ
-                + 2 * DK * DV + DV)  # scale·Sᵀq, one per value head (Hv > Hq)
+    per_head = (
+        DK * DV  # exp(g)·S
+        + 2 * DK * DV
+        + 2 * DV  # Sᵀk, β·(v − Sᵀk)
+        + 2 * DK * DV  # S + k ⊗ δ
+        + 2 * DK * DV
+        + DV
+    )  # scale·Sᵀq, one per value head (Hv > Hq)
     gates = 3 * tokens * HV  # decay + dt_bias, Softplus, · −exp(a_log)
     l2 = 2 * tokens * HQ * (3 * DK + 2)  # every q and k head vector normalized
     assert node.cost.flops == tokens * HV * per_head + gates + l2
@@ -136,8 +154,15 @@ def test_gated_delta_net_packed_qkv():
     n = B * S
     node = run_checked(
         "GatedDeltaNet",
-        [("qkv", f32, [n, 2 * HQ * DK + HV * DV]), "", "", "", "", ("beta", f32, [n, HV]),
-         ("state", f32, [B, HV, DV, DK])],
+        [
+            ("qkv", f32, [n, 2 * HQ * DK + HV * DV]),
+            "",
+            "",
+            "",
+            "",
+            ("beta", f32, [n, HV]),
+            ("state", f32, [B, HV, DV, DK]),
+        ],
         ["o", "final"],
         {"update_rule": "delta"},
     )
@@ -150,9 +175,18 @@ def test_gated_delta_net_state_update_shape():
     # state_update_capacity C = 2 (CUDA): [B, C·(Hv + Hq·dk + Hv·dv)] with scalar decay
     node = analyzed(
         "GatedDeltaNet",
-        [("q", f32, [6, HQ, DK]), ("k", f32, [6, HQ, DK]), ("v", f32, [6, HV, DV]), ("cu", "int32", [3]),
-         ("decay", f32, [6, HV]), ("beta", f32, [6, HV]), ("state", f32, [B, HV, DV, DK]), "", "",
-         ("count", "int32", [B])],
+        [
+            ("q", f32, [6, HQ, DK]),
+            ("k", f32, [6, HQ, DK]),
+            ("v", f32, [6, HV, DV]),
+            ("cu", "int32", [3]),
+            ("decay", f32, [6, HV]),
+            ("beta", f32, [6, HV]),
+            ("state", f32, [B, HV, DV, DK]),
+            "",
+            "",
+            ("count", "int32", [B]),
+        ],
         ["o", "final", "update"],
         {"state_update_capacity": 2},
     )
@@ -163,8 +197,14 @@ def test_linear_attention_inverse_gqa_prescaled():
     # the builder's LinearAttention: Hq = 2 key heads, Hkv = 4 value heads, scale = 1 (Q pre-scaled)
     node = run_checked(
         "LinearAttention",
-        [("q", f32, [B, S, HQ * DK]), ("k", f32, [B, S, HQ * DK]), ("v", f32, [B, S, HV * DV]),
-         ("past", f32, [B, HV, DK, DV]), ("decay", f32, [B, S, HV]), ("beta", f32, [B, S, HV])],
+        [
+            ("q", f32, [B, S, HQ * DK]),
+            ("k", f32, [B, S, HQ * DK]),
+            ("v", f32, [B, S, HV * DV]),
+            ("past", f32, [B, HV, DK, DV]),
+            ("decay", f32, [B, S, HV]),
+            ("beta", f32, [B, S, HV]),
+        ],
         ["o", "present"],
         {"q_num_heads": HQ, "kv_num_heads": HV, "update_rule": "gated_delta", "scale": 1.0},
     )
@@ -227,15 +267,30 @@ def test_mamba2_verify():
     channels = inner + 2 * groups * state
     node = analyzed(
         "Mamba2Verify",
-        [("proj", "bfloat16", [rows, 2 * inner + 2 * groups * state + heads]), ("conv", "bfloat16", [1, channels, 3]),
-         ("ssm", f32, [1, heads, state, head_dim]), ("cw", "bfloat16", [channels, 1, 4]), ("cb", "bfloat16", [channels]),
-         ("dt_bias", f32, [heads]), ("a", f32, [heads]), ("d", f32, [heads]), ("nw", f32, [inner]), ("row", "int32", [1])],
+        [
+            ("proj", "bfloat16", [rows, 2 * inner + 2 * groups * state + heads]),
+            ("conv", "bfloat16", [1, channels, 3]),
+            ("ssm", f32, [1, heads, state, head_dim]),
+            ("cw", "bfloat16", [channels, 1, 4]),
+            ("cb", "bfloat16", [channels]),
+            ("dt_bias", f32, [heads]),
+            ("a", f32, [heads]),
+            ("d", f32, [heads]),
+            ("nw", f32, [inner]),
+            ("row", "int32", [1]),
+        ],
         ["y", "conv_out", "ssm_out"],
         {"heads": heads, "n_groups": groups},
     )
-    assert shapes(node) == [((rows, inner), "bfloat16"), ((1, channels, 3), "bfloat16"), ((1, heads, state, head_dim), f32)]
+    assert shapes(node) == [
+        ((rows, inner), "bfloat16"),
+        ((1, channels, 3), "bfloat16"),
+        ((1, heads, state, head_dim), f32),
+    ]
     conv = channels * (2 * 4 + 1 + 1)  # 4 taps, bias, SiLU
-    per_head = 3 + 1 + head_dim + 3 * state * head_dim + 2 * state * head_dim + 2 * head_dim  # dt, decay, dt·x, update, readout
+    per_head = (
+        3 + 1 + head_dim + 3 * state * head_dim + 2 * state * head_dim + 2 * head_dim
+    )  # dt, decay, dt·x, update, readout
     gate_norm = 2 * inner + 4 * inner + 2 * groups  # SiLU(gate)·y, grouped RMS norm
     assert node.cost.flops == rows * (conv + heads * per_head + gate_norm)
 
@@ -252,11 +307,13 @@ def test_moe_group_router_legacy_routing():
         {"top_k": 2, "n_group": 2, "group_topk": 2, "topk_group": 1},
     )
     assert shapes(node) == [((6, 8), f32)]
-    per_token = (8  # + expert_bias
-                 + 2 * (2 * 3 + 1)  # each group: two arg-max passes over 4, one add
-                 + 1 * (2 - 1)  # the best group
-                 + 2 * (4 - 1)  # top 2 of its 4 experts
-                 + 2)  # log(max(s, 1e-20)) of the 2 chosen
+    per_token = (
+        8  # + expert_bias
+        + 2 * (2 * 3 + 1)  # each group: two arg-max passes over 4, one add
+        + 1 * (2 - 1)  # the best group
+        + 2 * (4 - 1)  # top 2 of its 4 experts
+        + 2
+    )  # log(max(s, 1e-20)) of the 2 chosen
     assert node.cost.flops == 6 * per_token
     assert node.cost.transcendentals == 6 * (8 + 2)  # sigmoids, logs
 
@@ -265,8 +322,13 @@ def test_moe_packed_counts_the_routed_experts():
     t, d, inter, e, k = 4, 64, 32, 8, 2
     node = analyzed(
         "MoEPacked",
-        [("x", "float16", [t, d]), ("router", f32, [t, e]), ("gate", "uint8", [e, inter, 36]), ("up", "uint8", [e, inter, 36]),
-         ("down", "uint8", [e, d, 18])],
+        [
+            ("x", "float16", [t, d]),
+            ("router", f32, [t, e]),
+            ("gate", "uint8", [e, inter, 36]),
+            ("up", "uint8", [e, inter, 36]),
+            ("down", "uint8", [e, d, 18]),
+        ],
         ["y"],
         {"gate_type": 2, "up_type": 2, "down_type": 2, "k": k},
     )
@@ -280,7 +342,10 @@ def test_moe_packed_counts_the_routed_experts():
 
 def test_router_gate_up_proj():
     node = analyzed(
-        "RouterGateUpProj", [("x", "float16", [2, 3, 64]), ("w", "float16", [64, 16 + 2 * 32])], ["router", "act"], {"router_size": 16}
+        "RouterGateUpProj",
+        [("x", "float16", [2, 3, 64]), ("w", "float16", [64, 16 + 2 * 32])],
+        ["router", "act"],
+        {"router_size": 16},
     )
     assert shapes(node) == [((2, 3, 16), "float16"), ((2, 3, 32), "float16")]
     assert node.cost.flops == 6 * 2 * 64 * 80 + 4 * 6 * 32  # one GEMM, SwiGLU per activated element
@@ -294,7 +359,13 @@ def test_matmul_fp8_weight_w8a8():
     m, k, n = 6, 256, 128
     node = analyzed(
         "MatMulBlockQuantizedFp8Weight",
-        [("a", "float16", [2, 3, k]), ("b", "float8e4m3fn", [n, k]), ("scale", f32, [n, 2]), ("a_scale", f32, []), ("bias", "float16", [n])],
+        [
+            ("a", "float16", [2, 3, k]),
+            ("b", "float8e4m3fn", [n, k]),
+            ("scale", f32, [n, 2]),
+            ("a_scale", f32, []),
+            ("bias", "float16", [n]),
+        ],
         ["y"],
         {"block_size": 128},
     )
@@ -320,8 +391,15 @@ def test_matmul_nbits_qlora():
     m, k, n, r = 3, 64, 32, 8
     node = analyzed(
         "MatMulNBitsQLoRA",
-        [("x", "float16", [m, k]), ("w", "uint8", [n, 2, 16]), ("ws", "float16", [n, 2]), ("la", "uint8", [r, 2, 32]),
-         ("las", "float16", [r, 2]), ("lb", "uint8", [n, 1, 32]), ("lbs", "float16", [n, 1])],
+        [
+            ("x", "float16", [m, k]),
+            ("w", "uint8", [n, 2, 16]),
+            ("ws", "float16", [n, 2]),
+            ("la", "uint8", [r, 2, 32]),
+            ("las", "float16", [r, 2]),
+            ("lb", "uint8", [n, 1, 32]),
+            ("lbs", "float16", [n, 1]),
+        ],
         ["y"],
         {"K": k, "N": n},
     )
@@ -332,7 +410,9 @@ def test_matmul_nbits_qlora():
 
 def test_matmul_packed_relu2():
     node = analyzed(
-        "MatMulPacked", [("a", "bfloat16", [5, 256]), ("b", "uint8", [64, 144])], ["y"],
+        "MatMulPacked",
+        [("a", "bfloat16", [5, 256]), ("b", "uint8", [64, 144])],
+        ["y"],
         {"K": 256, "N": 64, "packed_type": 2, "activation_type": "relu2"},
     )
     assert shapes(node) == [((5, 64), "bfloat16")]
@@ -360,8 +440,13 @@ def test_rms_norm_rotary():
     b, s, heads, stride, rot = 2, 3, 4, 64, 32
     node = analyzed(
         "RMSNormRotary",
-        [("x", "bfloat16", [b, s, heads, stride]), ("scale", f32, [stride]), ("pos", "int64", [b, s]),
-         ("cos", f32, [128, rot // 2]), ("sin", f32, [128, rot // 2])],
+        [
+            ("x", "bfloat16", [b, s, heads, stride]),
+            ("scale", f32, [stride]),
+            ("pos", "int64", [b, s]),
+            ("cos", f32, [128, rot // 2]),
+            ("sin", f32, [128, rot // 2]),
+        ],
         ["y", "normed"],
         {"rotary_embedding_dim": rot},
     )
@@ -375,8 +460,14 @@ def test_engram_gate_with_normed_output():
     b, s, hc, h = 2, 3, 2, 16
     node = run_checked(
         "EngramGate",
-        [("key", f32, [b, s, hc, h]), ("query", f32, [b, s, hc, h]), ("value", f32, [b, s, h]),
-         ("kn", f32, [hc, h]), ("qn", f32, [hc, h]), ("cn", f32, [hc, h])],
+        [
+            ("key", f32, [b, s, hc, h]),
+            ("query", f32, [b, s, hc, h]),
+            ("value", f32, [b, s, h]),
+            ("kn", f32, [hc, h]),
+            ("qn", f32, [hc, h]),
+            ("cn", f32, [hc, h]),
+        ],
         ["y", "normed"],
     )
     assert shapes(node) == [((b, s, hc, h), f32)] * 2
@@ -393,7 +484,14 @@ def test_gated_add_plain():
 
 def test_gated_add_projected():
     node = analyzed(
-        "GatedAdd", [("x", "bfloat16", [6, 8]), ("y", "bfloat16", [6, 8]), ("gate", "bfloat16", [6, 32]), ("gw", "bfloat16", [32, 1])], ["out"]
+        "GatedAdd",
+        [
+            ("x", "bfloat16", [6, 8]),
+            ("y", "bfloat16", [6, 8]),
+            ("gate", "bfloat16", [6, 32]),
+            ("gw", "bfloat16", [32, 1]),
+        ],
+        ["out"],
     )
     assert node.cost.flops == 2 * 48 + 2 * 6 * 32  # + each row's dot with gate_weight
     assert node.cost.transcendentals == 6
@@ -424,7 +522,7 @@ def test_varlen_ngram_hash_mapping():
         initializers={**HASH, "cu": np.array([0, 2, 5], np.int32)},
     )
     assert shapes(node) == [((5, 4), "int64"), ((2, 2), "int64")]
-    assert node.cost.flops == 5 * (3 ** 2 - 1 + 4)
+    assert node.cost.flops == 5 * (3**2 - 1 + 4)
 
 
 # --- sparse attention ----------------------------------------------------------------------------
@@ -434,13 +532,27 @@ def test_dynamic_sparse_attention_selected_only():
     b, s, h, hkv, dh, sel, cache = 1, 2, 4, 2, 16, 8, 32
     node = analyzed(
         "DynamicSparseAttention",
-        [("q", "float16", [b, s, h * dh]), ("k", "float16", [b, s, hkv * dh]), ("v", "float16", [b, s, hkv * dh]),
-         ("pk", "float16", [b, hkv, cache, dh]), ("pv", "float16", [b, hkv, cache, dh]), "", "",
-         ("sel", "int32", [b * s, sel]), ("cnt", "int32", [b * s]), ("seqlens", "int32", [b]), ("total", "int32", [1])],
+        [
+            ("q", "float16", [b, s, h * dh]),
+            ("k", "float16", [b, s, hkv * dh]),
+            ("v", "float16", [b, s, hkv * dh]),
+            ("pk", "float16", [b, hkv, cache, dh]),
+            ("pv", "float16", [b, hkv, cache, dh]),
+            "",
+            "",
+            ("sel", "int32", [b * s, sel]),
+            ("cnt", "int32", [b * s]),
+            ("seqlens", "int32", [b]),
+            ("total", "int32", [1]),
+        ],
         ["y", "pk_out", "pv_out"],
         {"num_heads": h, "kv_num_heads": hkv},
     )
-    assert shapes(node) == [((b, s, h * dh), "float16"), ((b, hkv, cache, dh), "float16"), ((b, hkv, cache, dh), "float16")]
+    assert shapes(node) == [
+        ((b, s, h * dh), "float16"),
+        ((b, hkv, cache, dh), "float16"),
+        ((b, hkv, cache, dh), "float16"),
+    ]
     e, rows = b * h * s * sel, b * h * s  # each query scores its 8 selected keys
     assert node.cost.flops == 2 * e * dh + e + 4 * e - 2 * rows + 2 * e * dh
     assert node.cost.bytes_written == 2 * (b * s * h * dh) + 2 * 2 * (b * hkv * s * dh)  # output; 2 new rows per cache
@@ -450,9 +562,19 @@ def test_sparse_paged_attention_shapes():
     n, h, hkv, dh = 3, 4, 2, 16
     node = analyzed(
         "SparsePagedAttention",
-        [("q", "float16", [n, h * dh]), ("k", "float16", [n, hkv * dh]), ("v", "float16", [n, hkv * dh]),
-         ("kc", "float16", [4, 8, hkv, dh]), ("vc", "float16", [4, 8, hkv, dh]), ("cu", "int32", [2]), ("past", "int32", [1]),
-         ("table", "int32", [1, 4]), "", ("sel", "int32", [n, 6]), ("cnt", "int32", [n])],
+        [
+            ("q", "float16", [n, h * dh]),
+            ("k", "float16", [n, hkv * dh]),
+            ("v", "float16", [n, hkv * dh]),
+            ("kc", "float16", [4, 8, hkv, dh]),
+            ("vc", "float16", [4, 8, hkv, dh]),
+            ("cu", "int32", [2]),
+            ("past", "int32", [1]),
+            ("table", "int32", [1, 4]),
+            "",
+            ("sel", "int32", [n, 6]),
+            ("cnt", "int32", [n]),
+        ],
         ["y", "kc_out", "vc_out"],
         {"num_heads": h, "kv_num_heads": hkv},
     )
@@ -462,29 +584,56 @@ def test_sparse_paged_attention_shapes():
 
 
 def test_indexer_shapes():
-    (merge,) = analyze(_model(
-        "PackedSparseAttentionIndexerMerge",
-        [("base", "int32", [4, 8]), ("counts", "int32", [4]), ("rows", "int32", [5]), ("start", "int32", [5]), ("end", "int32", [5])],
-        ["sel", "cnt", "status"],
-        {"max_output_entries": 12, "policy_mode": "append_range"},
-    )).nodes
+    (merge,) = analyze(
+        _model(
+            "PackedSparseAttentionIndexerMerge",
+            [
+                ("base", "int32", [4, 8]),
+                ("counts", "int32", [4]),
+                ("rows", "int32", [5]),
+                ("start", "int32", [5]),
+                ("end", "int32", [5]),
+            ],
+            ["sel", "cnt", "status"],
+            {"max_output_entries": 12, "policy_mode": "append_range"},
+        )
+    ).nodes
     assert shapes(merge) == [((5, 12), "int32"), ((5,), "int32"), ((5,), "int32")]
-    assert merge.status == "data-dependent" and "window plans" in merge.reason  # typed, not costed: the selection is data
-    (indexer,) = analyze(_model(
-        "SparseAttentionIndexer",
-        [("q", "float16", [1, 3, 2 * 16]), ("k", "float16", [1, 3, 16]), ("qn", "float16", [16]), ("kn", "float16", [16]),
-         ("cos", "float16", [64, 8]), ("sin", "float16", [64, 8]), "", ("past", "float16", [1, 5, 16])],
-        ["sel", "present"],
-        {"policy_mode": "qsa", "compress_ratio": 4, "token_budget": 8},
-    )).nodes
+    assert (
+        merge.status == "data-dependent" and "window plans" in merge.reason
+    )  # typed, not costed: the selection is data
+    (indexer,) = analyze(
+        _model(
+            "SparseAttentionIndexer",
+            [
+                ("q", "float16", [1, 3, 2 * 16]),
+                ("k", "float16", [1, 3, 16]),
+                ("qn", "float16", [16]),
+                ("kn", "float16", [16]),
+                ("cos", "float16", [64, 8]),
+                ("sin", "float16", [64, 8]),
+                "",
+                ("past", "float16", [1, 5, 16]),
+            ],
+            ["sel", "present"],
+            {"policy_mode": "qsa", "compress_ratio": 4, "token_budget": 8},
+        )
+    ).nodes
     assert shapes(indexer) == [((1, 3, 8 + 4 - 1), "int32"), ((1, 5 + 3, 16), "float16")]  # qsa appends the raw keys
 
 
 def test_speculative_prefix_commit():
     node = analyzed(
         "SpeculativePrefixCommit",
-        [("next", "int64", [2, 8]), ("ids", "int64", [2, 8]), ("status", "int32", [1]), ("ctl", "int64", [32]),
-         ("ctx", "int64", [4]), ("prefixes", "int64", [32]), ("ptrs", "int64", [2])],
+        [
+            ("next", "int64", [2, 8]),
+            ("ids", "int64", [2, 8]),
+            ("status", "int32", [1]),
+            ("ctl", "int64", [32]),
+            ("ctx", "int64", [4]),
+            ("prefixes", "int64", [32]),
+            ("ptrs", "int64", [2]),
+        ],
         ["head_c", "ctl_out", "ctx_out"],
     )
     assert shapes(node) == [((2,), "int32"), ((32,), "int64"), ((4,), "int64")]
@@ -492,12 +641,14 @@ def test_speculative_prefix_commit():
 
 
 def test_unknown_update_rule_is_an_error_not_zero():
-    (node,) = analyze(_model(
-        "LinearAttention",
-        [("q", f32, [1, 2, 8]), ("k", f32, [1, 2, 8]), ("v", f32, [1, 2, 8])],
-        ["o", "present"],
-        {"q_num_heads": 1, "kv_num_heads": 1, "update_rule": "bogus"},
-    )).nodes
+    (node,) = analyze(
+        _model(
+            "LinearAttention",
+            [("q", f32, [1, 2, 8]), ("k", f32, [1, 2, 8]), ("v", f32, [1, 2, 8])],
+            ["o", "present"],
+            {"q_num_heads": 1, "kv_num_heads": 1, "update_rule": "bogus"},
+        )
+    ).nodes
     assert node.status != "ok" and node.cost is None
 
 

@@ -46,37 +46,76 @@ B, S, D, HEADS = 2, 8, 32, 4
 
 
 def test_quantize_and_dequantize_with_order():
-    node = _node(_model("QuantizeWithOrder", [("x", "float16", [B, S, D]), ("s", "float32", [])], ["y"], {"order_input": 1, "order_output": 2}))
+    node = _node(
+        _model(
+            "QuantizeWithOrder",
+            [("x", "float16", [B, S, D]), ("s", "float32", [])],
+            ["y"],
+            {"order_input": 1, "order_output": 2},
+        )
+    )
     assert _shapes(node) == {"y": ((B, S, D), "int8")}
     assert node.cost.flops == 4 * B * S * D  # divide, round, clamp low and high per element
-    node = _node(_model("DequantizeWithOrder", [("x", "int8", [B, S, D]), ("s", "float32", [])], ["y"], {"order_input": 2, "order_output": 1, "to": 10}))
+    node = _node(
+        _model(
+            "DequantizeWithOrder",
+            [("x", "int8", [B, S, D]), ("s", "float32", [])],
+            ["y"],
+            {"order_input": 2, "order_output": 1, "to": 10},
+        )
+    )
     assert _shapes(node) == {"y": ((B, S, D), "float16")}
     assert node.cost.flops == B * S * D  # one multiply by the scale per element
 
 
 def test_q_ordered_gelu_and_layer_norm():
-    node = _node(_model("QOrderedGelu", [("x", "int8", [B, S, D]), ("sx", "float32", []), ("sy", "float32", [])], ["y"]))
+    node = _node(
+        _model("QOrderedGelu", [("x", "int8", [B, S, D]), ("sx", "float32", []), ("sy", "float32", [])], ["y"])
+    )
     n = B * S * D
     assert _shapes(node) == {"y": ((B, S, D), "int8")}
     assert (node.cost.flops, node.cost.transcendentals) == ((1 + 4 + 4) * n, n)  # dequantize, erf Gelu, quantize
-    inputs = [("x", "int8", [B, S, D]), ("sx", "float32", []), ("g", "float16", [D]), ("b", "float16", [D]), ("sy", "float32", [])]
+    inputs = [
+        ("x", "int8", [B, S, D]),
+        ("sx", "float32", []),
+        ("g", "float16", [D]),
+        ("b", "float16", [D]),
+        ("sy", "float32", []),
+    ]
     node = _node(_model("QOrderedLayerNormalization", inputs, ["y"]))
     rows = B * S
     assert _shapes(node) == {"y": ((B, S, D), "int8")}
-    assert (node.cost.flops, node.cost.transcendentals) == (n + (5 * n + 2 * rows + 2 * n) + 4 * n, rows)  # dequantize, LayerNorm with gamma and beta, quantize
+    assert (node.cost.flops, node.cost.transcendentals) == (
+        n + (5 * n + 2 * rows + 2 * n) + 4 * n,
+        rows,
+    )  # dequantize, LayerNorm with gamma and beta, quantize
 
 
 def test_q_ordered_attention():
     f = "float32"
     inputs = [("x", "int8", [B, S, D]), ("s_in", f, []), ("sq", f, []), ("sk", f, []), ("sv", f, [])]
     inputs += [(w, "int8", [D, D]) for w in ("wq", "wk", "wv")] + [(s, f, []) for s in ("swq", "swk", "swv")]
-    inputs += [(b, f, [D]) for b in ("bq", "bk", "bv")] + [("sqkt", f, []), ("ssoft", f, []), ("sout", f, []), ("mask", "int32", [B, S])]
-    node = _node(_model("QOrderedAttention", inputs, ["y"], {"num_heads": HEADS, "order_input": 1, "order_weight": 0, "order_output": 1}))
+    inputs += [(b, f, [D]) for b in ("bq", "bk", "bv")] + [
+        ("sqkt", f, []),
+        ("ssoft", f, []),
+        ("sout", f, []),
+        ("mask", "int32", [B, S]),
+    ]
+    node = _node(
+        _model(
+            "QOrderedAttention",
+            inputs,
+            ["y"],
+            {"num_heads": HEADS, "order_input": 1, "order_weight": 0, "order_output": 1},
+        )
+    )
     assert _shapes(node) == {"y": ((B, S, D), "int8")}
     projected, dh = B * S * 3 * D, D // HEADS
     scores, rows = B * HEADS * S * S, B * HEADS * S
     expected = 2 * projected * D + 6 * projected  # integer projection; dequantize, bias, requantize
-    expected += 2 * scores * dh + scores + scores + 4 * scores - 2 * rows + 2 * scores * dh  # QKᵀ, scale, mask, softmax, PV
+    expected += (
+        2 * scores * dh + scores + scores + 4 * scores - 2 * rows + 2 * scores * dh
+    )  # QKᵀ, scale, mask, softmax, PV
     expected += 4 * scores + 4 * B * S * D  # the softmax quantized (scale_QKT_softmax), Y requantized
     assert node.cost.flops == expected
 
@@ -86,7 +125,21 @@ def test_q_ordered_longformer_attention():
     inputs = [("x", "int8", [B, S, D]), ("sx", f, []), ("w", "int8", [D, 3 * D]), ("sw", f, []), ("b", f, [3 * D]), ("sb", f, []),
               ("sqkv", f, []), ("mask", "float16", [B, S]), ("gw", "int8", [D, 3 * D]), ("sgw", f, []), ("gb", f, [3 * D]),
               ("sg", f, []), ("global", "int32", [B, S]), ("so", f, [])]  # fmt: skip
-    node = _node(_model("QOrderedLongformerAttention", inputs, ["y"], {"num_heads": HEADS, "window": window, "order_input": 1, "order_weight": 0, "order_global_weight": 0, "order_output": 1}))
+    node = _node(
+        _model(
+            "QOrderedLongformerAttention",
+            inputs,
+            ["y"],
+            {
+                "num_heads": HEADS,
+                "window": window,
+                "order_input": 1,
+                "order_weight": 0,
+                "order_global_weight": 0,
+                "order_output": 1,
+            },
+        )
+    )
     assert _shapes(node) == {"y": ((B, S, D), "int8")}
     projected, band, dh = B * S * 3 * D, 2 * window + 1, D // HEADS
     scores, rows = B * HEADS * S * band, B * HEADS * S
@@ -150,7 +203,9 @@ def test_decoder_attention_self_and_cross():
     assert _shapes(node)["new_k"] == ((B, HEADS, P, dh), "float16")
     assert node.cost.flops == q_projection + attention(P)
     node = _decoder_attention(static_kv=False, use_past=True, constant=False)
-    assert node.status == "unknown-shape" and _shapes(node) == {"y": ((S, B, D), "float16")}  # the caches' length is the flags'
+    assert node.status == "unknown-shape" and _shapes(node) == {
+        "y": ((S, B, D), "float16")
+    }  # the caches' length is the flags'
 
 
 def test_attn_lstm_against_onnxruntime():
@@ -159,26 +214,45 @@ def test_attn_lstm_against_onnxruntime():
     inputs = [("X", f, [t, b, i]), ("W", f, [1, 4 * h, i + aw]), ("R", f, [1, 4 * h, h]), ("B", f, [1, 8 * h]), "", "", "", "",
               ("QW", f, [1, h, a]), ("MW", f, [1, dm, a]), ("V", f, [1, a]), ("M", f, [b, tm, dm]), ("memory_lens", "int32", [b]),
               ("AW", f, [1, dm + h, aw])]  # fmt: skip
-    node = _check_ort(_model("AttnLSTM", inputs, ["Y", "Y_h", "Y_c"], {"hidden_size": h}), values={"memory_lens": [tm] * b})
-    lstm = 2 * (i + aw + h) * 4 * h + 2 * 4 * h + 3 * h + h  # gates' GEMMs on concat(X, ATTN), biases, cell and hidden updates
-    attention = 2 * h * a + tm * a + 2 * tm * a + 4 * tm - 2 + 2 * tm * dm + 2 * (h + dm) * aw  # query layer, tanh(keys + pq), · V, softmax, context, AW
+    node = _check_ort(
+        _model("AttnLSTM", inputs, ["Y", "Y_h", "Y_c"], {"hidden_size": h}), values={"memory_lens": [tm] * b}
+    )
+    lstm = (
+        2 * (i + aw + h) * 4 * h + 2 * 4 * h + 3 * h + h
+    )  # gates' GEMMs on concat(X, ATTN), biases, cell and hidden updates
+    attention = (
+        2 * h * a + tm * a + 2 * tm * a + 4 * tm - 2 + 2 * tm * dm + 2 * (h + dm) * aw
+    )  # query layer, tanh(keys + pq), · V, softmax, context, AW
     assert node.cost.flops == 2 * b * tm * dm * a + t * b * (lstm + attention)  # the memory layer once
-    assert node.cost.transcendentals == t * b * (5 * h + tm * a + tm)  # LSTM's sigmoids and tanhs, the attention's tanh and exps
+    assert node.cost.transcendentals == t * b * (
+        5 * h + tm * a + tm
+    )  # LSTM's sigmoids and tanhs, the attention's tanh and exps
 
 
 # --- generation helpers ------------------------------------------------------------------------------
 
 
 def test_ngram_repeat_block_against_onnxruntime():
-    node = _check_ort(_model("NGramRepeatBlock", [("ids", "int64", [2, 6]), ("scores", "float32", [2, 10])], ["out"], {"ngram_size": 3}))
+    node = _check_ort(
+        _model(
+            "NGramRepeatBlock", [("ids", "int64", [2, 6]), ("scores", "float32", [2, 10])], ["out"], {"ngram_size": 3}
+        )
+    )
     assert node.cost.flops == 2 * (6 - 3 + 1) * (3 - 1)  # each earlier 3-gram start against the last 2 tokens
 
 
 def test_bifurcation_detector_against_onnxruntime():
     inputs = [("src", "int64", [10]), ("cur", "int64", [4]), ("prev", "int64", [])]
-    node = _check_ort(_model("BifurcationDetector", inputs, ["tokens", "idx"], {"min_ngram_size": 1, "max_ngram_size": 3}))
+    node = _check_ort(
+        _model("BifurcationDetector", inputs, ["tokens", "idx"], {"min_ngram_size": 1, "max_ngram_size": 3})
+    )
     assert node.cost.flops == sum(n * (10 - n + 1) for n in (1, 2, 3))  # the last n tokens against each window of src
-    with_pred = _model("BifurcationDetector", [*inputs, ("pred", "int64", [11])], ["tokens", "idx"], {"min_ngram_size": 1, "max_ngram_size": 3})
+    with_pred = _model(
+        "BifurcationDetector",
+        [*inputs, ("pred", "int64", [11])],
+        ["tokens", "idx"],
+        {"min_ngram_size": 1, "max_ngram_size": 3},
+    )
     node = _node(with_pred)
     assert node.status == "unknown-shape" and "tokens" not in _shapes(node)  # the merged length is data
     assert ort_run(with_pred, {"prev": 0})["idx"] == _shapes(node)["idx"] == ((), "int64")
@@ -202,7 +276,9 @@ def _decoder() -> onnx.GraphProto:
     new K/V emb[ids]·wkv appended to past_0 [2, B, N, P, H]."""
     rng = np.random.default_rng(0)
     weights = {"emb": (V, E), "head": (E, V), "wkv": (E, 2 * HEADS_G * HEAD)}
-    initializers = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in weights.items()]
+    initializers = [
+        numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in weights.items()
+    ]
     initializers.append(numpy_helper.from_array(np.array([0, 0, 2, HEADS_G, HEAD], np.int64), "kv_shape"))
     nodes = [
         helper.make_node("Gather", ["emb", "input_ids"], ["x"]),
@@ -215,7 +291,10 @@ def _decoder() -> onnx.GraphProto:
     value = helper.make_tensor_value_info
     inputs = [value("input_ids", TensorProto.INT32, ["b", "s"]), value("position_ids", TensorProto.INT32, ["b", "s"]),
               value("attention_mask", TensorProto.INT32, ["b", "t"]), value("past_0", TensorProto.FLOAT, [2, "b", HEADS_G, "p", HEAD])]  # fmt: skip
-    outputs = [value("logits", TensorProto.FLOAT, ["b", "s", V]), value("present_0", TensorProto.FLOAT, [2, "b", HEADS_G, "t", HEAD])]
+    outputs = [
+        value("logits", TensorProto.FLOAT, ["b", "s", V]),
+        value("present_0", TensorProto.FLOAT, [2, "b", HEADS_G, "t", HEAD]),
+    ]
     return helper.make_graph(nodes, "decoder", inputs, outputs, initializer=initializers)
 
 
@@ -227,10 +306,25 @@ def _generation(op_type, max_length=7, beams=3, constant_length=True, constant_b
     runtime = {name for name, keep in (("max_length", constant_length), ("num_beams", constant_beams)) if not keep}
     graph_inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT32, [ROWS_B, PROMPT])]
     graph_inputs += [helper.make_tensor_value_info(name, TensorProto.INT32, [1]) for name in sorted(runtime)]
-    outputs = ["sequences", "sequences_scores", "scores"][: 3 if constant_beams else 2] if op_type == "BeamSearch" else ["sequences"]
-    node = helper.make_node(op_type, ["input_ids", *scalars], outputs, domain=MS, decoder=_decoder(), eos_token_id=V - 1, pad_token_id=0, **attrs)
+    outputs = (
+        ["sequences", "sequences_scores", "scores"][: 3 if constant_beams else 2]
+        if op_type == "BeamSearch"
+        else ["sequences"]
+    )
+    node = helper.make_node(
+        op_type,
+        ["input_ids", *scalars],
+        outputs,
+        domain=MS,
+        decoder=_decoder(),
+        eos_token_id=V - 1,
+        pad_token_id=0,
+        **attrs,
+    )
     initializers = [numpy_helper.from_array(v, k) for k, v in scalars.items() if k not in runtime]
-    graph = helper.make_graph([node], "g", graph_inputs, [helper.make_empty_tensor_value_info(o) for o in outputs], initializer=initializers)
+    graph = helper.make_graph(
+        [node], "g", graph_inputs, [helper.make_empty_tensor_value_info(o) for o in outputs], initializer=initializers
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(MS, 1)])
 
 
@@ -253,7 +347,9 @@ def test_beam_search_runs_every_beam():
     rows, steps = ROWS_B * beams, 7 - PROMPT
     decoder = _decoder_flops(rows, PROMPT) + (steps - 1) * _decoder_flops(rows, 1)
     n = rows * V
-    search = (4 * n - 2 * rows) + n + 2 * beams * V * 3  # LogSoftmax, + beam scores, TopK of 6 over 3·V (⌈log2 6⌉ = 3 compares each)
+    search = (
+        (4 * n - 2 * rows) + n + 2 * beams * V * 3
+    )  # LogSoftmax, + beam scores, TopK of 6 over 3·V (⌈log2 6⌉ = 3 compares each)
     assert (node.cost.flops, node.cost.transcendentals) == (decoder + steps * search, steps * (n + rows))
 
 
@@ -263,19 +359,27 @@ def test_sampling_against_onnxruntime():
         steps, n = 7 - PROMPT, ROWS_B * V
         decoder = _decoder_flops(ROWS_B, PROMPT) + (steps - 1) * _decoder_flops(ROWS_B, 1)
         draw = n + ROWS_B * (1 + 4)  # the CDF's running sum, then a scale and ⌈log2 11⌉ = 4 compares per draw
-        assert (node.cost.flops, node.cost.transcendentals) == (decoder + steps * (n + sort + draw), steps * n)  # temperature Div; exps
+        assert (node.cost.flops, node.cost.transcendentals) == (
+            decoder + steps * (n + sort + draw),
+            steps * n,
+        )  # temperature Div; exps
 
 
 def test_runtime_max_length_or_beams_is_data():
     greedy = _generation("GreedySearch", constant_length=False)
     assert _node(greedy).status == "unknown-shape"  # sequences [B, max_length]: sized by the value
     assert _node(greedy, values={"max_length": 7}).status == "ok"
-    node = _node(_generation("BeamSearch", constant_beams=False))  # scores [max_length − S, B, num_beams, V] not asked for
+    node = _node(
+        _generation("BeamSearch", constant_beams=False)
+    )  # scores [max_length − S, B, num_beams, V] not asked for
     assert node.status == "data-dependent" and "num_beams" in node.reason
 
 
 def test_encoder_decoder_generation_is_unsupported():
-    for op_type, model_type in (("GreedySearch", 1), ("BeamSearch", 2)):  # T5-like; Whisper's (WhisperBeamSearch shares the rule)
+    for op_type, model_type in (
+        ("GreedySearch", 1),
+        ("BeamSearch", 2),
+    ):  # T5-like; Whisper's (WhisperBeamSearch shares the rule)
         node = _node(_generation(op_type, model_type=model_type))
         assert node.status == "unsupported" and "encoder-decoder" in node.reason
 
@@ -288,6 +392,10 @@ def test_ep_context_is_an_opaque_blob():
         node = _node(_model(op_type, [("x", "float32", [1, 8])], [("y", "float32", [1, 4])], attrs))
         assert node.status == "unsupported"
         assert "precompiled EP blob" in node.reason and "not in the graph" in node.reason
-    symbolic = _model("EPContext", [("x", "float32", ["batch", 8])], [("y", "float32", ["batch", 4])], {"embed_mode": 0})
-    cause = analyze(symbolic, sizing=Sizing(dims={"batch": 2})).model.shape_root_cause  # re-bound: the declaration is cleared
+    symbolic = _model(
+        "EPContext", [("x", "float32", ["batch", 8])], [("y", "float32", ["batch", 4])], {"embed_mode": 0}
+    )
+    cause = analyze(
+        symbolic, sizing=Sizing(dims={"batch": 2})
+    ).model.shape_root_cause  # re-bound: the declaration is cleared
     assert cause.op_type == "EPContext" and "output shapes are in the blob" in cause.reason

@@ -22,7 +22,9 @@ def _direct(op_type, inputs, outputs, attrs=None, initializers=None):
     """{output: (shape, dtype)} from the op's shape function, given the declared inputs."""
     model = one_node_model(op_type, inputs, outputs, attrs, initializers, domain=MS)
     values = collect(model.graph)
-    arrays = {t.name: np.asarray(v) for t, v in zip(model.graph.initializer, (initializers or {}).values())}
+    arrays = {
+        t.name: np.asarray(v) for t, v in zip(model.graph.initializer, (initializers or {}).values(), strict=False)
+    }
     (node,) = model.graph.node
     found = shape_rules.infer_node(node, tuple(values.get(name) if name else None for name in node.input), arrays.get)
     return {name: (info.shape, info.dtype) for name, info in found.items()}
@@ -66,7 +68,9 @@ def test_q_attention_output_and_present_without_past():
 
 
 def test_q_attention_present_grows_the_past():
-    shapes = _direct("QAttention", _q_attention_inputs(past=[2, B, HEADS, 5, 64]), ["y", "present"], {"num_heads": HEADS})
+    shapes = _direct(
+        "QAttention", _q_attention_inputs(past=[2, B, HEADS, 5, 64]), ["y", "present"], {"num_heads": HEADS}
+    )
     assert shapes["present"] == ((2, B, HEADS, 5 + S, 64), "float32")
 
 
@@ -109,7 +113,12 @@ def test_q_embed_layer_normalization():
 
 
 def test_dynamic_quantize_matmul():
-    inputs = [("a", "float32", [B, S, D]), ("b", "int8", [D, 3072]), ("b_scale", "float32", [3072]), ("b_zp", "int8", [3072])]
+    inputs = [
+        ("a", "float32", [B, S, D]),
+        ("b", "int8", [D, 3072]),
+        ("b_scale", "float32", [3072]),
+        ("b_zp", "int8", [3072]),
+    ]
     assert _analyzed("DynamicQuantizeMatMul", inputs, ["y"]) == {"y": ((B, S, 3072), "float32")}
 
 
@@ -119,12 +128,23 @@ def test_matmul_integer_to_float_takes_the_scale_dtype():
 
 
 def test_matmul_integer_to_float_broadcasts_batch_dims():
-    inputs = [("a", "uint8", [4, 1, S, D]), ("b", "int8", [3, D, 64]), ("a_scale", "float32", []), ("b_scale", "float32", [])]
+    inputs = [
+        ("a", "uint8", [4, 1, S, D]),
+        ("b", "int8", [3, D, 64]),
+        ("a_scale", "float32", []),
+        ("b_scale", "float32", []),
+    ]
     assert _direct("MatMulIntegerToFloat", inputs, ["y"]) == {"y": ((4, 3, S, 64), "float32")}
 
 
 def test_q_ordered_matmul():
-    inputs = [("a", "int8", [B, S, D]), ("sa", "float32", []), ("b", "int8", [D, 64]), ("sb", "float32", []), ("sy", "float32", [])]
+    inputs = [
+        ("a", "int8", [B, S, D]),
+        ("sa", "float32", []),
+        ("b", "int8", [D, 64]),
+        ("sb", "float32", []),
+        ("sy", "float32", []),
+    ]
     assert _direct("QOrderedMatMul", inputs, ["y"]) == {"y": ((B, S, 64), "int8")}
 
 
@@ -132,7 +152,14 @@ def test_q_ordered_matmul():
     "trans_a, trans_b, a, b", [(0, 0, [32, 64], [64, 128]), (1, 0, [64, 32], [64, 128]), (0, 1, [32, 64], [128, 64])]
 )
 def test_qgemm_float_output(trans_a, trans_b, a, b):
-    inputs = [("a", "uint8", a), ("sa", "float32", []), ("za", "uint8", []), ("b", "int8", b), ("sb", "float32", []), ("zb", "int8", [])]
+    inputs = [
+        ("a", "uint8", a),
+        ("sa", "float32", []),
+        ("za", "uint8", []),
+        ("b", "int8", b),
+        ("sb", "float32", []),
+        ("zb", "int8", []),
+    ]
     shapes = _analyzed("QGemm", inputs, ["y"], {"transA": trans_a, "transB": trans_b})
     assert shapes == {"y": ((32, 128), "float32")}  # [M, N]; no y_scale: float output
 
@@ -148,7 +175,11 @@ def test_qgemm_quantized_output_takes_the_zero_point_dtype():
 
 def test_matmul_nbits_agrees_with_onnxruntime():
     """onnxruntime infers MatMulNBits itself; the shape function gives the same [..., N]."""
-    inputs = [("a", "float16", [B, S, 4096]), ("b", "uint8", [11008, 4096 // 32, 16]), ("scales", "float16", [11008 * 128])]
+    inputs = [
+        ("a", "float16", [B, S, 4096]),
+        ("b", "uint8", [11008, 4096 // 32, 16]),
+        ("scales", "float16", [11008 * 128]),
+    ]
     attrs = {"K": 4096, "N": 11008, "bits": 4, "block_size": 32}
     expected = {"y": ((B, S, 11008), "float16")}
     assert _direct("MatMulNBits", inputs, ["y"], attrs) == expected
@@ -157,7 +188,11 @@ def test_matmul_nbits_agrees_with_onnxruntime():
 
 
 def test_matmul_bnb4():
-    inputs = [("a", "float16", [S, 4096]), ("b", "uint8", [4096 * 1024 // 2]), ("absmax", "float16", [4096 * 1024 // 64])]
+    inputs = [
+        ("a", "float16", [S, 4096]),
+        ("b", "uint8", [4096 * 1024 // 2]),
+        ("absmax", "float16", [4096 * 1024 // 64]),
+    ]
     attrs = {"K": 4096, "N": 1024, "block_size": 64, "quant_type": 1}
     assert _analyzed("MatMulBnb4", inputs, ["y"], attrs) == {"y": ((S, 1024), "float16")}
 
@@ -194,12 +229,24 @@ def test_onnxruntime_does_not_halve_gather_block_quantized():
 
 @pytest.mark.parametrize("op_type", ["QLinearSigmoid", "QLinearLeakyRelu"])
 def test_qlinear_unary_keeps_the_input(op_type):
-    inputs = [("x", "int8", [B, 64, 7, 7]), ("xs", "float32", []), ("xz", "int8", []), ("ys", "float32", []), ("yz", "int8", [])]
+    inputs = [
+        ("x", "int8", [B, 64, 7, 7]),
+        ("xs", "float32", []),
+        ("xz", "int8", []),
+        ("ys", "float32", []),
+        ("yz", "int8", []),
+    ]
     assert _analyzed(op_type, inputs, ["y"]) == {"y": ((B, 64, 7, 7), "int8")}
 
 
 def test_qlinear_softmax():
-    inputs = [("x", "uint8", [B, HEADS, S, S]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])]
+    inputs = [
+        ("x", "uint8", [B, HEADS, S, S]),
+        ("xs", "float32", []),
+        ("xz", "uint8", []),
+        ("ys", "float32", []),
+        ("yz", "uint8", []),
+    ]
     assert _analyzed("QLinearSoftmax", inputs, ["y"], {"axis": -1, "opset": 13}) == {"y": ((B, HEADS, S, S), "uint8")}
 
 
@@ -240,14 +287,28 @@ def test_qlinear_concat_rejects_mismatched_inputs():
 
 @pytest.mark.parametrize("keepdims, expected", [(1, (B, 1, 1, 64)), (0, (B, 64))])
 def test_qlinear_reduce_mean(keepdims, expected):
-    inputs = [("x", "uint8", [B, 7, 7, 64]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])]
+    inputs = [
+        ("x", "uint8", [B, 7, 7, 64]),
+        ("xs", "float32", []),
+        ("xz", "uint8", []),
+        ("ys", "float32", []),
+        ("yz", "uint8", []),
+    ]
     shapes = _analyzed("QLinearReduceMean", inputs, ["y"], {"axes": [1, 2], "keepdims": keepdims})
     assert shapes == {"y": (expected, "uint8")}
 
 
-@pytest.mark.parametrize("channels_last, shape, expected", [(0, [B, 64, 7, 7], (B, 64, 1, 1)), (1, [B, 7, 7, 64], (B, 1, 1, 64))])
+@pytest.mark.parametrize(
+    "channels_last, shape, expected", [(0, [B, 64, 7, 7], (B, 64, 1, 1)), (1, [B, 7, 7, 64], (B, 1, 1, 64))]
+)
 def test_qlinear_global_average_pool(channels_last, shape, expected):
-    inputs = [("x", "uint8", shape), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])]
+    inputs = [
+        ("x", "uint8", shape),
+        ("xs", "float32", []),
+        ("xz", "uint8", []),
+        ("ys", "float32", []),
+        ("yz", "uint8", []),
+    ]
     shapes = _analyzed("QLinearGlobalAveragePool", inputs, ["y"], {"channels_last": channels_last})
     assert shapes == {"y": (expected, "uint8")}
 
@@ -263,20 +324,38 @@ def test_qlinear_global_average_pool(channels_last, shape, expected):
     ],
 )
 def test_qlinear_average_pool(attrs, expected_hw):
-    inputs = [("x", "uint8", [B, 64, 7, 7]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])]
+    inputs = [
+        ("x", "uint8", [B, 64, 7, 7]),
+        ("xs", "float32", []),
+        ("xz", "uint8", []),
+        ("ys", "float32", []),
+        ("yz", "uint8", []),
+    ]
     assert _analyzed("QLinearAveragePool", inputs, ["y"], attrs) == {"y": ((B, 64, expected_hw, expected_hw), "uint8")}
 
 
 def test_qlinear_average_pool_ceil_mode_drops_a_window_starting_in_the_padding():
     """in 5, pads 0/1, kernel 1, stride 2, ceil_mode: ⌈(5 + 1 − 1)/2⌉ + 1 = 4 windows, but the 4th
     would start at 3·2 = 6 ≥ 5 + 0, in the end padding: 3 (ONNX's rule)."""
-    inputs = [("x", "uint8", [1, 1, 5]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])]
+    inputs = [
+        ("x", "uint8", [1, 1, 5]),
+        ("xs", "float32", []),
+        ("xz", "uint8", []),
+        ("ys", "float32", []),
+        ("yz", "uint8", []),
+    ]
     attrs = {"kernel_shape": [1], "strides": [2], "pads": [0, 1], "ceil_mode": 1}
     assert _direct("QLinearAveragePool", inputs, ["y"], attrs) == {"y": ((1, 1, 3), "uint8")}
 
 
 def test_qlinear_average_pool_channels_last():
-    inputs = [("x", "uint8", [B, 7, 7, 64]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])]
+    inputs = [
+        ("x", "uint8", [B, 7, 7, 64]),
+        ("xs", "float32", []),
+        ("xz", "uint8", []),
+        ("ys", "float32", []),
+        ("yz", "uint8", []),
+    ]
     attrs = {"kernel_shape": [3, 3], "channels_last": 1}
     assert _direct("QLinearAveragePool", inputs, ["y"], attrs) == {"y": ((B, 5, 5, 64), "uint8")}
 
@@ -346,7 +425,12 @@ def test_fused_gemm():
 
 def test_fused_conv():
     """conv3_x's 3×3: 56², pad 1 → 56; with kernel_shape given and a Z input."""
-    inputs = [("x", "float32", [B, 64, 56, 56]), ("w", "float32", [64, 64, 3, 3]), ("b", "float32", [64]), ("z", "float32", [B, 64, 56, 56])]
+    inputs = [
+        ("x", "float32", [B, 64, 56, 56]),
+        ("w", "float32", [64, 64, 3, 3]),
+        ("b", "float32", [64]),
+        ("z", "float32", [B, 64, 56, 56]),
+    ]
     attrs = {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "activation": "Relu"}
     assert _analyzed("FusedConv", inputs, ["y"], attrs) == {"y": ((B, 64, 56, 56), "float32")}
 
@@ -398,7 +482,10 @@ def test_a_node_no_pass_can_type_is_the_root_cause_and_does_not_stop_the_others(
     """An op of an unknown domain leaves its own output unknown and is named as the root cause
     (the first node whose inputs are known and outputs are not); a contrib op after it, reading
     only known values, is still typed."""
-    nodes = [helper.make_node("Foo", ["x"], ["z"], domain="custom"), helper.make_node("BiasSoftmax", ["x", "x"], ["y"], domain=MS)]
+    nodes = [
+        helper.make_node("Foo", ["x"], ["z"], domain="custom"),
+        helper.make_node("BiasSoftmax", ["x", "x"], ["y"], domain=MS),
+    ]
     graph = helper.make_graph(
         nodes,
         "g",
@@ -416,10 +503,17 @@ def test_a_node_no_pass_can_type_is_the_root_cause_and_does_not_stop_the_others(
 def test_a_default_domain_op_onnx_never_defined_is_called_invalid():
     """tf2onnx writes an `Erfc` for Keras' exact GELU: no ai.onnx operator, which onnxruntime
     refuses too ("No Op registered for Erfc"); the root cause says the graph is not valid ONNX."""
-    graph = helper.make_graph([helper.make_node("Erfc", ["x"], ["e"]), helper.make_node("Relu", ["e"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", 1, [2, 3])], [helper.make_empty_tensor_value_info("y")])
+    graph = helper.make_graph(
+        [helper.make_node("Erfc", ["x"], ["e"]), helper.make_node("Relu", ["e"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", 1, [2, 3])],
+        [helper.make_empty_tensor_value_info("y")],
+    )
     result = infer(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]))
-    assert result.root_cause.reason == "no shape rule for Erfc (not an ai.onnx operator at any opset: the graph is not valid ONNX at opset 13)"
+    assert (
+        result.root_cause.reason
+        == "no shape rule for Erfc (not an ai.onnx operator at any opset: the graph is not valid ONNX at opset 13)"
+    )
 
 
 def test_dynamic_quantize_lstm_as_quantize_dynamic_writes_it(tmp_path):
@@ -433,17 +527,25 @@ def test_dynamic_quantize_lstm_as_quantize_dynamic_writes_it(tmp_path):
 
     steps, batch, inputs, hidden = 5, 2, 6, 8
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
-               for name, shape in (("W", (1, 4 * hidden, inputs)), ("R", (1, 4 * hidden, hidden)), ("B", (1, 8 * hidden)))]
+    weights = [
+        numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+        for name, shape in (("W", (1, 4 * hidden, inputs)), ("R", (1, 4 * hidden, hidden)), ("B", (1, 8 * hidden)))
+    ]
     node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["y", "y_h", "y_c"], hidden_size=hidden)
-    graph = helper.make_graph([node], "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, inputs])],
-                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "y_h", "y_c")], initializer=weights)
+    graph = helper.make_graph(
+        [node],
+        "lstm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, batch, inputs])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "y_h", "y_c")],
+        initializer=weights,
+    )
     source, quantized = tmp_path / "lstm.onnx", tmp_path / "lstm.q.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)]), source)
     quantize_dynamic(str(source), str(quantized), weight_type=QuantType.QInt8)
     assert [n.op_type for n in onnx.load(str(quantized)).graph.node] == ["DynamicQuantizeLSTM"]
     observed = ort.InferenceSession(str(quantized), providers=["CPUExecutionProvider"]).run(
-        None, {"x": rng.standard_normal((steps, batch, inputs)).astype(np.float32)})
+        None, {"x": rng.standard_normal((steps, batch, inputs)).astype(np.float32)}
+    )
     (result,) = analyze(str(quantized)).nodes
     assert [t.shape for t in result.outputs] == [o.shape for o in observed] == [(5, 1, 2, 8), (1, 2, 8), (1, 2, 8)]
     # per step and batch element: GEMMs 2·(I + H)·4H, biases 2·4H, cell 3H + H, quantizing Xt and

@@ -30,7 +30,9 @@ def test_local_function_is_inlined_and_costed():
     ]
     dense = helper.make_function("custom", "Dense", ["x", "w", "b"], ["y"], body, [helper.make_opsetid("", 18)])
     call = helper.make_node("Dense", ["x", "w", "b"], ["y"], domain="custom", name="dense")
-    model = _model([call], [_vi("x", [4, 8]), _vi("w", [8, 16]), _vi("b", [16])], [_vi("y", [4, 16])], functions=[dense])
+    model = _model(
+        [call], [_vi("x", [4, 8]), _vi("w", [8, 16]), _vi("b", [16])], [_vi("y", [4, 16])], functions=[dense]
+    )
     (node,) = analyze(model).nodes
     assert node.status == "ok"
     assert node.cost.flops == 2 * 4 * 8 * 16 + 4 * 16 + 4 * 16  # MatMul, bias add, Relu (one compare each)
@@ -42,11 +44,18 @@ def _with_a_default_eps(tmp_path):
     """onnxscript's `def add_eps(x, eps: float = 1e-5)` called as `add_eps(x)`: the default lives in
     the function's attribute_proto (IR 10), and a body Constant reads it (`value_float = @eps`)."""
     constant = helper.make_node("Constant", [], ["e"])
-    constant.attribute.append(onnx.AttributeProto(name="value_float", type=onnx.AttributeProto.FLOAT, ref_attr_name="eps"))
+    constant.attribute.append(
+        onnx.AttributeProto(name="value_float", type=onnx.AttributeProto.FLOAT, ref_attr_name="eps")
+    )
     body = [constant, helper.make_node("Add", ["x", "e"], ["y"])]
     add_eps = helper.make_function("this", "AddEps", ["x"], ["y"], body, [helper.make_opsetid("", 18)])
     add_eps.attribute_proto.append(helper.make_attribute("eps", 1e-5))
-    model = _model([helper.make_node("AddEps", ["x"], ["y"], domain="this")], [_vi("x", [2, 4])], [_vi("y", [2, 4])], functions=[add_eps])
+    model = _model(
+        [helper.make_node("AddEps", ["x"], ["y"], domain="this")],
+        [_vi("x", [2, 4])],
+        [_vi("y", [2, 4])],
+        functions=[add_eps],
+    )
     model.ir_version = 10
     path = tmp_path / "defaults.onnx"
     path.write_bytes(model.SerializeToString())
@@ -59,7 +68,9 @@ def test_a_function_attribute_left_at_its_default_is_costed_and_runs(tmp_path):
     path = _with_a_default_eps(tmp_path)
     (node,) = analyze(path).nodes
     assert node.status == "ok" and node.cost.flops == 2 * 4  # the Add: one per element; the Constant is free
-    assert verify(path).comparison.disagreements == ()  # onnxruntime runs the inlined copy (the default given to the call)
+    assert (
+        verify(path).comparison.disagreements == ()
+    )  # onnxruntime runs the inlined copy (the default given to the call)
 
 
 def _body(report):
@@ -75,17 +86,29 @@ def _branch(name, op, shape):
 def test_if_takes_the_costlier_branch():
     """then: MatMul x·x on [32, 32] (2·32³ FLOPs); else: Add x+x (32² FLOPs): the MatMul branch counts."""
     node = helper.make_node(
-        "If", ["cond"], ["y"], then_branch=_branch("then", "MatMul", [32, 32]), else_branch=_branch("else", "Add", [32, 32])
+        "If",
+        ["cond"],
+        ["y"],
+        then_branch=_branch("then", "MatMul", [32, 32]),
+        else_branch=_branch("else", "Add", [32, 32]),
     )
     model = _model([node], [_vi("cond", [], TensorProto.BOOL), _vi("x", [32, 32])], [_vi("y", [32, 32])])
     report = analyze(model)
     node, matmul = report.nodes  # the If's own row, then its branch's
-    assert node.op_type == "If" and node.status == "ok" and node.cost.flops == 0 and node.cost.bytes == 1  # it reads its bool condition
-    assert matmul.name == "If_0/then_branch/MatMul_0" and matmul.scope == "If_0/then_branch" and matmul.own_name == "MatMul_0"
+    assert (
+        node.op_type == "If" and node.status == "ok" and node.cost.flops == 0 and node.cost.bytes == 1
+    )  # it reads its bool condition
+    assert (
+        matmul.name == "If_0/then_branch/MatMul_0"
+        and matmul.scope == "If_0/then_branch"
+        and matmul.own_name == "MatMul_0"
+    )
     assert matmul.cost.flops == 2 * 32 * 32 * 32
     assert matmul.cost.bytes == 4 * 32 * 32 * 2  # the body MatMul reads x once (same tensor twice) and writes y
     assert report.totals.flops == 2 * 32 * 32 * 32  # the rows add up: the If itself computes nothing
-    (branch,) = report.model.branches  # nothing says which branch runs: both analyzed, the heavier counted, the other said
+    (branch,) = (
+        report.model.branches
+    )  # nothing says which branch runs: both analyzed, the heavier counted, the other said
     assert branch.taken == "then_branch" and branch.other.flops == 32 * 32 and branch.inputs == ("cond",)
     assert "--value cond=" in branch.why
 
@@ -95,16 +118,32 @@ def test_an_if_whose_condition_is_given_costs_the_branch_it_takes():
     the uncached path. Given the input a value, the branch it chooses is the cost — not the
     costlier one — and the other need not even be typeable (here it is not: Reshape to a target
     that does not exist, the uncached path at the dims of the cached one)."""
-    broken = helper.make_graph([helper.make_node("Reshape", ["x", "nowhere"], ["else_out"])], "else", [], [_vi("else_out", None)])
-    node = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "Add", [32, 32]), else_branch=broken)
-    model = _model([node], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32]), _vi("nowhere", None, TensorProto.INT64)], [_vi("y", None)])
+    broken = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "nowhere"], ["else_out"])], "else", [], [_vi("else_out", None)]
+    )
+    node = helper.make_node(
+        "If", ["use_cache"], ["y"], then_branch=_branch("then", "Add", [32, 32]), else_branch=broken
+    )
+    model = _model(
+        [node],
+        [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32]), _vi("nowhere", None, TensorProto.INT64)],
+        [_vi("y", None)],
+    )
     report = analyze(model, sizing=Sizing(values={"use_cache": 1}))
     _, taken = report.nodes
     assert taken.status == "ok" and taken.cost.flops == 32 * 32  # the Add: one FLOP per element
     assert report.model.branches[0].why == "--value use_cache"
-    costlier = helper.make_node("If", ["use_cache"], ["y"], then_branch=_branch("then", "MatMul", [32, 32]), else_branch=_branch("else", "Add", [32, 32]))
+    costlier = helper.make_node(
+        "If",
+        ["use_cache"],
+        ["y"],
+        then_branch=_branch("then", "MatMul", [32, 32]),
+        else_branch=_branch("else", "Add", [32, 32]),
+    )
     model = _model([costlier], [_vi("use_cache", [], TensorProto.BOOL), _vi("x", [32, 32])], [_vi("y", [32, 32])])
-    assert analyze(model, sizing=Sizing(values={"use_cache": 0})).totals.flops == 32 * 32  # else: the Add, though the MatMul costs more
+    assert (
+        analyze(model, sizing=Sizing(values={"use_cache": 0})).totals.flops == 32 * 32
+    )  # else: the Add, though the MatMul costs more
     assert analyze(model, sizing=Sizing(values={"use_cache": 1})).totals.flops == 2 * 32 * 32 * 32
     assert analyze(model).totals.flops == 2 * 32 * 32 * 32  # not given: the worse case
 
@@ -138,7 +177,10 @@ def test_loop_with_runtime_trip_count_is_unknown_not_zero():
     cond = numpy_helper.from_array(np.array(True), "cond")
     node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=_loop_body())
     model = _model(
-        [node], [_vi("M", [], TensorProto.INT64), _vi("acc0", [8]), _vi("x", [8])], [_vi("acc", [8])], initializers=[cond]
+        [node],
+        [_vi("M", [], TensorProto.INT64), _vi("acc0", [8]), _vi("x", [8])],
+        [_vi("acc", [8])],
+        initializers=[cond],
     )
     report = analyze(model)
     (result,) = report.nodes
@@ -154,7 +196,10 @@ def test_a_loop_without_a_trip_count_says_it_stops_on_its_condition():
     model = _model([node], [_vi("acc0", [8]), _vi("x", [8])], [_vi("acc", [8])], initializers=[cond])
     (result,) = analyze(model).nodes
     assert result.status == "unknown-trip-count"
-    assert result.reason == "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant"
+    assert (
+        result.reason
+        == "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant"
+    )
 
 
 def test_scan_is_body_times_scan_length():
@@ -169,7 +214,9 @@ def test_scan_is_body_times_scan_length():
     model = _model([node], [_vi("s0", [4]), _vi("x", [6, 4])], [_vi("s", [4]), _vi("ys", [6, 4])])
     report = analyze(model)
     scan = report.nodes[0]
-    assert scan.status == "ok" and scan.cost.bytes == 2 * 4 * 6 * 4  # it copies each trip's y_t into ys: [6, 4] read and written
+    assert (
+        scan.status == "ok" and scan.cost.bytes == 2 * 4 * 6 * 4
+    )  # it copies each trip's y_t into ys: [6, 4] read and written
     assert _body(report)[1] == 6 * 4
 
 
@@ -199,7 +246,9 @@ def test_scan_body_typed_from_the_call_site():
         [helper.make_empty_tensor_value_info("s_out"), helper.make_empty_tensor_value_info("y_t")],
     )
     node = helper.make_node("Scan", ["s0", "q", "k"], ["s", "ys"], body=body, num_scan_inputs=2)
-    axes = [numpy_helper.from_array(np.array([v], dtype=np.int64), n) for n, v in (("minus_one", -1), ("minus_two", -2))]
+    axes = [
+        numpy_helper.from_array(np.array([v], dtype=np.int64), n) for n, v in (("minus_one", -1), ("minus_two", -2))
+    ]
     model = _model([node], [_vi("s0", [2, 8, 8]), _vi("q", [5, 2, 8]), _vi("k", [5, 2, 8])], [_vi("s", [2, 8, 8]), _vi("ys", [5, 2, 8])],
                    initializers=axes)  # fmt: skip
     report = analyze(model)
@@ -211,7 +260,9 @@ def test_scan_body_typed_from_the_call_site():
         2 * 8  # each Unsqueeze reads its int64 axes; the data is a view
         + 4 * (2 * 8 + 2 * 8 + 2 * 8 * 8)  # MatMul reads column, row; writes outer
         + 4 * (3 * 2 * 8 * 8)  # Add reads s and outer, writes s'
-        + 4 * (2 * 8 * 8) + 8 + 4 * (2 * 8)  # ReduceSum reads s' and its axes, writes y_t
+        + 4 * (2 * 8 * 8)
+        + 8
+        + 4 * (2 * 8)  # ReduceSum reads s' and its axes, writes y_t
     )
     assert moved == 5 * step_bytes
 
@@ -220,7 +271,10 @@ def test_scan_input_axes_are_removed_from_the_body_input():
     """x [3, 6] scanned along axis 1: each step sees x_t [3]; the body's Mul by 2 is 3 FLOPs, 6 steps."""
     two = numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two")
     body = helper.make_graph(
-        [helper.make_node("Mul", ["x_t", "two"], ["y_t"])], "step", [_untyped("x_t")], [helper.make_empty_tensor_value_info("y_t")]
+        [helper.make_node("Mul", ["x_t", "two"], ["y_t"])],
+        "step",
+        [_untyped("x_t")],
+        [helper.make_empty_tensor_value_info("y_t")],
     )
     node = helper.make_node("Scan", ["x"], ["ys"], body=body, num_scan_inputs=1, scan_input_axes=[1])
     model = _model([node], [_vi("x", [3, 6])], [_vi("ys", [6, 3])], initializers=[two])
@@ -247,12 +301,16 @@ def test_loop_body_typed_from_the_call_site():
     trips = numpy_helper.from_array(np.array(4, dtype=np.int64), "M")
     cond = numpy_helper.from_array(np.array(True), "cond")
     node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
-    model = _model([node], [_vi("acc0", [16, 32]), _vi("w", [32, 32])], [_vi("acc", [16, 32])], initializers=[trips, cond])
+    model = _model(
+        [node], [_vi("acc0", [16, 32]), _vi("w", [32, 32])], [_vi("acc", [16, 32])], initializers=[trips, cond]
+    )
     report = analyze(model)
     rows, flops, _ = _body(report)
     assert all(n.status == "ok" for n in report.nodes)
     assert flops == 4 * (2 * 16 * 32 * 32 + 16 * 32)
-    assert sum(r.cost.bytes_written for r in rows) == 4 * (4 * 16 * 32 + 4 * 1 + 4 * 16 * 32)  # product, i_float, acc' per trip
+    assert sum(r.cost.bytes_written for r in rows) == 4 * (
+        4 * 16 * 32 + 4 * 1 + 4 * 16 * 32
+    )  # product, i_float, acc' per trip
 
 
 def test_if_inside_a_loop_body_is_typed_too():
@@ -263,7 +321,10 @@ def test_if_inside_a_loop_body_is_typed_too():
         "then", [], [helper.make_empty_tensor_value_info("then_out")],
     )  # fmt: skip
     orelse = helper.make_graph(
-        [helper.make_node("Identity", ["acc_in"], ["else_out"])], "else", [], [helper.make_empty_tensor_value_info("else_out")]
+        [helper.make_node("Identity", ["acc_in"], ["else_out"])],
+        "else",
+        [],
+        [helper.make_empty_tensor_value_info("else_out")],
     )
     body = helper.make_graph(
         [

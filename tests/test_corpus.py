@@ -35,7 +35,7 @@ MAX_BYTES = 1 << 20
 names = pytest.mark.parametrize("name", sorted(CASES))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analyzed(name: str):
     return check.analyzed(CASES[name])  # cached: two tests read it
 
@@ -51,13 +51,21 @@ def test_corpus_is_complete():
     """Every graph has its manifest entry and the other way round; each entry binds every symbolic
     input dim; the committed graphs stay small."""
     graphs = {p.stem for p in MODELS.glob("*.onnx")}
-    assert graphs == set(BY_NAME), f"graphs without a manifest: {sorted(graphs - set(BY_NAME))}, entries without a graph: {sorted(set(BY_NAME) - graphs)}"
+    assert graphs == set(BY_NAME), (
+        f"graphs without a manifest: {sorted(graphs - set(BY_NAME))}, entries without a graph: {sorted(set(BY_NAME) - graphs)}"
+    )
     assert len(ENTRIES) >= 40
     problems = []
     for entry in ENTRIES:
         model = onnx.load(entry["path"], load_external_data=False)
         inits = {t.name for t in model.graph.initializer}
-        dims = {d.dim_param for i in model.graph.input if i.name not in inits for d in i.type.tensor_type.shape.dim if d.HasField("dim_param")}
+        dims = {
+            d.dim_param
+            for i in model.graph.input
+            if i.name not in inits
+            for d in i.type.tensor_type.shape.dim
+            if d.HasField("dim_param")
+        }
         for binding in [entry["dims"], *(v["dims"] for v in entry.get("variants", []))]:
             if dims - set(binding):
                 problems.append(f"{entry['name']}: unbound input dims {sorted(dims - set(binding))}")
@@ -74,7 +82,10 @@ def test_every_node_costed(name):
     uncosted = check.uncosted(report)
     if uncosted:
         statuses = ", ".join(f"{k} {v}" for k, v in report.status_counts.items() if k != "ok")
-        pytest.fail(f"{len(uncosted)} of {len(report.nodes)} nodes uncosted ({statuses}); root cause {check.root_cause(report)}", pytrace=False)
+        pytest.fail(
+            f"{len(uncosted)} of {len(report.nodes)} nodes uncosted ({statuses}); root cause {check.root_cause(report)}",
+            pytrace=False,
+        )
 
 
 @names

@@ -69,7 +69,11 @@ def _matrix_flops_at(model, durations: list[int]) -> int:
         nonlocal bias
         bias += output.numel() if module.bias is not None else 0
 
-    hooks = [m.register_forward_hook(count_bias) for m in model.modules() if isinstance(m, (torch.nn.Conv1d, torch.nn.ConvTranspose1d))]
+    hooks = [
+        m.register_forward_hook(count_bias)
+        for m in model.modules()
+        if isinstance(m, (torch.nn.Conv1d, torch.nn.ConvTranspose1d))
+    ]
     predictor.forward = forced
     try:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
@@ -99,7 +103,10 @@ def test_vits_is_costed_whole_at_the_default_frames_per_token(vits):
     assert report.model.regulated.frames_per_token == FRAMES_PER_TOKEN and not report.model.regulated.given
     assert report.totals.matrix_flops == _matrix_flops_at(model, [int(FRAMES_PER_TOKEN)] * TOKENS)
     waveform = next(t for n in report.nodes for t in n.outputs if t is not None and t.name == "waveform")
-    assert waveform.shape == (1, TOKENS * int(FRAMES_PER_TOKEN) * math.prod(UPSAMPLE))  # 8 tokens × 6 frames × 16 samples
+    assert waveform.shape == (
+        1,
+        TOKENS * int(FRAMES_PER_TOKEN) * math.prod(UPSAMPLE),
+    )  # 8 tokens × 6 frames × 16 samples
 
 
 def test_vits_at_the_frames_an_onnxruntime_run_made(vits):
@@ -116,7 +123,9 @@ def test_vits_at_the_frames_an_onnxruntime_run_made(vits):
     assert report.uncosted.count == 0 and report.model.regulated.given
     waveform = next(t for n in report.nodes for t in n.outputs if t is not None and t.name == "waveform")
     assert waveform.shape == (1, samples)
-    durations = [frames // TOKENS + (1 if index < frames % TOKENS else 0) for index in range(TOKENS)]  # any split of T: the matrix work is T's
+    durations = [
+        frames // TOKENS + (1 if index < frames % TOKENS else 0) for index in range(TOKENS)
+    ]  # any split of T: the matrix work is T's
     assert report.totals.matrix_flops == _matrix_flops_at(model, durations)
 
 
@@ -124,7 +133,10 @@ def test_the_plain_command_states_the_assumption_in_the_table_and_json(vits, cap
     _, path = vits
     assert main([str(path), "--dim", "sequence=8", "--top", "0"]) == 0
     out = capsys.readouterr().out
-    assert "ASSUMED   each token lasts 6 frames (the default; --frames-per-token F for another)" in out and "UNCOSTED" not in out
+    assert (
+        "ASSUMED   each token lasts 6 frames (the default; --frames-per-token F for another)" in out
+        and "UNCOSTED" not in out
+    )
     assert main([str(path), "--dim", "sequence=8", "--frames-per-token", "50/8", "--format", "json", "-q"]) == 0
     frames = json.loads(capsys.readouterr().out)["model"]["frames"]
     assert frames == {"frames_per_token": 6.25, "given": True, "nodes": ["/ReduceSum"], "sized": ["/Range"]}
@@ -144,8 +156,14 @@ def test_verify_checks_the_frames_at_the_runs(vits):
 def test_a_mask_summed_into_a_length_is_no_duration():
     """An attention mask's sum sizing a Range is data no assumption sizes: a duration is a
     prediction rounded to whole frames (Ceil, Round, Floor)."""
-    nodes = [helper.make_node("ReduceSum", ["mask", "axes"], ["length"], keepdims=0), helper.make_node("Range", ["zero", "length", "one"], ["positions"])]
-    constants = [numpy_helper.from_array(np.array(value, np.int64), name) for name, value in (("axes", [0]), ("zero", 0), ("one", 1))]
+    nodes = [
+        helper.make_node("ReduceSum", ["mask", "axes"], ["length"], keepdims=0),
+        helper.make_node("Range", ["zero", "length", "one"], ["positions"]),
+    ]
+    constants = [
+        numpy_helper.from_array(np.array(value, np.int64), name)
+        for name, value in (("axes", [0]), ("zero", 0), ("one", 1))
+    ]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("mask", TensorProto.INT64, [8])],
                               [helper.make_tensor_value_info("positions", TensorProto.INT64, None)], initializer=constants)  # fmt: skip
     report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
@@ -189,14 +207,20 @@ def test_an_image_token_scatter_is_costed_at_its_bound(vlm):
     is the embeddings' shape whatever its indices, so the language head after it is exact."""
     report = analyze(vlm, sizing=Sizing(dims={"sequence": SEQUENCE}))
     assert report.uncosted.count == 0
-    assert [(bound.op_type, bound.rows) for bound in report.model.bounds] == [("NonZero", SEQUENCE * HIDDEN)]  # [1, 12, 16] mask elements
+    assert [(bound.op_type, bound.rows) for bound in report.model.bounds] == [
+        ("NonZero", SEQUENCE * HIDDEN)
+    ]  # [1, 12, 16] mask elements
     scatter = next(node for node in report.nodes if node.op_type == "ScatterND")
     assert scatter.outputs[0].shape == (1, SEQUENCE, HIDDEN)
     head = next(node for node in report.nodes if node.name == "/lm/MatMul")
     assert not head.at_most and head.cost.flops == 2 * SEQUENCE * HIDDEN * VOCAB
     patches = (SIDE // PATCH) ** 2
-    conv = 2 * HIDDEN * patches * 3 * PATCH * PATCH + HIDDEN * patches  # 2·Cout·H·W·Cin·kH·kW, + one FLOP per output for the bias
-    assert report.totals.matrix_flops == conv + 2 * patches * HIDDEN * HIDDEN + 2 * SEQUENCE * HIDDEN * VOCAB  # + proj + lm
+    conv = (
+        2 * HIDDEN * patches * 3 * PATCH * PATCH + HIDDEN * patches
+    )  # 2·Cout·H·W·Cin·kH·kW, + one FLOP per output for the bias
+    assert (
+        report.totals.matrix_flops == conv + 2 * patches * HIDDEN * HIDDEN + 2 * SEQUENCE * HIDDEN * VOCAB
+    )  # + proj + lm
 
 
 def _vision_models(transformers):
@@ -232,13 +256,18 @@ def test_the_channels_are_the_patch_embeddings_weight(vision, name, capsys):
     plain = analyze(vision[name], sizing=Sizing(default_dims=True))
     assert plain.model.dims["num_channels"] == 3 and plain.model.dim_roles["num_channels"].source == "model"
     assert "weight [" in plain.model.dim_roles["num_channels"].why
-    by_hand = analyze(vision[name], sizing=Sizing(dims={"batch_size": 1, "num_channels": 3, "height": 224, "width": 224}))
+    by_hand = analyze(
+        vision[name], sizing=Sizing(dims={"batch_size": 1, "num_channels": 3, "height": 224, "width": 224})
+    )
     assert plain.totals.matrix_flops == by_hand.totals.matrix_flops and plain.uncosted.count == 0
 
 
 def test_channels_that_contradict_the_weight_are_refused(vision, capsys):
     assert main([str(vision["dinov2"]), "--dim", "num_channels=1"]) == 2
-    assert "has 1 channels where its weight 'embeddings.patch_embeddings.projection.weight' [32, 3, 14, 14] takes 3" in capsys.readouterr().err
+    assert (
+        "has 1 channels where its weight 'embeddings.patch_embeddings.projection.weight' [32, 3, 14, 14] takes 3"
+        in capsys.readouterr().err
+    )
 
 
 def test_a_matmul_weight_fixes_the_features_of_a_tabular_input():
@@ -246,7 +275,9 @@ def test_a_matmul_weight_fixes_the_features_of_a_tabular_input():
     graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", "f"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(np.zeros((20, 5), np.float32), "w")])  # fmt: skip
-    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
+    report = analyze(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True)
+    )
     assert report.model.dims["f"] == 20 and report.uncosted.count == 0
     assert report.nodes[0].cost.flops == 2 * report.model.dims["n"] * 20 * 5
 
@@ -256,7 +287,9 @@ def test_a_conv_weight_fixes_grouped_channels():
     conv = helper.make_node("Conv", ["x", "w"], ["y"], group=6, kernel_shape=[3, 3])
     graph = helper.make_graph([conv], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "c", 8, 8])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
                               initializer=[numpy_helper.from_array(np.zeros((6, 1, 3, 3), np.float32), "w")])  # fmt: skip
-    report = analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
+    report = analyze(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True)
+    )
     assert report.model.dims["c"] == 6 and report.nodes[0].inputs[0].shape == (1, 6, 8, 8)
 
 
@@ -293,8 +326,14 @@ def _regulator(summing: str, tokens: int = 5) -> onnx.ModelProto:
     """A FastSpeech-style length regulator: durations = Round(Exp(log_durations)) as int64, their
     total (a ReduceSum, or a CumSum's last element) the length of a Range of frames, each frame then
     projected by a [1, 16] weight (a MatMul of frames × 16)."""
-    sums = ([helper.make_node("ReduceSum", ["durations", "axes"], ["total"], keepdims=0)] if summing == "ReduceSum" else
-            [helper.make_node("CumSum", ["durations", "axis"], ["running"]), helper.make_node("Gather", ["running", "last"], ["total"], axis=1)])
+    sums = (
+        [helper.make_node("ReduceSum", ["durations", "axes"], ["total"], keepdims=0)]
+        if summing == "ReduceSum"
+        else [
+            helper.make_node("CumSum", ["durations", "axis"], ["running"]),
+            helper.make_node("Gather", ["running", "last"], ["total"], axis=1),
+        ]
+    )
     nodes = [
         helper.make_node("Exp", ["log_durations"], ["predicted"]),
         helper.make_node("Round", ["predicted"], ["rounded"]),
@@ -318,7 +357,11 @@ def _regulator(summing: str, tokens: int = 5) -> onnx.ModelProto:
 def test_a_length_regulator_takes_the_frames_per_token(summing):
     project = lambda report: next(node for node in report.nodes if node.name == "project")  # noqa: E731
     plain = analyze(_regulator(summing))
-    assert plain.uncosted.count == 0 and project(plain).cost.flops == 2 * (5 * 6) * 1 * 16  # 5 tokens × 6 frames, × 16 features
+    assert (
+        plain.uncosted.count == 0 and project(plain).cost.flops == 2 * (5 * 6) * 1 * 16
+    )  # 5 tokens × 6 frames, × 16 features
     given = analyze(_regulator(summing), sizing=Sizing(frames_per_token=3.5))
     assert project(given).cost.flops == 2 * math.ceil(5 * 3.5) * 1 * 16  # 17.5 frames: a whole 18
-    assert given.model.regulated.given and given.model.regulated.sized == ("Range_5" if summing == "ReduceSum" else "Range_6",)
+    assert given.model.regulated.given and given.model.regulated.sized == (
+        "Range_5" if summing == "ReduceSum" else "Range_6",
+    )

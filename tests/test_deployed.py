@@ -34,7 +34,10 @@ def kernel(report, name):
 
 def test_a_folded_transpose_costs_nothing_deployed():
     m = graph_model(
-        [helper.make_node("Transpose", ["w"], ["wt"], name="t", perm=[1, 0]), helper.make_node("MatMul", ["x", "wt"], ["y"], name="mm")],
+        [
+            helper.make_node("Transpose", ["w"], ["wt"], name="t", perm=[1, 0]),
+            helper.make_node("MatMul", ["x", "wt"], ["y"], name="mm"),
+        ],
         [("x", [8, 512])],
         [("y", [8, 1024])],
         {"w": [1024, 512]},
@@ -46,7 +49,9 @@ def test_a_folded_transpose_costs_nothing_deployed():
     matmul = (8 * 512 + 512 * 1024 + 8 * 1024) * 2  # x, the folded weight, y
     assert deployed.totals.bytes == matmul
     assert written.totals.bytes == matmul + 2 * 1024 * 512 * 2  # as written the transpose reads and writes the weight
-    assert deployed.memory.weight_bytes == 512 * 1024 * 2  # the folded copy is the weight now; w itself is not read per run
+    assert (
+        deployed.memory.weight_bytes == 512 * 1024 * 2
+    )  # the folded copy is the weight now; w itself is not read per run
     assert kernel_count(deployed) == 1 and kernel_count(written) == 2
 
 
@@ -55,8 +60,12 @@ def test_a_folded_transpose_costs_nothing_deployed():
 
 def gpt2_decode_step_bytes(batch: int, past: int) -> int:
     """Weights read + KV read + new KV rows + logits, per decode step of GPT-2 small in fp16."""
-    per_layer = (D * 3 * D + 3 * D) + (D * D + D) + (D * 4 * D + 4 * D) + (4 * D * D + D) + 2 * 2 * D  # qkv, proj, fc, proj, 2 LNs
-    weights = LAYERS * per_layer + 2 * D + VOCAB * D  # + the final LN, + lm_head (the tied embedding, transposed once at load)
+    per_layer = (
+        (D * 3 * D + 3 * D) + (D * D + D) + (D * 4 * D + 4 * D) + (4 * D * D + D) + 2 * 2 * D
+    )  # qkv, proj, fc, proj, 2 LNs
+    weights = (
+        LAYERS * per_layer + 2 * D + VOCAB * D
+    )  # + the final LN, + lm_head (the tied embedding, transposed once at load)
     weights += 2 * batch * D  # the token and position embedding rows gathered
     kv_read = LAYERS * 2 * batch * HEADS * past * DH  # K and V of every layer, the past rows
     new_rows = LAYERS * 2 * batch * HEADS * 1 * DH  # K and V of the new token
@@ -114,7 +123,13 @@ def concat_cache_attention():
         helper.make_node("Softmax", ["scores"], ["p"], axis=-1, name="softmax"),
         helper.make_node("MatMul", ["p", "present_v"], ["o"], name="pv"),
     ]
-    inputs = [("q", [B, H, S, DH]), ("k", [B, H, S, DH]), ("v", [B, H, S, DH]), ("past_k", [B, H, P, DH]), ("past_v", [B, H, P, DH])]
+    inputs = [
+        ("q", [B, H, S, DH]),
+        ("k", [B, H, S, DH]),
+        ("v", [B, H, S, DH]),
+        ("past_k", [B, H, P, DH]),
+        ("past_v", [B, H, P, DH]),
+    ]
     outputs = [("o", [B, H, S, DH]), ("present_k", [B, H, P + S, DH]), ("present_v", [B, H, P + S, DH])]
     return graph_model(nodes, inputs, outputs)
 
@@ -159,7 +174,9 @@ def causal_attention(seq: int):
         helper.make_node("MatMul", ["p", "v"], ["o"], name="pv"),
         helper.make_node("Trilu", ["ones"], ["causal"], upper=0, name="tril"),  # the lower triangle
     ]
-    m = graph_model(nodes, [("q", [1, 4, seq, DH]), ("k", [1, 4, seq, DH]), ("v", [1, 4, seq, DH])], [("o", [1, 4, seq, DH])])
+    m = graph_model(
+        nodes, [("q", [1, 4, seq, DH]), ("k", [1, 4, seq, DH]), ("v", [1, 4, seq, DH])], [("o", [1, 4, seq, DH])]
+    )
     m.graph.initializer.extend([numpy_helper.from_array(np.ones([seq, seq], bool), "ones"),
                                 numpy_helper.from_array(np.array(-np.inf, np.float16), "neg")])  # fmt: skip
     return m
@@ -184,7 +201,21 @@ def test_a_causal_kernel_is_timed_on_its_useful_flops():
 
 
 def test_json_says_the_view_and_lists_kernel_members(capsys):
-    code = main([str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--view", "deployed", "--kv-cache", "inplace", "--format", "json"])
+    code = main(
+        [
+            str(DECODE),
+            "--dim",
+            "batch=1",
+            "--dim",
+            "past_sequence=1023",
+            "--view",
+            "deployed",
+            "--kv-cache",
+            "inplace",
+            "--format",
+            "json",
+        ]
+    )
     assert code == 0
     data = json.loads(capsys.readouterr().out)
     assert data["view"] == "deployed" and data["kv_cache"] == "inplace"
@@ -192,7 +223,9 @@ def test_json_says_the_view_and_lists_kernel_members(capsys):
     assert data["written_totals"]["bytes"] > 2 * data["totals"]["bytes"]
     flash = next(n for n in data["nodes"] if n["op_type"] == "FlashAttention")
     assert len(flash["members"]) > 10
-    written = json.loads(_run_json(capsys, [str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json"]))
+    written = json.loads(
+        _run_json(capsys, [str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json"])
+    )
     assert written["view"] == "written" and "members" not in written["nodes"][0]
 
 
@@ -202,11 +235,19 @@ def _run_json(capsys, argv) -> str:
 
 
 def test_the_default_table_shows_both_totals(capsys):
-    out = _run_json(capsys, [str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--kv-cache", "inplace", "--top", "2"])
+    out = _run_json(
+        capsys, [str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--kv-cache", "inplace", "--top", "2"]
+    )
     lines = out.splitlines()
-    assert lines[3].startswith("latency ") and "floor: the deployed bound" in lines[3]  # the headline: a floor no runtime beats (issue 40)
-    assert "every node its own kernel (sum of per-node bounds, as written)" in lines[4]  # the as-written sum on the next line
-    deployed = _run_json(capsys, [str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--view", "deployed", "--top", "2"])
+    assert (
+        lines[3].startswith("latency ") and "floor: the deployed bound" in lines[3]
+    )  # the headline: a floor no runtime beats (issue 40)
+    assert (
+        "every node its own kernel (sum of per-node bounds, as written)" in lines[4]
+    )  # the as-written sum on the next line
+    deployed = _run_json(
+        capsys, [str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--view", "deployed", "--top", "2"]
+    )
     assert "floor: the deployed bound" in deployed and "top 2 kernels by time (deployed bound)" in deployed
     assert "every node its own kernel" in deployed  # the other view's total
 

@@ -36,13 +36,17 @@ def test_no_kv_cache_mode_is_printed_for_a_model_without_a_cache(capsys):
         assert "KV cache" not in _out(capsys, argv)  # neither the written table's deployed line nor the deployed notes
     data = json.loads(_out(capsys, [str(RESNET), "--view", "deployed", "--format", "json"]))
     assert data["kv_cache"] is None and not any("KV cache" in note for note in data["notes"])
-    assert deploy(analyze(RESNET, sizing=Sizing(dims={"batch": 1})), INPLACE).kv_cache is None  # whatever was asked: there is nothing to update
+    assert (
+        deploy(analyze(RESNET, sizing=Sizing(dims={"batch": 1})), INPLACE).kv_cache is None
+    )  # whatever was asked: there is nothing to update
 
 
 def test_a_decoder_still_says_its_kv_cache_mode(capsys):
     dims = ["--dim", "batch=1", "--dim", "past_sequence=15"]
     assert "KV cache inplace" in _out(capsys, [str(DECODE), *dims, "--top", "1"])  # in place by default (issue 39)
-    assert "KV cache copy" in _out(capsys, [str(DECODE), *dims, "--view", "deployed", "--kv-cache", "copy", "--top", "1"])
+    assert "KV cache copy" in _out(
+        capsys, [str(DECODE), *dims, "--view", "deployed", "--kv-cache", "copy", "--top", "1"]
+    )
     data = json.loads(_out(capsys, [str(DECODE), *dims, "--view", "deployed", "--format", "json"]))
     assert data["kv_cache"] == INPLACE and any(note.startswith("KV cache inplace") for note in data["notes"])
     assert data["memory"]["kv_cache"] == INPLACE  # the footprint says how it counted the cache
@@ -144,7 +148,9 @@ def test_a_mask_someone_else_reads_is_kept():
     seq = 128
     deployed = deploy(analyze(masked_attention(seq, mask_is_output=True)))
     mask = next(k for k in deployed.nodes if "mask" in {deployed.written.nodes[i].name for i in k.members})
-    assert mask.cost.bytes_written == seq * seq * 2 and mask.launches == 1  # the graph's output: [seq, seq] fp16, written
+    assert (
+        mask.cost.bytes_written == seq * seq * 2 and mask.launches == 1
+    )  # the graph's output: [seq, seq] fp16, written
     assert deployed.totals.bytes >= 4 * (1 * 4 * seq * DH) * 2 + seq * seq * 2  # Q, K, V, O and the mask
 
 
@@ -162,13 +168,18 @@ def test_gpt2_prefill_causal_mask_is_not_charged():
 def matmul_integer(m: int, k: int, n: int, weight_is_input: bool = False):
     """A [m, k] uint8 with a runtime zero point × B [k, n] uint8 with a constant zero point 128."""
     node = helper.make_node("MatMulInteger", ["a", "b", "a_zp", "b_zp"], ["y"], name="mmi")
-    inputs = [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k]), helper.make_tensor_value_info("a_zp", TensorProto.UINT8, [])]
+    inputs = [
+        helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k]),
+        helper.make_tensor_value_info("a_zp", TensorProto.UINT8, []),
+    ]
     weights = [numpy_helper.from_array(np.array(128, np.uint8), "b_zp")]
     if weight_is_input:
         inputs.append(helper.make_tensor_value_info("b", TensorProto.UINT8, [k, n]))
     else:
         weights.append(numpy_helper.from_array(np.zeros([k, n], np.uint8), "b"))
-    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])], initializer=weights)
+    graph = helper.make_graph(
+        [node], "g", inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])], initializer=weights
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 

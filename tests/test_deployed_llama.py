@@ -15,7 +15,13 @@ from onnx_roofline.views.deployed import deploy
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-LAYERS, D, FF, VOCAB, HEADS = 2, 512, 1376, 1024, 8  # Llama-2-7B's proportions scaled by 1/8 (4096, 11008, 32 heads of 128 → 8 of 64)
+LAYERS, D, FF, VOCAB, HEADS = (
+    2,
+    512,
+    1376,
+    1024,
+    8,
+)  # Llama-2-7B's proportions scaled by 1/8 (4096, 11008, 32 heads of 128 → 8 of 64)
 S, E = 512, 2  # prompt tokens; fp16 bytes per element
 BANDWIDTH, PEAK = 3.35e12, 989.4e12  # H100 SXM: HBM3 B/s, dense fp16 tensor-core FLOP/s
 
@@ -29,10 +35,14 @@ def fused_minimum(s: int) -> tuple[float, int]:
     for _ in range(LAYERS):
         kernels.append(norm)
         kernels.append((2 * s * D * 3 * D, act + 3 * D * D * E + 3 * act))  # Q, K, V with RoPE: x and W in; Q, K, V out
-        kernels.append((4 * s * s * D * (s + 1) // (2 * s), 4 * act))  # flash attention on the causal triangle: Q, K, V in, O out
+        kernels.append(
+            (4 * s * s * D * (s + 1) // (2 * s), 4 * act)
+        )  # flash attention on the causal triangle: Q, K, V in, O out
         kernels.append((2 * s * D * D, act + D * D * E + act + act))  # o_proj + residual: O, W, the residual in; out
         kernels.append(norm)
-        kernels.append((2 * s * D * 2 * FF, act + 2 * D * FF * E + s * FF * E))  # gate and up, SiLU(gate)·up: x, W in; [s, FF] out
+        kernels.append(
+            (2 * s * D * 2 * FF, act + 2 * D * FF * E + s * FF * E)
+        )  # gate and up, SiLU(gate)·up: x, W in; [s, FF] out
         kernels.append((2 * s * FF * D, s * FF * E + FF * D * E + act + act))  # down + residual
     kernels.append(norm)  # the final norm
     kernels.append((2 * s * D * VOCAB, act + VOCAB * D * E + s * VOCAB * E))  # lm_head: x, W in; logits out
@@ -43,8 +53,16 @@ def fused_minimum(s: int) -> tuple[float, int]:
 def prefill(request, tmp_path_factory):
     """The tiny Llama exported by `torch.onnx.export` (dynamo or TorchScript), analyzed at S tokens."""
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(hidden_size=D, intermediate_size=FF, num_attention_heads=HEADS, num_key_value_heads=HEADS,
-                                      num_hidden_layers=LAYERS, vocab_size=VOCAB, max_position_embeddings=2 * S, tie_word_embeddings=False)
+    config = transformers.LlamaConfig(
+        hidden_size=D,
+        intermediate_size=FF,
+        num_attention_heads=HEADS,
+        num_key_value_heads=HEADS,
+        num_hidden_layers=LAYERS,
+        vocab_size=VOCAB,
+        max_position_embeddings=2 * S,
+        tie_word_embeddings=False,
+    )
     config._attn_implementation = "eager"  # the decomposed attention an exporter writes by default
     model = transformers.LlamaForCausalLM(config).eval().half()
 
@@ -54,18 +72,35 @@ def prefill(request, tmp_path_factory):
             self.model = model
 
         def forward(self, input_ids, attention_mask, position_ids):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False).logits
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=False
+            ).logits
 
     names = ["input_ids", "attention_mask", "position_ids"]
     args = (torch.ones(1, 16, dtype=torch.long), torch.ones(1, 16, dtype=torch.long), torch.arange(16).unsqueeze(0))
     path = tmp_path_factory.mktemp(request.param) / "llama.onnx"
     if request.param == "dynamo":
         sequence = torch.export.Dim("sequence")
-        torch.onnx.export(Call(), args, path, dynamo=True, input_names=names, output_names=["logits"],
-                          dynamic_shapes={name: {1: sequence} for name in names})
+        torch.onnx.export(
+            Call(),
+            args,
+            path,
+            dynamo=True,
+            input_names=names,
+            output_names=["logits"],
+            dynamic_shapes={name: {1: sequence} for name in names},
+        )
     else:
-        torch.onnx.export(Call(), args, path, dynamo=False, opset_version=17, input_names=names, output_names=["logits"],
-                          dynamic_axes={name: {1: "sequence"} for name in names})
+        torch.onnx.export(
+            Call(),
+            args,
+            path,
+            dynamo=False,
+            opset_version=17,
+            input_names=names,
+            output_names=["logits"],
+            dynamic_axes={name: {1: "sequence"} for name in names},
+        )
     written = analyze(path, sizing=Sizing(dims={"sequence": S}))
     return written, deploy(written)
 

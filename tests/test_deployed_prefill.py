@@ -23,18 +23,26 @@ def fused_minimum(s: int) -> tuple[float, int]:
     kernels: list[tuple[float, int]] = []  # (FLOPs, bytes)
     act = s * D * E  # one [s, 768] activation
     norm = (0, 2 * act + 2 * D * E)  # x in, y out, gamma and beta
-    kernels.append((0, s * 8 + 2 * act + act))  # embedding: the ids (int64), a token row and a position row per token, the sum out
+    kernels.append(
+        (0, s * 8 + 2 * act + act)
+    )  # embedding: the ids (int64), a token row and a position row per token, the sum out
     for _ in range(LAYERS):
         kernels.append(norm)
-        kernels.append((2 * s * D * 3 * D, act + (D * 3 * D + 3 * D) * E + 3 * act))  # QKV: x, W, b in; Q, K, V out (K, V in cache layout)
+        kernels.append(
+            (2 * s * D * 3 * D, act + (D * 3 * D + 3 * D) * E + 3 * act)
+        )  # QKV: x, W, b in; Q, K, V out (K, V in cache layout)
         causal = 4 * s * s * D * (s + 1) // (2 * s)  # Q·Kᵀ and P·V, 2·s·s·D each, on the lower triangle
         kernels.append((causal, 4 * act))  # flash attention: Q, K, V in, O out
-        kernels.append((2 * s * D * D, act + (D * D + D) * E + act + act))  # o_proj + residual: O, W, b, the residual in; out
+        kernels.append(
+            (2 * s * D * D, act + (D * D + D) * E + act + act)
+        )  # o_proj + residual: O, W, b, the residual in; out
         kernels.append(norm)
         kernels.append((2 * s * D * FF, act + (D * FF + FF) * E + s * FF * E))  # MLP up + GELU
         kernels.append((2 * s * FF * D, s * FF * E + (FF * D + D) * E + act + act))  # down + residual
     kernels.append(norm)  # final norm
-    kernels.append((2 * s * D * VOCAB, act + VOCAB * D * E + s * VOCAB * E))  # lm_head: x, the tied embedding, the logits
+    kernels.append(
+        (2 * s * D * VOCAB, act + VOCAB * D * E + s * VOCAB * E)
+    )  # lm_head: x, the tied embedding, the logits
     seconds = sum(max(flops / PEAK, moved / BANDWIDTH) for flops, moved in kernels)
     return seconds, sum(moved for _, moved in kernels)
 

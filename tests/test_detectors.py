@@ -14,8 +14,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from onnx_roofline import Sizing
-from onnx_roofline import analyze  # noqa: E402
+from onnx_roofline import (
+    Sizing,
+    analyze,  # noqa: E402
+)
 from onnx_roofline.commands.cli import main  # noqa: E402
 from onnx_roofline.commands.verify import verify  # noqa: E402
 from onnx_roofline.commands.verify.inputs import make_feeds  # noqa: E402

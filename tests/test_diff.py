@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
-import numpy as np
 
 from onnx_roofline.commands.cli import main
 
 
 def _model(n: int, extra_relu: bool = False) -> onnx.ModelProto:
     """x [64, 256] · W [256, n], then a Relu (and optionally a second one)."""
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul"), helper.make_node("Relu", ["y"], ["z"], name="/act/Relu")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul"),
+        helper.make_node("Relu", ["y"], ["z"], name="/act/Relu"),
+    ]
     if extra_relu:
         nodes.append(helper.make_node("Relu", ["z"], ["out"], name="/act/Relu_1"))
     graph = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
         [helper.make_tensor_value_info("out" if extra_relu else "z", TensorProto.FLOAT, None)],
         initializer=[numpy_helper.from_array(np.zeros((256, n), np.float32), "w")],
     )

@@ -76,9 +76,13 @@ def test_the_same_as_networkx_on_random_dags(seed):
         assert ours.ancestors(a) == nx.ancestors(theirs, a) and ours.descendants(a) == nx.descendants(theirs, a)
     for _ in range(size // 3):  # contract pairs that leave the graph acyclic, as fusion does
         a, b = rng.sample(list(theirs.nodes), 2)
-        if any(x != b and nx.has_path(theirs, x, b) for x in theirs.successors(a)) or any(x != a and nx.has_path(theirs, x, a) for x in theirs.successors(b)):
+        if any(x != b and nx.has_path(theirs, x, b) for x in theirs.successors(a)) or any(
+            x != a and nx.has_path(theirs, x, a) for x in theirs.successors(b)
+        ):
             continue
         ours.contract(a, b)
         nx.contracted_nodes(theirs, a, b, self_loops=False, copy=False)
-        assert {n: set(ours.successors(n)) for n in theirs.nodes} == {n: set(theirs.successors(n)) for n in theirs.nodes}
+        assert {n: set(ours.successors(n)) for n in theirs.nodes} == {
+            n: set(theirs.successors(n)) for n in theirs.nodes
+        }
         assert ours.topological_order() == list(nx.topological_sort(theirs))

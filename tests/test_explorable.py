@@ -24,13 +24,16 @@ def prefill():
     return r.analyze(PREFILL, sizing=Sizing(dims=PREFILL_DIMS))
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("/model/transformer/h.11/mlp/c_fc/Gemm", "/model/transformer/h.*/mlp/c_fc/Gemm"),
-    ("model.transformer.h.3.attn", "model.transformer.h.*.attn"),
-    ("/layer1/layer1.2/conv1/Conv", "/layer1/layer1.*/conv1/Conv"),
-    ("/model/transformer/h.0/attn/MatMul_1", "/model/transformer/h.*/attn/MatMul_1"),  # an op's own suffix stays
-    ("Relu_12", "Relu_12"),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("/model/transformer/h.11/mlp/c_fc/Gemm", "/model/transformer/h.*/mlp/c_fc/Gemm"),
+        ("model.transformer.h.3.attn", "model.transformer.h.*.attn"),
+        ("/layer1/layer1.2/conv1/Conv", "/layer1/layer1.*/conv1/Conv"),
+        ("/model/transformer/h.0/attn/MatMul_1", "/model/transformer/h.*/attn/MatMul_1"),  # an op's own suffix stays
+        ("Relu_12", "Relu_12"),
+    ],
+)
 def test_layerless_names(name, expected):
     assert layerless(name) == expected
 
@@ -55,7 +58,25 @@ def test_modules_across_layers_total_every_layers_attn_and_mlp(prefill):
 
 
 def test_group_flag_in_the_table(capsys):
-    assert main([str(PREFILL), "--dim", "batch=1", "--dim", "sequence=1024", "--group", "--by", "module", "--depth", "4", "--top", "40"]) == 0
+    assert (
+        main(
+            [
+                str(PREFILL),
+                "--dim",
+                "batch=1",
+                "--dim",
+                "sequence=1024",
+                "--group",
+                "--by",
+                "module",
+                "--depth",
+                "4",
+                "--top",
+                "40",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert re.search(r"^/model/transformer/h\.\*/mlp/c_fc/Gemm ×12 ", out, re.M)
     assert "across layers (* = every layer)" in out and re.search(r"^model\.transformer\.h\.\*\.attn ", out, re.M)

@@ -104,9 +104,9 @@ def test_fixture_is_weight_stripped(name):
     model = load(name)
     assert model.graph.initializer
     for init in model.graph.initializer:
-        nbytes = int(np.prod(init.dims, dtype=np.int64)) * np.dtype(
-            helper.tensor_dtype_to_np_dtype(init.data_type)
-        ).itemsize
+        nbytes = (
+            int(np.prod(init.dims, dtype=np.int64)) * np.dtype(helper.tensor_dtype_to_np_dtype(init.data_type)).itemsize
+        )
         if init.data_location == TensorProto.EXTERNAL:
             location = {e.key: e.value for e in init.external_data}["location"]
             assert location == name + ".data"
@@ -137,9 +137,7 @@ def test_gpt2_decode_signature(name):
     g = load(name).graph
     past = ["batch", HEADS, "past_sequence", HEAD_DIM]
     present = ["batch", HEADS, "past_sequence + 1", HEAD_DIM]
-    assert [(v.name, dims(v)) for v in g.input] == [("input_ids", ["batch", 1])] + [
-        (n, past) for n in past_names()
-    ]
+    assert [(v.name, dims(v)) for v in g.input] == [("input_ids", ["batch", 1])] + [(n, past) for n in past_names()]
     assert [(v.name, dims(v)) for v in g.output] == [("logits", ["batch", 1, VOCAB])] + [
         (n, present) for n in present_names()
     ]
@@ -174,8 +172,9 @@ def test_conv3_x_3x3_convs_found_by_name(name):
     """The lesson's conv3_x 3x3 conv: layer2.<block>.conv2, one per bottleneck (4 blocks)."""
     g = load(name).graph
     kernel = {i.name: list(i.dims[2:]) for i in g.initializer}
-    found = [n.name for n in g.node if n.op_type == "Conv" and n.name.startswith("/layer2/")
-             and kernel[n.input[1]] == [3, 3]]
+    found = [
+        n.name for n in g.node if n.op_type == "Conv" and n.name.startswith("/layer2/") and kernel[n.input[1]] == [3, 3]
+    ]
     assert found == [f"/layer2/layer2.{i}/conv2/Conv" for i in range(4)]
 
 
@@ -372,7 +371,7 @@ def test_gpt2_decode_matches_torch_in_onnxruntime(fresh, gpt2):
     past = [torch.randn(1, HEADS, 5, HEAD_DIM, generator=gen) for _ in range(2 * LAYERS)]
     with torch.no_grad():
         want = [t.numpy() for t in GPT2Decode(gpt2).eval()(ids, *past)]
-    feeds = {"input_ids": ids.numpy()} | {n: t.numpy() for n, t in zip(past_names(), past)}
+    feeds = {"input_ids": ids.numpy()} | {n: t.numpy() for n, t in zip(past_names(), past, strict=False)}
     got = session(fresh("gpt2_decode_fp32.onnx")).run(None, feeds)
     assert got[0].shape == (1, 1, VOCAB) and got[1].shape == (1, HEADS, 6, HEAD_DIM)
     for g, w in zip(got, want, strict=True):
@@ -387,7 +386,7 @@ def test_decode_consumes_the_prefill_cache(fresh):
     prefill = session(fresh("gpt2_prefill_fp32.onnx"))
     decode = session(fresh("gpt2_decode_fp32.onnx"))
     _, *presents = prefill.run(None, {"input_ids": tokens[:, :P]})
-    feeds = {"input_ids": tokens[:, P:]} | dict(zip(past_names(), presents))
+    feeds = {"input_ids": tokens[:, P:]} | dict(zip(past_names(), presents, strict=False))
     step_logits, *step_presents = decode.run(None, feeds)
     full_logits, *full_presents = prefill.run(None, {"input_ids": tokens})
     assert all(p.shape == (1, HEADS, P + 1, HEAD_DIM) for p in step_presents)

@@ -55,8 +55,11 @@ def test_resnet50_conv3x_3x3_conv_is_the_lesson_s():
     """The second conv of a conv3_x (layer2) bottleneck: 128→128 channels, 3×3, 28×28 out."""
     report = analyze(fixture("resnet50_fp16"), hw="h100", sizing=Sizing(dims=RESNET))
     convs = [
-        n for n in report.nodes
-        if n.op_type == "Conv" and "layer2" in n.name and n.inputs[1].shape == (128, 128, 3, 3)
+        n
+        for n in report.nodes
+        if n.op_type == "Conv"
+        and "layer2" in n.name
+        and n.inputs[1].shape == (128, 128, 3, 3)
         and n.inputs[0].shape == n.outputs[0].shape == (1, 128, 28, 28)
     ]
     assert len(convs) >= 3  # layer2.1, .2, .3 (layer2.0's 3×3 has stride 2 from 56×56)

@@ -39,7 +39,7 @@ def test_the_transpose_is_the_one_foldable_node(decode):
 def test_html_and_markdown_node_tables_flag_it(decode):
     page = render_html(decode)
     row = next(r for r in re.findall(r"<tr class=\"memory\">(.*?)</tr>", page) if f">{TRANSPOSE}<" in r)
-    assert "<td class=\"text op\">Transpose (foldable)</td>" in row
+    assert '<td class="text op">Transpose (foldable)</td>' in row
     assert page.count("(foldable)") >= 1 and "MatMul (foldable)" not in page
     markdown = render_markdown(decode, top=3)
     line = next(line for line in markdown.splitlines() if TRANSPOSE in line)
@@ -48,7 +48,9 @@ def test_html_and_markdown_node_tables_flag_it(decode):
 
 def test_the_no_flops_strip_flags_it(decode):
     strip = zero_flop_strip(decode)
-    assert f"{TRANSPOSE} (" in strip and re.search(rf"{re.escape(TRANSPOSE)} \([\d.]+%, foldable\)", strip)  # among the heaviest
+    assert f"{TRANSPOSE} (" in strip and re.search(
+        rf"{re.escape(TRANSPOSE)} \([\d.]+%, foldable\)", strip
+    )  # among the heaviest
     assert "1 of them foldable" in strip
     tip = next(t for t in re.findall(r'data-tip="([^"]*)"', strip) if t.startswith(TRANSPOSE))
     assert "Transpose (foldable)" in tip and "once at load" in tip
@@ -60,7 +62,9 @@ def test_annotate_keys_flag_it(decode, tmp_path):
     keys = {n.name: {p.key: p.value for p in n.metadata_props} for n in model.graph.node}
     assert keys[TRANSPOSE][NAMESPACE + "foldable"] == "true"
     assert all(NAMESPACE + "foldable" not in props for name, props in keys.items() if name != TRANSPOSE)
-    assert all(len(key) - len(NAMESPACE) <= 12 for props in keys.values() for key in props if key.startswith(NAMESPACE))  # Netron shows them whole
+    assert all(
+        len(key) - len(NAMESPACE) <= 12 for props in keys.values() for key in props if key.startswith(NAMESPACE)
+    )  # Netron shows them whole
     transpose = next(n for n in model.graph.node if n.name == TRANSPOSE)
     assert "foldable" in transpose.doc_string and "once at load" in transpose.doc_string
     assert '"foldable"' in done.sidecar.read_text()  # Netron's Metrics section too

@@ -16,7 +16,11 @@ I64 = np.int64
 CASES = [
     ("ScatterElements", [np.array([5, 3], I64), np.array([0], I64), np.array([2], I64)], {"axis": 0}),
     ("ScatterElements", [np.zeros((2, 3), I64), np.array([[1, -1]], I64), np.array([[4, 5]], I64)], {"axis": 1}),
-    ("ScatterElements", [np.ones((3,), I64), np.array([0, 0, 2], I64), np.array([2, 3, 4], I64)], {"axis": 0, "reduction": "add"}),
+    (
+        "ScatterElements",
+        [np.ones((3,), I64), np.array([0, 0, 2], I64), np.array([2, 3, 4], I64)],
+        {"axis": 0, "reduction": "add"},
+    ),
     ("ScatterElements", [np.ones((3,), I64), np.array([1, 1], I64), np.array([5, 7], I64)], {"reduction": "max"}),
     ("ScatterND", [np.array([1, 2, 3, 4], I64), np.array([[1], [3]], I64), np.array([9, 8], I64)], {}),
     ("ScatterND", [np.zeros((2, 3), I64), np.array([[1]], I64), np.array([[7, 8, 9]], I64)], {}),
@@ -38,8 +42,12 @@ def test_an_evaluator_computes_what_the_reference_does(op, arrays, attrs):
     node = helper.make_node(op, names, ["y"], **attrs)
     graph = helper.make_graph([node], op, [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in names],
                               [helper.make_tensor_value_info("y", TensorProto.INT64, None)])  # fmt: skip
-    (expected,) = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])).run(None, dict(zip(names, arrays)))
-    folded = _EVALUATORS[op](arrays, {k: v.encode() if isinstance(v, str) else v for k, v in attrs.items()})  # strings as onnx reads them
+    (expected,) = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])).run(
+        None, dict(zip(names, arrays, strict=False))
+    )
+    folded = _EVALUATORS[op](
+        arrays, {k: v.encode() if isinstance(v, str) else v for k, v in attrs.items()}
+    )  # strings as onnx reads them
     assert folded.dtype == expected.dtype and np.array_equal(folded, expected)
 
 
@@ -58,7 +66,9 @@ def test_torchscript_index_copy_is_typed_through_its_scatter_of_a_shape(tmp_path
 
     path = tmp_path / "index_copy.onnx"
     args = (torch.zeros(5, 3), torch.tensor([0, 4]), torch.ones(2, 3))
-    torch.onnx.export(IndexCopy(), args, str(path), dynamo=False, input_names=["x", "index", "source"], opset_version=17)
+    torch.onnx.export(
+        IndexCopy(), args, str(path), dynamo=False, input_names=["x", "index", "source"], opset_version=17
+    )
     report = analyze(path)
     assert report.uncosted.count == 0
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
@@ -79,8 +89,8 @@ def test_torchscript_index_copy_is_typed_through_its_scatter_of_a_shape(tmp_path
     ],
 )
 def test_split_folds_every_piece_as_the_reference_does(data, sizes, attrs, opset):
-    from onnx_roofline.shapes.folding import fold_node
     from onnx_roofline.model.nodes import read_nodes
+    from onnx_roofline.shapes.folding import fold_node
 
     count = 3 if sizes is None and "split" not in attrs else len(sizes if sizes is not None else attrs["split"])
     outputs = [f"y{i}" for i in range(count)]
@@ -89,9 +99,11 @@ def test_split_folds_every_piece_as_the_reference_does(data, sizes, attrs, opset
                               [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in names],
                               [helper.make_tensor_value_info(o, TensorProto.INT64, None) for o in outputs])  # fmt: skip
     feeds = {"x": data, **({"sizes": sizes} if sizes is not None else {})}
-    expected = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])).run(None, feeds)
+    expected = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])).run(
+        None, feeds
+    )
     (node,) = read_nodes(graph)
-    for output, piece in zip(outputs, expected):
+    for output, piece in zip(outputs, expected, strict=False):
         assert np.array_equal(fold_node(node, lambda name: None, feeds, output), piece)
 
 

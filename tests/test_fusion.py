@@ -45,7 +45,9 @@ def test_elementwise_chain_reads_inputs_once_and_writes_only_the_end():
     assert group.cost.flops == 3 * 1024 * 256  # add, max, multiply per element
     assert group.cost.bytes_read == 1024 * 256 * 2 + 256 * 2  # x once, the bias once
     assert group.cost.bytes_written == 1024 * 256 * 2  # y only: t1, t2 never leave the kernel
-    assert report.totals.bytes == 3 * (1024 * 256 * 2 * 2) + 256 * 2 + 1024 * 256 * 2  # unfused: 3 round trips, +x in mul
+    assert (
+        report.totals.bytes == 3 * (1024 * 256 * 2 * 2) + 256 * 2 + 1024 * 256 * 2
+    )  # unfused: 3 round trips, +x in mul
 
 
 def test_bias_and_activation_are_a_matmul_epilogue_and_views_alias():
@@ -245,8 +247,13 @@ def deployed_fused(model: onnx.ModelProto, **dims):
 def test_projections_of_one_activation_are_packed_deployed():
     """Deployed, two MatMuls reading x with constant weights are one GEMM: x is read once."""
     model = graph_model(
-        [helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"), helper.make_node("MatMul", ["x", "wk"], ["k"], name="k")],
-        [("x", [64, 256])], [("q", [64, 128]), ("k", [64, 128])], weights={"wq": [256, 128], "wk": [256, 128]},
+        [
+            helper.make_node("MatMul", ["x", "wq"], ["q"], name="q"),
+            helper.make_node("MatMul", ["x", "wk"], ["k"], name="k"),
+        ],
+        [("x", [64, 256])],
+        [("q", [64, 128]), ("k", [64, 128])],
+        weights={"wq": [256, 128], "wk": [256, 128]},
     )
     _, written_plan = fused_view(model)
     assert group_of(written_plan, "q") is not group_of(written_plan, "k")  # the fused view keeps two kernels
@@ -273,7 +280,10 @@ def test_a_decomposed_layernorm_is_one_kernel_deployed():
             helper.make_node("Mul", ["normed", "gamma"], ["scaled"], name="gain"),
             helper.make_node("Add", ["scaled", "beta"], ["y"], name="bias"),
         ],
-        [("x", [rows, d])], [("y", [rows, d])], weights={"two": [], "eps": [], "gamma": [d], "beta": [d]}, opsets=(("", 17),),
+        [("x", [rows, d])],
+        [("y", [rows, d])],
+        weights={"two": [], "eps": [], "gamma": [d], "beta": [d]},
+        opsets=(("", 17),),
     )
     _, written_plan = fused_view(model)
     assert group_of(written_plan, "mean") is not group_of(written_plan, "bias")  # reductions split the fused view
@@ -288,9 +298,14 @@ def test_a_decomposed_layernorm_is_one_kernel_deployed():
 def test_a_tensor_only_shape_reads_is_not_written():
     """Shape reads metadata, not data: the epilogue does not write h for it (and it waits on nothing)."""
     model = graph_model(
-        [helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"), helper.make_node("Relu", ["h"], ["y"], name="act"),
-         helper.make_node("Shape", ["h"], ["shape"], name="shape")],
-        [("x", [64, 256])], [("y", [64, 1024])], weights={"w": [256, 1024]},
+        [
+            helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
+            helper.make_node("Relu", ["h"], ["y"], name="act"),
+            helper.make_node("Shape", ["h"], ["shape"], name="shape"),
+        ],
+        [("x", [64, 256])],
+        [("y", [64, 1024])],
+        weights={"w": [256, 1024]},
     )
     model.graph.output.append(helper.make_tensor_value_info("shape", TensorProto.INT64, [2]))
     _, view = deployed_fused(model)

@@ -79,8 +79,14 @@ def test_a_malformed_tensor_has_no_value(malform):
 
 
 def test_well_formed_tensors_read_as_stored():
-    for array in (np.arange(6, dtype=np.float32).reshape(2, 3), np.array(7, np.int64), np.array([True, False]),
-                  np.array([1 + 2j], np.complex64), np.array(["ab", "c"], dtype=object), np.zeros((0, 3), np.float16)):
+    for array in (
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.array(7, np.int64),
+        np.array([True, False]),
+        np.array([1 + 2j], np.complex64),
+        np.array(["ab", "c"], dtype=object),
+        np.zeros((0, 3), np.float16),
+    ):
         np.testing.assert_array_equal(tensor_array(numpy_helper.from_array(array, "t")), array)
     int4 = helper.make_tensor("t", TensorProto.INT4, [3], [1, -2, 3])  # two to a byte
     np.testing.assert_array_equal(tensor_array(int4), [1, -2, 3])
@@ -88,7 +94,10 @@ def test_well_formed_tensors_read_as_stored():
 
 def reshape_model(shape: TensorProto) -> onnx.ModelProto:
     """x [2, 4] → Reshape(x, shape) → Relu: the Reshape's target is the constant."""
-    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"), helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"], name="reshape"),
+        helper.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
     return hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, None)], [shape])
 
 
@@ -111,8 +120,12 @@ def test_a_shape_constant_one_byte_long(tmp_path, capsys):
 def test_a_malformed_weight_is_costed_by_its_dims(tmp_path, capsys, malform):
     """A weight is never read: its dims and type size it, whatever its bytes."""
     weight = malform(numpy_helper.from_array(np.ones((4, 8), np.float32), "w"))
-    proto = hostile.model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
-                          [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [2, 8])], [weight])
+    proto = hostile.model(
+        [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")],
+        [("x", TensorProto.FLOAT, [2, 4])],
+        [("y", TensorProto.FLOAT, [2, 8])],
+        [weight],
+    )
     code, out, err = run(capsys, hostile.save(proto, tmp_path / "m.onnx"), "--format", "json")
     clean(code, err, allowed=(0,))
     assert json.loads(out)["nodes"][0]["flops"] == 2 * 2 * 4 * 8  # M·K·N multiply-adds
@@ -120,7 +133,10 @@ def test_a_malformed_weight_is_costed_by_its_dims(tmp_path, capsys, malform):
 
 def test_a_constant_node_of_an_undefined_type(tmp_path, capsys):
     value = undefined_type(255)(numpy_helper.from_array(np.ones(4, np.float32), "v"))
-    nodes = [helper.make_node("Constant", [], ["c"], name="const", value=value), helper.make_node("Add", ["x", "c"], ["y"], name="add")]
+    nodes = [
+        helper.make_node("Constant", [], ["c"], name="const", value=value),
+        helper.make_node("Add", ["x", "c"], ["y"], name="add"),
+    ]
     proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [4])], [("y", TensorProto.FLOAT, None)])
     for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"]):
         code, _, err = run(capsys, *command, hostile.save(proto, tmp_path / "m.onnx"))
@@ -133,11 +149,21 @@ def test_a_constant_node_of_an_undefined_type(tmp_path, capsys):
 def untyped_past_model(keep_type: bool) -> onnx.ModelProto:
     """A decoder step: x → MatMul → k; past (no type, or a type without a shape) → Concat(past, k)
     → present, a graph output, as a KV cache is."""
-    past = helper.make_tensor_value_info("past", TensorProto.FLOAT, None) if keep_type else onnx.ValueInfoProto(name="past")
+    past = (
+        helper.make_tensor_value_info("past", TensorProto.FLOAT, None)
+        if keep_type
+        else onnx.ValueInfoProto(name="past")
+    )
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["k"], name="mm"), helper.make_node("Concat", ["past", "k"], ["present"], name="cat", axis=2)],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 1, 4]), past],
-        [helper.make_tensor_value_info("present", TensorProto.FLOAT, None)], [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")])
+        [
+            helper.make_node("MatMul", ["x", "w"], ["k"], name="mm"),
+            helper.make_node("Concat", ["past", "k"], ["present"], name="cat", axis=2),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 1, 4]), past],
+        [helper.make_tensor_value_info("present", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", hostile.OPSET)])
 
 
@@ -158,12 +184,25 @@ def test_an_input_of_unknown_rank_leaves_its_readers_uncosted(tmp_path, capsys, 
 def scan_model(attrs: dict, scanned_shape: list[int]) -> onnx.ModelProto:
     """A Scan (opset 9+) summing the rows of `xs` into a state of 4."""
     body = helper.make_graph(
-        [helper.make_node("Add", ["s", "x_t"], ["s_next"]), helper.make_node("Identity", ["x_t"], ["y_t"])], "body",
-        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [4])])
-    node = helper.make_node("Scan", ["init", "xs"], ["state", "ys"], name="scan", body=body, **{"num_scan_inputs": 1, **attrs})
-    return hostile.model([node], [("init", TensorProto.FLOAT, [4]), ("xs", TensorProto.FLOAT, scanned_shape)],
-                         [("state", TensorProto.FLOAT, None), ("ys", TensorProto.FLOAT, None)])
+        [helper.make_node("Add", ["s", "x_t"], ["s_next"]), helper.make_node("Identity", ["x_t"], ["y_t"])],
+        "body",
+        [
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [4]),
+        ],
+        [
+            helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [4]),
+        ],
+    )
+    node = helper.make_node(
+        "Scan", ["init", "xs"], ["state", "ys"], name="scan", body=body, **{"num_scan_inputs": 1, **attrs}
+    )
+    return hostile.model(
+        [node],
+        [("init", TensorProto.FLOAT, [4]), ("xs", TensorProto.FLOAT, scanned_shape)],
+        [("state", TensorProto.FLOAT, None), ("ys", TensorProto.FLOAT, None)],
+    )
 
 
 SCANS = {
@@ -189,7 +228,10 @@ def test_a_scan_over_an_empty_axis_runs_no_trip(tmp_path, capsys):
 
 def test_a_sequence_where_a_broadcast_wants_a_tensor(tmp_path, capsys):
     """A mutated op type made a SequenceConstruct feed an Add (the broadcast check skips it)."""
-    nodes = [helper.make_node("SequenceConstruct", ["x", "x"], ["s"], name="seq"), helper.make_node("Add", ["s", "x"], ["y"], name="add")]
+    nodes = [
+        helper.make_node("SequenceConstruct", ["x", "x"], ["s"], name="seq"),
+        helper.make_node("Add", ["s", "x"], ["y"], name="add"),
+    ]
     proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, None)])
     code, _, err = run(capsys, hostile.save(proto, tmp_path / "m.onnx"))
     clean(code, err)
@@ -198,15 +240,21 @@ def test_a_sequence_where_a_broadcast_wants_a_tensor(tmp_path, capsys):
 def test_an_unsorted_graph_folds_as_the_sorted_one(tmp_path, capsys):
     """Stored out of topological order (a shuffle), a Shape → Gather → Range → Reshape chain folds
     and the totals equal the sorted graph's: the shape engine visits until nothing new is typed."""
-    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"),
-             helper.make_node("Gather", ["shape", "one"], ["n"], name="gather", axis=0),
-             helper.make_node("Range", ["zero", "n", "step"], ["r"], name="range"),
-             helper.make_node("Cast", ["r"], ["rf"], name="cast", to=TensorProto.FLOAT),
-             helper.make_node("Add", ["x", "rf"], ["y"], name="add")]
-    scalars = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("one", 1), ("zero", 0), ("step", 1))]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "one"], ["n"], name="gather", axis=0),
+        helper.make_node("Range", ["zero", "n", "step"], ["r"], name="range"),
+        helper.make_node("Cast", ["r"], ["rf"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Add", ["x", "rf"], ["y"], name="add"),
+    ]
+    scalars = [
+        numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("one", 1), ("zero", 0), ("step", 1))
+    ]
 
     def totals(order):
-        proto = hostile.model([nodes[i] for i in order], [("x", TensorProto.FLOAT, [3, 5])], [("y", TensorProto.FLOAT, None)], scalars)
+        proto = hostile.model(
+            [nodes[i] for i in order], [("x", TensorProto.FLOAT, [3, 5])], [("y", TensorProto.FLOAT, None)], scalars
+        )
         code, out, err = run(capsys, hostile.save(proto, tmp_path / "m.onnx"), "--format", "json")
         clean(code, err, allowed=(0,))
         return json.loads(out)["totals"]
@@ -222,10 +270,19 @@ def with_invalid_text(marker: bytes) -> bytes:
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["Zdim", 4])
     node = helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")
     node.metadata_props.add(key="pkg.torch.onnx.name_scopes", value="['', 'Zscope']")
-    graph = helper.make_graph([node], "Zgraph", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", hostile.OPSET)], producer_name="Zproducer",
-                              producer_version="Zversion")
+    graph = helper.make_graph(
+        [node],
+        "Zgraph",
+        [x],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.ones((4, 4), np.float32), "w")],
+    )
+    proto = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", hostile.OPSET)],
+        producer_name="Zproducer",
+        producer_version="Zversion",
+    )
     proto.metadata_props.add(key="Zkey", value="imgsz Zvalue")
     data = proto.SerializeToString()
     at = data.index(marker)
@@ -237,7 +294,12 @@ def test_text_that_is_not_utf8_is_read_with_replacement_characters(tmp_path, cap
     path = tmp_path / "m.onnx"
     path.write_bytes(with_invalid_text(marker))
     dim = "\ufffddim" if marker == b"Zdim" else "Zdim"
-    for command in (["analyze", "--format", "json"], ["inspect"], ["check", "--max-latency", "1s", "--dim", f"{dim}=2"], ["analyze"]):
+    for command in (
+        ["analyze", "--format", "json"],
+        ["inspect"],
+        ["check", "--max-latency", "1s", "--dim", f"{dim}=2"],
+        ["analyze"],
+    ):
         code, _, err = run(capsys, *command, path)
         clean(code, err, allowed=(0, 1) if command[0] == "check" else (0,))
     if marker == b"Zdim":  # the dim keeps a name the user can bind (above) and the report shows
@@ -256,10 +318,16 @@ def folding_model(op: str) -> onnx.ModelProto:
         "Tile": [helper.make_node("Tile", ["shape", "shape"], ["big"], name="big")],
         "OneHot": [helper.make_node("OneHot", ["shape", "n", "onoff"], ["big"], name="big")],
     }[op]
-    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"), helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
-             helper.make_node("Concat", ["shape", "shape"], ["nn"], name="nn", axis=0), *made,
-             helper.make_node("Size", ["big"], ["size"], name="size")]
-    constants = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1), ("onoff", [0, 1]))]
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
+        helper.make_node("Concat", ["shape", "shape"], ["nn"], name="nn", axis=0),
+        *made,
+        helper.make_node("Size", ["big"], ["size"], name="size"),
+    ]
+    constants = [
+        numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1), ("onoff", [0, 1]))
+    ]
     return hostile.model(nodes, [("x", TensorProto.FLOAT, ["n"])], [("size", TensorProto.INT64, None)], constants)
 
 
@@ -273,20 +341,36 @@ def test_a_fold_is_bounded_before_it_allocates(tmp_path, op):
     def limit():
         resource.setrlimit(resource.RLIMIT_AS, (MAX_VIRTUAL_MEMORY, MAX_VIRTUAL_MEMORY))
 
-    done = subprocess.run([sys.executable, "-m", "onnx_roofline", str(path), "--dim", f"n={2**32}", "--partial"], check=False, capture_output=True,
-                          text=True, timeout=120, preexec_fn=limit, env={**os.environ, "ORT_DISABLE_TELEMETRY": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", str(path), "--dim", f"n={2**32}", "--partial"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=limit,
+        env={**os.environ, "ORT_DISABLE_TELEMETRY": "1"},
+    )
     clean(done.returncode, done.stderr, allowed=(0,))
 
 
 def test_the_fold_cap_keeps_small_values():
     """A Range to a small dim still folds (ONNX's data propagation stops at a Range): the Reshape
     it feeds is typed, Range(2, 4) = [2, 3]."""
-    nodes = [helper.make_node("Shape", ["x"], ["shape"], name="shape"), helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
-             helper.make_node("Range", ["two", "n", "one"], ["target"], name="range"),
-             helper.make_node("Reshape", ["y0", "target"], ["y"], name="reshape")]
-    constants = [numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1), ("two", 2))]
-    proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [4]), ("y0", TensorProto.FLOAT, [6])], [("y", TensorProto.FLOAT, None)],
-                          constants)
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="n", axis=0),
+        helper.make_node("Range", ["two", "n", "one"], ["target"], name="range"),
+        helper.make_node("Reshape", ["y0", "target"], ["y"], name="reshape"),
+    ]
+    constants = [
+        numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("zero", 0), ("one", 1), ("two", 2))
+    ]
+    proto = hostile.model(
+        nodes,
+        [("x", TensorProto.FLOAT, [4]), ("y0", TensorProto.FLOAT, [6])],
+        [("y", TensorProto.FLOAT, None)],
+        constants,
+    )
     assert {n.name: n.outputs[0].shape for n in analyze(proto, hw="h100").nodes}["reshape"] == (2, 3)
 
 
@@ -296,13 +380,20 @@ def test_the_fold_cap_keeps_small_values():
 def short_if_model(condition: bool | None, branch_outputs: int) -> onnx.ModelProto:
     """An If of two outputs whose branches have `branch_outputs` (onnxruntime refuses the file); its
     condition a constant (`condition`) or a graph input (None), its outputs added."""
+
     def branch(name: str) -> onnx.GraphProto:
         outs = [f"{name}{i}" for i in range(branch_outputs)]
-        return helper.make_graph([helper.make_node("Relu", ["x"], [out], name=f"{name}_relu{i}") for i, out in enumerate(outs)], name, [],
-                                 [helper.make_tensor_value_info(out, TensorProto.FLOAT, [2]) for out in outs])
+        return helper.make_graph(
+            [helper.make_node("Relu", ["x"], [out], name=f"{name}_relu{i}") for i, out in enumerate(outs)],
+            name,
+            [],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, [2]) for out in outs],
+        )
 
-    nodes = [helper.make_node("If", ["c"], ["a", "b"], name="if", then_branch=branch("then"), else_branch=branch("else")),
-             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    nodes = [
+        helper.make_node("If", ["c"], ["a", "b"], name="if", then_branch=branch("then"), else_branch=branch("else")),
+        helper.make_node("Add", ["a", "b"], ["y"], name="add"),
+    ]
     inputs = [("x", TensorProto.FLOAT, [2])] + ([("c", TensorProto.BOOL, [])] if condition is None else [])
     constants = [] if condition is None else [numpy_helper.from_array(np.array(condition), "c")]
     return hostile.model(nodes, inputs, [("y", TensorProto.FLOAT, None)], constants)
@@ -326,8 +417,14 @@ def test_a_string_constant_is_never_folded_with_a_number(tmp_path, capsys):
     numpy_helper before (an object array of bytes and ints); the string's value is now never
     folded, so the Reshape is uncosted with its root cause, and verify refuses the file."""
     constants = [numpy_helper.from_array(np.array([b"a"], dtype=object), "s"), int64_shape([2], "i")]
-    nodes = [helper.make_node("Concat", ["s", "i"], ["shape"], name="concat", axis=0), helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")]
-    path = hostile.save(hostile.model(nodes, [("x", TensorProto.FLOAT, [2])], [("y", TensorProto.FLOAT, None)], constants), tmp_path / "m.onnx")
+    nodes = [
+        helper.make_node("Concat", ["s", "i"], ["shape"], name="concat", axis=0),
+        helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape"),
+    ]
+    path = hostile.save(
+        hostile.model(nodes, [("x", TensorProto.FLOAT, [2])], [("y", TensorProto.FLOAT, None)], constants),
+        tmp_path / "m.onnx",
+    )
     for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"]):
         code, _, err = run(capsys, *command, path)
         clean(code, err, allowed=(0, 1, 2))
@@ -341,13 +438,25 @@ def test_verify_refuses_what_analyze_flags_invalid(tmp_path, capsys):
     onnxruntime refuse it) and a ZipMap's output retyped to optional are INVALID in analyze's
     warning, check's FAIL and verify's verdict, exit 1 as check's; nothing is run."""
     weight = truncated(numpy_helper.from_array(np.ones(2, np.float32), "w"))
-    short = hostile.model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [("x", TensorProto.FLOAT, [2])],
-                          [("y", TensorProto.FLOAT, [2])], [weight])
+    short = hostile.model(
+        [helper.make_node("Add", ["x", "w"], ["y"], name="add")],
+        [("x", TensorProto.FLOAT, [2])],
+        [("y", TensorProto.FLOAT, [2])],
+        [weight],
+    )
     zipmap = helper.make_node("ZipMap", ["x"], ["z"], name="zipmap", domain="ai.onnx.ml", classlabels_int64s=[0, 1])
-    maps = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
-    graph = helper.make_graph([zipmap], "zipmap", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
-                              [helper.make_value_info("z", helper.make_optional_type_proto(maps))])
-    optional = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
+    maps = helper.make_sequence_type_proto(
+        helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))
+    )
+    graph = helper.make_graph(
+        [zipmap],
+        "zipmap",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+        [helper.make_value_info("z", helper.make_optional_type_proto(maps))],
+    )
+    optional = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)]
+    )
     for name, proto in (("short", short), ("zipmap", optional)):
         path = hostile.save(proto, tmp_path / f"{name}.onnx")
         code, _, err = run(capsys, "analyze", path)
@@ -375,11 +484,16 @@ def test_a_reference_attribute_outside_a_function_is_refused(tmp_path, capsys):
     value (onnx's `get_attribute_value` raised a ValueError in the fold): refused, naming the node."""
     cast = helper.make_node("Cast", ["x"], ["y"], name="cast", to=TensorProto.FLOAT)
     cast.attribute[0].ref_attr_name = "fuzz_ref"
-    path = hostile.save(hostile.model([cast], [("x", TensorProto.INT64, [2])], [("y", TensorProto.FLOAT, [2])]), tmp_path / "m.onnx")
+    path = hostile.save(
+        hostile.model([cast], [("x", TensorProto.INT64, [2])], [("y", TensorProto.FLOAT, [2])]), tmp_path / "m.onnx"
+    )
     for command in (["analyze"], ["inspect"], ["check", "--max-latency", "1s"], ["verify"]):
         code, _, err = run(capsys, *command, path)
         clean(code, err, allowed=(2,))
-        assert "node 'cast' (Cast): attribute 'to' refers to attribute 'fuzz_ref' of a function, outside any function" in err
+        assert (
+            "node 'cast' (Cast): attribute 'to' refers to attribute 'fuzz_ref' of a function, outside any function"
+            in err
+        )
 
 
 def test_kernels_that_read_each_other_are_ordered_by_the_graph(tmp_path, capsys):
@@ -403,7 +517,9 @@ def test_kernels_that_read_each_other_are_ordered_by_the_graph(tmp_path, capsys)
 
 def cli_stderr(*args) -> tuple[int, str]:
     """The command run as a user runs it, in a process of its own: numpy's warnings reach stderr there."""
-    done = subprocess.run([sys.executable, "-m", "onnx_roofline", *map(str, args)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", *map(str, args)], capture_output=True, text=True, timeout=120
+    )
     return done.returncode, done.stderr
 
 
@@ -424,7 +540,9 @@ def test_a_value_typed_complex_is_never_folded():
 def test_a_fold_dividing_by_zero_says_nothing_on_stderr(tmp_path):
     """Div(8, 0) in a shape computation (a batch dim mutated to 0 divides it): the fold's value is
     no number, and numpy's RuntimeWarning stays off the user's stderr."""
-    eight, zero = (numpy_helper.from_array(np.array([value], np.int64), name) for value, name in ((8, "eight"), (0, "zero")))
+    eight, zero = (
+        numpy_helper.from_array(np.array([value], np.int64), name) for value, name in ((8, "eight"), (0, "zero"))
+    )
     nodes = [helper.make_node("Div", ["eight", "zero"], ["rows"]), helper.make_node("Concat", ["rows", "minus_one"], ["target"], axis=0),
              helper.make_node("Reshape", ["x", "target"], ["y"])]  # fmt: skip
     model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, None)],

@@ -75,8 +75,12 @@ def block_report():
 
 
 def run_check(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "onnx_roofline", "check", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", "check", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def write(path, text: str):
@@ -89,8 +93,18 @@ def write(path, text: str):
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
-    [("2ms", 2e-3), ("500us", 500e-6), ("500µs", 500e-6), ("500μs", 500e-6), ("0.002s", 2e-3), ("1.5e-3", 1.5e-3),
-     (" 2 ms ", 2e-3), ("250ns", 250e-9), (0.5, 0.5), (2, 2.0)],
+    [
+        ("2ms", 2e-3),
+        ("500us", 500e-6),
+        ("500µs", 500e-6),
+        ("500μs", 500e-6),
+        ("0.002s", 2e-3),
+        ("1.5e-3", 1.5e-3),
+        (" 2 ms ", 2e-3),
+        ("250ns", 250e-9),
+        (0.5, 0.5),
+        (2, 2.0),
+    ],
 )
 def test_durations(text, seconds):
     assert parse_duration(text) == pytest.approx(seconds, rel=1e-12)
@@ -102,30 +116,53 @@ def test_malformed_durations(text):
         parse_duration(text)
 
 
-@pytest.mark.parametrize(("text", "over_one", "value"), [
-    ("60%", False, 0.6), (0.6, False, 0.6), ("0.6", False, 0.6), ("100%", False, 1.0), (1, False, 1.0),
-    ("5%", True, 0.05), (0.05, True, 0.05), ("150%", True, 1.5), ("0%", True, 0.0),
-])
+@pytest.mark.parametrize(
+    ("text", "over_one", "value"),
+    [
+        ("60%", False, 0.6),
+        (0.6, False, 0.6),
+        ("0.6", False, 0.6),
+        ("100%", False, 1.0),
+        (1, False, 1.0),
+        ("5%", True, 0.05),
+        (0.05, True, 0.05),
+        ("150%", True, 1.5),
+        ("0%", True, 0.0),
+    ],
+)
 def test_fractions(text, over_one, value):
     assert parse_fraction(text, over_one=over_one) == pytest.approx(value)
 
 
-@pytest.mark.parametrize(("text", "over_one", "message"), [
-    ("150%", False, "above 100%"),  # a share cannot exceed the whole
-    ("5", True, "ambiguous"),  # 5 meant 5%? say so
-    (1.2, False, "ambiguous"),
-    ("-1%", True, "negative"),
-    ("sixty", False, "malformed"),
-])
+@pytest.mark.parametrize(
+    ("text", "over_one", "message"),
+    [
+        ("150%", False, "above 100%"),  # a share cannot exceed the whole
+        ("5", True, "ambiguous"),  # 5 meant 5%? say so
+        (1.2, False, "ambiguous"),
+        ("-1%", True, "negative"),
+        ("sixty", False, "malformed"),
+    ],
+)
 def test_malformed_fractions(text, over_one, message):
     with pytest.raises(ValueError, match=message):
         parse_fraction(text, over_one=over_one)
 
 
-@pytest.mark.parametrize(("text", "amount"), [
-    ("1.5 GB", 1_500_000_000), ("2GiB", 2 * 2**30), ("300 GFLOP", 300 * 10**9), ("300GFLOPs", 300 * 10**9),
-    (1.5e9, 1_500_000_000), ("1.5e9", 1_500_000_000), (12345, 12345), ("64k", 64_000), ("4 KiB", 4096),
-])
+@pytest.mark.parametrize(
+    ("text", "amount"),
+    [
+        ("1.5 GB", 1_500_000_000),
+        ("2GiB", 2 * 2**30),
+        ("300 GFLOP", 300 * 10**9),
+        ("300GFLOPs", 300 * 10**9),
+        (1.5e9, 1_500_000_000),
+        ("1.5e9", 1_500_000_000),
+        (12345, 12345),
+        ("64k", 64_000),
+        ("4 KiB", 4096),
+    ],
+)
 def test_amounts(text, amount):
     assert parse_amount(text) == amount
 
@@ -146,14 +183,17 @@ def test_counts():
 # --- modules from node names ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "module"), [
-    ("/transformer/h.0/attn/MatMul", "transformer.h.0.attn"),
-    ("/transformer/h.11/mlp/c_fc/MatMul_1", "transformer.h.11.mlp.c_fc"),
-    ("/layer2/layer2.0/conv2/Conv", "layer2.0.conv2"),  # a Sequential child repeats its parent's name
-    ("/lm_head/MatMul", "lm_head"),
-    ("/MatMul", ""),
-    ("node_MatMul_12", ""),  # a dynamo name without scopes: no module
-])
+@pytest.mark.parametrize(
+    ("name", "module"),
+    [
+        ("/transformer/h.0/attn/MatMul", "transformer.h.0.attn"),
+        ("/transformer/h.11/mlp/c_fc/MatMul_1", "transformer.h.11.mlp.c_fc"),
+        ("/layer2/layer2.0/conv2/Conv", "layer2.0.conv2"),  # a Sequential child repeats its parent's name
+        ("/lm_head/MatMul", "lm_head"),
+        ("/MatMul", ""),
+        ("node_MatMul_12", ""),  # a dynamo name without scopes: no module
+    ],
+)
 def test_module_of(name, module):
     assert module_of(name) == module
 
@@ -216,23 +256,26 @@ def test_policy_from_pyproject(tmp_path):
         load_policy(tmp_path / "sub" / "pyproject.toml")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('max_latncy = "2ms"', "unknown key `max_latncy` (did you mean `max_latency`?)"),
-    ('max_latency = "2 parsecs"', "`max_latency`: malformed duration"),
-    ('max_memory_bound_share = "160%"', "`max_memory_bound_share`: share '160%' is above 100%"),
-    ('max_regression = "5"', "`max_regression`: ambiguous fraction"),
-    ('max_regression = { latncy = "5%" }', "unknown key `max_regression.latncy`"),
-    ('max_unsupported = -1', "`max_unsupported`: malformed count"),
-    ('[max_latency]\nh10 = "1ms"', "`max_latency.h10`: not a built-in hardware name"),
-    ('[op_type.MatMul]\nmax_latncy = "1ms"', "unknown key `op_type.MatMul.max_latncy`"),
-    ('[module."transformer.h.0"]\nmax_time_share = 2', '`module."transformer.h.0".max_time_share`: ambiguous'),
-    ('[dims]\nbatch = 0', "`dims.batch`: expected a positive whole number"),
-    ('nonzero_fraction = 2', "`nonzero_fraction`: the fraction of elements selected must be in [0, 1]"),
-    ('nonzero_fraction = "a/b"', "`nonzero_fraction`: malformed fraction 'a/b'"),
-    ('max_bytes = [1, 2]', "`max_bytes` must be a single value, not a list"),
-    ('op_type = 3', "`op_type` must be a table"),
-    ('max_latency = = 2', "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('max_latncy = "2ms"', "unknown key `max_latncy` (did you mean `max_latency`?)"),
+        ('max_latency = "2 parsecs"', "`max_latency`: malformed duration"),
+        ('max_memory_bound_share = "160%"', "`max_memory_bound_share`: share '160%' is above 100%"),
+        ('max_regression = "5"', "`max_regression`: ambiguous fraction"),
+        ('max_regression = { latncy = "5%" }', "unknown key `max_regression.latncy`"),
+        ("max_unsupported = -1", "`max_unsupported`: malformed count"),
+        ('[max_latency]\nh10 = "1ms"', "`max_latency.h10`: not a built-in hardware name"),
+        ('[op_type.MatMul]\nmax_latncy = "1ms"', "unknown key `op_type.MatMul.max_latncy`"),
+        ('[module."transformer.h.0"]\nmax_time_share = 2', '`module."transformer.h.0".max_time_share`: ambiguous'),
+        ("[dims]\nbatch = 0", "`dims.batch`: expected a positive whole number"),
+        ("nonzero_fraction = 2", "`nonzero_fraction`: the fraction of elements selected must be in [0, 1]"),
+        ('nonzero_fraction = "a/b"', "`nonzero_fraction`: malformed fraction 'a/b'"),
+        ("max_bytes = [1, 2]", "`max_bytes` must be a single value, not a list"),
+        ("op_type = 3", "`op_type` must be a table"),
+        ("max_latency = = 2", "not valid TOML"),
+    ],
+)
 def test_bad_policy_names_the_key(tmp_path, text, message):
     path = write(tmp_path / "roofline.toml", text + "\n")
     with pytest.raises(PolicyError) as error:
@@ -256,12 +299,19 @@ def statuses(result) -> dict[str, str]:
 
 def test_every_limit_met_passes(block_report):
     total = block_report.totals
-    policy = Policy(max_latency={"default": total.time_s * 1.01}, max_memory_bound_share=1.0, max_bytes=total.bytes,
-                    max_flops=total.flops, max_unsupported=0, max_unknown_shape=0)
+    policy = Policy(
+        max_latency={"default": total.time_s * 1.01},
+        max_memory_bound_share=1.0,
+        max_bytes=total.bytes,
+        max_flops=total.flops,
+        max_unsupported=0,
+        max_unknown_shape=0,
+    )
     result = evaluate(block_report, policy)
     assert result.passed
     assert statuses(result) == dict.fromkeys(
-        ["latency", "memory_bound_share", "bytes", "flops", "unsupported", "unknown_shape"], "pass")
+        ["latency", "memory_bound_share", "bytes", "flops", "unsupported", "unknown_shape"], "pass"
+    )
 
 
 def test_latency_over_budget_names_the_slowest_nodes(block_report):
@@ -325,10 +375,12 @@ def test_op_type_budgets(block_report):
     matmuls = [n for n in block_report.nodes if n.op_type == "MatMul"]
     matmul_time = sum(n.time_s for n in matmuls)
     share = matmul_time / block_report.totals.time_s
-    policy = Policy(op_type={
-        "MatMul": Budget(max_latency=matmul_time / 2, max_time_share=share, max_flops=0),
-        "Conv": Budget(max_latency=1e-9),  # no Conv in the model: skipped, visibly
-    })
+    policy = Policy(
+        op_type={
+            "MatMul": Budget(max_latency=matmul_time / 2, max_time_share=share, max_flops=0),
+            "Conv": Budget(max_latency=1e-9),  # no Conv in the model: skipped, visibly
+        }
+    )
     result = evaluate(block_report, policy)
     assert statuses(result) == {
         "op_type[Conv].latency": "skip",
@@ -345,9 +397,13 @@ def test_op_type_budgets(block_report):
 def test_module_budgets_cover_the_subtree(block_report):
     attn_mlp = [n for n in block_report.nodes if n.name.startswith("/transformer/h.0/")]
     block_bytes = sum(n.cost.bytes for n in attn_mlp)
-    policy = Policy(module={"transformer.h.0": Budget(max_bytes=block_bytes - 1),
-                            "transformer.h.0.attn": Budget(max_time_share=1.0),
-                            "transformer.h.1": Budget(max_bytes=1)})
+    policy = Policy(
+        module={
+            "transformer.h.0": Budget(max_bytes=block_bytes - 1),
+            "transformer.h.0.attn": Budget(max_time_share=1.0),
+            "transformer.h.1": Budget(max_bytes=1),
+        }
+    )
     result = evaluate(block_report, policy)
     assert statuses(result) == {
         "module[transformer.h.0].bytes": "fail",
@@ -368,7 +424,12 @@ def figures(index, name, op_type="Add", bound="memory", latency=1.0):
 
 def test_nodes_pair_by_name_then_by_index_and_op_type():
     before = [figures(0, "a"), figures(1, "b"), figures(2, "renamed_old", "MatMul"), figures(3, "gone")]
-    after = [figures(0, "b", bound="compute"), figures(1, "a"), figures(2, "renamed_new", "MatMul"), figures(3, "new", "Relu")]
+    after = [
+        figures(0, "b", bound="compute"),
+        figures(1, "a"),
+        figures(2, "renamed_new", "MatMul"),
+        figures(3, "new", "Relu"),
+    ]
     comparison = compare(before, after)
     assert [(b.name, a.name) for b, a in comparison.pairs] == [("b", "b"), ("a", "a"), ("renamed_old", "renamed_new")]
     assert [n.name for n in comparison.added] == ["new"]  # index 3 is taken, but by another op type
@@ -389,7 +450,23 @@ def test_check_without_dims_takes_the_baseline_dims_and_says_so(tmp_path):
     own dims (not the defaults, which would make the comparison refuse) and names them on stderr."""
     model = FIXTURES / "gpt2_decode_fp16.onnx"
     out = tmp_path / "baseline.json"
-    assert main(["analyze", str(model), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json", "-o", str(out)]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                str(model),
+                "--dim",
+                "batch=1",
+                "--dim",
+                "past_sequence=1023",
+                "--format",
+                "json",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     result = run_check(str(model), "--baseline", str(out), "--format", "json")
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"dims from the baseline {out}: batch=1, past_sequence=1023" in result.stderr
@@ -411,12 +488,15 @@ def test_regression_beyond_tolerance_fails_and_names_the_nodes(tmp_path):
     baseline = make_baseline(tmp_path, block_model(mlp=3072), "--dim", "batch=1")
     grown = tmp_path / "grown.onnx"
     onnx.save(block_model(mlp=6144), grown)  # the MLP doubles: its MatMuls and Relu grow
-    result = run_check(str(grown), "--dim", "batch=1", "--baseline", str(baseline), "--max-regression", "5%",
-                       "--format", "json")
+    result = run_check(
+        str(grown), "--dim", "batch=1", "--baseline", str(baseline), "--max-regression", "5%", "--format", "json"
+    )
     assert result.returncode == 1, result.stderr
     checks = {c["id"]: c for c in json.loads(result.stdout)["checks"]}
     assert {k: c["status"] for k, c in checks.items()} == {
-        **dict.fromkeys(["regression.latency", "regression.bytes", "regression.flops"], "fail"), "uncosted": "pass"}
+        **dict.fromkeys(["regression.latency", "regression.bytes", "regression.flops"], "fail"),
+        "uncosted": "pass",
+    }
     flops = checks["regression.flops"]
     before, after = (analyze(block_model(mlp=m), sizing=Sizing(dims={"batch": 1})).totals.flops for m in (3072, 6144))
     assert flops["measured"] == (after - before) / before and flops["limit"] == 0.05
@@ -454,10 +534,19 @@ def test_a_bound_change_is_listed(tmp_path):
     assert mlp["bound"] == "memory"
     mlp["bound"] = "compute"  # as if the baseline had it compute-bound
     baseline.write_text(json.dumps(data))
-    result = run_check(str(tmp_path / "before.onnx"), "--dim", "batch=1", "--baseline", str(baseline), "--format", "json")
+    result = run_check(
+        str(tmp_path / "before.onnx"), "--dim", "batch=1", "--baseline", str(baseline), "--format", "json"
+    )
     changed = json.loads(result.stdout)["baseline"]["bound_changed"]
-    assert changed == [{"index": 2, "name": "/transformer/h.0/mlp/c_fc/MatMul", "op_type": "MatMul",
-                        "before": "compute", "after": "memory"}]
+    assert changed == [
+        {
+            "index": 2,
+            "name": "/transformer/h.0/mlp/c_fc/MatMul",
+            "op_type": "MatMul",
+            "before": "compute",
+            "after": "memory",
+        }
+    ]
 
 
 # --- the command line: exit codes ---------------------------------------------------------------
@@ -467,9 +556,15 @@ def test_check_without_limits_asks_whether_every_node_is_costed(tmp_path, block_
     complete = run_check(str(block_path), "--dim", "batch=1")
     assert complete.returncode == 0, complete.stderr
     partial = tmp_path / "mystery.onnx"
-    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="acme")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)]), partial)
+    graph = helper.make_graph(
+        [helper.make_node("Mystery", ["x"], ["y"], domain="acme")],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)]), partial
+    )
     result = run_check(str(partial))
     assert result.returncode == 1 and "Mystery" in result.stdout + result.stderr
 
@@ -485,7 +580,10 @@ def test_exit_1_with_a_summary_of_what_failed(block_path):
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     assert lines[0] == "onnx-roofline check: FAIL (2 of 3 checks failed)"  # and "every node costed" passed
-    assert lines[1] == f"model {block_path} on h100, dims batch=1; times: every node its own kernel, as written (the floor a runtime cannot beat: --view deployed)"
+    assert (
+        lines[1]
+        == f"model {block_path} on h100, dims batch=1; times: every node its own kernel, as written (the floor a runtime cannot beat: --view deployed)"
+    )
     assert lines[2].startswith("latency: floor ")  # the deployed bound first (issue 40)
     assert lines[4].startswith("FAIL  predicted latency ") and "exceeds 1.0 ns" in lines[4]
     assert "/lm_head/MatMul (MatMul)" in result.stdout  # a named contributor
@@ -496,8 +594,9 @@ def test_policy_file_and_flags_together(tmp_path, block_path):
     policy = write(tmp_path / "roofline.toml", 'max_latency = "1ns"\n\n[dims]\nbatch = 1\n')
     assert run_check(str(block_path), "--policy", str(policy)).returncode == 1
     assert run_check(str(block_path), "--policy", str(policy), "--max-latency", "1s").returncode == 0  # the flag wins
-    big = run_check(str(block_path), "--policy", str(policy), "--dim", "batch=4096", "--max-latency", "1ns",
-                    "--format", "json")
+    big = run_check(
+        str(block_path), "--policy", str(policy), "--dim", "batch=4096", "--max-latency", "1ns", "--format", "json"
+    )
     assert json.loads(big.stdout)["model"]["dims"] == {"batch": 4096}  # --dim wins over the policy's dims
 
 
@@ -509,24 +608,33 @@ def test_policy_hw_applies_unless_hw_is_given(tmp_path, block_path):
     assert json.loads(on_flag.stdout)["hardware"] == "h100"
 
 
-@pytest.mark.parametrize(("make_args", "message"), [
-    (lambda d, m: [m, "--dim", "batch=1", "--policy", d / "bad.toml"], "unknown key `max_latncy`"),
-    (lambda d, m: [m, "--dim", "batch=1", "--policy", d / "absent.toml"], "policy file not found"),
-    (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "absent.json"], "baseline file not found"),
-    (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "text.json"], "not valid JSON"),
-    (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "other.json"], "not an onnx-roofline report"),
-    (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "v2.json"], "schema_version 2 is not 1"),
-    (lambda d, m: [d / "absent.onnx", "--max-latency", "1ms"], "model file not found"),
-    (lambda d, m: [d / "text.onnx", "--max-latency", "1ms"], "not a valid ONNX model"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-latency", "2 parsecs"], "argument --max-latency: malformed duration"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-regression", "5"], "ambiguous fraction '5': write 5%"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-memory-bound-share", "120%"], "above 100%"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-bytes", "much"], "malformed amount"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-regression", "5%"], "a regression limit needs a baseline"),
-    (lambda d, m: [m, "--max-latency", "1ms"], "dimension 'batch' is unbound"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-latency", "1ms", "-o", m], "refusing to overwrite the input"),
-    (lambda d, m: [m, "--dim", "batch=1", "--max-latency", "1ms", "--junit", d / "no" / "j.xml"], "output folder does not exist"),
-])
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (lambda d, m: [m, "--dim", "batch=1", "--policy", d / "bad.toml"], "unknown key `max_latncy`"),
+        (lambda d, m: [m, "--dim", "batch=1", "--policy", d / "absent.toml"], "policy file not found"),
+        (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "absent.json"], "baseline file not found"),
+        (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "text.json"], "not valid JSON"),
+        (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "other.json"], "not an onnx-roofline report"),
+        (lambda d, m: [m, "--dim", "batch=1", "--baseline", d / "v2.json"], "schema_version 2 is not 1"),
+        (lambda d, m: [d / "absent.onnx", "--max-latency", "1ms"], "model file not found"),
+        (lambda d, m: [d / "text.onnx", "--max-latency", "1ms"], "not a valid ONNX model"),
+        (
+            lambda d, m: [m, "--dim", "batch=1", "--max-latency", "2 parsecs"],
+            "argument --max-latency: malformed duration",
+        ),
+        (lambda d, m: [m, "--dim", "batch=1", "--max-regression", "5"], "ambiguous fraction '5': write 5%"),
+        (lambda d, m: [m, "--dim", "batch=1", "--max-memory-bound-share", "120%"], "above 100%"),
+        (lambda d, m: [m, "--dim", "batch=1", "--max-bytes", "much"], "malformed amount"),
+        (lambda d, m: [m, "--dim", "batch=1", "--max-regression", "5%"], "a regression limit needs a baseline"),
+        (lambda d, m: [m, "--max-latency", "1ms"], "dimension 'batch' is unbound"),
+        (lambda d, m: [m, "--dim", "batch=1", "--max-latency", "1ms", "-o", m], "refusing to overwrite the input"),
+        (
+            lambda d, m: [m, "--dim", "batch=1", "--max-latency", "1ms", "--junit", d / "no" / "j.xml"],
+            "output folder does not exist",
+        ),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, block_path, make_args, message):
     write(tmp_path / "bad.toml", 'max_latncy = "2ms"\n')
     write(tmp_path / "text.json", "{not json")
@@ -540,10 +648,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, block_path, make_args, messa
     assert message in result.stderr
 
 
-@pytest.mark.parametrize(("flags", "message"), [
-    (["--hw", "a100"], "was made for NVIDIA H100 SXM5 80GB, this check runs on NVIDIA A100"),
-    (["--dim", "batch=2"], "was made with dims batch=1, this check binds batch=2"),
-])
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--hw", "a100"], "was made for NVIDIA H100 SXM5 80GB, this check runs on NVIDIA A100"),
+        (["--dim", "batch=2"], "was made with dims batch=1, this check binds batch=2"),
+    ],
+)
 def test_baseline_from_other_conditions_is_refused(tmp_path, block_path, flags, message):
     baseline = make_baseline(tmp_path, block_model(), "--dim", "batch=1")
     args = ["--dim", "batch=1", *flags] if "--hw" in flags else flags
@@ -555,15 +666,27 @@ def test_baseline_from_other_conditions_is_refused(tmp_path, block_path, flags, 
 
 
 def test_json_is_byte_identical_across_runs_seeds_locales_and_key_order(tmp_path, block_path):
-    policy_a = write(tmp_path / "a.toml", '[op_type.Softmax]\nmax_latency = "1ns"\n[op_type.MatMul]\nmax_latency = "1ns"\n'
-                                          '[dims]\nbatch = 1\n')
-    policy_b = write(tmp_path / "b.toml", '[dims]\nbatch = 1\n[op_type.MatMul]\nmax_latency = "1ns"\n'
-                                          '[op_type.Softmax]\nmax_latency = "1ns"\n')
+    policy_a = write(
+        tmp_path / "a.toml",
+        '[op_type.Softmax]\nmax_latency = "1ns"\n[op_type.MatMul]\nmax_latency = "1ns"\n[dims]\nbatch = 1\n',
+    )
+    policy_b = write(
+        tmp_path / "b.toml",
+        '[dims]\nbatch = 1\n[op_type.MatMul]\nmax_latency = "1ns"\n[op_type.Softmax]\nmax_latency = "1ns"\n',
+    )
     runs = [
-        run_check(str(block_path), "--policy", str(policy_a), "--format", "json", env={"PYTHONHASHSEED": "0", "LC_ALL": "C"}),
+        run_check(
+            str(block_path), "--policy", str(policy_a), "--format", "json", env={"PYTHONHASHSEED": "0", "LC_ALL": "C"}
+        ),
         run_check(str(block_path), "--policy", str(policy_a), "--format", "json", env={"PYTHONHASHSEED": "1"}),
-        run_check(str(block_path), "--policy", str(policy_b), "--format", "json",
-                  env={"PYTHONHASHSEED": "2", "LC_ALL": "de_DE.UTF-8", "LANG": "de_DE.UTF-8"}),
+        run_check(
+            str(block_path),
+            "--policy",
+            str(policy_b),
+            "--format",
+            "json",
+            env={"PYTHONHASHSEED": "2", "LC_ALL": "de_DE.UTF-8", "LANG": "de_DE.UTF-8"},
+        ),
     ]
     assert [r.returncode for r in runs] == [1, 1, 1]
     assert runs[0].stdout == runs[1].stdout == runs[2].stdout
@@ -574,8 +697,23 @@ def test_check_twice_writes_identical_json_files(tmp_path, block_path):
     outputs = []
     for name in ("one.json", "two.json"):
         out = tmp_path / name
-        assert main(["check", str(block_path), "--dim", "batch=1", "--max-latency", "1ns", "--format", "json",
-                     "-o", str(out)]) == 1
+        assert (
+            main(
+                [
+                    "check",
+                    str(block_path),
+                    "--dim",
+                    "batch=1",
+                    "--max-latency",
+                    "1ns",
+                    "--format",
+                    "json",
+                    "-o",
+                    str(out),
+                ]
+            )
+            == 1
+        )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
     data = json.loads(outputs[0])
@@ -589,7 +727,15 @@ def test_check_twice_writes_identical_json_files(tmp_path, block_path):
 
 def test_a_foldable_culprit_is_marked(tmp_path):
     """GPT-2 decode's top culprit is lm_head's Transpose of a weight, which a runtime folds at load."""
-    args = (str(FIXTURES / "gpt2_decode_fp16.onnx"), "--dim", "batch=1", "--dim", "past_sequence=1023", "--max-latency", "1us")
+    args = (
+        str(FIXTURES / "gpt2_decode_fp16.onnx"),
+        "--dim",
+        "batch=1",
+        "--dim",
+        "past_sequence=1023",
+        "--max-latency",
+        "1us",
+    )
     assert "/model/lm_head/Transpose (Transpose, foldable)" in run_check(*args).stdout
     (latency,) = [c for c in json.loads(run_check(*args, "--format", "json").stdout)["checks"] if c["id"] == "latency"]
     marks = {c["name"]: c["constant_foldable"] for c in latency["contributors"]}
@@ -598,8 +744,19 @@ def test_a_foldable_culprit_is_marked(tmp_path):
 
 def test_junit_has_a_testcase_per_check(tmp_path, block_path):
     junit = tmp_path / "roofline.xml"
-    result = run_check(str(block_path), "--dim", "batch=1", "--max-latency", "1ns", "--max-bytes", "1TB",
-                       "--max-memory-bound-share", "100%", "--junit", str(junit))
+    result = run_check(
+        str(block_path),
+        "--dim",
+        "batch=1",
+        "--max-latency",
+        "1ns",
+        "--max-bytes",
+        "1TB",
+        "--max-memory-bound-share",
+        "100%",
+        "--junit",
+        str(junit),
+    )
     assert result.returncode == 1
     suites = ET.parse(junit).getroot()
     assert suites.tag == "testsuites" and suites.get("tests") == "4" and suites.get("failures") == "1"
@@ -613,8 +770,9 @@ def test_junit_has_a_testcase_per_check(tmp_path, block_path):
 
 
 def test_github_annotations(tmp_path, block_path):
-    result = run_check(str(block_path), "--dim", "batch=1", "--max-latency", "1ns", "--max-flops", "1TFLOP",
-                       "--format", "github")
+    result = run_check(
+        str(block_path), "--dim", "batch=1", "--max-latency", "1ns", "--max-flops", "1TFLOP", "--format", "github"
+    )
     assert result.returncode == 1
     (error,) = [line for line in result.stdout.splitlines() if line.startswith("::")]
     assert error.startswith(f"::error file={block_path},title=onnx-roofline%3A predicted latency::predicted latency ")
@@ -635,7 +793,9 @@ PREFILL = FIXTURES / "gpt2_prefill_fp16.onnx"
 DECODE = FIXTURES / "gpt2_decode_fp16.onnx"
 DECODE_DIMS = ("--dim", "batch=1", "--dim", "past_sequence=1023")
 PREFILL_DIMS = ("--dim", "batch=1", "--dim", "sequence=1024")
-needs = {path: pytest.mark.skipif(not path.exists(), reason=f"fixture {path.name} not present") for path in (PREFILL, DECODE)}
+needs = {
+    path: pytest.mark.skipif(not path.exists(), reason=f"fixture {path.name} not present") for path in (PREFILL, DECODE)
+}
 
 
 @needs[DECODE]
@@ -697,7 +857,17 @@ def test_the_gate_states_what_its_figures_rest_on():
     """An MoE's figures rest on the routing assumed (uniform: tokens·k/E rows per expert, here
     8·2/4): the gate says so beside its verdict, in text and JSON, as the table does."""
     model = REPO / "tests" / "corpus" / "moe" / "optimum_qwen3_moe_decoder_with_past_model.onnx"
-    args = (str(model), "--dim", "batch_size=1", "--dim", "sequence_length=8", "--dim", "past_sequence_length=24", "--max-latency", "1s")
+    args = (
+        str(model),
+        "--dim",
+        "batch_size=1",
+        "--dim",
+        "sequence_length=8",
+        "--dim",
+        "past_sequence_length=24",
+        "--max-latency",
+        "1s",
+    )
     text = run_check(*args).stdout.splitlines()
     assert text[3].startswith("experts: 2 MoE layers (4 experts, top-2")  # under the latency line (issue 40)
     assert text[4].startswith("assumed: uniform routing: each expert takes tokens·2/4 rows")
@@ -709,9 +879,15 @@ def test_a_policy_sets_the_expert_load(tmp_path):
     """`expert_load` in a policy file is --expert-load's (a capacity bound, here), said beside the
     verdict; a flag overrides it; a malformed one is refused by name."""
     model = REPO / "tests" / "corpus" / "moe" / "optimum_qwen3_moe_decoder_with_past_model.onnx"
-    policy = write(tmp_path / "policy.toml", 'expert_load = "capacity=1.25"\n[dims]\nbatch_size = 1\nsequence_length = 8\npast_sequence_length = 24\n')
+    policy = write(
+        tmp_path / "policy.toml",
+        'expert_load = "capacity=1.25"\n[dims]\nbatch_size = 1\nsequence_length = 8\npast_sequence_length = 24\n',
+    )
     said = run_check(str(model), "--policy", str(policy)).stdout
     assert "assumed: capacity 1.25: every expert runs ceil(1.25·tokens·2/4) rows" in said and "uniform" not in said
     flagged = run_check(str(model), "--policy", str(policy), "--expert-load", "uniform").stdout
     assert "uniform routing" in flagged
-    assert "malformed expert load" in run_check(str(model), "--policy", str(write(tmp_path / "bad.toml", 'expert_load = "skew=0.5"\n'))).stderr
+    assert (
+        "malformed expert load"
+        in run_check(str(model), "--policy", str(write(tmp_path / "bad.toml", 'expert_load = "skew=0.5"\n'))).stderr
+    )

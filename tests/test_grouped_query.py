@@ -71,7 +71,9 @@ def test_four_exports_of_one_gqa_decoder_agree_with_the_physics(batch):
 def test_the_repeat_of_k_and_v_is_neither_a_kernel_nor_resident():
     path, dims = LLAMA_EXPORTS["dynamo"]
     written = r.analyze(str(path), hw="h100", sizing=Sizing(dims=dims(1, 1, 1023)))
-    assert any(n.op_type == "Expand" and n.cost.bytes > 0 for n in written.nodes)  # as written, repeat_kv copies K and V
+    assert any(
+        n.op_type == "Expand" and n.cost.bytes > 0 for n in written.nodes
+    )  # as written, repeat_kv copies K and V
     view = deploy(written, kv_cache="inplace")
     assert not [k.op_type for k in view.nodes if k.op_type in ("Expand", "Tile") and k.cost.bytes > 0]
     attention = [k for k in view.nodes if k.op_type == "FlashAttention"]
@@ -110,7 +112,15 @@ def test_genai_group_query_attention_reads_the_packed_projection_once():
 
 BIDIRECTIONAL = ["dynamo_bert", "ts_bert", "opset10_bert", "dynamo_vit", "ts_vit", "dynamo_t5_encoder", "ts_t5_encoder",
                  "dynamo_whisper_encoder", "ts_whisper_encoder"]  # fmt: skip
-CAUSAL = ["dynamo_gpt2", "ts_gpt2", "dynamo_gpt2_past", "dynamo_llama_past", "ts_llama_past", "dynamo_mistral_past", "ts_mistral_past"]
+CAUSAL = [
+    "dynamo_gpt2",
+    "ts_gpt2",
+    "dynamo_gpt2_past",
+    "dynamo_llama_past",
+    "ts_llama_past",
+    "dynamo_mistral_past",
+    "ts_mistral_past",
+]
 
 
 def attention_kernels(path, dims=None):
@@ -128,7 +138,9 @@ def test_encoders_are_not_causal(name):
     for kernel in kernels:
         plan = _match(report, kernel)
         assert not plan.causal and plan.window is None, kernel.name
-        assert kernel.cost.useful_flops == kernel.cost.flops - _graph_only_flops(report, plan)  # all S·T scores are work
+        assert kernel.cost.useful_flops == kernel.cost.flops - _graph_only_flops(
+            report, plan
+        )  # all S·T scores are work
 
 
 @pytest.mark.parametrize("name", CAUSAL)
@@ -140,7 +152,12 @@ def test_decoders_are_causal(name):
 def test_bart_cross_attention_is_not_causal_and_its_self_attention_is():
     kernels, report = attention_kernels(CORPUS / "models/dynamo_bart_decoder_past.onnx")
     causal = [_match(report, k).causal for k in kernels]
-    assert sorted(causal) == [False, False, True, True]  # per layer: causal self-attention, bidirectional cross-attention
+    assert sorted(causal) == [
+        False,
+        False,
+        True,
+        True,
+    ]  # per layer: causal self-attention, bidirectional cross-attention
 
 
 def test_bert_attention_counts_every_score_and_exponential():
@@ -159,7 +176,9 @@ def test_causal_prefill_is_timed_on_the_lower_triangle():
     kernels, report = attention_kernels(LLAMA_EXPORTS["dynamo"][0], LLAMA_EXPORTS["dynamo"][1](1, sequence, 0))
     for kernel in kernels:
         work = kernel.cost.flops - _graph_only_flops(report, _match(report, kernel))
-        assert kernel.cost.useful_flops == work * (sequence * (sequence + 1) // 2) // (sequence * sequence)  # S(S+1)/2 of S² scores
+        assert kernel.cost.useful_flops == work * (sequence * (sequence + 1) // 2) // (
+            sequence * sequence
+        )  # S(S+1)/2 of S² scores
 
 
 def test_a_sliding_window_is_named_and_bounds_the_keys_read():
@@ -203,8 +222,12 @@ def _export_decoder(tmp: Path, model_cls, config, kv_heads: int, head: int, name
 
     layers = config.num_hidden_layers
     cached = {"input_ids": ["batch", "sequence"], "attention_mask": ["batch", "total_sequence"]}
-    past = {f"past.{i}.{k}": ["batch", kv_heads, "past_sequence", head] for i in range(layers) for k in ("key", "value")}
-    present = {f"present.{i}.{k}": ["batch", kv_heads, "total_sequence", head] for i in range(layers) for k in ("key", "value")}
+    past = {
+        f"past.{i}.{k}": ["batch", kv_heads, "past_sequence", head] for i in range(layers) for k in ("key", "value")
+    }
+    present = {
+        f"present.{i}.{k}": ["batch", kv_heads, "total_sequence", head] for i in range(layers) for k in ("key", "value")
+    }
     import torch
 
     def args():
@@ -227,7 +250,9 @@ def llama70b_ratio(tmp_path_factory):
     config = transformers.LlamaConfig(vocab_size=1000, hidden_size=512, intermediate_size=1024, num_hidden_layers=2,
                                       num_attention_heads=8, num_key_value_heads=1, max_position_embeddings=4096,
                                       tie_word_embeddings=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)  # fmt: skip
-    return _export_decoder(tmp_path_factory.mktemp("gqa"), transformers.LlamaForCausalLM, config, 1, 64, "llama70b_ratio")
+    return _export_decoder(
+        tmp_path_factory.mktemp("gqa"), transformers.LlamaForCausalLM, config, 1, 64, "llama70b_ratio"
+    )
 
 
 @needs_torch
@@ -238,7 +263,9 @@ def test_a_70b_head_ratio_decode_step_is_at_most_the_physics(llama70b_ratio, bat
     past, bf16 = 4095, 2
     report = r.analyze(str(llama70b_ratio), hw="h100", precision="bf16", sizing=Sizing(dims={"batch": batch, "sequence": 1, "past_sequence": past, "total_sequence": past + 1}))  # fmt: skip
     view = deploy(report, kv_cache="inplace")
-    physics = decode_physics(batch, past, hidden=512, heads=8, kv_heads=1, head=64, layers=2, intermediate=1024, vocab=1000, size=bf16)
+    physics = decode_physics(
+        batch, past, hidden=512, heads=8, kv_heads=1, head=64, layers=2, intermediate=1024, vocab=1000, size=bf16
+    )
     assert physics <= view.totals.bytes <= physics * 1.03
     assert view.totals.time_s <= physics / H100_BANDWIDTH * 1.03  # memory-bound: the bound is the physics' time
     assert not [k for k in view.nodes if k.op_type == "Expand" and k.cost.bytes]
@@ -253,19 +280,31 @@ def test_qwen2_and_gemma2_are_causal_and_gemma2_names_its_window(tmp_path, kind)
     if kind == "qwen2":
         config, cls, head = transformers.Qwen2Config(**common), transformers.Qwen2ForCausalLM, 32
     else:
-        config, cls, head = transformers.Gemma2Config(**common, head_dim=32, sliding_window=512), transformers.Gemma2ForCausalLM, 32
+        config, cls, head = (
+            transformers.Gemma2Config(**common, head_dim=32, sliding_window=512),
+            transformers.Gemma2ForCausalLM,
+            32,
+        )
     path = _export_decoder(tmp_path, cls, config, 2, head, kind)
     past = 2047
-    report = r.analyze(str(path), hw="h100", sizing=Sizing(dims={"batch": 1, "sequence": 1, "past_sequence": past, "total_sequence": past + 1}))
+    report = r.analyze(
+        str(path),
+        hw="h100",
+        sizing=Sizing(dims={"batch": 1, "sequence": 1, "past_sequence": past, "total_sequence": past + 1}),
+    )
     kernels = [k for k in deploy(report, kv_cache="inplace").nodes if k.op_type == "FlashAttention"]
     matches = [_match(report, k) for k in kernels]
     assert len(matches) == 2 and all(m.causal for m in matches)
     windows = sorted(m.window or 0 for m in matches)
-    assert windows == ([0, 512] if kind == "gemma2" else [0, 0])  # Gemma-2 alternates a local (sliding) and a global layer
-    for kernel, match in zip(kernels, matches):
+    assert windows == (
+        [0, 512] if kind == "gemma2" else [0, 0]
+    )  # Gemma-2 alternates a local (sliding) and a global layer
+    for kernel, match in zip(kernels, matches, strict=False):
         rows = match.window - 1 if match.window else past  # a local layer reads its window's past rows only
         q, new_kv, past_kv = 4 * head * FP32, 2 * 2 * head * FP32, 2 * 2 * rows * head * FP32
-        assert kernel.cost.bytes_read == q + new_kv + past_kv  # K/V at the 2 KV heads, however the export groups the 4 query heads
+        assert (
+            kernel.cost.bytes_read == q + new_kv + past_kv
+        )  # K/V at the 2 KV heads, however the export groups the 4 query heads
 
 
 @needs_torch
@@ -362,8 +401,14 @@ def test_whole_tensor_slices_of_an_unoptimized_dynamo_export_are_read_through(tm
              "max_position_embeddings": 512, "rms_norm_eps": 1e-5}  # fmt: skip
     path = export_llama(2, True, tmp_path, shape)
     batch, past = 4, 2047
-    view = deploy(r.analyze(str(path), hw="h100", sizing=Sizing(dims={"batch": batch, "past_sequence": past})), kv_cache="inplace")
-    physics = decode_physics(batch, past, hidden=64, heads=4, kv_heads=2, head=16, layers=2, intermediate=172, vocab=256)
+    view = deploy(
+        r.analyze(str(path), hw="h100", sizing=Sizing(dims={"batch": batch, "past_sequence": past})), kv_cache="inplace"
+    )
+    physics = decode_physics(
+        batch, past, hidden=64, heads=4, kv_heads=2, head=16, layers=2, intermediate=172, vocab=256
+    )
     assert physics <= view.totals.bytes <= physics * 1.03, (view.totals.bytes, physics)
     one_cache = batch * 2 * past * 16 * FP32  # one layer's K (or V): any kernel copying it would show
-    assert not [k for k in view.nodes if k.op_type != "FlashAttention" and k.cost is not None and k.cost.bytes >= one_cache]
+    assert not [
+        k for k in view.nodes if k.op_type != "FlashAttention" and k.cost is not None and k.cost.bytes >= one_cache
+    ]

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from onnx_roofline.errors import HardwareSpecError
 from onnx_roofline.costs.hardware import (
     DTYPE_CLASSES,
     Hardware,
@@ -16,6 +15,7 @@ from onnx_roofline.costs.hardware import (
     list_hardware,
     load_hardware,
 )
+from onnx_roofline.errors import HardwareSpecError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "hardware.md"
 
@@ -287,23 +287,32 @@ def test_user_file_with_one_table_needs_no_key(tmp_path):
 
 BAD_SPECS = [
     # (file body, pattern that must appear in the one-line message)
-    ('[peaks.vector]\nfp32 = 1e12\n', "missing key `memory_bandwidth`"),
-    ('memory_bandwidth = -1\n[peaks.vector]\nfp32 = 1e12\n', "`memory_bandwidth` must be a positive number"),
+    ("[peaks.vector]\nfp32 = 1e12\n", "missing key `memory_bandwidth`"),
+    ("memory_bandwidth = -1\n[peaks.vector]\nfp32 = 1e12\n", "`memory_bandwidth` must be a positive number"),
     ('memory_bandwidth = "3.35 TB/s"\n[peaks.vector]\nfp32 = 1e12\n', "`memory_bandwidth` must be a positive"),
-    ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[peaks.matrix]\nfp16 = 0\n', "`peaks.matrix.fp16`"),
-    ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[peaks.matrix]\nfp16 = -5e12\n', "`peaks.matrix.fp16`"),
+    ("memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[peaks.matrix]\nfp16 = 0\n", "`peaks.matrix.fp16`"),
+    ("memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[peaks.matrix]\nfp16 = -5e12\n", "`peaks.matrix.fp16`"),
     ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = "fast"\n', "`peaks.vector.fp32` must be a positive number"),
-    ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = true\n', "`peaks.vector.fp32` must be a positive number"),
-    ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = nan\n', "`peaks.vector.fp32` must be a positive number"),
-    ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[peaks.tensor]\nfp16 = 1e12\n', "unknown unit `peaks.tensor`"),
-    ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\nfloat16 = 1e12\n', "unknown dtype class `peaks.vector.float16`"),
-    ('memory_bandwidth = 1e12\n', "no peaks"),
-    ('memory_bandwidth = 1e12\n[peaks]\n', "no peaks"),
-    ('memory_bandwidth = 1e12\n[peaks.matrix]\nfp16 = 1e12\n', "missing `peaks.vector.fp32`"),
-    ('memory_bandwidth = 1e12\npeaks = 5\n', "`peaks` must be a table"),
-    ('memory_bandwidth = 1e12\nmemory_bandwith = 1e12\n[peaks.vector]\nfp32 = 1e12\n', "unknown field `memory_bandwith`"),
+    ("memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = true\n", "`peaks.vector.fp32` must be a positive number"),
+    ("memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = nan\n", "`peaks.vector.fp32` must be a positive number"),
+    (
+        "memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[peaks.tensor]\nfp16 = 1e12\n",
+        "unknown unit `peaks.tensor`",
+    ),
+    (
+        "memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\nfloat16 = 1e12\n",
+        "unknown dtype class `peaks.vector.float16`",
+    ),
+    ("memory_bandwidth = 1e12\n", "no peaks"),
+    ("memory_bandwidth = 1e12\n[peaks]\n", "no peaks"),
+    ("memory_bandwidth = 1e12\n[peaks.matrix]\nfp16 = 1e12\n", "missing `peaks.vector.fp32`"),
+    ("memory_bandwidth = 1e12\npeaks = 5\n", "`peaks` must be a table"),
+    (
+        "memory_bandwidth = 1e12\nmemory_bandwith = 1e12\n[peaks.vector]\nfp32 = 1e12\n",
+        "unknown field `memory_bandwith`",
+    ),
     ('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e12\n[sources]\n"matrix.fp16" = "x"\n', "`sources.matrix.fp16`"),
-    ('memory_bandwidth = = 1e12\n', "not valid TOML"),
+    ("memory_bandwidth = = 1e12\n", "not valid TOML"),
     ("", "empty"),
 ]
 
@@ -322,7 +331,9 @@ def test_bad_spec_raises_naming_the_key(tmp_path, body, message):
 
 def test_bad_spec_inside_a_named_table_names_file_and_table(tmp_path):
     path = tmp_path / "fleet.toml"
-    path.write_text("[a]\nmemory_bandwidth = 1e12\n[a.peaks.vector]\nfp32 = 1e12\nfp16 = -1\n[b]\nmemory_bandwidth = 1\n")
+    path.write_text(
+        "[a]\nmemory_bandwidth = 1e12\n[a.peaks.vector]\nfp32 = 1e12\nfp16 = -1\n[b]\nmemory_bandwidth = 1\n"
+    )
     with pytest.raises(HardwareSpecError, match=r"fleet\.toml:a: `peaks\.vector\.fp16`"):
         load_hardware(f"{path}:a")
 
@@ -380,7 +391,7 @@ def test_docs_peak_table_matches_specs():
         for unit in ("matrix", "vector"):
             cells = rows[(hw.key, unit)]
             table = hw.peaks.get(unit, {})
-            for cls, cell in zip(columns, cells):
+            for cls, cell in zip(columns, cells, strict=False):
                 if cls not in table:
                     assert cell == "—", (hw.key, unit, cls)
                 else:

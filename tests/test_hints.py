@@ -57,7 +57,10 @@ def if_on_a_score() -> onnx.ModelProto:
         helper.make_node("Greater", ["score", "threshold"], ["confident"]),
         helper.make_node("If", ["confident"], ["out"], then_branch=then_branch, else_branch=else_branch),
     ]
-    initializers = [numpy_helper.from_array(np.float32(0.5), "threshold"), numpy_helper.from_array(np.zeros((48, 48), np.float32), "w")]
+    initializers = [
+        numpy_helper.from_array(np.float32(0.5), "threshold"),
+        numpy_helper.from_array(np.zeros((48, 48), np.float32), "w"),
+    ]
     graph = helper.make_graph(nodes, "if_on_a_score", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 4, 4])],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], initializer=initializers)  # fmt: skip
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -65,7 +68,10 @@ def if_on_a_score() -> onnx.ModelProto:
 
 def a_token_tensor_sizing_a_range() -> onnx.ModelProto:
     """A Range to the sum of a [1, 8] integer input: data that no --value can give (rank 2)."""
-    nodes = [helper.make_node("ReduceSum", ["ids"], ["total"], keepdims=0), helper.make_node("Range", ["zero", "total", "one"], ["positions"])]
+    nodes = [
+        helper.make_node("ReduceSum", ["ids"], ["total"], keepdims=0),
+        helper.make_node("Range", ["zero", "total", "one"], ["positions"]),
+    ]
     constants = [numpy_helper.from_array(np.array(value, np.int64), name) for name, value in (("zero", 0), ("one", 1))]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 8])],
                               [helper.make_tensor_value_info("positions", TensorProto.INT64, None)], initializer=constants)  # fmt: skip
@@ -101,7 +107,11 @@ def test_every_hint_printed_on_the_corpus_and_generated_graphs_runs(tmp_path, ca
     assert {f"{name}.onnx" for name in GENERATED} <= names  # each generated graph printed a hint, and it ran
     assert ("mask_sizing_an_expand.onnx", "--value", "mask=2,2,2,2,2,2") in followed  # the form a 1-D input takes
     assert ("if_on_a_score.onnx", "--value", "confident=1") in followed
-    assert ("ts_bert.onnx", "--dim", "sequence=64") in followed  # IMPLAUSIBLE: 512 positions against the 128 its table holds
+    assert (
+        "ts_bert.onnx",
+        "--dim",
+        "sequence=64",
+    ) in followed  # IMPLAUSIBLE: 512 positions against the 128 its table holds
 
 
 def test_a_hint_never_offers_a_value_for_a_tensor_input(tmp_path, capsys):

@@ -89,7 +89,9 @@ def test_model_file_kinds(tmp_path, capsys, good):
     refused(capsys, "model file path contains a null byte", f"{good}\0.onnx")
 
 
-@pytest.mark.parametrize("text, broken", [(b"Relu", b"R\xfflu"), (b"relu", b"r\xfflu"), (b"\x0a\x01x", b"\x0a\x01\xff")])
+@pytest.mark.parametrize(
+    "text, broken", [(b"Relu", b"R\xfflu"), (b"relu", b"r\xfflu"), (b"\x0a\x01x", b"\x0a\x01\xff")]
+)
 def test_an_op_type_or_name_that_is_not_utf8(tmp_path, capsys, text, broken):
     """Protobuf gives bytes, not str, for such a string field (the op type, the node's name, a value
     name): refused as not ONNX, never a TypeError from whatever reads it first."""
@@ -106,7 +108,9 @@ def test_a_newline_in_a_path_stays_on_one_line(tmp_path, capsys):
     unknown = hostile.one_node("Frobnicate", ["x"], {})
     unknown.graph.node[0].name = "two\nlines"
     code, _, err = run(capsys, hostile.save(unknown, tmp_path / "named.onnx"))
-    assert code == 2 and "two\\nlines" in err and all(line.startswith("onnx-roofline: ") for line in err.splitlines()), err  # nothing costed: exit 2
+    assert (
+        code == 2 and "two\\nlines" in err and all(line.startswith("onnx-roofline: ") for line in err.splitlines())
+    ), err  # nothing costed: exit 2
 
 
 def test_an_oversized_model_is_refused_without_being_read(tmp_path, capsys):
@@ -149,12 +153,19 @@ def location_models(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     """Each case's model, in one folder that also holds what the locations name."""
     folder = tmp_path_factory.mktemp("locations")
     hostile.weights_file(folder)
-    for link, target in (("link.bin", "/etc/hostname"), ("zero.bin", "/dev/zero"), ("environ.bin", "/proc/self/environ"), ("sub", "/etc")):
+    for link, target in (
+        ("link.bin", "/etc/hostname"),
+        ("zero.bin", "/dev/zero"),
+        ("environ.bin", "/proc/self/environ"),
+        ("sub", "/etc"),
+    ):
         os.symlink(target, folder / link)
     hostile.fifo(folder / "fifo.bin")
     (folder / "dir.bin").mkdir()
-    return {name: (hostile.save(hostile.matmul_with(hostile.external(*args, **entries)), folder / f"{name}.onnx"), fragment)
-            for name, (args, entries, fragment) in LOCATIONS.items()}
+    return {
+        name: (hostile.save(hostile.matmul_with(hostile.external(*args, **entries)), folder / f"{name}.onnx"), fragment)
+        for name, (args, entries, fragment) in LOCATIONS.items()
+    }
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -242,23 +253,31 @@ def test_a_constant_nodes_data_file_is_protected_without_reading_the_model_again
     folder.mkdir()
     data = hostile.weights_file(folder, "c.bin")
     constant = onnx.helper.make_node("Constant", [], ["w"], value=hostile.external("c.bin"))
-    graph = hostile.model([constant, onnx.helper.make_node("MatMul", ["x", "w"], ["y"])],
-                          [("x", onnx.TensorProto.FLOAT, [2, 4])], [("y", onnx.TensorProto.FLOAT, [2, 8])])
+    graph = hostile.model(
+        [constant, onnx.helper.make_node("MatMul", ["x", "w"], ["y"])],
+        [("x", onnx.TensorProto.FLOAT, [2, 4])],
+        [("y", onnx.TensorProto.FLOAT, [2, 8])],
+    )
     model = hostile.save(graph, folder / "c.onnx")
-    monkeypatch.setattr("onnx_roofline.model.loader.referenced_files", lambda *a: pytest.fail("the model was parsed again"))
+    monkeypatch.setattr(
+        "onnx_roofline.model.loader.referenced_files", lambda *a: pytest.fail("the model was parsed again")
+    )
     refused(capsys, "refusing to overwrite the input", model, "-o", data)
     code, _, err = run(capsys, model, "-o", folder / "out.txt")
     assert code == 0 and (folder / "out.txt").is_file(), err
 
 
-@pytest.mark.parametrize("flags, fragment", [
-    (["--plot", "x.jpg"], "plot file must end in .png or .svg"),
-    (["--plot", "absent/x.png"], "output folder does not exist"),
-    (["--annotate", "absent/a.onnx"], "output folder does not exist"),
-    (["--top", "-1"], "--top: must be at least 0"),
-    (["--depth", "0"], "--depth: must be at least 1"),
-    (["--jobs", "0"], "--jobs: must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "flags, fragment",
+    [
+        (["--plot", "x.jpg"], "plot file must end in .png or .svg"),
+        (["--plot", "absent/x.png"], "output folder does not exist"),
+        (["--annotate", "absent/a.onnx"], "output folder does not exist"),
+        (["--top", "-1"], "--top: must be at least 0"),
+        (["--depth", "0"], "--depth: must be at least 1"),
+        (["--jobs", "0"], "--jobs: must be at least 1"),
+    ],
+)
 def test_arguments_are_checked_before_the_analysis(tmp_path, capsys, good, monkeypatch, flags, fragment):
     """A bad output path or count is refused before any work: nothing printed, the analysis never run."""
     monkeypatch.chdir(tmp_path)
@@ -298,7 +317,17 @@ def test_special_files_as_spec_policy_baseline_or_report(tmp_path, capsys, good)
     ):
         refused(capsys, "not a regular file (a FIFO)", *args, seconds=10)
     refused(capsys, "not a regular file (a character device)", good, "--hw", "/dev/zero", seconds=10)
-    refused(capsys, "not a regular file (a character device)", "check", good, "--baseline", "/dev/zero", "--max-latency", "1s", seconds=10)
+    refused(
+        capsys,
+        "not a regular file (a character device)",
+        "check",
+        good,
+        "--baseline",
+        "/dev/zero",
+        "--max-latency",
+        "1s",
+        seconds=10,
+    )
 
 
 def test_oversized_text_files_are_refused(tmp_path, capsys, good):
@@ -317,15 +346,26 @@ def test_deeply_nested_json_and_toml(tmp_path, capsys, good, depth):
     policy.write_text(hostile.nested_toml(depth).replace("memory_bandwidth = 1e12\n", ""))
     report = tmp_path / "report.json"
     report.write_text('{"schema_version": 1, "nodes": ' + hostile.nested_json(depth) + "}")
-    for args in ([good, "--hw", spec_json], [good, "--hw", spec_toml], ["check", good, "--policy", policy],
-                 ["check", good, "--baseline", report, "--max-latency", "1s"], ["plot", report, "-o", tmp_path / "p.png"]):
+    for args in (
+        [good, "--hw", spec_json],
+        [good, "--hw", spec_toml],
+        ["check", good, "--policy", policy],
+        ["check", good, "--baseline", report, "--max-latency", "1s"],
+        ["plot", report, "-o", tmp_path / "p.png"],
+    ):
         refused(capsys, "nested deeper than 64 levels", *args)
 
 
 def test_a_spec_whose_figures_make_times_infinite(tmp_path, capsys, good):
     spec = tmp_path / "tiny.toml"
     spec.write_text('name = "tiny"\nsource = "hostile"\nmemory_bandwidth = 5e-324\n[peaks.vector]\nfp32 = 5e-324\n')
-    refused(capsys, "`memory_bandwidth` must be a positive number (B/s) between 1e3 and 1e21, got 5e-324", good, "--hw", spec)
+    refused(
+        capsys,
+        "`memory_bandwidth` must be a positive number (B/s) between 1e3 and 1e21, got 5e-324",
+        good,
+        "--hw",
+        spec,
+    )
     spec.write_text('name = "huge"\nsource = "hostile"\nmemory_bandwidth = 1e300\n[peaks.vector]\nfp32 = 1e12\n')
     refused(capsys, "between 1e3 and 1e21", good, "--hw", spec)
     spec.write_text('{"name": "x", "source": "s", "memory_bandwidth": 1' + "0" * 5000 + "}")
@@ -339,22 +379,28 @@ def test_a_spec_whose_figures_make_times_infinite(tmp_path, capsys, good):
 
 @pytest.fixture
 def symbolic(tmp_path) -> Path:
-    proto = hostile.model([helper.make_node("Relu", ["x"], ["y"], name="relu")],
-                          [("x", TensorProto.FLOAT, ["batch", 4])], [("y", TensorProto.FLOAT, ["batch", 4])])
+    proto = hostile.model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [("x", TensorProto.FLOAT, ["batch", 4])],
+        [("y", TensorProto.FLOAT, ["batch", 4])],
+    )
     return hostile.save(proto, tmp_path / "sym.onnx")
 
 
-@pytest.mark.parametrize(("flag", "value", "fragment"), [
-    ("--dim", "batch=99999999999999999999", "a dim must be at most 2^57"),
-    ("--dim", "batch=" + "9" * 5000, "a dim must be at most 2^57"),
-    ("--dim", "batch=²", "malformed --dim"),
-    ("--dim", "batch=٣", "malformed --dim"),
-    ("--dim", "batch=8.5", "malformed --dim"),
-    ("--dim", "batch=-1", "malformed --dim"),
-    ("--input", "x=99999999999999999999x4", "a dim must be at most 2^57"),
-    ("--input", "x=²x4", "malformed --input"),
-    ("--dim", "batch=144115188075855872", "larger than 2^57 bytes"),  # 2^57 rows of 4 floats
-])
+@pytest.mark.parametrize(
+    ("flag", "value", "fragment"),
+    [
+        ("--dim", "batch=99999999999999999999", "a dim must be at most 2^57"),
+        ("--dim", "batch=" + "9" * 5000, "a dim must be at most 2^57"),
+        ("--dim", "batch=²", "malformed --dim"),
+        ("--dim", "batch=٣", "malformed --dim"),
+        ("--dim", "batch=8.5", "malformed --dim"),
+        ("--dim", "batch=-1", "malformed --dim"),
+        ("--input", "x=99999999999999999999x4", "a dim must be at most 2^57"),
+        ("--input", "x=²x4", "malformed --input"),
+        ("--dim", "batch=144115188075855872", "larger than 2^57 bytes"),  # 2^57 rows of 4 floats
+    ],
+)
 def test_absurd_dims(symbolic, capsys, flag, value, fragment):
     refused(capsys, fragment, symbolic, flag, value)
 
@@ -362,21 +408,42 @@ def test_absurd_dims(symbolic, capsys, flag, value, fragment):
 def test_verify_budget_refuses_before_running(tmp_path, capsys, symbolic):
     trips = hostile.save(hostile.loop(10**18), tmp_path / "loop.onnx")
     idle = hostile.save(hostile.loop(10**18, body_op="Identity"), tmp_path / "idle.onnx")
-    big = hostile.save(hostile.matmul_with(hostile.external("absent.bin", dims=(50_000, 50_000))), tmp_path / "big.onnx")
-    huge = hostile.save(hostile.matmul_with(hostile.external("absent.bin", dims=(10**6, 10**6))), tmp_path / "huge.onnx")
+    big = hostile.save(
+        hostile.matmul_with(hostile.external("absent.bin", dims=(50_000, 50_000))), tmp_path / "big.onnx"
+    )
+    huge = hostile.save(
+        hostile.matmul_with(hostile.external("absent.bin", dims=(10**6, 10**6))), tmp_path / "huge.onnx"
+    )
     start = time.perf_counter()
     refused(capsys, "FLOPs, over --max-flops 1e+12", "verify", trips, seconds=30)
     refused(capsys, "node runs, over --max-node-runs 1e+07", "verify", idle, seconds=30)
     refused(capsys, "the run would take 1e+10 bytes of memory (weights, feeds, activations)", "verify", big, seconds=30)
-    refused(capsys, "the run would take 4e+12 FLOPs, over --max-flops", "verify", huge, seconds=30)  # 2·2·10¹²: before its 4 TB
-    table = onnx.TensorProto(name="table", data_type=TensorProto.INT64, dims=[50_000, 50_000], data_location=TensorProto.EXTERNAL)
+    refused(
+        capsys, "the run would take 4e+12 FLOPs, over --max-flops", "verify", huge, seconds=30
+    )  # 2·2·10¹²: before its 4 TB
+    table = onnx.TensorProto(
+        name="table", data_type=TensorProto.INT64, dims=[50_000, 50_000], data_location=TensorProto.EXTERNAL
+    )
     table.external_data.add(key="location", value="absent.bin")
     lookup = hostile.model([helper.make_node("Gather", ["table", "i"], ["y"])], [("i", TensorProto.INT64, [2])],
                            [("y", TensorProto.INT64, [2, 50_000])], [table])  # fmt: skip
     indices = hostile.save(lookup, tmp_path / "lookup.onnx")  # integers go inline: onnxruntime takes one protobuf
-    refused(capsys, "integer, quantized and packed weights inline (20.00 GB), exceeds protobuf's 2 GB", "verify", indices, seconds=30)
-    refused(capsys, "bytes of memory (weights, feeds, activations), over --max-memory 4.29e+09", "verify", symbolic,
-            "--dim", "batch=1000000000", seconds=30)
+    refused(
+        capsys,
+        "integer, quantized and packed weights inline (20.00 GB), exceeds protobuf's 2 GB",
+        "verify",
+        indices,
+        seconds=30,
+    )
+    refused(
+        capsys,
+        "bytes of memory (weights, feeds, activations), over --max-memory 4.29e+09",
+        "verify",
+        symbolic,
+        "--dim",
+        "batch=1000000000",
+        seconds=30,
+    )
     refused(capsys, "over --max-memory 1e+03", "verify", symbolic, "--dim", "batch=1000", "--max-memory", "1kB")
     refused(capsys, "malformed amount", "verify", trips, "--max-flops", "lots")
     assert time.perf_counter() - start < 30
@@ -386,7 +453,14 @@ def test_verify_budget_refuses_before_running(tmp_path, capsys, symbolic):
 
 def test_calibrate_checks_its_arguments_first(tmp_path, capsys):
     start = time.perf_counter()
-    refused(capsys, "expected a positive integer from 256 up to 16384, got '10000000'", "hw", "calibrate", "--size", "10000000")
+    refused(
+        capsys,
+        "expected a positive integer from 256 up to 16384, got '10000000'",
+        "hw",
+        "calibrate",
+        "--size",
+        "10000000",
+    )
     refused(capsys, "positive integer", "hw", "calibrate", "--size", "²")
     refused(capsys, "output folder does not exist", "hw", "calibrate", "-o", tmp_path / "absent" / "spec.toml")
     refused(capsys, "it is a directory", "calibrate", "-o", tmp_path)
@@ -400,20 +474,46 @@ INVALID = {
     "cycle": (hostile.cycle, "the graph has a cycle: 'first' (Add) → 'second' (Relu) → 'first' (Add)"),
     "self-loop": (hostile.self_loop, "node 'selfish' (Add) reads its own output 'y'"),
     "two-writers": (hostile.two_writers, "value 'y' is written by two nodes: 'one' (Relu) and 'two' (Neg)"),
-    "writes-an-input": (lambda: hostile.model([helper.make_node("Relu", ["x"], ["x"], name="over")],
-                                              [("x", TensorProto.FLOAT, [2])], [("x", TensorProto.FLOAT, [2])]),
-                        "writes 'x', a graph input or initializer"),
-    "undefined": (lambda: _without_last_input(hostile.one_node("Add", ["x", "ghost"], {})), "value 'ghost' is used but never produced"),
-    "perm-float": (lambda: hostile.one_node("Transpose", ["x"], {"perm": [1.0, 0.0]}),
-                   "node 'transpose' (Transpose): Mismatched attribute type in 'perm'"),
-    "alpha-int": (lambda: hostile.one_node("Gemm", ["x", "w"], {"alpha": 1}, shape=(4, 4)),
-                  "node 'gemm' (Gemm): Mismatched attribute type in 'alpha'"),
-    "unknown-attribute": (lambda: hostile.one_node("Relu", ["x"], {"frobnicate": 1}), "Unrecognized attribute: frobnicate"),
-    "too-many-inputs": (lambda: hostile.one_node("Relu", ["x", "x2"], {}), "has input size 2 not in range [min=1, max=1]"),
-    "softmax-axis": (lambda: hostile.one_node("Softmax", ["x"], {"axis": 99}), "axis 99 is out of range for its rank-2 input 'x'"),
-    "perm-not-permutation": (lambda: hostile.one_node("Transpose", ["x"], {"perm": [0, 0]}),
-                             "perm [0, 0] is not a permutation of its rank-2 input's axes"),
-    "dim-negative": (lambda: hostile.with_weight_dim(-5), "tensor 'w' has a dim of -5"),  # an input's or output's is dynamic (test_negative_dims.py)
+    "writes-an-input": (
+        lambda: hostile.model(
+            [helper.make_node("Relu", ["x"], ["x"], name="over")],
+            [("x", TensorProto.FLOAT, [2])],
+            [("x", TensorProto.FLOAT, [2])],
+        ),
+        "writes 'x', a graph input or initializer",
+    ),
+    "undefined": (
+        lambda: _without_last_input(hostile.one_node("Add", ["x", "ghost"], {})),
+        "value 'ghost' is used but never produced",
+    ),
+    "perm-float": (
+        lambda: hostile.one_node("Transpose", ["x"], {"perm": [1.0, 0.0]}),
+        "node 'transpose' (Transpose): Mismatched attribute type in 'perm'",
+    ),
+    "alpha-int": (
+        lambda: hostile.one_node("Gemm", ["x", "w"], {"alpha": 1}, shape=(4, 4)),
+        "node 'gemm' (Gemm): Mismatched attribute type in 'alpha'",
+    ),
+    "unknown-attribute": (
+        lambda: hostile.one_node("Relu", ["x"], {"frobnicate": 1}),
+        "Unrecognized attribute: frobnicate",
+    ),
+    "too-many-inputs": (
+        lambda: hostile.one_node("Relu", ["x", "x2"], {}),
+        "has input size 2 not in range [min=1, max=1]",
+    ),
+    "softmax-axis": (
+        lambda: hostile.one_node("Softmax", ["x"], {"axis": 99}),
+        "axis 99 is out of range for its rank-2 input 'x'",
+    ),
+    "perm-not-permutation": (
+        lambda: hostile.one_node("Transpose", ["x"], {"perm": [0, 0]}),
+        "perm [0, 0] is not a permutation of its rank-2 input's axes",
+    ),
+    "dim-negative": (
+        lambda: hostile.with_weight_dim(-5),
+        "tensor 'w' has a dim of -5",
+    ),  # an input's or output's is dynamic (test_negative_dims.py)
     "dim-int64-min": (lambda: hostile.with_weight_dim(-(2**63)), "has a dim of -9223372036854775808"),
     "dim-2^62": (lambda: hostile.with_dim(2**62), "has a dim of 4611686018427387904: dims must be between 0 and 2^57"),
     "tensor-too-large": (lambda: hostile.with_dim(2**56), "larger than 2^57 bytes"),
@@ -446,8 +546,13 @@ def _dequantize(scale_shape: list[int], axis: int) -> onnx.ModelProto:
     """DequantizeLinear of an int8 [4] with the given scale shape and axis."""
     scale = numpy_helper.from_array(np.full(scale_shape, 0.5, np.float32), "scale")
     node = helper.make_node("DequantizeLinear", ["q", "scale"], ["y"], axis=axis, name="dq")
-    graph = helper.make_graph([node], "dq", [helper.make_tensor_value_info("q", TensorProto.INT8, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[scale])
+    graph = helper.make_graph(
+        [node],
+        "dq",
+        [helper.make_tensor_value_info("q", TensorProto.INT8, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[scale],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
 
 
@@ -458,7 +563,9 @@ def test_a_per_tensor_dequantize_ignores_its_axis_as_onnxruntime_does():
 
     for scale_shape in ([], [1]):
         model = _dequantize(scale_shape, axis=1)
-        (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"q": np.arange(4, dtype=np.int8)})
+        (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"q": np.arange(4, dtype=np.int8)}
+        )
         assert analyze(model).nodes[0].outputs[0].shape == y.shape == (4,)
     with pytest.raises(ModelLoadError, match="axis 1 is out of range for its rank-1 input 'q'"):
         analyze(_dequantize([4], axis=1))  # per-axis: the axis names the scale's dimension, and must exist
@@ -468,8 +575,10 @@ def test_an_op_onnx_does_not_define_is_reported_and_fails_check(tmp_path, capsys
     """Not refused as invalid (onnxruntime registers ops of its own in the default domain; a custom
     domain is the user's): the node is uncosted — here the only node, so `analyze` has no answer
     and says why (exit 2) — and `check` fails on it by default."""
-    for name, proto in (("unknown", hostile.one_node("Frobnicate", ["x"], {})),
-                        ("undeclared", _in_domain(hostile.one_node("Mystery", ["x"], {}), "acme"))):
+    for name, proto in (
+        ("unknown", hostile.one_node("Frobnicate", ["x"], {})),
+        ("undeclared", _in_domain(hostile.one_node("Mystery", ["x"], {}), "acme")),
+    ):
         path = hostile.save(proto, tmp_path / f"{name}.onnx")
         code, out, err = run(capsys, path, "--format", "json")
         assert code == 2 and "Traceback" not in err and "none of the 1 nodes could be costed" in err and out == ""
@@ -484,8 +593,11 @@ def test_fuse_on_a_cyclic_graph(tmp_path, capsys):
 
 def test_a_graph_out_of_topological_order_is_still_analyzed(tmp_path, capsys):
     """The spec asks for topological order; the analysis does not need it (only a real cycle is refused)."""
-    proto = hostile.model([helper.make_node("Neg", ["a"], ["y"], name="second"), helper.make_node("Relu", ["x"], ["a"], name="first")],
-                          [("x", TensorProto.FLOAT, [2])], [("y", TensorProto.FLOAT, [2])])
+    proto = hostile.model(
+        [helper.make_node("Neg", ["a"], ["y"], name="second"), helper.make_node("Relu", ["x"], ["a"], name="first")],
+        [("x", TensorProto.FLOAT, [2])],
+        [("y", TensorProto.FLOAT, [2])],
+    )
     code, out, err = run(capsys, hostile.save(proto, tmp_path / "unsorted.onnx"), "--format", "json")
     assert code == 0, err
     assert [n["status"] for n in json.loads(out)["nodes"]] == ["ok", "ok"]
@@ -496,7 +608,9 @@ def test_markdown_escapes_names_from_the_model(tmp_path, capsys):
     code, out, _ = run(capsys, path, "--format", "markdown")
     assert code == 0
     assert "<script" not in out and "&lt;script&gt;alert(1)&lt;/script&gt;" in out
-    assert all(line.startswith(("|", "#", "<details>", "</details>", "**", "- ")) or not line for line in out.splitlines())  # no line broken by a name
+    assert all(
+        line.startswith(("|", "#", "<details>", "</details>", "**", "- ")) or not line for line in out.splitlines()
+    )  # no line broken by a name
 
 
 # --- processes of their own: signals, memory ----------------------------------------------------------------
@@ -508,7 +622,9 @@ def _cli_process(*args, memory: int | None = None, timeout: float = 60, interrup
             resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
 
     command = [sys.executable, "-m", "onnx_roofline", *map(os.fspath, args)]
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit) as process:
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit
+    ) as process:
         if interrupt_after is not None:
             time.sleep(interrupt_after)
             process.send_signal(signal.SIGINT)
@@ -558,9 +674,14 @@ def test_sigint_during_start_up_is_a_quiet_130(good):
 def test_oversized_inputs_stay_under_a_memory_cap(tmp_path):
     """With 1.5 GiB of address space a 3 GB read or a 10 GB synthesis would fail: each is refused first."""
     appended = hostile.sparse_file(tmp_path / "appended.onnx", 3 * GiB, hostile.relu().SerializeToString())
-    big = hostile.save(hostile.matmul_with(hostile.external("absent.bin", dims=(50_000, 50_000))), tmp_path / "big.onnx")
-    for args, fragment in (([appended], "over the 2,147,483,647-byte limit"), (["verify", big], "over --max-memory"),
-                           ([tmp_path / "absent.onnx", "--hw", "/dev/zero"], "character device")):
+    big = hostile.save(
+        hostile.matmul_with(hostile.external("absent.bin", dims=(50_000, 50_000))), tmp_path / "big.onnx"
+    )
+    for args, fragment in (
+        ([appended], "over the 2,147,483,647-byte limit"),
+        (["verify", big], "over --max-memory"),
+        ([tmp_path / "absent.onnx", "--hw", "/dev/zero"], "character device"),
+    ):
         code, _, err = _cli_process(*args, memory=int(1.5 * GiB), timeout=60)
         assert code == 2 and fragment in err and err.count("\n") == 1, err
 

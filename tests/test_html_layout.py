@@ -29,8 +29,16 @@ from tests.browser import Browser, chromium_or_skip
 from tests.conftest import FIXTURES, REPO
 
 WIDTHS = (1000, 1400)
-LLM = REPO / "tests" / "corpus" / "models" / "genai_llama_fp32.onnx"  # the genai builder's own names (tests/corpus/genai.py)
-LLM_DIMS = {"batch_size": 1, "sequence_length": 1, "past_sequence_length": 1023, "total_sequence_length": 1024, "kv_cache_dim": 32}
+LLM = (
+    REPO / "tests" / "corpus" / "models" / "genai_llama_fp32.onnx"
+)  # the genai builder's own names (tests/corpus/genai.py)
+LLM_DIMS = {
+    "batch_size": 1,
+    "sequence_length": 1,
+    "past_sequence_length": 1023,
+    "total_sequence_length": 1024,
+    "kv_cache_dim": 32,
+}
 DECODE_DIMS = {"batch": 1, "past_sequence": 1023}
 MODELS = {  # the fp16 decoder the lesson studies, an fp32 CNN (two ceilings at one peak), the LLM export
     "gpt2_decode_fp16": (FIXTURES / "gpt2_decode_fp16.onnx", DECODE_DIMS),
@@ -73,7 +81,24 @@ def pages(tmp_path_factory):
     for name, (model, dims) in MODELS.items():
         written[name] = folder / f"{name}.html"
         bindings = [arg for k, v in dims.items() for arg in ("--dim", f"{k}={v}")]
-        assert main([str(model), *bindings, "--format", "html", "--by", "op-type", "--by", "module", "-o", str(written[name]), "-q"]) == 0
+        assert (
+            main(
+                [
+                    str(model),
+                    *bindings,
+                    "--format",
+                    "html",
+                    "--by",
+                    "op-type",
+                    "--by",
+                    "module",
+                    "-o",
+                    str(written[name]),
+                    "-q",
+                ]
+            )
+            == 0
+        )
     return written
 
 
@@ -108,7 +133,9 @@ def test_long_names_wrap_after_their_separators_and_read_the_same(page, pages):
     name = "/model/layers.0/attn/qkv_proj/MatMul"
     cell = f"[...document.querySelectorAll('#nodes td.name')].find(td => td.textContent === '{name}')"
     assert page.evaluate(f"{cell}.querySelectorAll('wbr').length") == 5 + 1 + 1  # five /, one ., one _
-    page.evaluate("(f => { f.value = 'qkv_proj/MatMul'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))")
+    page.evaluate(
+        "(f => { f.value = 'qkv_proj/MatMul'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))"
+    )
     assert page.evaluate("document.getElementById('shown').textContent") == "2"  # one per layer
 
 
@@ -126,7 +153,9 @@ def boxes(figure) -> list:
     found += [("legend", legend.get_window_extent(renderer)) for legend in figure.legends]
     for axes in figure.axes:
         texts = [*axes.texts, axes.title, axes.xaxis.label, axes.yaxis.label]
-        found += [(t.get_text(), Text.get_window_extent(t, renderer)) for t in texts if t.get_text()]  # words, not leader lines
+        found += [
+            (t.get_text(), Text.get_window_extent(t, renderer)) for t in texts if t.get_text()
+        ]  # words, not leader lines
         found += [("legend", axes.get_legend().get_window_extent(renderer))] if axes.get_legend() else []
     return found
 
@@ -169,7 +198,9 @@ def test_critical_draws_coinciding_curves_once_and_names_them_all():
     assert_laid_out(figure)
     axes = figure.axes[0]
     curves = [line.get_ydata() for line in axes.lines if len(line.get_ydata()) > 2]
-    assert not any(np.allclose(a, b, rtol=0.01) for a, b in itertools.combinations(curves, 2))  # none hidden behind another
+    assert not any(
+        np.allclose(a, b, rtol=0.01) for a, b in itertools.combinations(curves, 2)
+    )  # none hidden behind another
     legend = [t.get_text() for t in axes.get_legend().get_texts()]
     assert all(any(kind.signature in entry for entry in legend) for kind in result.kinds)
     shared = next(entry for entry in legend if "\n= " in entry)  # GPT-2's c_fc and c_proj Gemms: one curve
@@ -180,7 +211,11 @@ def test_the_what_if_pngs_hold_their_layout():
     """Long dim names in every title; the compare notes end inside the axes."""
     decode = Session(FIXTURES / "gpt2_decode_fp16.onnx", dims={"batch": 1})
     figures = [
-        sweep_figure(sweep(Session(LLM, dims={k: v for k, v in LLM_DIMS.items() if k != "batch_size"}), {"batch_size": (1, 2, 4)})),
+        sweep_figure(
+            sweep(
+                Session(LLM, dims={k: v for k, v in LLM_DIMS.items() if k != "batch_size"}), {"batch_size": (1, 2, 4)}
+            )
+        ),
         compare_figure(compare(Session(LLM, dims=LLM_DIMS), parse_hardware_list("h100,h200,a100,l4"))),
         context_figure(context_study(decode, [64, 256, 1024])),
         fusion_figure(fusion_study(Session(FIXTURES / "gpt2_prefill_fp16.onnx", dims={"batch": 1, "sequence": 128}))),

@@ -36,7 +36,10 @@ def _signal_model() -> onnx.ModelProto:
     """input [batch, <no name>] float → reflect Pad 32 each side → Relu: a 1-D front end with
     nothing downstream that says audio, so the samples dim has no role and defaults to 1."""
     pads = numpy_helper.from_array(np.array([0, 32, 0, 32], np.int64), "pads")
-    nodes = [helper.make_node("Pad", ["input", "pads"], ["p"], mode="reflect", name="pad"), helper.make_node("Relu", ["p"], ["y"], name="relu")]
+    nodes = [
+        helper.make_node("Pad", ["input", "pads"], ["p"], mode="reflect", name="pad"),
+        helper.make_node("Relu", ["p"], ["y"], name="relu"),
+    ]
     graph = helper.make_graph(nodes, "front", [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", None])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[pads])  # fmt: skip
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -70,7 +73,9 @@ def test_the_same_size_given_is_refused(tmp_path, capsys):
     assert "reflect pad must be smaller than its axis" in capsys.readouterr().err
     with pytest.raises(DimensionError, match="reflect"):
         onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 1, "input_dim1": 20}))
-    assert onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 1, "input_dim1": 33})).totals.uncosted_nodes == 0  # 32 < 33: it runs
+    assert (
+        onnx_roofline.analyze(path, sizing=Sizing(dims={"batch": 1, "input_dim1": 33})).totals.uncosted_nodes == 0
+    )  # 32 < 33: it runs
 
 
 def test_a_pad_given_by_attribute_before_opset_11_is_checked_too():
@@ -94,7 +99,9 @@ def test_a_pool_window_wider_than_its_input_is_refused_as_onnxruntime_refuses_it
     assert not _ort_runs(_pool_model(1), {"x": np.zeros((1, 1, 1, 1), np.float32)})
     with pytest.raises(DimensionError, match=r"'pool' \(MaxPool\) .* smaller than its 3×3 window"):
         onnx_roofline.analyze(_pool_model(1))
-    assert _ort_runs(_pool_model(2), {"x": np.zeros((1, 1, 2, 2), np.float32)})  # (2 − 3) / 1 + 1 = 0: an empty output, which runs
+    assert _ort_runs(
+        _pool_model(2), {"x": np.zeros((1, 1, 2, 2), np.float32)}
+    )  # (2 − 3) / 1 + 1 = 0: an empty output, which runs
     assert onnx_roofline.analyze(_pool_model(3)).nodes[0].outputs[0].shape == (1, 1, 1, 1)
 
 
@@ -102,7 +109,10 @@ def test_a_reshape_that_cannot_divide_is_flagged_at_the_defaults():
     """x [batch, <no name>] → Reshape [-1, 4]: at 1 element per row there is nothing to divide by 4
     (ONNX's inference: "incompatible shapes"); at 16 it runs."""
     target = numpy_helper.from_array(np.array([-1, 4], np.int64), "target")
-    nodes = [helper.make_node("Reshape", ["x", "target"], ["r"], name="rows"), helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    nodes = [
+        helper.make_node("Reshape", ["x", "target"], ["r"], name="rows"),
+        helper.make_node("Relu", ["r"], ["y"], name="relu"),
+    ]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", None])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[target])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -20,8 +20,16 @@ from tests.corpus import MODELS as CORPUS
 from tests.test_audit import audited, inside
 
 ALL_FIXTURES = sorted(p.name for p in FIXTURES.glob("*.onnx"))
-BYTES_PER = {onnx.TensorProto.FLOAT: 4, onnx.TensorProto.FLOAT16: 2, onnx.TensorProto.INT64: 8, onnx.TensorProto.INT32: 4,
-             onnx.TensorProto.BOOL: 1, onnx.TensorProto.INT8: 1, onnx.TensorProto.UINT8: 1, onnx.TensorProto.DOUBLE: 8}
+BYTES_PER = {
+    onnx.TensorProto.FLOAT: 4,
+    onnx.TensorProto.FLOAT16: 2,
+    onnx.TensorProto.INT64: 8,
+    onnx.TensorProto.INT32: 4,
+    onnx.TensorProto.BOOL: 1,
+    onnx.TensorProto.INT8: 1,
+    onnx.TensorProto.UINT8: 1,
+    onnx.TensorProto.DOUBLE: 8,
+}
 
 
 def dims_of(value: onnx.ValueInfoProto) -> list:
@@ -45,7 +53,9 @@ def test_json_matches_the_protobuf(fixture, capsys):
     assert info["node_count"] == len(proto.graph.node)
     # Every weight: the initializers and Constant-node tensors (the fixtures have no bodies), but the
     # small integer shape constants (an integer tensor of rank <= 1 and <= 16 elements: docs/cost-model.md).
-    stored = list(proto.graph.initializer) + [n.attribute[0].t for n in proto.graph.node if n.op_type == "Constant" and n.attribute[0].name == "value"]
+    stored = list(proto.graph.initializer) + [
+        n.attribute[0].t for n in proto.graph.node if n.op_type == "Constant" and n.attribute[0].name == "value"
+    ]
     integer = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT8, onnx.TensorProto.UINT8}
     weights = [t for t in stored if not (t.data_type in integer and len(t.dims) <= 1 and math.prod(t.dims) <= 16)]
     assert info["parameters"] == sum(math.prod(t.dims) for t in weights)
@@ -94,7 +104,9 @@ def test_external_data_present_absent_refused_and_never_opened(tmp_path):
     absent = hostile.save(hostile.matmul_with(hostile.external("gone.bin")), folder / "absent.onnx")
     (tmp_path / "outside.bin").write_bytes(b"\0" * 128)
     escaping = hostile.save(hostile.matmul_with(hostile.external("../outside.bin")), folder / "escaping.onnx")
-    absolute = hostile.save(hostile.matmul_with(hostile.external(str(tmp_path / "outside.bin"))), folder / "absolute.onnx")
+    absolute = hostile.save(
+        hostile.matmul_with(hostile.external(str(tmp_path / "outside.bin"))), folder / "absolute.onnx"
+    )
 
     (data,) = inspect_model(present).external_data
     assert (data.status, data.size, data.declared_bytes, data.tensors) == ("present", 128, 4 * 8 * 4, 1)

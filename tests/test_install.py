@@ -43,7 +43,9 @@ def test_packaged_data_is_there():
 def test_the_torchscript_decode_fixture_is_complete_on_this_install():
     """The first round's silent failure: without sympy, onnxruntime's symbolic inference failed
     quietly and 791 of 2,614 nodes stayed unknown (1.9 µs instead of 265 µs)."""
-    report = onnx_roofline.analyze(FIXTURES / "gpt2_decode_fp32_torchscript.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}))
+    report = onnx_roofline.analyze(
+        FIXTURES / "gpt2_decode_fp32_torchscript.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})
+    )
     assert report.uncosted.count == 0, report.uncosted.message
     assert report.model.node_count == 2614
     assert report.totals.time_s > 200e-6  # 124 M parameters of fp32 weights at 3.35 TB/s alone take 149 µs

@@ -35,8 +35,13 @@ def _model(nodes, inputs, outputs, initializers=(), value_info=(), opset=17, ir=
 def _matmul(weight: onnx.TensorProto | None = None, **kwargs) -> onnx.ModelProto:
     """x[2,4] · w[4,3]: the smallest model with a weight."""
     weight = weight if weight is not None else nh.from_array(np.ones((4, 3), np.float32), "w")
-    return _model([h.make_node("MatMul", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
-                  [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])], [weight], **kwargs)
+    return _model(
+        [h.make_node("MatMul", ["x", "w"], ["y"])],
+        [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+        [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])],
+        [weight],
+        **kwargs,
+    )
 
 
 def _flags(model: onnx.ModelProto, path=None) -> tuple:
@@ -70,7 +75,10 @@ def test_raw_data_one_byte_too_long_is_flagged():
     weight = nh.from_array(np.ones((4, 3), np.float32), "w")
     weight.raw_data = weight.raw_data + b"\0"  # 49 of 4·3·4 = 48 bytes
     (flag,) = _flags(_matmul(weight))
-    assert flag.source == TENSOR_DATA and flag.message == "initializer 'w' stores 49 bytes where its dims [4, 3] and type float32 need 48 bytes"
+    assert (
+        flag.source == TENSOR_DATA
+        and flag.message == "initializer 'w' stores 49 bytes where its dims [4, 3] and type float32 need 48 bytes"
+    )
 
 
 def test_initializer_of_undefined_type_is_flagged():
@@ -91,24 +99,34 @@ def test_value_info_contradicting_the_inferred_type_is_flagged():
 
 def test_an_op_fed_a_type_its_schema_does_not_allow_is_flagged():
     """uint8 into LayerNormalization: onnxruntime refuses the graph (T is a float type)."""
-    model = _model([h.make_node("LayerNormalization", ["x", "s", "b"], ["y"])],
-                   [h.make_tensor_value_info("x", TP.UINT8, [2, 4])], [h.make_tensor_value_info("y", TP.UINT8, [2, 4])],
-                   [nh.from_array(np.ones(4, np.uint8), "s"), nh.from_array(np.zeros(4, np.uint8), "b")])
+    model = _model(
+        [h.make_node("LayerNormalization", ["x", "s", "b"], ["y"])],
+        [h.make_tensor_value_info("x", TP.UINT8, [2, 4])],
+        [h.make_tensor_value_info("y", TP.UINT8, [2, 4])],
+        [nh.from_array(np.ones(4, np.uint8), "s"), nh.from_array(np.zeros(4, np.uint8), "b")],
+    )
     (flag,) = _flags(model)
     assert "LayerNormalization" in flag.message and "tensor(uint8)" in flag.message
 
 
 def test_a_gemm_with_mixed_input_types_is_flagged():
-    model = _model([h.make_node("Gemm", ["x", "w"], ["y"])], [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
-                   [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])], [nh.from_array(np.ones((4, 3), np.float16), "w")])
+    model = _model(
+        [h.make_node("Gemm", ["x", "w"], ["y"])],
+        [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+        [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])],
+        [nh.from_array(np.ones((4, 3), np.float16), "w")],
+    )
     (flag,) = _flags(model)
     assert "Gemm" in flag.message and "float16" in flag.message
 
 
 def test_a_cast_contradicting_its_value_info_is_flagged():
-    model = _model([h.make_node("Cast", ["x"], ["c"], to=TP.FLOAT16), h.make_node("Relu", ["c"], ["y"])],
-                   [h.make_tensor_value_info("x", TP.FLOAT, [2])], [h.make_tensor_value_info("y", TP.FLOAT16, [2])],
-                   value_info=[h.make_tensor_value_info("c", TP.FLOAT, [2])])  # Cast to float16 writes float16
+    model = _model(
+        [h.make_node("Cast", ["x"], ["c"], to=TP.FLOAT16), h.make_node("Relu", ["c"], ["y"])],
+        [h.make_tensor_value_info("x", TP.FLOAT, [2])],
+        [h.make_tensor_value_info("y", TP.FLOAT16, [2])],
+        value_info=[h.make_tensor_value_info("c", TP.FLOAT, [2])],
+    )  # Cast to float16 writes float16
     (flag,) = _flags(model)
     assert "Inferred elem type differs" in flag.message
 
@@ -152,13 +170,18 @@ def test_a_sparse_initializer_index_out_of_range_is_flagged():
 def test_an_op_onnx_does_not_know_in_the_default_domain_is_flagged_unless_onnxruntime_registers_it():
     """RotaryEmbedding at opset 17 (ONNX has it from 23): refused; onnxruntime-genai's
     SimplifiedLayerNormalization in the default domain: onnxruntime registers it there."""
+
     def model(op):
-        return _model([h.make_node(op, ["x", "s"], ["y"])], [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
-                      [h.make_tensor_value_info("y", TP.FLOAT, [2, 4])], [nh.from_array(np.ones(4, np.float32), "s")])
+        return _model(
+            [h.make_node(op, ["x", "s"], ["y"])],
+            [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
+            [h.make_tensor_value_info("y", TP.FLOAT, [2, 4])],
+            [nh.from_array(np.ones(4, np.float32), "s")],
+        )
+
     (flag,) = _flags(model("RotaryEmbedding"))
     assert "No Op registered for RotaryEmbedding with domain_version of 17" in flag.message
     assert _flags(model("SimplifiedLayerNormalization")) == ()
-
 
 
 def test_a_model_checked_as_loaded_is_left_as_loaded():
@@ -166,13 +189,17 @@ def test_a_model_checked_as_loaded_is_left_as_loaded():
     runs and ONNX's checker refuses (SimplifiedLayerNormalization) moved out of its way for the
     check, in the main graph and in an If's branches, and moved back; a
     duplicate metadata key, which onnxruntime loads, not a finding either."""
+
     def norm(name):
         return h.make_node("SimplifiedLayerNormalization", ["x", "s"], [name])
+
     branch = h.make_graph([norm("b")], "then", [], [h.make_tensor_value_info("b", TP.FLOAT, [2, 4])])
-    model = _model([norm("n"), h.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
-                   [h.make_tensor_value_info("x", TP.FLOAT, [2, 4]), h.make_tensor_value_info("c", TP.BOOL, [])],
-                   [h.make_tensor_value_info("y", TP.FLOAT, [2, 4]), h.make_tensor_value_info("n", TP.FLOAT, [2, 4])],
-                   [nh.from_array(np.ones(4, np.float32), "s")])
+    model = _model(
+        [norm("n"), h.make_node("If", ["c"], ["y"], then_branch=branch, else_branch=branch)],
+        [h.make_tensor_value_info("x", TP.FLOAT, [2, 4]), h.make_tensor_value_info("c", TP.BOOL, [])],
+        [h.make_tensor_value_info("y", TP.FLOAT, [2, 4]), h.make_tensor_value_info("n", TP.FLOAT, [2, 4])],
+        [nh.from_array(np.ones(4, np.float32), "s")],
+    )
     model.metadata_props.add(key="k", value="1")
     model.metadata_props.add(key="k", value="2")
     proto, nodes = load_with_nodes(model)
@@ -182,6 +209,7 @@ def test_a_model_checked_as_loaded_is_left_as_loaded():
     proto.graph.node[1].attribute[0].g.node[0].op_type = "Not"  # Not of a float in the branch: onnxruntime refuses
     (flag,) = conformance(proto, nodes, None)
     assert flag.source == CHECKER and "Not" in flag.message
+
 
 # --- external data: said without opening the file -----------------------------------------------
 
@@ -193,7 +221,6 @@ def _external(location: str, length: int | None = 48) -> onnx.ModelProto:
     if length is not None:
         weight.external_data.add(key="length", value=str(length))
     return _matmul(weight)
-
 
 
 def test_external_initializers_stand_aside_for_the_check_and_come_back(tmp_path):
@@ -213,6 +240,7 @@ def test_external_initializers_stand_aside_for_the_check_and_come_back(tmp_path)
     (flag,) = conformance(proto, nodes, _save(model, tmp_path))
     assert flag.source == CHECKER and "tensor(int64)" in flag.message
     assert proto.SerializeToString() == before
+
 
 @pytest.mark.parametrize("location, said", [
     ("../x.bin", "leaves the model's folder"),

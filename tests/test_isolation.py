@@ -41,7 +41,9 @@ def decision_path_tree() -> onnx.ModelProto:
         nodes_truenodeids=[0], nodes_falsenodeids=[0], nodes_hitrates=[1.0], nodes_missing_value_tracks_true=[0],
         target_treeids=[0], target_nodeids=[0], target_ids=[0], target_weights=[0.0],
     )  # fmt: skip
-    label = helper.make_node("LabelEncoder", ["path"], ["text"], domain=ML, keys_floats=[0.0], values_strings=["0"], default_string="?")
+    label = helper.make_node(
+        "LabelEncoder", ["path"], ["text"], domain=ML, keys_floats=[0.0], values_strings=["0"], default_string="?"
+    )
     graph = helper.make_graph([tree, label], "tree_path", [helper.make_tensor_value_info("X", TensorProto.FLOAT, ["N", 4])],
                               [helper.make_tensor_value_info("text", TensorProto.STRING, ["N", 1])])  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 2)])
@@ -98,7 +100,9 @@ def _mismatched_add() -> onnx.ModelProto:
 def test_a_child_killed_by_a_signal_or_gone_without_a_result_is_pass_crashed():
     with pytest.raises(PassCrashed, match=r"^a pass crashed \(killed by SIGSEGV\) in a child process$") as crashed:
         isolated("a pass", _segfault)
-    assert crashed.value.how == "killed by SIGSEGV" and isinstance(crashed.value, RooflineError)  # exit 2 where uncaught
+    assert crashed.value.how == "killed by SIGSEGV" and isinstance(
+        crashed.value, RooflineError
+    )  # exit 2 where uncaught
     with pytest.raises(PassCrashed, match=r"exited with status 3 without a result"):
         isolated("a pass", lambda: os._exit(3))
 
@@ -149,15 +153,23 @@ def test_a_crash_of_one_nodes_inference_is_a_warning_and_its_root_cause(monkeypa
 
     monkeypatch.setattr(engine.onnx.shape_inference, "infer_node_outputs", crash_on_tanh)
     report = analyze(relu_chain(), hw="h100", partial=True)
-    assert report.model.shape_warnings[1] == "ONNX shape inference of node 'Tanh' (Tanh) crashed in a child process (killed by SIGSEGV)"
+    assert (
+        report.model.shape_warnings[1]
+        == "ONNX shape inference of node 'Tanh' (Tanh) crashed in a child process (killed by SIGSEGV)"
+    )
     assert report.nodes[0].status == "ok" and report.nodes[1].status != "ok"
     cause = report.model.shape_root_cause
-    assert cause.op_type == "Tanh" and cause.reason == "ONNX shape inference of Tanh crashed in a child process (killed by SIGSEGV)"
+    assert (
+        cause.op_type == "Tanh"
+        and cause.reason == "ONNX shape inference of Tanh crashed in a child process (killed by SIGSEGV)"
+    )
 
 
 def test_the_decision_path_tree_is_costed_with_a_warning():
     report = analyze(decision_path_tree(), hw="h100", partial=True, sizing=Sizing(dims={"N": 1}))
-    assert report.model.shape_warnings[0].startswith("ONNX shape inference of the whole graph crashed in a child process (killed by SIG")
+    assert report.model.shape_warnings[0].startswith(
+        "ONNX shape inference of the whole graph crashed in a child process (killed by SIG"
+    )
     assert report.nodes[0].op_type == "TreeEnsembleRegressor" and report.nodes[0].status == "ok"
 
 
@@ -175,10 +187,17 @@ def test_every_command_on_the_tree_exits_0_or_2_never_a_signal(tmp_path, command
     model = TREES[source]()
     path = tmp_path / "tree.onnx"
     onnx.save(model, path)
-    done = subprocess.run([sys.executable, "-m", "onnx_roofline", *COMMANDS[command], str(path)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", *COMMANDS[command], str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode >= 0, f"killed by signal {-done.returncode}: {done.stderr}"
     assert "Traceback" not in done.stderr and "Fatal Python error" not in done.stderr
-    allowed = (EXIT_OK, EXIT_FAIL, EXIT_USAGE) if command == "check" else (EXIT_OK, EXIT_USAGE)  # check: 1 is a gate's verdict
+    allowed = (
+        (EXIT_OK, EXIT_FAIL, EXIT_USAGE) if command == "check" else (EXIT_OK, EXIT_USAGE)
+    )  # check: 1 is a gate's verdict
     assert done.returncode in allowed, done.stderr
     if done.returncode == EXIT_USAGE:
         assert [line for line in done.stderr.splitlines() if "error:" in line] == [done.stderr.splitlines()[-1]]
@@ -205,7 +224,10 @@ def test_onnxruntime_crashing_in_verify_is_exit_2_and_one_line(tmp_path, monkeyp
     monkeypatch.setattr(run, "open_session", _segfault)
     assert main(["verify", str(path)]) == EXIT_USAGE
     err = capsys.readouterr().err
-    assert err.splitlines()[-1] == "onnx-roofline: error: onnxruntime crashed running the model (killed by SIGSEGV); nothing of it could be checked"
+    assert (
+        err.splitlines()[-1]
+        == "onnx-roofline: error: onnxruntime crashed running the model (killed by SIGSEGV); nothing of it could be checked"
+    )
     assert "Traceback" not in err
 
 
@@ -215,6 +237,8 @@ def test_verify_runs_onnxruntime_in_a_child_and_checks_as_before(tmp_path, monke
     monkeypatch.delenv(ENV, raising=False)
     pids = []
     opened = run.open_session
-    monkeypatch.setattr(run, "open_session", lambda model, options: opened(model, options) if os.getpid() != PARENT else pids.append(1))
+    monkeypatch.setattr(
+        run, "open_session", lambda model, options: opened(model, options) if os.getpid() != PARENT else pids.append(1)
+    )
     result = verify(relu_chain(), hw="h100")
     assert pids == [] and result.passed

@@ -74,10 +74,21 @@ class _Text(str):
         [[], {}, [[]]],
         {"nested": {"deeper": {"list": [1, [2, [3, {"x": None}]]]}}},
         {"ints": [0, -1, 2**70], "floats": [0.0, -0.0, 1e-300, 1.5e300, 0.1, 5e-324], "bools": [True, False, None]},
-        {"mixed shape": [1, "batch", None], "text": "é ✓ \"quoted\" \\ \n\t\x00", "%s {0} %%": "{}"},
-        {1: "int key", 2.5: "float key", True: "bool key", None: "none key", -0.0: "negative zero key"},
-        {"tuple": (1, 2, (3,)), "enum": _Level.HIGH, "subclass": _Text("sub"), "ordered": collections.OrderedDict(b=1, a=[2])},
-        [{"same": 1, "layout": 2.0}, {"same": "a", "layout": None}, {"same": True, "layout": [1]}, {"layout": 1, "same": 2}],
+        {"mixed shape": [1, "batch", None], "text": 'é ✓ "quoted" \\ \n\t\x00', "%s {0} %%": "{}"},
+        {1: "int key", 2.5: "float key", None: "none key", -0.0: "negative zero key"},
+        {True: "bool key"},  # apart: True is the key 1 in a dict
+        {
+            "tuple": (1, 2, (3,)),
+            "enum": _Level.HIGH,
+            "subclass": _Text("sub"),
+            "ordered": collections.OrderedDict(b=1, a=[2]),
+        },
+        [
+            {"same": 1, "layout": 2.0},
+            {"same": "a", "layout": None},
+            {"same": True, "layout": [1]},
+            {"layout": 1, "same": 2},
+        ],
     ],
 )
 def test_the_encoder_writes_what_json_writes(value):
@@ -126,7 +137,9 @@ def test_nodes_alike_but_for_one_figure_are_written_each_with_its_own():
         "outputs": (TensorInfo("y%d", (1, 2), "float16"),),
         "inputs": (conv.inputs[0], None, *conv.inputs[1:]),  # an absent optional input is null
     }
-    nodes = [conv] + [dataclasses.replace(conv, index=i + 1, **{field: value}) for i, (field, value) in enumerate(variants.items())]
+    nodes = [conv] + [
+        dataclasses.replace(conv, index=i + 1, **{field: value}) for i, (field, value) in enumerate(variants.items())
+    ]
     alike = dataclasses.replace(report, nodes=tuple(nodes))
     assert len({json.dumps(node) for node in alike.node_dicts()}) == len(nodes)  # each differs from the first
     assert render_json(alike) == _expected(alike)

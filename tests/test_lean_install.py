@@ -29,7 +29,13 @@ print(json.dumps(sorted(name for name in json.loads(sys.argv[2]) if name in sys.
 
 
 def loaded_by(statement: str, cwd=None) -> set[str]:
-    result = subprocess.run([sys.executable, "-c", SCRIPT, statement, json.dumps(HEAVY)], capture_output=True, text=True, timeout=300, cwd=cwd)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, statement, json.dumps(HEAVY)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
     assert result.returncode == 0, result.stderr
     return set(json.loads(result.stdout.strip().splitlines()[-1]))
 
@@ -42,16 +48,22 @@ def test_importing_the_package_loads_nothing_heavy():
 
 
 def test_the_library_analysis_loads_no_plotting_graph_or_runtime_package():
-    assert loaded_by(f"import onnx_roofline; onnx_roofline.analyze({MODEL!r}, dims={{'batch': 1}}).to_dict()") == {"onnx", "numpy"}
+    assert loaded_by(f"import onnx_roofline; onnx_roofline.analyze({MODEL!r}, dims={{'batch': 1}}).to_dict()") == {
+        "onnx",
+        "numpy",
+    }
 
 
-@pytest.mark.parametrize(("args", "absent"), [
-    (["inspect", MODEL], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
-    ([MODEL, "--format", "json"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
-    ([MODEL, "--format", "csv"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
-    ([MODEL], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),  # the table shows the deployed total
-    (["hw", "list"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
-])
+@pytest.mark.parametrize(
+    ("args", "absent"),
+    [
+        (["inspect", MODEL], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+        ([MODEL, "--format", "json"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+        ([MODEL, "--format", "csv"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+        ([MODEL], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),  # the table shows the deployed total
+        (["hw", "list"], {"matplotlib", "networkx", "onnxruntime", "onnxsim"}),
+    ],
+)
 def test_commands_load_only_what_they_use(args, absent):
     loaded = loaded_by(f"from onnx_roofline.commands.cli import main; assert main({args!r}) == 0")
     assert not loaded & absent, loaded & absent
@@ -59,10 +71,15 @@ def test_commands_load_only_what_they_use(args, absent):
 
 def test_the_version_and_hw_list_load_no_subcommand_module():
     """Only the module of the command that runs is imported: --version none, and neither onnx nor numpy."""
-    assert loaded_by("from onnx_roofline.commands.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass") == set()
+    assert (
+        loaded_by("from onnx_roofline.commands.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass")
+        == set()
+    )
     statement = "import sys; from onnx_roofline.commands.cli import main, COMMAND_MODULES; main(['hw', 'list']); print(sorted(m for m in COMMAND_MODULES if m in sys.modules), file=sys.__stderr__)"
     result = subprocess.run([sys.executable, "-c", statement], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "['onnx_roofline.commands.verify.command']", result.stderr  # hw calibrate
+    assert (
+        result.returncode == 0 and result.stderr.strip().splitlines()[-1] == "['onnx_roofline.commands.verify.command']"
+    ), result.stderr  # hw calibrate
 
 
 def test_the_command_table_names_what_each_module_registers():
@@ -80,7 +97,10 @@ def test_the_command_table_names_what_each_module_registers():
 
 
 def test_a_plot_does_load_matplotlib(tmp_path):
-    loaded = loaded_by(f"from onnx_roofline.commands.cli import main; assert main([{MODEL!r}, '--format', 'json', '--plot', 'p.png']) == 0", cwd=tmp_path)
+    loaded = loaded_by(
+        f"from onnx_roofline.commands.cli import main; assert main([{MODEL!r}, '--format', 'json', '--plot', 'p.png']) == 0",
+        cwd=tmp_path,
+    )
     assert "matplotlib" in loaded
 
 
@@ -89,7 +109,10 @@ def test_exporters_is_not_packaged_and_onnxsim_is_not_a_dependency():
     include = project["tool"]["setuptools"]["packages"]["find"]["include"]
     assert include == ["onnx_roofline*"]
     assert not any(dep.startswith("onnxsim") for dep in project["project"]["dependencies"])
-    assert "onnxsim" not in (REPO / "README.md").read_text().split("## Quick start")[0].split("pip install .`")[1].split(";")[0]
+    assert (
+        "onnxsim"
+        not in (REPO / "README.md").read_text().split("## Quick start")[0].split("pip install .`")[1].split(";")[0]
+    )
 
 
 @core_only

@@ -23,7 +23,10 @@ def test_a_model_over_2_gb_with_its_data_file_absent(tmp_path):
     ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 16])
     out = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [1, 16, width])
     graph = helper.make_graph(
-        [helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")], "big", [ids], [out],
+        [helper.make_node("Gather", ["table", "ids"], ["y"], name="embed")],
+        "big",
+        [ids],
+        [out],
         initializer=[external_weight("table", [rows, width])],
     )
     path = tmp_path / "big.onnx"

@@ -19,9 +19,13 @@ VOCABULARY = [1, 2, 5, 7, 9]
 def dict_vectorizer() -> onnx.ModelProto:
     """map(int64 → float) → DictVectorizer (5 int64 keys) → Relu."""
     entries = helper.make_map_type_proto(TensorProto.INT64, helper.make_tensor_type_proto(TensorProto.FLOAT, []))
-    nodes = [helper.make_node("DictVectorizer", ["m"], ["dense"], domain=ML, int64_vocabulary=VOCABULARY),
-             helper.make_node("Relu", ["dense"], ["y"])]
-    graph = helper.make_graph(nodes, "dv", [helper.make_value_info("m", entries)], [helper.make_empty_tensor_value_info("y")])
+    nodes = [
+        helper.make_node("DictVectorizer", ["m"], ["dense"], domain=ML, int64_vocabulary=VOCABULARY),
+        helper.make_node("Relu", ["dense"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "dv", [helper.make_value_info("m", entries)], [helper.make_empty_tensor_value_info("y")]
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(ML, 1)])
 
 
@@ -41,7 +45,8 @@ def test_a_map_input_without_entries_is_said_and_uncosted():
     report = analyze(dict_vectorizer(), partial=True)
     assert report.uncosted.count == 2
     assert report.model.shape_warnings == (
-        "graph input 'm' is a map, whose entry count is data: give its shape [entries] as an input shape (--input m=16)",)
+        "graph input 'm' is a map, whose entry count is data: give its shape [entries] as an input shape (--input m=16)",
+    )
     assert report.nodes[0].inputs[0].key_dtype == "int64"  # typed as a map, only its entries unknown
 
 
@@ -50,7 +55,10 @@ def test_a_map_input_keeps_its_type_and_refuses_a_tensor_shape(tmp_path, capsys)
     onnx.save(dict_vectorizer(), path)
     assert main([str(path), "--input", "m=3", "-q", "-o", str(tmp_path / "t.txt")]) == 0
     assert main([str(path), "--input", "m=1x3"]) == EXIT_USAGE
-    assert capsys.readouterr().err.strip() == "onnx-roofline: error: --input m: rank 2 given for a map, whose shape is its entries: [entries]"
+    assert (
+        capsys.readouterr().err.strip()
+        == "onnx-roofline: error: --input m: rank 2 given for a map, whose shape is its entries: [entries]"
+    )
     assert onnx.load(str(path)).graph.input[0].type.HasField("map_type")  # the model is never modified
 
 

@@ -46,7 +46,9 @@ def with_shape(m):
 
 def test_weights_and_peak_activation_by_liveness():
     memory = analyze(with_shape(mlp())).memory
-    assert memory.weight_bytes == (256 * 512 + 512 * 256) * 2  # w1, w2 fp16; the int64 [2] shape is a shape constant, no weight
+    assert (
+        memory.weight_bytes == (256 * 512 + 512 * 256) * 2
+    )  # w1, w2 fp16; the int64 [2] shape is a shape constant, no weight
     # mm1: x and h live (1.5 MB); relu: h and a (x freed after mm1): 2 MB; the view allocates nothing;
     # mm2: a and y (h freed after relu): 1.5 MB
     assert memory.peak_activation_bytes == 2 * 1024 * 512 * 2
@@ -102,7 +104,11 @@ def test_gpt2_decode_footprint():
     memory = report.memory
     proto = onnx.load(path, load_external_data=False)
     shape_constant = lambda t: t.data_type == TensorProto.INT64 and len(t.dims) <= 1 and np.prod(t.dims) <= 16  # noqa: E731 (model/weights.py)
-    stored = sum(int(np.prod(t.dims)) * 2 if t.data_type == F16 else int(np.prod(t.dims)) * 8 for t in proto.graph.initializer if not shape_constant(t))
+    stored = sum(
+        int(np.prod(t.dims)) * 2 if t.data_type == F16 else int(np.prod(t.dims)) * 8
+        for t in proto.graph.initializer
+        if not shape_constant(t)
+    )
     assert all(t.data_type in (F16, TensorProto.INT64) for t in proto.graph.initializer)
     assert not any(n.op_type == "Constant" and n.attribute[0].t.data_type == F16 for n in proto.graph.node)
     assert memory.weight_bytes == stored  # every weight is read by some node
@@ -120,7 +126,9 @@ def test_gpt2_decode_footprint():
 
 def test_it_does_not_fit_a_small_accelerator():
     small = load_hardware("l4")
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", hw=small, sizing=Sizing(dims={"batch": 512, "past_sequence": 1023}))
+    report = analyze(
+        FIXTURES / "gpt2_decode_fp16.onnx", hw=small, sizing=Sizing(dims={"batch": 512, "past_sequence": 1023})
+    )
     per_sequence = 12 * 2 * 12 * 1024 * 64 * 2
     assert report.memory.kv_cache_bytes == 512 * per_sequence  # 19.3 GB, and as much again for the past
     assert report.memory.capacity == 24e9 and report.memory.fits is False
@@ -147,14 +155,14 @@ def test_every_builtin_entry_cites_its_memory_capacity():
 
 def test_a_spec_file_may_give_a_capacity_and_it_is_validated(tmp_path):
     good = tmp_path / "npu.toml"
-    good.write_text('memory_bandwidth = 1e12\nmemory_capacity = 16e9\n[peaks.vector]\nfp32 = 1e13\n')
+    good.write_text("memory_bandwidth = 1e12\nmemory_capacity = 16e9\n[peaks.vector]\nfp32 = 1e13\n")
     assert load_hardware(str(good)).memory_capacity == 16e9
     bad = tmp_path / "bad.toml"
     bad.write_text('memory_bandwidth = 1e12\nmemory_capacity = "16 GB"\n[peaks.vector]\nfp32 = 1e13\n')
     with pytest.raises(HardwareSpecError, match="memory_capacity"):
         load_hardware(str(bad))
     none = tmp_path / "none.toml"
-    none.write_text('memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e13\n')
+    none.write_text("memory_bandwidth = 1e12\n[peaks.vector]\nfp32 = 1e13\n")
     assert analyze(with_shape(mlp()), hw=load_hardware(str(none))).memory.fits is None  # not judged
 
 
@@ -166,10 +174,14 @@ def test_critical_and_sweep_say_the_largest_batch_that_fits():
     session = Session(FIXTURES / "gpt2_decode_fp16.onnx", dims={"past_sequence": 1023}, kv_cache="inplace")
     result = critical(session, "batch", "deployed")
     vocab, hidden = 50257, 768
-    per_sequence = 12 * 2 * 12 * 1024 * 64 * 2 + (hidden + vocab) * 2  # its KV cache, and its hidden state and logits at the lm_head
+    per_sequence = (
+        12 * 2 * 12 * 1024 * 64 * 2 + (hidden + vocab) * 2
+    )  # its KV cache, and its hidden state and logits at the lm_head
     weights = 2 * (124_439_808 + vocab * hidden)  # GPT-2 small, and the lm_head's transposed embedding folded at load
     assert result.memory_line.slope == per_sequence
-    assert result.fits_up_to == floor((80e9 * 0.9 - weights) / per_sequence)  # 1893: 90 % of an H100's 80 GB (vLLM's default)
+    assert result.fits_up_to == floor(
+        (80e9 * 0.9 - weights) / per_sequence
+    )  # 1893: 90 % of an H100's 80 GB (vLLM's default)
     assert result.to_dict()["model"]["memory"]["fits_up_to"] == result.fits_up_to
     points = sweep(session, {"batch": [1, result.fits_up_to + 1]}, "deployed").points
     assert points[0].fits and not points[1].fits
@@ -182,5 +194,8 @@ def test_the_largest_batch_that_fits_is_checked_where_the_activation_peak_moves(
 
     path = FIXTURES / "gpt2_decode_fp16.onnx"
     fits = critical(Session(path, dims={"past_sequence": 1023}, kv_cache="copy"), "batch").fits_up_to
-    at = {b: deploy(analyze(path, sizing=Sizing(dims={"batch": b, "past_sequence": 1023})), "copy").memory for b in (fits, fits + 1)}
+    at = {
+        b: deploy(analyze(path, sizing=Sizing(dims={"batch": b, "past_sequence": 1023})), "copy").memory
+        for b in (fits, fits + 1)
+    }
     assert at[fits].total_bytes <= 80e9 * 0.9 < at[fits + 1].total_bytes  # 90 % of the H100's 80 GB, the cache copied

@@ -24,8 +24,10 @@ from onnx_roofline.views.experts import GROUPED_GEMM
 from tests.test_loader import external_weight
 
 MOE = Path(__file__).resolve().parent / "corpus" / "moe"
-QWEN, GPT_OSS, DEEPSEEK = (MOE / f"optimum_{arch}_decoder_with_past_model.onnx" for arch in ("qwen3_moe", "gpt_oss", "deepseek_v3"))
-H, E, K, I, V, L = 64, 4, 2, 32, 256, 2  # hidden, experts, top-k, expert width, vocabulary, layers (the generator's config)
+QWEN, GPT_OSS, DEEPSEEK = (
+    MOE / f"optimum_{arch}_decoder_with_past_model.onnx" for arch in ("qwen3_moe", "gpt_oss", "deepseek_v3")
+)
+H, E, K, I, V, L = 64, 4, 2, 32, 256, 2  # noqa: E741 (the config's letters) hidden, experts, top-k, expert width, vocabulary, layers (the generator's config)
 HEADS, KV_HEADS, D = 4, 2, 16  # attention heads, KV heads, head width
 T, PAST = 8, 24  # the issue's step: 8 new tokens on a 24-token cache, batch 1
 STEP = {"batch_size": 1, "sequence_length": T, "past_sequence_length": PAST}
@@ -41,7 +43,13 @@ def _export_constants(path: Path) -> int:
     the rotary frequencies): weights by the project's convention, in no config."""
     graph = onnx.load(path, load_external_data=False).graph
     floats = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16)
-    return sum(math.prod(a.t.dims) for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value" and a.t.data_type in floats)
+    return sum(
+        math.prod(a.t.dims)
+        for n in graph.node
+        if n.op_type == "Constant"
+        for a in n.attribute
+        if a.name == "value" and a.t.data_type in floats
+    )
 
 
 # --- bindings only: every node costed, the active experts' FLOPs --------------------------------
@@ -72,7 +80,9 @@ def test_the_assumption_and_the_parameters_are_in_every_format(capsys, tmp_path)
     dims = [f"--dim={name}={size}" for name, size in STEP.items()]
     assert main([str(QWEN), *dims]) == 0
     table = capsys.readouterr().out
-    assert "ASSUMED   uniform routing" in table and "4 experts, top-2, 0 shared" in table and "active per token" in table
+    assert (
+        "ASSUMED   uniform routing" in table and "4 experts, top-2, 0 shared" in table and "active per token" in table
+    )
     assert main([str(QWEN), *dims, "--format", "json"]) == 0
     document = json.loads(capsys.readouterr().out)
     experts = document["model"]["experts"]
@@ -139,8 +149,12 @@ def test_the_dense_export_is_an_moe_written_as_written_and_deployed_routed():
     summary = report.model.experts
     assert [(s.form, s.experts, s.top_k) for s in summary.layers] == [("dense", E, K)] * L
     pass_flops = 2 * H * 2 * I + 2 * I * H  # gate_up [H, 2I], down [I, H]
-    expert_matmuls = [n for n in report.nodes if n.graph_node.position in summary.layers[0].layer.nodes and n.matrix_flops]
-    assert sum(n.matrix_flops for n in expert_matmuls) == T * E * pass_flops  # as written: every token through every expert
+    expert_matmuls = [
+        n for n in report.nodes if n.graph_node.position in summary.layers[0].layer.nodes and n.matrix_flops
+    ]
+    assert (
+        sum(n.matrix_flops for n in expert_matmuls) == T * E * pass_flops
+    )  # as written: every token through every expert
     kernel = next(k for k in deploy(report).nodes if k.op_type == GROUPED_GEMM)
     assert kernel.matrix_flops == T * K * pass_flops  # deployed: tokens·k passes
 
@@ -160,13 +174,20 @@ def test_the_expert_load_option_sizes_the_experts():
 def test_nonzero_fraction_still_overrides_the_routing():
     report = analyze(QWEN, sizing=Sizing(dims=STEP, nonzero_fraction=1.0))
     assert report.model.assumed.nonzero_fraction == 1.0
-    assert report.model.experts.layers[0].rows == (K * T,) * E  # every cell of a [k, tokens] mask: per NonZero, as documented
+    assert (
+        report.model.experts.layers[0].rows == (K * T,) * E
+    )  # every cell of a [k, tokens] mask: per NonZero, as documented
     assert not report.model.experts.sized
 
 
 def test_experts_are_recognized_from_the_structure_not_the_names():
     model = onnx.load(DEEPSEEK, load_external_data=False)  # every node nameless, every value a number
-    renamed = {name: f"v{i}" for i, name in enumerate(dict.fromkeys(n for node in model.graph.node for n in [*node.input, *node.output] if n))}
+    renamed = {
+        name: f"v{i}"
+        for i, name in enumerate(
+            dict.fromkeys(n for node in model.graph.node for n in [*node.input, *node.output] if n)
+        )
+    }
     for node in model.graph.node:
         node.name = ""
         node.input[:] = [renamed.get(n, n) for n in node.input]
@@ -174,7 +195,9 @@ def test_experts_are_recognized_from_the_structure_not_the_names():
     for value in [*model.graph.input, *model.graph.output, *model.graph.initializer]:
         value.name = renamed.get(value.name, value.name)
     found = recognize(model.graph, read_nodes(model.graph))
-    assert [(layer.form, layer.experts, layer.top_k, len(layer.routed), len(layer.shared)) for layer in found] == [("routed", E, K, E, 1)] * L
+    assert [(layer.form, layer.experts, layer.top_k, len(layer.routed), len(layer.shared)) for layer in found] == [
+        ("routed", E, K, E, 1)
+    ] * L
 
 
 @pytest.mark.parametrize("path", [QWEN, GPT_OSS])
@@ -220,7 +243,11 @@ def _moe_layer(hidden: int = 2048, width: int = 1024, experts: int = 8, top_k: i
     ]
     constants = [ints("k", top_k), ints("depth", experts), ints("off_on", 0, 1), ints("one", 1), ints("row", 1)]
     for e in range(experts):
-        weights += [weight(f"gate_{e}", hidden, width), weight(f"up_{e}", hidden, width), weight(f"down_{e}", width, hidden)]
+        weights += [
+            weight(f"gate_{e}", hidden, width),
+            weight(f"up_{e}", hidden, width),
+            weight(f"down_{e}", width, hidden),
+        ]
         constants.append(helper.make_tensor(f"e{e}", TensorProto.INT64, [], [e]))
         p = f"x{e}_"
         nodes += [
@@ -238,7 +265,9 @@ def _moe_layer(hidden: int = 2048, width: int = 1024, experts: int = 8, top_k: i
             helper.make_node("Unsqueeze", [p + "idx", "one"], [p + "idx2"]),
             helper.make_node("Shape", [p + "out"], [p + "out_shape"]),
             helper.make_node("Expand", [p + "idx2", p + "out_shape"], [p + "at"]),
-            helper.make_node("ScatterElements", [f"acc_{e}", p + "at", p + "out"], [p + "scattered"], axis=0, reduction="add"),
+            helper.make_node(
+                "ScatterElements", [f"acc_{e}", p + "at", p + "out"], [p + "scattered"], axis=0, reduction="add"
+            ),
             helper.make_node("Add", [f"acc_{e}", p + "scattered"], [f"acc_{e + 1}"]),
         ]
     constants.append(ints("one_zero", 0))
@@ -256,15 +285,28 @@ def test_sweep_and_critical_show_the_distinct_experts_moving_the_bound(tmp_path,
     assert main(["sweep", str(path), "--dim", "tokens=1,64,4096", "--view", "deployed", "--format", "json"]) == 0
     points = json.loads(capsys.readouterr().out)["points"]
     read = [p["moe"]["expert_weight_bytes"] for p in points]
-    assert read == pytest.approx([experts * (1 - (1 - top_k / experts) ** t) * per_expert for t in (1, 64, 4096)], rel=0.01)
+    assert read == pytest.approx(
+        [experts * (1 - (1 - top_k / experts) ** t) * per_expert for t in (1, 64, 4096)], rel=0.01
+    )
     assert read[0] == top_k * per_expert  # one token: its k experts
-    assert [p["moe"]["bound"] for p in points] == ["memory", "memory", "compute"]  # weights saturate at E experts' while FLOPs grow
+    assert [p["moe"]["bound"] for p in points] == [
+        "memory",
+        "memory",
+        "compute",
+    ]  # weights saturate at E experts' while FLOPs grow
     assert main(["critical", str(path), "--over", "tokens", "--view", "deployed", "--format", "json"]) == 0
     (found,) = json.loads(capsys.readouterr().out)["model"]["moe"]
-    assert found["distinct_experts"]["1"] == pytest.approx(top_k) and found["distinct_experts"]["64"] == pytest.approx(experts, rel=0.01)
+    assert found["distinct_experts"]["1"] == pytest.approx(top_k) and found["distinct_experts"]["64"] == pytest.approx(
+        experts, rel=0.01
+    )
     critical = found["critical"]
     assert 64 < critical <= 4096
-    bounds = [next(k for k in deploy(analyze(path, sizing=Sizing(dims={"tokens": t}))).nodes if k.op_type == GROUPED_GEMM).placement.bound for t in (critical - 1, critical)]
+    bounds = [
+        next(
+            k for k in deploy(analyze(path, sizing=Sizing(dims={"tokens": t}))).nodes if k.op_type == GROUPED_GEMM
+        ).placement.bound
+        for t in (critical - 1, critical)
+    ]
     assert bounds == ["memory", "compute"]  # the crossing is where the kernel flips
     assert main(["sweep", str(path), "--dim", "tokens=1,4096", "--view", "deployed"]) == 0
     assert "experts read" in capsys.readouterr().out

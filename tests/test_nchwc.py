@@ -21,16 +21,25 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import analyze
-from onnx_roofline.shapes import rules as shape_rules
-from onnx_roofline.shapes.rules import nchwc
-from onnx_roofline.shapes.engine import collect
 from onnx_roofline.commands.verify.weights import materialize
+from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.shapes.engine import collect
+from onnx_roofline.shapes.rules import nchwc
 from tests.conftest import FIXTURES, analyze_node
 
 ort = pytest.importorskip("onnxruntime")
 
 NCHWC = "com.microsoft.nchwc"
-EVERY_OP = {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReorderInput", "ReorderOutput", "Upsample"}
+EVERY_OP = {
+    "Conv",
+    "MaxPool",
+    "AveragePool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "ReorderInput",
+    "ReorderOutput",
+    "Upsample",
+}
 
 
 # --- building and running the graphs --------------------------------------------------------------
@@ -58,14 +67,25 @@ def _conv_net(padded_channels: int | None = None, nhwc_channels: int = 16) -> on
     x = node("Relu", [node("Conv", ["x", weight("w1", c, 3, 7, 7), weight("b1", c)], strides=[2, 2], pads=[3] * 4)])
     x = node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1] * 4)
     y = node("Relu", [node("Conv", [x, weight("w2", 2 * c, c, 3, 3), weight("b2", 2 * c)], pads=[1] * 4)])
-    d = node("Sigmoid", [node("Conv", [y, weight("w3", 2 * c, 1, 3, 3), weight("b3", 2 * c)], pads=[1] * 4, group=2 * c)])
+    d = node(
+        "Sigmoid", [node("Conv", [y, weight("w3", 2 * c, 1, 3, 3), weight("b3", 2 * c)], pads=[1] * 4, group=2 * c)]
+    )
     y = node("Relu", [node("Add", [node("Conv", [d, weight("w4", 2 * c, 2 * c, 1, 1)]), y])])
     y = node("AveragePool", [y], kernel_shape=[2, 2], strides=[2, 2])
     scales = weight("scales", value=np.array([1, 1, 2, 2], np.float32))
-    y = node("Resize", [y, "", scales], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
-    u = node("Conv", [node("Transpose", ["u"], perm=[0, 3, 1, 2]), weight("wu", 2 * c, nhwc_channels, 3, 3)], pads=[1] * 4)
+    y = node(
+        "Resize", [y, "", scales], mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"
+    )
+    u = node(
+        "Conv", [node("Transpose", ["u"], perm=[0, 3, 1, 2]), weight("wu", 2 * c, nhwc_channels, 3, 3)], pads=[1] * 4
+    )
     v = node("Conv", ["v", weight("wv", 2 * c, 2 * c, 1, 1)])
-    z = node("Conv", [node("Add", [node("Add", [y, u]), v]), weight("w5", 2 * c, 2 * c, 3, 3), weight("b5", 2 * c)], strides=[2, 2], pads=[1] * 4)
+    z = node(
+        "Conv",
+        [node("Add", [node("Add", [y, u]), v]), weight("w5", 2 * c, 2 * c, 3, 3), weight("b5", 2 * c)],
+        strides=[2, 2],
+        pads=[1] * 4,
+    )
     z = node("Clip", [z, weight("lo", value=np.array(0, np.float32)), weight("hi", value=np.array(6, np.float32))])
     if padded_channels:
         z = node("Conv", [z, weight("w6", padded_channels, 2 * c, 3, 3), weight("b6", padded_channels)], pads=[1] * 4)
@@ -117,7 +137,7 @@ def observed_shapes(model: onnx.ModelProto, feeds) -> dict[str, tuple[int, ...]]
         exposed.graph.output.append(helper.make_empty_tensor_value_info(name))
     session = _session(exposed, ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     names = [o.name for o in session.get_outputs()]
-    return {name: tuple(array.shape) for name, array in zip(names, session.run(None, feeds))}
+    return {name: tuple(array.shape) for name, array in zip(names, session.run(None, feeds), strict=False)}
 
 
 @dataclass(frozen=True)
@@ -161,7 +181,13 @@ def test_the_optimizer_writes_every_nchwc_op(cases):
     activations = {helper.get_attribute_value(a) for n in convs for a in n.attribute if a.name == "activation"}
     assert {b"Relu", b"Sigmoid", b"Clip"} <= activations
     assert any(len(n.input) == 4 and n.input[3] for n in convs)  # the residual Add, fused as Sum
-    reorders = {(n.op_type, a.i) for n in nodes if n.op_type.startswith("Reorder") for a in n.attribute if a.name == "channels_last"}
+    reorders = {
+        (n.op_type, a.i)
+        for n in nodes
+        if n.op_type.startswith("Reorder")
+        for a in n.attribute
+        if a.name == "channels_last"
+    }
     assert reorders == {("ReorderInput", 0), ("ReorderInput", 1), ("ReorderOutput", 0), ("ReorderOutput", 1)}
 
 
@@ -189,10 +215,16 @@ def test_padded_channels_are_counted_as_the_work_the_kernels_do(cases):
     report = analyze(cases["padded"].optimized)
     block = nchwc.block_size()
     channels = -(-20 // block) * block
-    conv = [n for n in report.nodes if n.domain == NCHWC and n.op_type == "Conv"][-1]  # the net's last conv; with a block of 16 others write 32 channels too
+    conv = [n for n in report.nodes if n.domain == NCHWC and n.op_type == "Conv"][
+        -1
+    ]  # the net's last conv; with a block of 16 others write 32 channels too
     assert conv.outputs[0].shape == (2, channels, 8, 8)
-    assert conv.cost.flops == 2 * 2 * channels * 8 * 8 * 32 * 3 * 3 + 2 * channels * 8 * 8  # N·M·H·W·(C·k²) MACs, + bias
-    reorder = next(n for n in report.nodes if n.op_type == "ReorderInput" and n.inputs[0].name == "u")  # the 20-channel NHWC input
+    assert (
+        conv.cost.flops == 2 * 2 * channels * 8 * 8 * 32 * 3 * 3 + 2 * channels * 8 * 8
+    )  # N·M·H·W·(C·k²) MACs, + bias
+    reorder = next(
+        n for n in report.nodes if n.op_type == "ReorderInput" and n.inputs[0].name == "u"
+    )  # the 20-channel NHWC input
     assert reorder.outputs[0].shape[1] == channels
     assert reorder.cost.bytes == (2 * 20 + 2 * channels) * 16 * 16 * 4  # the NHWC input read, the padded layout written
 
@@ -240,10 +272,18 @@ ONE_NODE = {
         [("x", [2, 16, 9, 9]), ("w", _filter(32, 16, 3, 3)), ("b", [32]), ("sum", [2, 32, 5, 5])],
         {"strides": [2, 2], "pads": [1, 1, 1, 1], "activation": "Relu"},
     ),
-    "conv_nchw_input": ("Conv", [("x", [1, 3, 17, 17]), ("w", _filter(16, 3, 7, 7))], {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    "conv_nchw_input": (
+        "Conv",
+        [("x", [1, 3, 17, 17]), ("w", _filter(16, 3, 7, 7))],
+        {"strides": [2, 2], "pads": [3, 3, 3, 3]},
+    ),
     "conv_depthwise": ("Conv", [("x", [1, 16, 8, 8]), ("w", _filter(16, 1, 3, 3))], {"group": 16, "dilations": [2, 2]}),
     "max_pool_ceil": ("MaxPool", [("x", [1, 16, 10, 10])], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
-    "average_pool_same": ("AveragePool", [("x", [1, 16, 11, 11])], {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"}),
+    "average_pool_same": (
+        "AveragePool",
+        [("x", [1, 16, 11, 11])],
+        {"kernel_shape": [3, 3], "strides": [2, 2], "auto_pad": "SAME_UPPER"},
+    ),
     "global_max_pool": ("GlobalMaxPool", [("x", [2, 32, 7, 5])], {}),
     "global_average_pool": ("GlobalAveragePool", [("x", [2, 32, 7, 5])], {}),
     "upsample": ("Upsample", [("x", [1, 16, 3, 4])], {"scales": [1, 1, 2, 3]}),
@@ -287,19 +327,28 @@ def _nchwc_node(op_type, inputs, outputs, attrs=None, initializers=None):
 def test_conv_with_bias_sum_and_activation():
     node = _nchwc_node(
         "Conv",
-        [("x", "float32", [2, 16, 9, 9]), ("w", "float32", [32, 16, 3, 3]), ("b", "float32", [32]), ("s", "float32", [2, 32, 5, 5])],
+        [
+            ("x", "float32", [2, 16, 9, 9]),
+            ("w", "float32", [32, 16, 3, 3]),
+            ("b", "float32", [32]),
+            ("s", "float32", [2, 32, 5, 5]),
+        ],
         [("y", "float32", [2, 32, 5, 5])],
         {"strides": [2, 2], "pads": [1, 1, 1, 1], "activation": "Relu"},
     )
     outputs = 2 * 32 * 5 * 5
     assert node.cost.flops == 2 * outputs * 16 * 3 * 3 + outputs + outputs + outputs  # MACs, bias, Sum, Relu
     assert node.unit == "matrix"
-    assert node.cost.bytes == (2 * 16 * 9 * 9 + 32 * 16 * 9 + 32 + outputs + outputs) * 4  # X, W, B, Sum read; Y written
+    assert (
+        node.cost.bytes == (2 * 16 * 9 * 9 + 32 * 16 * 9 + 32 + outputs + outputs) * 4
+    )  # X, W, B, Sum read; Y written
 
 
 def test_conv_sigmoid_is_a_transcendental():
     node = _nchwc_node(
-        "Conv", [("x", "float32", [1, 8, 4, 4]), ("w", "float32", [8, 1, 3, 3])], [("y", "float32", [1, 8, 4, 4])],
+        "Conv",
+        [("x", "float32", [1, 8, 4, 4]), ("w", "float32", [8, 1, 3, 3])],
+        [("y", "float32", [1, 8, 4, 4])],
         {"pads": [1, 1, 1, 1], "group": 8, "activation": "Sigmoid"},
     )
     assert node.cost.flops == 2 * 8 * 4 * 4 * 1 * 3 * 3  # depthwise: C/group = 1 tap per kernel position
@@ -317,7 +366,9 @@ def test_pools_cost_as_their_nchw_forms(op_type):
 
 
 def test_reorders_are_copies():
-    node = _nchwc_node("ReorderOutput", [("x", "float32", [1, 24, 4, 4])], [("y", "float32", [1, 20, 4, 4])], {"channels": 20})
+    node = _nchwc_node(
+        "ReorderOutput", [("x", "float32", [1, 24, 4, 4])], [("y", "float32", [1, 20, 4, 4])], {"channels": 20}
+    )
     assert node.cost.flops == 0
     assert node.cost.bytes == (24 + 20) * 4 * 4 * 4  # the padded layout read, the real channels written
 

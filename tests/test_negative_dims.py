@@ -41,7 +41,7 @@ def _image_model(dims: list, output_dims: list | None = None) -> onnx.ModelProto
 
 
 def _write_dims(value: onnx.ValueInfoProto, dims: list) -> None:
-    for dim, want in zip(value.type.tensor_type.shape.dim, dims):
+    for dim, want in zip(value.type.tensor_type.shape.dim, dims, strict=False):
         dim.Clear()
         if isinstance(want, int):
             dim.dim_value = want  # -1 written literally: protobuf takes it, as paddle2onnx writes it
@@ -64,7 +64,10 @@ def test_onnx_and_onnxruntime_accept_what_the_analysis_must_accept():
 def test_a_minus_one_input_dim_analyzes_as_the_same_dim_named():
     """x [-1, 3, -1, -1] is x [x_dim0, 3, x_dim2, x_dim3]: the same dims, defaults, shapes and figures."""
     negative = onnx_roofline.analyze(_image_model([-1, 3, -1, -1], [-1, 8, -1, -1]), sizing=Sizing(default_dims=True))
-    named = onnx_roofline.analyze(_image_model(["x_dim0", 3, "x_dim2", "x_dim3"], ["x_dim0", 8, "x_dim2", "x_dim3"]), sizing=Sizing(default_dims=True))
+    named = onnx_roofline.analyze(
+        _image_model(["x_dim0", 3, "x_dim2", "x_dim3"], ["x_dim0", 8, "x_dim2", "x_dim3"]),
+        sizing=Sizing(default_dims=True),
+    )
     assert negative.model.dims == named.model.dims == {"x_dim0": 1, "x_dim2": 224, "x_dim3": 224}
     assert negative.to_dict()["nodes"] == named.to_dict()["nodes"]
     assert negative.totals == named.totals
@@ -95,11 +98,14 @@ def test_a_minus_one_output_dim_is_dynamic_too():
 
 def test_a_minus_one_in_a_body_input_or_output_is_dynamic():
     """An If branch declaring its output [-1, 4] (paddle2onnx writes bodies' dims so too)."""
+
     def branch(name: str, op: str) -> onnx.GraphProto:
         return helper.make_graph([helper.make_node(op, ["x"], [f"{name}_y"])], name, [],
                                  [helper.make_tensor_value_info(f"{name}_y", TensorProto.FLOAT, [-1, 4])])  # fmt: skip
 
-    node = helper.make_node("If", ["cond"], ["y"], then_branch=branch("then", "Relu"), else_branch=branch("else", "Sigmoid"), name="if")
+    node = helper.make_node(
+        "If", ["cond"], ["y"], then_branch=branch("then", "Relu"), else_branch=branch("else", "Sigmoid"), name="if"
+    )
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("cond", TensorProto.BOOL, []), helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [-1, 4])])  # fmt: skip
     report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))

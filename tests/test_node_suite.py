@@ -19,7 +19,9 @@ ALLOWED_UNCOSTED = {
     "unknown-trip-count": "Loop with a runtime trip count",
 }
 
-FULLY_COSTED_FLOOR = 1809  # of 1,884 cases; measured 1,809 (scalar inputs constant, SequenceMap run by run) — a drop means a regression
+FULLY_COSTED_FLOOR = (
+    1809  # of 1,884 cases; measured 1,809 (scalar inputs constant, SequenceMap run by run) — a drop means a regression
+)
 
 LEFT_UNKNOWN_WITHOUT_DECLARATIONS = {
     "ImageDecoder": "an image's size is in its encoded bytes",
@@ -68,5 +70,9 @@ def test_outputs_are_typed_without_their_declared_shapes():
     is in a case holding a documented op."""
     results = sweep(declared=False)
     assert [f"{r.name}: {m}" for r in results for m in r.shape_mismatches] == []
-    unexplained = [r.name for r in results if r.shapes_left_unknown and not {op for _, op in r.ops} & set(LEFT_UNKNOWN_WITHOUT_DECLARATIONS)]
+    unexplained = [
+        r.name
+        for r in results
+        if r.shapes_left_unknown and not {op for _, op in r.ops} & set(LEFT_UNKNOWN_WITHOUT_DECLARATIONS)
+    ]
     assert unexplained == []

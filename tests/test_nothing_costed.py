@@ -26,7 +26,11 @@ def _save(model: onnx.ModelProto, path) -> str:
 
 def _custom_op(also_relu: bool = False) -> onnx.ModelProto:
     nodes = [helper.make_node("Frob", ["x"], ["f"], domain="acme", name="frob")]
-    nodes.append(helper.make_node("Relu", ["x"], ["r"], name="relu") if also_relu else helper.make_node("Frob", ["f"], ["r"], domain="acme", name="frob2"))
+    nodes.append(
+        helper.make_node("Relu", ["x"], ["r"], name="relu")
+        if also_relu
+        else helper.make_node("Frob", ["f"], ["r"], domain="acme", name="frob2")
+    )
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
                               [helper.make_tensor_value_info("f", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("r", TensorProto.FLOAT, [2, 3])])  # fmt: skip
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)])

@@ -43,7 +43,15 @@ def _strip_movement_count(strip: str) -> int:
 
 def test_the_sweep_finds_the_transcendental_ops(transcendental_reports):
     ops = {n.op_type for r in transcendental_reports for n in r.nodes if n.status == OK and n.cost.transcendentals}
-    assert {"Tanh", "Sigmoid", "Exp", "Erf", "Sqrt", "Softmax", "Gelu"} <= ops  # the exp/tanh/erf/sqrt family of the cost model
+    assert {
+        "Tanh",
+        "Sigmoid",
+        "Exp",
+        "Erf",
+        "Sqrt",
+        "Softmax",
+        "Gelu",
+    } <= ops  # the exp/tanh/erf/sqrt family of the cost model
     assert len(ops) >= 40
 
 
@@ -70,7 +78,11 @@ def test_no_transcendental_op_is_data_movement_in_any_rendering(transcendental_r
 
 
 def test_gpt2_tanh_is_not_data_movement_in_the_strip():
-    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", hw="h100", sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}, default_dims=True))
+    report = analyze(
+        FIXTURES / "gpt2_decode_fp16.onnx",
+        hw="h100",
+        sizing=Sizing(dims={"batch": 1, "past_sequence": 1023}, default_dims=True),
+    )
     tanh = [n for n in report.nodes if n.op_type == "Tanh"]
     assert len(tanh) == 12  # one GELU per layer, 12 layers
     strip = zero_flop_strip(report)

@@ -60,5 +60,7 @@ def test_the_browser_shows_one_kernel_count_in_either_view(browser, tmp_path):  
     for view in ("written", "deployed"):
         browser.click(f"#show-{view}")
         text = browser.evaluate("document.body.innerText")
-        assert {int(c.replace(",", "")) for c in KERNEL_COUNT.findall(text)} == {data["views"]["deployed"]["kernels"]}, view
+        assert {int(c.replace(",", "")) for c in KERNEL_COUNT.findall(text)} == {
+            data["views"]["deployed"]["kernels"]
+        }, view
     assert browser.errors() == []

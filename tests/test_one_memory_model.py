@@ -32,8 +32,12 @@ def gpt2_footprint(batch: int) -> int:
     layers, heads, head, hidden, vocab, positions, fp16 = 12, 12, 64, 768, 50257, 1024, 2
     attention = 2 * hidden + (hidden * 3 * hidden + 3 * hidden) + (hidden * hidden + hidden)  # ln_1, c_attn, c_proj
     mlp = 2 * hidden + (hidden * 4 * hidden + 4 * hidden) + (4 * hidden * hidden + hidden)  # ln_2, c_fc, c_proj
-    parameters = vocab * hidden + positions * hidden + layers * (attention + mlp) + 2 * hidden  # wte, wpe, ln_f: 124,439,808
-    weights = parameters * fp16 + vocab * hidden * fp16  # + the tied embedding transposed for the lm_head: folded, stored
+    parameters = (
+        vocab * hidden + positions * hidden + layers * (attention + mlp) + 2 * hidden
+    )  # wte, wpe, ln_f: 124,439,808
+    weights = (
+        parameters * fp16 + vocab * hidden * fp16
+    )  # + the tied embedding transposed for the lm_head: folded, stored
     kv = layers * 2 * heads * head * CONTEXT * fp16  # K and V of every layer at the context, one buffer (in place)
     activations = (hidden + vocab) * fp16  # the peak: the lm_head reads the last hidden state and writes the logits
     return weights + batch * (kv + activations)
@@ -45,7 +49,9 @@ def llama_weights_and_cache(batch: int, rotary: int) -> int:
     layers, hidden, heads, kv_heads, head, mlp, vocab, fp32 = 2, 128, 4, 2, 32, 256, 1000, 4
     attention = hidden * heads * head + 2 * hidden * kv_heads * head + heads * head * hidden  # q, k and v, o
     per_layer = attention + 3 * hidden * mlp + 2 * hidden  # gate, up and down; two norms
-    weights = (vocab * hidden + layers * per_layer + hidden + hidden * vocab) * fp32 + rotary  # embedding, final norm, lm_head
+    weights = (
+        vocab * hidden + layers * per_layer + hidden + hidden * vocab
+    ) * fp32 + rotary  # embedding, final norm, lm_head
     kv = layers * 2 * kv_heads * head * CONTEXT * fp32  # each KV head once (2 for 4 query heads), one buffer
     return weights + batch * kv
 
@@ -113,7 +119,9 @@ def test_a_decoder_that_writes_repeat_kv_out_holds_each_kv_head_once(capsys):
     for b, fits in ((largest, True), (largest + 1, False)):
         memory = run_json(capsys, DYNAMO_LLAMA, *dims, "--dim", f"batch={b}")["memory"]
         held = memory["total_bytes"] - memory["peak_activation_bytes"]
-        assert 0 <= held - llama_weights_and_cache(b, 32 // 2 * 4) <= SCALARS and memory["fits"] is fits  # inv_freq: 16 floats
+        assert (
+            0 <= held - llama_weights_and_cache(b, 32 // 2 * 4) <= SCALARS and memory["fits"] is fits
+        )  # inv_freq: 16 floats
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -122,8 +130,15 @@ def test_analyze_and_check_judge_the_same_footprint(capsys, name):
     largest = largest_fitting(by_hand, MemoryBudget(80e9)).largest
     for b, fits in ((largest, True), (largest + 1, False)):
         memory = run_json(capsys, model, *dims, "--dim", f"{batch}={b}")["memory"]
-        assert 0 <= memory["total_bytes"] - by_hand(b) <= SCALARS and (memory["fits"], memory["kv_cache"]) == (fits, "inplace")
-        assert (memory["view"], memory["memory_utilization"], memory["usable_memory_bytes"]) == ("deployed", 0.9, float(USABLE))
+        assert 0 <= memory["total_bytes"] - by_hand(b) <= SCALARS and (memory["fits"], memory["kv_cache"]) == (
+            fits,
+            "inplace",
+        )
+        assert (memory["view"], memory["memory_utilization"], memory["usable_memory_bytes"]) == (
+            "deployed",
+            0.9,
+            float(USABLE),
+        )
         gate = run_json(capsys, "check", model, *dims, "--dim", f"{batch}={b}")["memory"]
         assert gate == memory
 
@@ -148,11 +163,14 @@ def test_a_utilization_outside_zero_to_one_is_refused_in_one_line(capsys, value)
         assert err.count("\n") == 1 and "--memory-utilization" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("footprint", [
-    lambda b: 10**9 + 37_850_786 * b,  # a line: solved at once
-    lambda b: 10**9 + 37_000_000 * b + (b // 100) * 10**8,  # a step every 100 sequences: the line overshoots
-    lambda b: 10**6 + 13 * b * b,  # convex: the line through 1 and 2 undershoots by far
-])
+@pytest.mark.parametrize(
+    "footprint",
+    [
+        lambda b: 10**9 + 37_850_786 * b,  # a line: solved at once
+        lambda b: 10**9 + 37_000_000 * b + (b // 100) * 10**8,  # a step every 100 sequences: the line overshoots
+        lambda b: 10**6 + 13 * b * b,  # convex: the line through 1 and 2 undershoots by far
+    ],
+)
 def test_the_search_is_exact_where_the_footprint_is_not_a_line(footprint):
     budget = MemoryBudget(80e9)  # 72e9 usable
     fit = largest_fitting(footprint, budget)
@@ -164,5 +182,11 @@ def test_nothing_fits_or_nothing_is_judged():
     assert largest_fitting(lambda b: 73 * 10**9 * b, MemoryBudget(80e9)).largest is None  # batch 1 is over 72 GB
     assert largest_fitting(lambda b: 5 * 10**9, MemoryBudget(80e9)).largest is None  # it does not grow with the batch
     asked = []
-    assert largest_fitting(lambda b: asked.append(b) or 0, MemoryBudget(None)).largest is None and asked == []  # no capacity: nothing analysed
-    assert MemoryBudget(80e9, 0.5).usable == 40 * 10**9 and MemoryBudget(80e9).fits(72 * 10**9) and not MemoryBudget(80e9).fits(72 * 10**9 + 1)
+    assert (
+        largest_fitting(lambda b: asked.append(b) or 0, MemoryBudget(None)).largest is None and asked == []
+    )  # no capacity: nothing analysed
+    assert (
+        MemoryBudget(80e9, 0.5).usable == 40 * 10**9
+        and MemoryBudget(80e9).fits(72 * 10**9)
+        and not MemoryBudget(80e9).fits(72 * 10**9 + 1)
+    )

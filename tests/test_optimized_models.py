@@ -29,7 +29,7 @@ quantization = pytest.importorskip("onnxruntime.quantization")
 
 import onnx  # noqa: E402
 
-from onnx_roofline import (
+from onnx_roofline import (  # noqa: E402
     Sizing,
     analyze,  # noqa: E402
 )
@@ -97,7 +97,12 @@ def _export_torchscript(model: torch.nn.Module, path: Path) -> Path:
 
 def _optimize(path: Path, model_type: str, opt_level: int = 1) -> Path:
     fused = optimizer.optimize_model(
-        str(path), model_type=model_type, num_heads=HEADS, hidden_size=HIDDEN, opt_level=opt_level, only_onnxruntime=False
+        str(path),
+        model_type=model_type,
+        num_heads=HEADS,
+        hidden_size=HIDDEN,
+        opt_level=opt_level,
+        only_onnxruntime=False,
     )
     out = path.with_name(f"{path.stem}_fused{opt_level}.onnx")
     fused.save_model_to_file(str(out))
@@ -189,7 +194,7 @@ def sdpa(tmp_path_factory) -> dict[int, Path]:
 # --- what the tests measure -------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _analyzed(path: Path):
     report = analyze(path, sizing=Sizing(dims=DIMS))
     assert report.unsupported == {}, [(n.op_type, n.status, n.reason) for n in report.nodes if n.status != "ok"]

@@ -36,7 +36,9 @@ def test_the_json_has_both_views_and_the_foldable_block(outputs):
     deployed = deploy(written, "inplace")  # the CLI's default (issue 39)
     assert data["views"]["written"]["totals"]["time_s"] == data["totals"]["time_s"]
     assert data["views"]["deployed"]["totals"]["time_s"] == deployed.totals.time_s
-    assert data["views"]["deployed"]["kernels"] == deployed.kernels and data["views"]["deployed"]["kv_cache"] == "inplace"
+    assert (
+        data["views"]["deployed"]["kernels"] == deployed.kernels and data["views"]["deployed"]["kv_cache"] == "inplace"
+    )
     # lm_head's Transpose of its [50257, 768] fp16 weight: read and written once, 2 · 50257 · 768 · 2 B
     assert data["foldable"]["nodes"] == 1 and data["foldable"]["bytes"] == 2 * 50257 * 768 * 2
     assert data["foldable"]["time_share"] == pytest.approx(data["foldable"]["time_s"] / data["totals"]["time_s"])
@@ -72,16 +74,28 @@ def test_the_html_switches_between_written_nodes_and_deployed_kernels(outputs):
 def test_assumptions_and_warnings_reach_the_html(tmp_path):
     """An assumed NonZero fraction and an uncosted node: the HTML says both, as the table does."""
     graph = helper.make_graph(
-        [helper.make_node("NonZero", ["x"], ["i"]), helper.make_node("Transpose", ["i"], ["t"]),
-         helper.make_node("Acme", ["t"], ["y"], domain="acme")],
-        "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])], [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        [
+            helper.make_node("NonZero", ["x"], ["i"]),
+            helper.make_node("Transpose", ["i"], ["t"]),
+            helper.make_node("Acme", ["t"], ["y"], domain="acme"),
+        ],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
     )
     path = tmp_path / "m.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)]), path)
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("acme", 1)]), path
+    )
     for fmt in ("html", "table"):
-        assert main([str(path), "--nonzero-fraction", "1/4", "--format", fmt, "-o", str(tmp_path / fmt), "-q", "--partial"]) == 0
+        assert (
+            main(
+                [str(path), "--nonzero-fraction", "1/4", "--format", fmt, "-o", str(tmp_path / fmt), "-q", "--partial"]
+            )
+            == 0
+        )
     table, page = (tmp_path / "table").read_text(), (tmp_path / "html").read_text()
     for label in ("ASSUMED", "UNCOSTED"):
         (line,) = [line for line in table.splitlines() if line.startswith(label)]
-        text = line[len(label):].strip()
+        text = line[len(label) :].strip()
         assert f'<p class="warn"><b>{label}</b> ' in page and text.split(":")[0] in page

@@ -29,7 +29,9 @@ GRAPHS = {
 
 def _results(report):
     """Each node's status, output types and cost."""
-    return [(n.name, n.status, [None if t is None else (t.shape, t.dtype) for t in n.outputs], n.cost) for n in report.nodes]
+    return [
+        (n.name, n.status, [None if t is None else (t.shape, t.dtype) for t in n.outputs], n.cost) for n in report.nodes
+    ]
 
 
 def _in_pieces(monkeypatch, size: int) -> list[int]:
@@ -89,11 +91,21 @@ def test_a_piece_sees_the_bodies_reads_and_the_small_initializers_before_it(monk
 def test_symbols_made_up_in_pieces_stay_distinct(monkeypatch):
     """Two NonZero nodes in two pieces, after an input whose dim is already named unk__0: ONNX
     names each count a symbol of its own, and none the input's, as over the whole graph."""
-    nodes = [helper.make_node("NonZero", ["a"], ["ia"]), helper.make_node("NonZero", ["b"], ["ib"]), helper.make_node("Add", ["c", "c"], ["d"])]
+    nodes = [
+        helper.make_node("NonZero", ["a"], ["ia"]),
+        helper.make_node("NonZero", ["b"], ["ib"]),
+        helper.make_node("Add", ["c", "c"], ["d"]),
+    ]
     inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 4]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [5]),
               helper.make_tensor_value_info("c", TensorProto.FLOAT, ["unk__0"])]  # fmt: skip
-    outputs = [*(helper.make_tensor_value_info(name, TensorProto.INT64, None) for name in ("ia", "ib")), helper.make_tensor_value_info("d", TensorProto.FLOAT, None)]
-    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)])
+    outputs = [
+        *(helper.make_tensor_value_info(name, TensorProto.INT64, None) for name in ("ia", "ib")),
+        helper.make_tensor_value_info("d", TensorProto.FLOAT, None),
+    ]
+    model = helper.make_model(
+        helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)]
+    )
+
     def onnx_pass() -> list:  # the shapes ONNX's pass gives, before the sweep bounds each NonZero (shapes/bounds.py)
         nodes = read_nodes(model.graph)
         values = collect(model.graph, nodes, _onnx_inference(model, nodes, [], []))

@@ -50,17 +50,28 @@ def command_line(command: str, model: Path, *more: str) -> list[str]:
 @pytest.mark.parametrize("command", COMMANDS)
 def test_stdout_on_a_full_disk_is_one_line_and_exit_74(model, command):
     with open("/dev/full", "w") as full:
-        done = subprocess.run(command_line(command, model), stdout=full, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120)
+        done = subprocess.run(
+            command_line(command, model), stdout=full, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120
+        )
     assert done.returncode == EXIT_OUTPUT
     assert done.stderr == "onnx-roofline: error: cannot write the output to stdout: No space left on device\n"
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_closed_stdout_is_one_line_and_exit_74(model, command):
-    done = subprocess.run(command_line(command, model), preexec_fn=lambda: os.close(1), stderr=subprocess.PIPE, text=True, env=ENV,
-                          timeout=120)  # `>&-`
+    done = subprocess.run(
+        command_line(command, model),
+        preexec_fn=lambda: os.close(1),
+        stderr=subprocess.PIPE,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )  # `>&-`
     assert done.returncode == EXIT_OUTPUT
-    assert done.stderr == "onnx-roofline: error: cannot write the output: stdout is closed (give -o FILE to write it to a file)\n"
+    assert (
+        done.stderr
+        == "onnx-roofline: error: cannot write the output: stdout is closed (give -o FILE to write it to a file)\n"
+    )
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -70,7 +81,9 @@ def test_a_reader_gone_is_silent_and_exit_141(model, command):
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run(command_line(command, model), stdout=write, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120)
+        done = subprocess.run(
+            command_line(command, model), stdout=write, stderr=subprocess.PIPE, text=True, env=ENV, timeout=120
+        )
     finally:
         os.close(write)
     assert (done.returncode, done.stderr) == (EXIT_BROKEN_PIPE, "")
@@ -80,8 +93,12 @@ def test_a_reader_gone_is_silent_and_exit_141(model, command):
 def test_head_of_a_pipe_is_silent(model, command):
     """`| head -1` as a shell runs it: the output may fit the pipe before head leaves (exit 0) or
     not (141); either way nothing on stderr."""
-    writer = subprocess.Popen(command_line(command, model, *(["--format", "json"] if command != "inspect" else [])),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV)
+    writer = subprocess.Popen(
+        command_line(command, model, *(["--format", "json"] if command != "inspect" else [])),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=ENV,
+    )
     head = subprocess.run(["head", "-1"], stdin=writer.stdout, capture_output=True, timeout=120)
     writer.stdout.close()
     err = writer.stderr.read()
@@ -93,11 +110,16 @@ def test_head_of_a_pipe_is_silent(model, command):
 def test_stderr_on_a_full_disk_keeps_stdout_and_exits_74(tmp_path):
     """A note that cannot be said (the unbound dim's default) is not a traceback: the report is
     written, and the exit code says something was lost."""
-    proto = hostile.model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [("x", TensorProto.FLOAT, ["n", 4])],
-                          [("y", TensorProto.FLOAT, None)])
+    proto = hostile.model(
+        [helper.make_node("Relu", ["x"], ["y"], name="relu")],
+        [("x", TensorProto.FLOAT, ["n", 4])],
+        [("y", TensorProto.FLOAT, None)],
+    )
     path = hostile.save(proto, tmp_path / "symbolic.onnx")
     with open("/dev/full", "w") as full:
-        done = subprocess.run(command_line("analyze", path), stdout=subprocess.PIPE, stderr=full, text=True, env=ENV, timeout=120)
+        done = subprocess.run(
+            command_line("analyze", path), stdout=subprocess.PIPE, stderr=full, text=True, env=ENV, timeout=120
+        )
     assert done.returncode == EXIT_OUTPUT and "relu" in done.stdout
 
 
@@ -140,7 +162,9 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.mark.skipif(not LINUX or not Path(f"/proc/self/task/{os.getpid()}/children").exists(), reason="reads /proc/PID/task/*/children")
+@pytest.mark.skipif(
+    not LINUX or not Path(f"/proc/self/task/{os.getpid()}/children").exists(), reason="reads /proc/PID/task/*/children"
+)
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 @pytest.mark.parametrize("what", ["-j 2", "verify"])
 def test_no_process_outlives_the_killed_command(tmp_path, model, sig, what):
@@ -151,10 +175,16 @@ def test_no_process_outlives_the_killed_command(tmp_path, model, sig, what):
     other = hostile.save(hostile.relu(), tmp_path / "relu.onnx")
     args = [str(model), str(other), "-j", "2"] if what == "-j 2" else ["verify", str(other)]
     expected = 2 if what == "-j 2" else 1
-    parent = subprocess.Popen([sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    parent = subprocess.Popen(
+        [sys.executable, str(script), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV
+    )
     try:
         deadline = time.monotonic() + 60
-        while len(children := descendants(parent.pid)) < expected and time.monotonic() < deadline and parent.poll() is None:
+        while (
+            len(children := descendants(parent.pid)) < expected
+            and time.monotonic() < deadline
+            and parent.poll() is None
+        ):
             time.sleep(0.05)
         assert len(children) >= expected, f"the workers never started ({children})"
         parent.send_signal(sig)
@@ -184,13 +214,17 @@ def no_analysis(monkeypatch):
     monkeypatch.setattr(arguments, "analyze_from_options", analysis)  # the command line imports it when it runs
 
 
-@pytest.mark.parametrize("outputs", [
-    ["-o", "{d}/x.onnx", "--annotate", "{d}/x.onnx"],
-    ["-o", "{d}/x.netron.json", "--annotate", "{d}/x.onnx"],
-    ["-o", "{d}/r.json", "--annotate", "{d}/./r.json"],
-    ["--annotate", "{model}"],
-    ["-o", "{model}"],
-], ids=["-o=--annotate", "-o=attachment", "same-file-two-spellings", "annotate-the-input", "-o-the-input"])
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        ["-o", "{d}/x.onnx", "--annotate", "{d}/x.onnx"],
+        ["-o", "{d}/x.netron.json", "--annotate", "{d}/x.onnx"],
+        ["-o", "{d}/r.json", "--annotate", "{d}/./r.json"],
+        ["--annotate", "{model}"],
+        ["-o", "{model}"],
+    ],
+    ids=["-o=--annotate", "-o=attachment", "same-file-two-spellings", "annotate-the-input", "-o-the-input"],
+)
 def test_outputs_named_to_one_file_or_the_input_are_refused_before_the_analysis(tmp_path, capsys, no_analysis, outputs):
     model = hostile.save(hostile.relu(), tmp_path / "m.onnx")
     before = model.read_bytes()
@@ -246,7 +280,9 @@ def test_a_model_renamed_without_its_attachment_is_told_from_a_pair(tmp_path, ca
         real(source, target)
 
     monkeypatch.setattr(output.os, "replace", dies_before_the_model)
-    assert main([str(model), "--hw", "a100", "--annotate", str(out / "a.onnx"), "-q"]) == 130  # another analysis, interrupted
+    assert (
+        main([str(model), "--hw", "a100", "--annotate", str(out / "a.onnx"), "-q"]) == 130
+    )  # another analysis, interrupted
     monkeypatch.setattr(output.os, "replace", real)
     capsys.readouterr()
     assert main(["inspect", str(out / "a.onnx")]) == 0
@@ -282,32 +318,54 @@ def test_a_sigkill_while_writing_leaves_nothing_beside_the_output(tmp_path):
     report = tmp_path / "report.json"
     report.write_text("the old report\n")
     script = tmp_path / "stuck.py"
-    script.write_text("import sys, time\n"
-                      "import onnx_roofline.report.serialize as s\n"
-                      "def stuck(*a, **k):\n    yield '{'\n    time.sleep(120)\n"
-                      "s.iter_json = stuck\n"
-                      "from onnx_roofline.commands.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    script.write_text(
+        "import sys, time\n"
+        "import onnx_roofline.report.serialize as s\n"
+        "def stuck(*a, **k):\n    yield '{'\n    time.sleep(120)\n"
+        "s.iter_json = stuck\n"
+        "from onnx_roofline.commands.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    )
     run = subprocess.Popen([sys.executable, str(script), str(model), "--format", "json", "-o", str(report)], env=ENV)
     deadline = time.monotonic() + 60
-    while not any(p.name.startswith(STAGING_PREFIX) and any(p.iterdir()) for p in tmp_path.iterdir()) and time.monotonic() < deadline:
+    while (
+        not any(p.name.startswith(STAGING_PREFIX) and any(p.iterdir()) for p in tmp_path.iterdir())
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.05)
     run.kill()
     run.wait()
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(STAGING_PREFIX)) == ["m.onnx", "report.json", "stuck.py"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(STAGING_PREFIX)) == [
+        "m.onnx",
+        "report.json",
+        "stuck.py",
+    ]
     assert report.read_text() == "the old report\n"
-    assert main([str(model), "--format", "json", "-o", str(report), "-q"]) == 0  # the next run sweeps the dead one's folder
+    assert (
+        main([str(model), "--format", "json", "-o", str(report), "-q"]) == 0
+    )  # the next run sweeps the dead one's folder
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "report.json", "stuck.py"]
 
 
 def test_check_refuses_one_file_for_its_report_and_junit(tmp_path, capsys):
     model = hostile.save(hostile.relu(), tmp_path / "m.onnx")
-    code = main(["check", str(model), "--max-latency", "1s", "-o", str(tmp_path / "r.txt"), "--junit", str(tmp_path / "r.txt")])
-    assert code == EXIT_USAGE and capsys.readouterr().err == f"onnx-roofline: error: -o and --junit name the same file: {tmp_path / 'r.txt'}\n"
+    code = main(
+        ["check", str(model), "--max-latency", "1s", "-o", str(tmp_path / "r.txt"), "--junit", str(tmp_path / "r.txt")]
+    )
+    assert (
+        code == EXIT_USAGE
+        and capsys.readouterr().err
+        == f"onnx-roofline: error: -o and --junit name the same file: {tmp_path / 'r.txt'}\n"
+    )
 
 
 def test_dash_o_dev_stdout_into_a_pipe_is_written_into(model):
     """`-o /dev/stdout` names a pipe through /proc: written into as a shell would, never resolved to
     a path that cannot be opened, nor replaced."""
-    done = subprocess.run(command_line("analyze", model, "--format", "json", "-o", "/dev/stdout"), capture_output=True, text=True, env=ENV,
-                          timeout=120)
+    done = subprocess.run(
+        command_line("analyze", model, "--format", "json", "-o", "/dev/stdout"),
+        capture_output=True,
+        text=True,
+        env=ENV,
+        timeout=120,
+    )
     assert done.returncode == 0 and done.stdout.startswith("{") and done.stderr == ""

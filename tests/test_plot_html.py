@@ -86,18 +86,39 @@ def test_plot_bytes_are_deterministic(prefill):
 def test_cli_plot_flag_and_plot_command(tmp_path):
     model, dims = PREFILL
     a, b, png = tmp_path / "prefill.json", tmp_path / "decode.json", tmp_path / "x.png"
-    assert main([str(model), "--dim", "batch=1", "--dim", "sequence=1024", "--format", "json", "-o", str(a),
-                 "--plot", str(tmp_path / "one.svg")]) == 0
+    assert (
+        main(
+            [
+                str(model),
+                "--dim",
+                "batch=1",
+                "--dim",
+                "sequence=1024",
+                "--format",
+                "json",
+                "-o",
+                str(a),
+                "--plot",
+                str(tmp_path / "one.svg"),
+            ]
+        )
+        == 0
+    )
     assert (tmp_path / "one.svg").read_bytes().lstrip().startswith(b"<?xml")
-    assert main([str(DECODE[0]), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json", "-o", str(b)]) == 0
+    assert (
+        main([str(DECODE[0]), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "json", "-o", str(b)]) == 0
+    )
     assert main(["plot", str(a), str(b), "-o", str(png), "--label", "prefill", "--label", "decode"]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--label", "only-one"], "--label for 2 reports"),
-    (["-o", "x.gif"], "must end in .png or .svg"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--label", "only-one"], "--label for 2 reports"),
+        (["-o", "x.gif"], "must end in .png or .svg"),
+    ],
+)
 def test_plot_command_input_errors(tmp_path, capsys, args, message):
     report = tmp_path / "r.json"
     report.write_text(json.dumps(analyze(PREFILL[0], sizing=Sizing(dims=PREFILL[1])).to_dict()))
@@ -133,7 +154,9 @@ def test_html_in_headless_chromium(browser, prefill, tmp_path):  # noqa: F811
     browser.goto(path.as_uri())
     assert browser.errors() == []
     assert all(u.startswith(("file:", "data:")) for u in browser.requested_urls())  # no network at view time
-    width, height = browser.evaluate("(r => [r.width, r.height])(document.querySelector('#roofline svg').getBoundingClientRect())")
+    width, height = browser.evaluate(
+        "(r => [r.width, r.height])(document.querySelector('#roofline svg').getBoundingClientRect())"
+    )
     assert width > 400 and height > 200  # the plot is drawn
     rows = browser.evaluate("document.querySelectorAll('#nodes tbody tr').length")
     assert rows == len(prefill.nodes)
@@ -143,7 +166,9 @@ def test_html_in_headless_chromium(browser, prefill, tmp_path):  # noqa: F811
     assert browser.evaluate(first) == "/model/lm_head/MatMul"
     browser.click("#nodes th:nth-child(6)")  # ascending: a node without FLOPs first
     assert browser.evaluate("document.querySelector('#nodes tbody tr').children[5].textContent") == "0 FLOP"
-    browser.evaluate("(f => { f.value = 'h.3 attn softmax'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))")
+    browser.evaluate(
+        "(f => { f.value = 'h.3 attn softmax'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))"
+    )
     assert browser.evaluate("document.getElementById('shown').textContent") == "1"
     assert browser.errors() == []
     save_artifact(browser.screenshot(tmp_path / "html-report.png"))
@@ -155,7 +180,9 @@ def test_html_in_headless_chromium(browser, prefill, tmp_path):  # noqa: F811
 def test_markdown_is_short_and_stable(prefill):
     text = render_markdown(prefill)
     assert text == render_markdown(prefill)
-    assert text.startswith("### onnx-roofline: `gpt2_prefill_fp16.onnx` on NVIDIA H100 SXM5 80GB (batch=1, sequence=1024)")
+    assert text.startswith(
+        "### onnx-roofline: `gpt2_prefill_fp16.onnx` on NVIDIA H100 SXM5 80GB (batch=1, sequence=1024)"
+    )
     assert "| `/model/lm_head/MatMul` | MatMul |" in text
     assert "<details><summary>By module (depth 3)</summary>" in text
     assert str(FIXTURES) not in text  # no absolute paths: comments from two checkouts diff cleanly
@@ -164,8 +191,26 @@ def test_markdown_is_short_and_stable(prefill):
 
 def test_markdown_format_from_the_cli(capsys):
     model, dims = DECODE
-    assert main([str(model), "--dim", "batch=1", "--dim", "past_sequence=1023", "--format", "markdown", "--top", "3",
-                 "--by", "module", "--depth", "4"]) == 0
+    assert (
+        main(
+            [
+                str(model),
+                "--dim",
+                "batch=1",
+                "--dim",
+                "past_sequence=1023",
+                "--format",
+                "markdown",
+                "--top",
+                "3",
+                "--by",
+                "module",
+                "--depth",
+                "4",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "**Top 3 nodes by time**" in out and "By module (depth 4)" in out and "By op type" not in out
     assert "`model.transformer.h.0.attn`" in out
@@ -187,7 +232,7 @@ def _scatter_centres(svg: str) -> list[tuple[float, float]]:
 
 def test_html_names_every_plotted_point_where_matplotlib_drew_it(decode):
     page = render_html(decode)
-    svg = page[page.index("<svg"):page.index('<g id="points"')]
+    svg = page[page.index("<svg") : page.index('<g id="points"')]
     circles = re.findall(r'<circle cx="([\d.]+)" cy="([\d.]+)" r="[\d.]+" data-i="(\d+)" data-tip="([^"]*)"', page)
     plotted = [n for n in decode.nodes if n.status == "ok" and n.cost.flops > 0]
     assert sorted(int(i) for *_, i, _ in circles) == [n.index for n in plotted]
@@ -210,10 +255,16 @@ def test_html_shows_the_zero_flop_nodes_in_a_strip(decode):
     share = sum(n.time_s for n in zero) / decode.totals.time_s
     strip = page.split('<div id="strip"', 1)[1].split("</div>", 1)[0]
     widths = [float(w) for w in re.findall(r"flex-grow: ([\d.]+)", strip)]
-    assert sum(widths) == pytest.approx(1000, abs=0.01)  # per mille of the zero-FLOP time: every node, named or in "others"
+    assert sum(widths) == pytest.approx(
+        1000, abs=0.01
+    )  # per mille of the zero-FLOP time: every node, named or in "others"
     transpose = next(n for n in zero if n.name == "/model/lm_head/Transpose")
-    assert widths[0] == pytest.approx(1000 * transpose.time_s / sum(n.time_s for n in zero), abs=1e-3)  # the heaviest first
-    moving = [n for n in zero if not n.cost.transcendentals]  # Tanh has no FLOPs but is no data movement (tests/test_off_axis.py)
+    assert widths[0] == pytest.approx(
+        1000 * transpose.time_s / sum(n.time_s for n in zero), abs=1e-3
+    )  # the heaviest first
+    moving = [
+        n for n in zero if not n.cost.transcendentals
+    ]  # Tanh has no FLOPs but is no data movement (tests/test_off_axis.py)
     assert f"{len(zero)} nodes ({len(moving)} data movement" in page and f"{100 * share:.1f}% of the time" in page
     assert "/model/lm_head/Transpose (" in page  # the top offender, named
 
@@ -228,9 +279,14 @@ def test_html_hover_and_filter_in_headless_chromium(browser, decode, tmp_path): 
     centre = browser.evaluate(f"(r => [r.x + r.width / 2, r.y + r.height / 2])({circle}.getBoundingClientRect())")
     browser.call("Input.dispatchMouseEvent", type="mouseMoved", x=centre[0], y=centre[1])
     browser.wait_until("document.getElementById('tip').style.display === 'block'")
-    assert browser.evaluate("document.getElementById('tip').textContent").startswith("/model/lm_head/MatMul\nMatMul · model.lm_head")
-    browser.evaluate("(f => { f.value = 'h.3 attn softmax'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))")
+    assert browser.evaluate("document.getElementById('tip').textContent").startswith(
+        "/model/lm_head/MatMul\nMatMul · model.lm_head"
+    )
+    browser.evaluate(
+        "(f => { f.value = 'h.3 attn softmax'; f.dispatchEvent(new Event('input')); })(document.getElementById('filter'))"
+    )
     assert browser.evaluate("[...document.querySelectorAll('#points circle.hit')].map(c => c.dataset.i)") == [
-        str(n.index) for n in decode.nodes if n.name == "/model/transformer/h.3/attn/Softmax"]
+        str(n.index) for n in decode.nodes if n.name == "/model/transformer/h.3/attn/Softmax"
+    ]
     assert browser.errors() == []
     save_artifact(browser.screenshot(tmp_path / "html-hover.png"))

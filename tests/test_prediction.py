@@ -24,7 +24,11 @@ from tests.conftest import FIXTURES
 
 # The H100 entry's figures, written out: 132 SMs, four tiles, 90 % of the bandwidth, 75 % of peak.
 H100 = Achievable(0.90, 0.75, 132, ((128, 256), (128, 128), (64, 128), (64, 64)), 2e-6, 0.5e-6, "test", {})
-DECODE, PREFILL, RESNET = FIXTURES / "gpt2_decode_fp16.onnx", FIXTURES / "gpt2_prefill_fp16.onnx", FIXTURES / "resnet50_fp16.onnx"
+DECODE, PREFILL, RESNET = (
+    FIXTURES / "gpt2_decode_fp16.onnx",
+    FIXTURES / "gpt2_prefill_fp16.onnx",
+    FIXTURES / "resnet50_fp16.onnx",
+)
 
 
 def test_a_gemm_that_fills_whole_waves_loses_nothing():
@@ -47,7 +51,9 @@ def test_a_gemm_narrower_than_a_tile_runs_a_narrower_tile():
 
 def test_the_kernel_time_is_the_slowest_of_compute_memory_and_the_floor():
     assert kernel_time(30e-6, 9e-6, H100) == pytest.approx(30e-6 / 0.75)  # compute-bound: 40 µs
-    assert kernel_time(3e-6, 9e-6, H100, quantization=2.0) == pytest.approx(10e-6)  # memory: 9 / 0.9; compute 3 · 2 / 0.75 = 8
+    assert kernel_time(3e-6, 9e-6, H100, quantization=2.0) == pytest.approx(
+        10e-6
+    )  # memory: 9 / 0.9; compute 3 · 2 / 0.75 = 8
     assert kernel_time(0.1e-6, 0.2e-6, H100) == 2e-6  # a tiny kernel takes the 2 µs floor
 
 
@@ -69,21 +75,30 @@ def test_an_fp8_model_is_predicted_at_the_fp8_fraction(tmp_path):
     from onnx import TensorProto, helper
 
     m = k = n = 8192
-    inputs = [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [m, k]), helper.make_tensor_value_info("b", TensorProto.FLOAT16, [k, n])]
+    inputs = [
+        helper.make_tensor_value_info("a", TensorProto.FLOAT16, [m, k]),
+        helper.make_tensor_value_info("b", TensorProto.FLOAT16, [k, n]),
+    ]
     graph = helper.make_graph([helper.make_node("MatMul", ["a", "b"], ["c"])], "g", inputs,
                               [helper.make_tensor_value_info("c", TensorProto.FLOAT16, [m, n])])  # fmt: skip
     path = tmp_path / "mm.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     deployed = {dtype: deploy(analyze(path, hw="h100", precision=dtype), INPLACE) for dtype in ("fp16", "fp8")}
-    assert deployed["fp8"].totals.time_s == pytest.approx(deployed["fp16"].totals.time_s * 989.4 / 1978.9)  # the datasheet's peaks
+    assert deployed["fp8"].totals.time_s == pytest.approx(
+        deployed["fp16"].totals.time_s * 989.4 / 1978.9
+    )  # the datasheet's peaks
     fp8, fp16 = (deployed[dtype].prediction.kernels_s for dtype in ("fp8", "fp16"))
     assert fp8 / fp16 == pytest.approx(989.4 / 1978.9 * 0.75 / 0.53)
 
 
 def test_launches_eager_and_from_a_graph():
     times = [1e-6, 10e-6, 3e-6]
-    assert launch_time(times, EAGER, 4e-6, H100) == pytest.approx((4 - 1 + 0 + 4 - 3) * 1e-6)  # each waits for its submission
-    assert launch_time(times, GRAPHS, 4e-6, H100) == pytest.approx(3 * 0.5e-6 + 4e-6)  # per kernel, and one graph launch
+    assert launch_time(times, EAGER, 4e-6, H100) == pytest.approx(
+        (4 - 1 + 0 + 4 - 3) * 1e-6
+    )  # each waits for its submission
+    assert launch_time(times, GRAPHS, 4e-6, H100) == pytest.approx(
+        3 * 0.5e-6 + 4e-6
+    )  # per kernel, and one graph launch
     with pytest.raises(ValueError, match="launch must be one of"):
         launch_time(times, "lazy", 4e-6, H100)
 
@@ -91,7 +106,9 @@ def test_launches_eager_and_from_a_graph():
 def test_the_h100_entry_cites_every_figure():
     achievable = load_hardware("h100").achievable
     assert achievable.sms == 132 and achievable.tiles[0] == (128, 256)
-    assert {"bandwidth_fraction", "compute_fraction", "sms", "tiles", "kernel_floor", "graph_launch"} <= set(achievable.sources)
+    assert {"bandwidth_fraction", "compute_fraction", "sms", "tiles", "kernel_floor", "graph_launch"} <= set(
+        achievable.sources
+    )
     assert "dl-performance-matrix-multiplication" in achievable.source
 
 
@@ -124,7 +141,10 @@ def test_the_prediction_sums_its_kernels_and_never_beats_the_bound(decode):
             assert predicted >= max(kernel.placement.memory_time_s / 0.9, 2e-6) - 1e-15
     eager = predict(decode, EAGER)
     launched = [t for k, t in zip(decode.nodes, eager.per_kernel, strict=True) if k.launches]
-    assert eager.time_s == pytest.approx(sum(max(t, 4e-6) for t in launched) + sum(t for k, t in zip(decode.nodes, eager.per_kernel, strict=True) if not k.launches))
+    assert eager.time_s == pytest.approx(
+        sum(max(t, 4e-6) for t in launched)
+        + sum(t for k, t in zip(decode.nodes, eager.per_kernel, strict=True) if not k.launches)
+    )
 
 
 def test_an_entry_without_achievable_figures_predicts_its_bound(decode):
@@ -144,22 +164,49 @@ def test_the_headline_is_the_deployed_bound_in_every_format(model, dims, capsys,
     data = json.loads(capsys.readouterr().out)
     floor, predicted = data["totals"]["floor_time_s"], data["totals"]["predicted_time_s"]
     assert floor == data["views"]["deployed"]["totals"]["time_s"]  # the deployed bound
-    assert data["totals"]["every_node_own_kernel_time_s"] == data["totals"]["time_s"] == data["views"]["written"]["totals"]["time_s"]
+    assert (
+        data["totals"]["every_node_own_kernel_time_s"]
+        == data["totals"]["time_s"]
+        == data["views"]["written"]["totals"]["time_s"]
+    )
     assert floor <= data["totals"]["every_node_own_kernel_time_s"] and predicted >= floor
     assert data["prediction"]["time_s"] == predicted
     assert main([str(model), *dims, "-q"]) == 0
     table = capsys.readouterr().out.splitlines()
     latency = next(i for i, line in enumerate(table) if line.startswith("latency"))
-    assert table[latency].startswith(f"latency   {duration(floor)} floor: the deployed bound") and f"predicted {duration(predicted)}" in table[latency]
-    assert "every node its own kernel" in table[latency + 1]  # the as-written sum, named for what it is, on the next line
+    assert (
+        table[latency].startswith(f"latency   {duration(floor)} floor: the deployed bound")
+        and f"predicted {duration(predicted)}" in table[latency]
+    )
+    assert (
+        "every node its own kernel" in table[latency + 1]
+    )  # the as-written sum, named for what it is, on the next line
     for fmt in ("markdown", "html"):
         assert main([str(model), *dims, "--format", fmt, "-q", "-o", str(tmp_path / fmt)]) == 0
         text = (tmp_path / fmt).read_text(encoding="utf-8")
-        assert text.index(duration(floor)) < text.index(duration(data["totals"]["every_node_own_kernel_time_s"]))  # the floor first
+        assert text.index(duration(floor)) < text.index(
+            duration(data["totals"]["every_node_own_kernel_time_s"])
+        )  # the floor first
 
 
 def test_the_deployed_json_gives_each_kernel_its_predicted_time(capsys):
-    assert main([str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023", "--view", "deployed", "--format", "json", "-q"]) == 0
+    assert (
+        main(
+            [
+                str(DECODE),
+                "--dim",
+                "batch=1",
+                "--dim",
+                "past_sequence=1023",
+                "--view",
+                "deployed",
+                "--format",
+                "json",
+                "-q",
+            ]
+        )
+        == 0
+    )
     data = json.loads(capsys.readouterr().out)
     per_kernel = [n["predicted_time_s"] for n in data["nodes"]]
     assert math.fsum(t for t in per_kernel if t is not None) == pytest.approx(data["prediction"]["kernels_s"])
@@ -173,16 +220,24 @@ def test_serve_predicts_fewer_tokens_per_second_than_its_bound_at_every_batch(tm
     from onnx_roofline.commands.whatif.serve import serve
     from onnx_roofline.commands.whatif.serve_plot import serve_figure
 
-    result = serve(Session(str(DECODE), hw="h100", kv_cache="inplace"), degrees=(1, 2), batches=(1, 8, 64), context=1024)
+    result = serve(
+        Session(str(DECODE), hw="h100", kv_cache="inplace"), degrees=(1, 2), batches=(1, 8, 64), context=1024
+    )
     points = [p for degree in result.degrees for p in degree.points]
     assert points and all(p.predicted_tokens_per_s < p.tokens_per_s for p in points)
     one = next(p for p in result.degrees[0].points if p.batch == 1)
-    assert one.predicted_s == pytest.approx(deploy(analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})), INPLACE).prediction.time_s)
+    assert one.predicted_s == pytest.approx(
+        deploy(analyze(DECODE, sizing=Sizing(dims={"batch": 1, "past_sequence": 1023})), INPLACE).prediction.time_s
+    )
     data = result.to_dict()
-    assert [p["predicted_tokens_per_s"] for d in data["degrees"] for p in d["points"]] == [p.predicted_tokens_per_s for p in points]
+    assert [p["predicted_tokens_per_s"] for d in data["degrees"] for p in d["points"]] == [
+        p.predicted_tokens_per_s for p in points
+    ]
     figure = serve_figure(result)
     dashed = [line for line in figure.axes[0].get_lines() if line.get_linestyle() == "--" and len(line.get_ydata())]
-    assert [list(line.get_ydata()) for line in dashed] == [[p.predicted_tokens_per_s / d.devices for p in d.points] for d in result.degrees]  # per GPU
+    assert [list(line.get_ydata()) for line in dashed] == [
+        [p.predicted_tokens_per_s / d.devices for p in d.points] for d in result.degrees
+    ]  # per GPU
 
 
 def test_check_states_the_floor_first(capsys):
@@ -194,8 +249,10 @@ def test_check_states_the_floor_first(capsys):
     assert latency["predicted_time_s"] == pytest.approx(deployed.prediction.time_s)
     assert main(["check", str(DECODE), "--dim", "batch=1", "--dim", "past_sequence=1023"]) == 0
     said = capsys.readouterr().out.splitlines()
-    assert said[2] == (f"latency: floor {duration(deployed.totals.time_s)} (the deployed bound, which no runtime beats), predicted "
-                       f"{duration(deployed.prediction.time_s)} (CUDA graphs); {duration(deployed.written.totals.time_s)} every node its own kernel")
+    assert said[2] == (
+        f"latency: floor {duration(deployed.totals.time_s)} (the deployed bound, which no runtime beats), predicted "
+        f"{duration(deployed.prediction.time_s)} (CUDA graphs); {duration(deployed.written.totals.time_s)} every node its own kernel"
+    )
 
 
 def test_sweep_and_critical_give_the_prediction_beside_the_bound():
@@ -212,7 +269,9 @@ def test_sweep_and_critical_give_the_prediction_beside_the_bound():
     # a kernel predicted at max(compute / 0.75, memory / 0.9) is compute-bound where compute ≥ bytes / (3.35e12 · 0.9 / 0.75)
     assert predicted_bandwidth(session.hardware) == pytest.approx(3.35e12 * 0.9 / 0.75)
     prefill = critical(Session(str(PREFILL), hw="h100", dims={"sequence": 128}), view="deployed")
-    assert all(k.predicted is None or k.crossing is None or k.predicted <= k.crossing for k in prefill.kinds)  # earlier: the real ridge is lower
+    assert all(
+        k.predicted is None or k.crossing is None or k.predicted <= k.crossing for k in prefill.kinds
+    )  # earlier: the real ridge is lower
     assert prefill.predicted_share_crossing <= prefill.share_crossing
 
 

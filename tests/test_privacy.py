@@ -17,14 +17,25 @@ from tests.conftest import FIXTURES
 def _run_in_fresh_home(tmp_path, *args):
     home = tmp_path / "home"
     home.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "ORT_DISABLE_TELEMETRY"}  # the package, not the test, must set it
+    env = {
+        key: value for key, value in os.environ.items() if key != "ORT_DISABLE_TELEMETRY"
+    }  # the package, not the test, must set it
     env.update(HOME=str(home), XDG_CACHE_HOME=str(home / ".cache"))
-    result = subprocess.run([sys.executable, "-m", "onnx_roofline", *args], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", *args],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return result, sorted(str(p.relative_to(home)) for p in home.rglob("*"))
 
 
 def test_verify_writes_nothing_in_home(tmp_path):
-    result, written = _run_in_fresh_home(tmp_path, "verify", str(FIXTURES / "gpt2_decode_fp16.onnx"), "--dim", "batch=1", "--dim", "past_sequence=3")
+    result, written = _run_in_fresh_home(
+        tmp_path, "verify", str(FIXTURES / "gpt2_decode_fp16.onnx"), "--dim", "batch=1", "--dim", "past_sequence=3"
+    )
     assert result.returncode == 0, result.stderr
     assert written == []
 

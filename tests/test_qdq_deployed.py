@@ -62,7 +62,15 @@ def cnn(tmp_path_factory) -> dict[str, str]:
         torch.nn.Conv2d(16, 32, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10),
     ).eval()  # fmt: skip
     path = tmp_path_factory.mktemp("cnn") / "cnn.onnx"
-    torch.onnx.export(model, (torch.randn(1, 3, 32, 32),), str(path), input_names=["x"], output_names=["y"], opset_version=17, dynamo=False)
+    torch.onnx.export(
+        model,
+        (torch.randn(1, 3, 32, 32),),
+        str(path),
+        input_names=["x"],
+        output_names=["y"],
+        opset_version=17,
+        dynamo=False,
+    )
     rng = np.random.default_rng(0)
     return _quantized(path, [{"x": rng.standard_normal((1, 3, 32, 32)).astype(np.float32)} for _ in range(2)])
 
@@ -89,7 +97,9 @@ def bert(tmp_path_factory) -> dict[str, str]:
         torch.onnx.export(Hidden(), (ids, torch.ones_like(ids)), str(path), input_names=["input_ids", "attention_mask"],
                           output_names=["hidden"], opset_version=17, dynamo=False)  # fmt: skip
     rng = np.random.default_rng(0)
-    feeds = [{"input_ids": rng.integers(0, 100, (1, 16)), "attention_mask": np.ones((1, 16), np.int64)} for _ in range(2)]
+    feeds = [
+        {"input_ids": rng.integers(0, 100, (1, 16)), "attention_mask": np.ones((1, 16), np.int64)} for _ in range(2)
+    ]
     return _quantized(path, feeds)
 
 
@@ -139,7 +149,9 @@ def test_cnn_qdq_runs_int8_kernels_as_its_qoperator_twin(cnn):
     assert qdq.memory.weight_bytes == _stored_weight_bytes(cnn["QDQ"])
     weights = _matrix_weights(qdq, cnn["QDQ"])
     assert {dtype for dtype, _ in weights.values()} == {"int8"}
-    assert sum(size for _, size in weights.values()) == 16 * 3 * 3 * 3 + 32 * 16 * 3 * 3 + 10 * 32  # the two convs' and the Linear's, a byte each
+    assert (
+        sum(size for _, size in weights.values()) == 16 * 3 * 3 * 3 + 32 * 16 * 3 * 3 + 10 * 32
+    )  # the two convs' and the Linear's, a byte each
 
 
 def test_cnn_qdq_as_written_stays_fp32_and_says_what_deployed_gives(cnn):
@@ -170,7 +182,12 @@ M, K, N, BLOCK = 16, 256, 128, 32
 
 
 def _weight(name: str, dtype: int, shape, rng) -> onnx.TensorProto:
-    low, high = {TensorProto.INT4: (-8, 8), TensorProto.UINT4: (0, 16), TensorProto.INT8: (-128, 128), TensorProto.UINT8: (0, 256)}[dtype]
+    low, high = {
+        TensorProto.INT4: (-8, 8),
+        TensorProto.UINT4: (0, 16),
+        TensorProto.INT8: (-128, 128),
+        TensorProto.UINT8: (0, 256),
+    }[dtype]
     return helper.make_tensor(name, dtype, shape, rng.integers(low, high, math.prod(shape)).tolist())
 
 
@@ -216,7 +233,9 @@ def test_qdq_matmul_is_one_kernel_on_the_quantized_tensors(dtype, scale_shape, a
     writing y in the quantized dtype."""
     rng = np.random.default_rng(0)
     zero = helper.make_tensor("zero", dtype, [], [0.0 if dtype == TensorProto.FLOAT8E4M3FN else 0])
-    w_zero = helper.make_tensor("w_zero", dtype, scale_shape, [0.0 if dtype == TensorProto.FLOAT8E4M3FN else 0] * math.prod(scale_shape))
+    w_zero = helper.make_tensor(
+        "w_zero", dtype, scale_shape, [0.0 if dtype == TensorProto.FLOAT8E4M3FN else 0] * math.prod(scale_shape)
+    )
     w = helper.make_tensor("w", dtype, [K, N], rng.integers(0, 8, K * N).astype(float).tolist() if dtype == TensorProto.FLOAT8E4M3FN
                            else rng.integers(0, 100, K * N).tolist())  # fmt: skip
     initializers = [w, zero, w_zero, numpy_helper.from_array(np.array(0.1, np.float32), "scale"),

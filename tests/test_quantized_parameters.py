@@ -25,7 +25,11 @@ def external(name: str, dtype: int, dims: list[int]) -> TensorProto:
 
 def one_node(op_type, inputs, initializers, outputs, attrs):
     graph = helper.make_graph(
-        [helper.make_node(op_type, [n for n, _, _ in inputs] + [t.name for t in initializers], outputs, domain=MS, **attrs)],
+        [
+            helper.make_node(
+                op_type, [n for n, _, _ in inputs] + [t.name for t in initializers], outputs, domain=MS, **attrs
+            )
+        ],
         "g",
         [helper.make_tensor_value_info(n, d, s) for n, d, s in inputs],
         [helper.make_empty_tensor_value_info(o) for o in outputs],
@@ -60,7 +64,18 @@ def test_matmul_nbits_bias_still_counts():
     ]
     bias = external("bias", TensorProto.FLOAT16, [n])
     graph = helper.make_graph(
-        [helper.make_node("MatMulNBits", ["a", "b", "scales", "", "", "bias"], ["y"], domain=MS, K=k, N=n, bits=4, block_size=block)],
+        [
+            helper.make_node(
+                "MatMulNBits",
+                ["a", "b", "scales", "", "", "bias"],
+                ["y"],
+                domain=MS,
+                K=k,
+                N=n,
+                bits=4,
+                block_size=block,
+            )
+        ],
         "g",
         [helper.make_tensor_value_info("a", TensorProto.FLOAT16, [4, k])],
         [helper.make_empty_tensor_value_info("y")],
@@ -73,7 +88,10 @@ def test_matmul_nbits_bias_still_counts():
 
 def test_matmul_bnb4_parameters():
     k, n, block = 256, 128, 64
-    weights = [external("b", TensorProto.UINT8, [k * n // 2]), external("absmax", TensorProto.FLOAT16, [k * n // block])]
+    weights = [
+        external("b", TensorProto.UINT8, [k * n // 2]),
+        external("absmax", TensorProto.FLOAT16, [k * n // block]),
+    ]
     model = one_node("MatMulBnb4", [("a", TensorProto.FLOAT16, [8, k])], weights, ["y"],
                      {"K": k, "N": n, "block_size": block, "quant_type": 1})  # fmt: skip
     (node,) = analyze(model).nodes
@@ -83,12 +101,25 @@ def test_matmul_bnb4_parameters():
 def test_gather_block_quantized_parameters_are_the_table_values():
     vocab, hidden, block = 1000, 768, 32
     graph = helper.make_graph(
-        [helper.make_node("GatherBlockQuantized", ["table", "ids", "scales"], ["y"], domain=MS,
-                          bits=4, block_size=block, gather_axis=0, quantize_axis=1)],  # fmt: skip
+        [
+            helper.make_node(
+                "GatherBlockQuantized",
+                ["table", "ids", "scales"],
+                ["y"],
+                domain=MS,
+                bits=4,
+                block_size=block,
+                gather_axis=0,
+                quantize_axis=1,
+            )
+        ],  # fmt: skip
         "g",
         [helper.make_tensor_value_info("ids", TensorProto.INT64, [2, 16])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2, 16, hidden])],
-        initializer=[external("table", TensorProto.UINT8, [vocab, hidden // 2]), external("scales", TensorProto.FLOAT16, [vocab, hidden // block])],
+        initializer=[
+            external("table", TensorProto.UINT8, [vocab, hidden // 2]),
+            external("scales", TensorProto.FLOAT16, [vocab, hidden // block]),
+        ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
     report = analyze(model)

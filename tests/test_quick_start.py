@@ -142,7 +142,11 @@ def tracked_files() -> set[str]:
     import subprocess
 
     listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=False)
-    return set(listed.stdout.split()) if listed.returncode == 0 else {str(p.relative_to(REPO)) for p in REPO.rglob("*.onnx")}
+    return (
+        set(listed.stdout.split())
+        if listed.returncode == 0
+        else {str(p.relative_to(REPO)) for p in REPO.rglob("*.onnx")}
+    )
 
 
 def test_the_set_up_command_and_its_shown_output(monkeypatch):
@@ -151,7 +155,7 @@ def test_the_set_up_command_and_its_shown_output(monkeypatch):
     monkeypatch.chdir(REPO)
     setup = readme_block("Set up and run (two commands)", "bash")
     words = shlex.split(setup.splitlines()[1], comments=True)
-    args = words[len(words) - words[::-1].index("onnx-roofline"):]  # after the last `&& onnx-roofline`
+    args = words[len(words) - words[::-1].index("onnx-roofline") :]  # after the last `&& onnx-roofline`
     assert args[0] == "fixtures/gpt2_decode_fp16.onnx"
     code, out = run_in_checkout(args)
     assert code == 0, out
@@ -170,8 +174,12 @@ def test_the_process_pool_example_runs(tmp_path, monkeypatch):
     namespace: dict = {}
     exec(compile("import onnx_roofline as r\n" + pool, "README.md", "exec"), namespace)  # noqa: S102 (the README's own example)
     (report,) = namespace["reports"].values()  # a whole report came back from the process
-    assert report.model.node_count == len(onnx.load(FIXTURES / "resnet50_fp16.onnx", load_external_data=False).graph.node)
-    if importlib.util.find_spec("dask") is not None:  # the Dask example after it, on the same paths (the distributed extra)
+    assert report.model.node_count == len(
+        onnx.load(FIXTURES / "resnet50_fp16.onnx", load_external_data=False).graph.node
+    )
+    if (
+        importlib.util.find_spec("dask") is not None
+    ):  # the Dask example after it, on the same paths (the distributed extra)
         dask_block = re.findall(r"```python\n(.*?)```", text.split("\n## Python API\n", 1)[1], re.S)[2]
         exec(compile(dask_block, "README.md", "exec"), namespace)  # noqa: S102 (the README's own example)
         (back,) = namespace["reports"]
@@ -182,5 +190,7 @@ def test_the_process_pool_example_runs(tmp_path, monkeypatch):
 def test_top_0_prints_no_empty_header(fmt):
     code, out = run_in_checkout([str(FIXTURES / "resnet50_fp16.onnx"), "--top", "0", "--format", fmt, "-q"])
     assert code == 0
-    assert "top 0" not in out.lower() and not re.search(r"^\|? *node *\|? *op\b", out, re.M)  # no title, no column header
+    assert "top 0" not in out.lower() and not re.search(
+        r"^\|? *node *\|? *op\b", out, re.M
+    )  # no title, no column header
     assert "by op type" in out.lower()  # the rest of the report is there

@@ -59,7 +59,11 @@ def test_constants_keep_nodes_apart():
     body = helper.make_graph(
         [helper.make_node("Add", ["v_in", "v_in"], ["v_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"])],
         "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []), _float("v_in", [64])],
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            _float("v_in", [64]),
+        ],
         [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), _float("v_out", [64])],
     )
     trips = [numpy_helper.from_array(np.array(n, dtype=np.int64), f"m{n}") for n in (3, 5)]
@@ -71,8 +75,10 @@ def test_constants_keep_nodes_apart():
         initializers=[*trips, cond],
     )
     report = analyze(model)
+
     def body_flops(scope):
         return sum(n.cost.flops for n in report.nodes if n.scope == scope)
+
     assert body_flops("Loop_0/body") == 3 * 64 and body_flops("Loop_1/body") == 5 * 64  # one add per element per trip
 
 
@@ -125,7 +131,7 @@ def test_opnode_tracks_what_a_rule_reads():
     _ = (op.inputs, op.outputs, op.input(0), op.output(0), op.op_type, op.domain, op.opset, op.present_inputs)
     _ = (op.distinct_input_bytes(), op.output_bytes())
     assert op.reads == TENSORS
-    op.attrs
+    _ = op.attrs
     assert op.reads == ATTRIBUTES
     for read in (
         lambda o: o.proto,

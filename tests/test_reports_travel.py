@@ -53,7 +53,8 @@ def test_analyze_in_a_process_pool_returns_whole_reports():
     # spawn: fresh interpreters, as a cluster's workers are, with nothing inherited from this one
     with ProcessPoolExecutor(max_workers=2, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {
-            name: pool.submit(r.analyze, str(FIXTURES / name), hw="h100", sizing=Sizing(dims=dims)) for name, dims in jobs.items()
+            name: pool.submit(r.analyze, str(FIXTURES / name), hw="h100", sizing=Sizing(dims=dims))
+            for name, dims in jobs.items()
         }
         reports = {name: future.result() for name, future in futures.items()}
     for name, dims in jobs.items():

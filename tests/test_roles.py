@@ -57,7 +57,9 @@ def _image_model(dims: list, layout: str = "NCHW", metadata: dict | None = None)
         nodes.append(helper.make_node("Transpose", ["x"], ["xt"], perm=[0, 3, 1, 2], name="to_nchw"))
         source = "xt"
     nodes += [
-        helper.make_node("Conv", [source, "w1", "b1"], ["c1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], name="conv1"),
+        helper.make_node(
+            "Conv", [source, "w1", "b1"], ["c1"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], name="conv1"
+        ),
         helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
         helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2], name="pool"),
         helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv2"),
@@ -65,11 +67,18 @@ def _image_model(dims: list, layout: str = "NCHW", metadata: dict | None = None)
         helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "wf", "bf"], ["logits"], transB=1, name="fc"),
     ]
-    inits = [weight("w1", 16, 3, 3, 3), weight("b1", 16), weight("w2", 32, 16, 3, 3), weight("b2", 32), weight("wf", 10, 32), weight("bf", 10)]
+    inits = [
+        weight("w1", 16, 3, 3, 3),
+        weight("b1", 16),
+        weight("w2", 32, 16, 3, 3),
+        weight("b2", 32),
+        weight("wf", 10, 32),
+        weight("bf", 10),
+    ]
     graph = helper.make_graph(nodes, "classifier", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1] * 4)],
                               [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)], initializer=inits)  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    for dim, want in zip(model.graph.input[0].type.tensor_type.shape.dim, dims):
+    for dim, want in zip(model.graph.input[0].type.tensor_type.shape.dim, dims, strict=False):
         dim.Clear()
         if isinstance(want, int):
             dim.dim_value = want
@@ -83,10 +92,15 @@ def _image_model(dims: list, layout: str = "NCHW", metadata: dict | None = None)
 
 NAMINGS = {  # how converters write [batch, 3, height, width]: the anonymous names the analysis gives
     "empty": ([None, 3, None, None], ("x_dim0", "x_dim2", "x_dim3")),
-    "question-mark": (["?", 3, "?", "?"], ("x_dim0", "x_dim2", "x_dim3")),  # by ONNX's letter one symbol: no model means N = H = W
+    "question-mark": (
+        ["?", 3, "?", "?"],
+        ("x_dim0", "x_dim2", "x_dim3"),
+    ),  # by ONNX's letter one symbol: no model means N = H = W
     "tf2onnx": (["unk__12", 3, "unk__13", "unk__14"], ("unk__12", "unk__13", "unk__14")),
-    "paddle2onnx": (["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"],
-                    ("p2o.DynamicDimension.0", "p2o.DynamicDimension.1", "p2o.DynamicDimension.2")),
+    "paddle2onnx": (
+        ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"],
+        ("p2o.DynamicDimension.0", "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"),
+    ),
     "single-letters": (["N", 3, "H", "W"], ("N", "H", "W")),  # known to the name rules
 }
 
@@ -106,15 +120,24 @@ def test_an_image_with_unnamed_sides_is_costed_at_the_default_side(naming):
 
 
 def test_an_nhwc_image_takes_its_sides_from_axes_1_and_2():
-    plain = onnx_roofline.analyze(_image_model(["unk__12", "unk__13", "unk__14", 3], layout="NHWC"), sizing=Sizing(default_dims=True))
+    plain = onnx_roofline.analyze(
+        _image_model(["unk__12", "unk__13", "unk__14", 3], layout="NHWC"), sizing=Sizing(default_dims=True)
+    )
     assert plain.model.dims == {"unk__12": 1, "unk__13": SIDE, "unk__14": SIDE}
-    assert {n: d.role for n, d in plain.model.dim_roles.items()} == {"unk__12": "batch", "unk__13": "image height", "unk__14": "image width"}
+    assert {n: d.role for n, d in plain.model.dim_roles.items()} == {
+        "unk__12": "batch",
+        "unk__13": "image height",
+        "unk__14": "image width",
+    }
     assert _matrix_flops(plain) == _image_flops(1, SIDE, SIDE)
 
 
 def test_the_image_size_the_metadata_states_is_taken():
     """ultralytics writes `imgsz: [640, 640]` into its exports: height and width, as stated."""
-    plain = onnx_roofline.analyze(_image_model(["batch", 3, "height", "width"], metadata={"imgsz": "[320, 480]"}), sizing=Sizing(default_dims=True))
+    plain = onnx_roofline.analyze(
+        _image_model(["batch", 3, "height", "width"], metadata={"imgsz": "[320, 480]"}),
+        sizing=Sizing(default_dims=True),
+    )
     assert plain.model.dims == {"batch": 1, "height": 320, "width": 480}
     assert _matrix_flops(plain) == _image_flops(1, 320, 480)
     assert plain.model.dim_roles["height"].source == "model" and "imgsz" in plain.model.dim_roles["height"].text()
@@ -130,7 +153,12 @@ def test_every_output_says_each_default_with_its_role(tmp_path, capsys):
     assert "p2o.DynamicDimension.2=224 (image width)" in captured.err  # the note on stderr
     assert main([str(path), "--format", "json"]) == 0
     model = json.loads(capsys.readouterr().out)["model"]
-    assert model["dim_roles"]["p2o.DynamicDimension.1"] == {"size": 224, "role": "image height", "source": "graph", "why": None}
+    assert model["dim_roles"]["p2o.DynamicDimension.1"] == {
+        "size": 224,
+        "role": "image height",
+        "source": "graph",
+        "why": None,
+    }
     assert model["defaulted_dims"] == sorted(model["dim_roles"])
     html = render_html(onnx_roofline.analyze(path, sizing=Sizing(default_dims=True)))
     assert "p2o.DynamicDimension.1=224 (image height, default)" in html
@@ -159,7 +187,12 @@ def _token_model(past: bool = False) -> onnx.ModelProto:
 def test_a_token_input_takes_a_batch_and_a_sequence():
     report = onnx_roofline.analyze(_token_model(), sizing=Sizing(default_dims=True))
     assert report.model.dims == {"unk__0": 1, "unk__1": 512, "unk__2": 1, "unk__3": 512}
-    assert {n: d.role for n, d in report.model.dim_roles.items()} == {"unk__0": "batch", "unk__1": "sequence", "unk__2": "batch", "unk__3": "sequence"}
+    assert {n: d.role for n, d in report.model.dim_roles.items()} == {
+        "unk__0": "batch",
+        "unk__1": "sequence",
+        "unk__2": "batch",
+        "unk__3": "sequence",
+    }
     proj = next(node for node in report.nodes if node.name == "proj")
     assert proj.cost.flops == 2 * 1 * 512 * 16 * 16  # [1, 512, 16] @ [16, 16]
 
@@ -201,10 +234,15 @@ def test_a_reshape_to_a_constant_states_the_size_it_takes():
     """x [batch, unk] reshaped to [1, 1, 28, 28]: the model runs at unk = 784 only."""
     shape = numpy_helper.from_array(np.array([1, 1, 28, 28], np.int64), "shape")
     weight = numpy_helper.from_array(np.ones((4, 1, 3, 3), np.float32), "w")
-    nodes = [helper.make_node("Reshape", ["x", "shape"], ["r"], name="to_image"), helper.make_node("Conv", ["r", "w"], ["y"], name="conv")]
+    nodes = [
+        helper.make_node("Reshape", ["x", "shape"], ["r"], name="to_image"),
+        helper.make_node("Conv", ["r", "w"], ["y"], name="conv"),
+    ]
     graph = helper.make_graph(nodes, "mnist", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "unk__7"])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[shape, weight])  # fmt: skip
-    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
+    report = onnx_roofline.analyze(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True)
+    )
     assert report.model.dims == {"unk__7": 784}
     assert report.model.dim_roles["unk__7"].source == "model"
     assert "to_image" in report.model.dim_roles["unk__7"].text()
@@ -215,13 +253,20 @@ def test_a_leading_dim_shared_by_inputs_is_the_batch():
     nodes = [helper.make_node("Add", ["a", "b"], ["y"], name="add")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["d0", 8]), helper.make_tensor_value_info("b", TensorProto.FLOAT, ["d0", 8])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
-    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True))
+    report = onnx_roofline.analyze(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(default_dims=True)
+    )
     assert report.model.dim_roles["d0"].role == "batch"
 
 
 def test_a_dim_with_no_role_is_said_so(capsys, tmp_path):
     nodes = [helper.make_node("Relu", ["a"], ["y"], name="relu")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["d0"])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["d0"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     path = tmp_path / "plain.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     assert main([str(path), "--top", "1"]) == 0

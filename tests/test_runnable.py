@@ -47,7 +47,12 @@ FITS = {
     "auto_pad SAME": ("Conv", [1, 8, 1, 1], {"strides": [2, 2], "auto_pad": "SAME_UPPER"}, (16, 8, 2, 2)),
     "a dilated window that just fits": ("Conv", [1, 2, 5, 5], {"dilations": [2, 2]}, (4, 2, 3, 3)),
     "a max pool larger than its input (empty)": ("MaxPool", [1, 1, 2, 2], {"kernel_shape": [3, 3]}, None),
-    "a strided average pool larger than its input": ("AveragePool", [1, 1, 2, 2], {"kernel_shape": [4, 4], "strides": [3, 3]}, None),
+    "a strided average pool larger than its input": (
+        "AveragePool",
+        [1, 1, 2, 2],
+        {"kernel_shape": [4, 4], "strides": [3, 3]},
+        None,
+    ),
 }
 
 
@@ -57,7 +62,9 @@ def test_a_window_larger_than_its_input_is_refused_as_onnxruntime_refuses_it(cas
     model = _model(op_type, shape, attrs, weight)
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime raises its own Fail/InvalidArgument types
         _run(model, shape)
-    with pytest.raises(DimensionError, match=r"cannot run at its declared shapes: its input 'x' is .* smaller than its"):
+    with pytest.raises(
+        DimensionError, match=r"cannot run at its declared shapes: its input 'x' is .* smaller than its"
+    ):
         analyze(model)
 
 
@@ -113,14 +120,17 @@ def test_a_reshape_target_that_does_not_hold_the_input_is_refused(tmp_path, caps
     assert capsys.readouterr().err.strip() == (
         "onnx-roofline: error: node 'traced' (Reshape) cannot run at batch=3: its input 'x' [3, 6] has 18 elements, its target [3, 4] 12: "
         "a size the graph fixed when it was exported (traced) disagrees with these dims; "
-        "it runs at batch=2 (the size Reshape 'traced' was traced at): --dim batch=2")  # fmt: skip; 2·6 = 3·4, the run above
+        "it runs at batch=2 (the size Reshape 'traced' was traced at): --dim batch=2"
+    )  # fmt: skip; 2·6 = 3·4, the run above
 
 
 def test_a_traced_attention_runs_only_at_its_traced_key_length(tmp_path):
     """TorchScript's export of MultiheadAttention with kdim traces the key length (9) into a
     Reshape target: bound to 7 keys it cannot run (onnxruntime refuses), bound to 9 it is costed."""
     torch = pytest.importorskip("torch")
-    attention = torch.nn.MultiheadAttention(32, 4, kdim=32, vdim=32).eval()  # kdim given: the separate-projection path, which traces
+    attention = torch.nn.MultiheadAttention(
+        32, 4, kdim=32, vdim=32
+    ).eval()  # kdim given: the separate-projection path, which traces
 
     class Call(torch.nn.Module):
         def __init__(self):
@@ -134,15 +144,28 @@ def test_a_traced_attention_runs_only_at_its_traced_key_length(tmp_path):
     axes = {"q": {0: "sequence", 1: "batch"}, "kv": {0: "kv_sequence", 1: "batch"}}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the tracer's warnings: what it traces is the point
-        torch.onnx.export(Call(), (torch.randn(7, 2, 32), torch.randn(9, 2, 32)), str(path), dynamo=False, input_names=["q", "kv"], dynamic_axes=axes)
+        torch.onnx.export(
+            Call(),
+            (torch.randn(7, 2, 32), torch.randn(9, 2, 32)),
+            str(path),
+            dynamo=False,
+            input_names=["q", "kv"],
+            dynamic_axes=axes,
+        )
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     with pytest.raises(Exception):  # noqa: B017
         session.run(None, {"q": np.ones((7, 2, 32), np.float32), "kv": np.ones((7, 2, 32), np.float32)})
-    with pytest.raises(DimensionError, match=r"\(Reshape\) cannot run at batch=2, kv_sequence=7, sequence=7: .* disagrees with these dims"):
+    with pytest.raises(
+        DimensionError,
+        match=r"\(Reshape\) cannot run at batch=2, kv_sequence=7, sequence=7: .* disagrees with these dims",
+    ):
         analyze(path, sizing=Sizing(dims={"batch": 2, "kv_sequence": 7, "sequence": 7}))
     report = analyze(path, sizing=Sizing(dims={"batch": 2, "kv_sequence": 9, "sequence": 7}))
     assert report.uncosted.count == 0
-    assert report.nodes[-1].outputs[0].shape == session.run(None, {"q": np.ones((7, 2, 32), np.float32), "kv": np.ones((9, 2, 32), np.float32)})[0].shape
+    assert (
+        report.nodes[-1].outputs[0].shape
+        == session.run(None, {"q": np.ones((7, 2, 32), np.float32), "kv": np.ones((9, 2, 32), np.float32)})[0].shape
+    )
 
 
 # --- GroupQueryAttention: a past head size the query fixes -------------------------------------------
@@ -159,10 +182,15 @@ def _gqa(tmp_path):
               helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]), helper.make_tensor_value_info("total", TensorProto.INT32, [])]  # fmt: skip
     node = helper.make_node("GroupQueryAttention", ["qkv", "", "", "past_key", "past_value", "seqlens_k", "total"], ["y", "present_key", "present_value"],
                             domain="com.microsoft", name="attention", num_heads=HEADS, kv_num_heads=KV_HEADS)  # fmt: skip
-    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("y", "present_key", "present_value")]
+    outputs = [
+        helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("y", "present_key", "present_value")
+    ]
     graph = helper.make_graph([node], "g", inputs, outputs)
     path = tmp_path / "gqa.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]), path)
+    onnx.save(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]),
+        path,
+    )
     return path
 
 
@@ -179,7 +207,10 @@ def test_a_past_head_size_other_than_the_querys_is_refused_naming_the_one_that_r
     with pytest.raises(Exception):  # noqa: B017 - onnxruntime: past_key dimension 3 should match the packed head size
         _gqa_run(path, head=1)
     dims = {"batch": 1, "sequence": 1, "past_sequence": 5}
-    with pytest.raises(DimensionConflict, match=r"holds heads of 1 where its query 'qkv' packs heads of 16: pass Sizing\(dims=\{'kv_cache_dim': 16\}\)"):
+    with pytest.raises(
+        DimensionConflict,
+        match=r"holds heads of 1 where its query 'qkv' packs heads of 16: pass Sizing\(dims=\{'kv_cache_dim': 16\}\)",
+    ):
         analyze(path, sizing=Sizing(dims={**dims, "kv_cache_dim": 1}))
     assert main([str(path), *(f"--dim={k}={v}" for k, v in dims.items()), "--dim", "kv_cache_dim=1"]) == 2
     assert capsys.readouterr().err.strip().endswith("packs heads of 16: bind --dim kv_cache_dim=16")
@@ -192,14 +223,21 @@ def test_a_default_the_graph_rules_out_is_replaced_by_the_size_it_fixes(tmp_path
     """No --dim for kv_cache_dim: its name has no default (1), which the query rules out; the
     analysis takes 16, says why, and costs the cache onnxruntime returns at 16."""
     path = _gqa(tmp_path)
-    assert main([str(path), "--dim", "batch=1", "--dim", "sequence=1", "--dim", "past_sequence=5", "--format", "json"]) == 0
+    assert (
+        main([str(path), "--dim", "batch=1", "--dim", "sequence=1", "--dim", "past_sequence=5", "--format", "json"])
+        == 0
+    )
     captured = capsys.readouterr()
     assert "kv_cache_dim=16 (the head size of 'attention' (com.microsoft::GroupQueryAttention))" in captured.err
     report = json.loads(captured.out)
     assert report["model"]["dims"]["kv_cache_dim"] == 16 and report["model"]["defaulted_dims"] == ["kv_cache_dim"]
-    assert report["model"]["solved_dims"] == {"kv_cache_dim": "the head size of 'attention' (com.microsoft::GroupQueryAttention)"}
+    assert report["model"]["solved_dims"] == {
+        "kv_cache_dim": "the head size of 'attention' (com.microsoft::GroupQueryAttention)"
+    }
     (node,) = report["nodes"]
-    assert [tuple(o["shape"]) for o in node["outputs"]] == _gqa_run(path, head=HEAD)  # y [1, 1, 64], present [1, 2, 6, 16] twice
+    assert [tuple(o["shape"]) for o in node["outputs"]] == _gqa_run(
+        path, head=HEAD
+    )  # y [1, 1, 64], present [1, 2, 6, 16] twice
 
 
 @pytest.mark.parametrize("entry", [e for e in manifest() if e["name"].startswith("genai")], ids=lambda e: e["name"])
@@ -220,10 +258,13 @@ def test_the_genai_builders_kv_cache_dim_is_taken_from_its_attention(entry):
 def _position_table(tmp_path):
     """onnx-simplifier with --overwrite-input-shape on a dynamo export: the inputs stay [batch, seq, 32],
     the position table is folded for seq 8 ([1, 8, 32])."""
-    graph = helper.make_graph([helper.make_node("Add", ["x", "pos"], ["a"]), helper.make_node("Relu", ["a"], ["y"])], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 32])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 32])],
-                              [numpy_helper.from_array(np.zeros((1, 8, 32), np.float32), "pos")])
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "pos"], ["a"]), helper.make_node("Relu", ["a"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq", 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 32])],
+        [numpy_helper.from_array(np.zeros((1, 8, 32), np.float32), "pos")],
+    )
     path = tmp_path / "fixed.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return path
@@ -233,7 +274,9 @@ def test_a_broadcast_against_a_fixed_size_is_refused_naming_both(tmp_path):
     path = _position_table(tmp_path)
     with pytest.raises(Exception, match="broadcast"):  # noqa: B017 - onnxruntime refuses seq 16 too
         ort.InferenceSession(str(path)).run(None, {"x": np.zeros((1, 16, 32), np.float32)})
-    with pytest.raises(DimensionConflict, match=r"'x' \[1, 16, 32\], 'pos' \[1, 8, 32\] do not broadcast \(8 against 16 on axis -2\)"):
+    with pytest.raises(
+        DimensionConflict, match=r"'x' \[1, 16, 32\], 'pos' \[1, 8, 32\] do not broadcast \(8 against 16 on axis -2\)"
+    ):
         analyze(path, sizing=Sizing(dims={"batch": 1, "seq": 16}))
 
 

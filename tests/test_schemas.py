@@ -17,7 +17,11 @@ def test_an_ops_attributes_are_the_ones_its_schema_declares_at_the_models_opset(
 def test_bodies_and_tensors_are_only_where_the_schema_allows_them():
     assert may_have_bodies("", "If", 17) and may_have_bodies("", "Loop", 17) and may_have_bodies("", "Scan", 17)
     assert not may_have_bodies("", "MatMul", 17) and not may_have_bodies("", "Constant", 17)
-    assert may_hold_tensors("", "Constant", 17) and may_hold_tensors("", "ConstantOfShape", 17) and may_hold_tensors("", "If", 17)
+    assert (
+        may_hold_tensors("", "Constant", 17)
+        and may_hold_tensors("", "ConstantOfShape", 17)
+        and may_hold_tensors("", "If", 17)
+    )
     assert not may_hold_tensors("", "MatMul", 17)
 
 
@@ -26,4 +30,8 @@ def test_an_op_validation_did_not_hold_to_a_schema_may_carry_anything():
     ops and opsets the model does not import: their nodes' attributes must be read."""
     for domain, op, opset in (("com.microsoft", "Attention", 1), ("acme", "Mystery", 1), ("", "SimplifiedLayerNormalization", 17),
                               ("", "Scatter", 11), ("", "Add", None)):  # fmt: skip
-        assert may_have_bodies(domain, op, opset) and may_hold_tensors(domain, op, opset) and may_have_attribute(domain, op, opset, "x")
+        assert (
+            may_have_bodies(domain, op, opset)
+            and may_hold_tensors(domain, op, opset)
+            and may_have_attribute(domain, op, opset, "x")
+        )

@@ -33,7 +33,10 @@ def _routed(tokens=8, hidden=16, ffn=32):
         helper.make_node("MatMul", ["picked", "w"], ["y"]),  # [n, ffn]
     ]
     zero = numpy_helper.from_array(np.array([0], np.int64), "zero")
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, hidden]), helper.make_tensor_value_info("mask", TensorProto.BOOL, [tokens])]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [tokens, hidden]),
+        helper.make_tensor_value_info("mask", TensorProto.BOOL, [tokens]),
+    ]
     return _model(nodes, inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight, zero])
 
 
@@ -56,7 +59,9 @@ def test_the_assumed_count_rounds_up_within_the_candidates():
     condition = TensorInfo("c", (4,), "bool")
     assert candidates("Compress", {"axis": 1}, (data, condition)) == 4
     assert selected_shape("Compress", {"axis": 1}, data, 2) == (3, 2)
-    assert candidates("Compress", {"axis": -2}, (data, TensorInfo("c", (2,), "bool"))) == 2  # the condition's 2 of 3 rows
+    assert (
+        candidates("Compress", {"axis": -2}, (data, TensorInfo("c", (2,), "bool"))) == 2
+    )  # the condition's 2 of 3 rows
     assert selected_shape("Compress", {"axis": -2}, data, 2) == (2, 4)
     assert candidates("Compress", {}, (data, condition)) == 4  # flattened: the condition's 4 leading elements
     assert selected_shape("Compress", {}, data, 2) == (2,)
@@ -122,7 +127,10 @@ def test_the_command_line_names_the_assumption_in_the_table_json_and_stderr(tmp_
     path.write_bytes(_routed().SerializeToString())
     assert main([str(path), "--nonzero-fraction", "1/4"]) == 0
     captured = capsys.readouterr()
-    assert "ASSUMED   NonZero/Compress select 0.25 of their candidates (--nonzero-fraction): 1 node sized by it" in captured.out
+    assert (
+        "ASSUMED   NonZero/Compress select 0.25 of their candidates (--nonzero-fraction): 1 node sized by it"
+        in captured.out
+    )
     assert "onnx-roofline: warning: assumed: NonZero/Compress select 0.25" in captured.err
     assert main([str(path), "--nonzero-fraction", "0.25", "--format", "json", "-q"]) == 0
     assert json.loads(capsys.readouterr().out)["model"]["assumed"] == {"nonzero_fraction": 0.25, "nodes": ["NonZero_0"]}
@@ -130,7 +138,9 @@ def test_the_command_line_names_the_assumption_in_the_table_json_and_stderr(tmp_
     assert main(["check", str(path)]) == 0  # and at the bound without it
 
 
-@pytest.mark.parametrize("args", [["--nonzero-fraction", "1.5"], ["--nonzero-fraction", "x"], ["verify", "--nonzero-fraction", "0.5"]])
+@pytest.mark.parametrize(
+    "args", [["--nonzero-fraction", "1.5"], ["--nonzero-fraction", "x"], ["verify", "--nonzero-fraction", "0.5"]]
+)
 def test_a_bad_fraction_or_verify_with_one_is_a_usage_error(tmp_path, capsys, args):
     """verify checks the sizes a real run produces: an assumed size is not one."""
     path = tmp_path / "routed.onnx"
@@ -170,13 +180,17 @@ def test_a_transformers_mixtral_export_with_eager_experts_is_costed_under_unifor
     path = tmp_path / "mixtral.onnx"
     torch.onnx.export(Logits(), (ids, torch.ones_like(ids)), str(path), dynamo=False, input_names=["input_ids", "attention_mask"],
                       output_names=["logits"], dynamic_axes={"input_ids": {1: "sequence"}, "attention_mask": {1: "sequence"}}, opset_version=17)  # fmt: skip
-    assert analyze(path, sizing=Sizing(dims={"sequence": tokens})).uncosted.count == 0  # the experts recognized, sized by uniform routing (issue 34)
+    assert (
+        analyze(path, sizing=Sizing(dims={"sequence": tokens})).uncosted.count == 0
+    )  # the experts recognized, sized by uniform routing (issue 34)
     report = analyze(path, sizing=Sizing(dims={"sequence": tokens}, nonzero_fraction=1 / experts))
     assert report.uncosted.count == 0
     expert_matmuls = [n for n in report.nodes if n.op_type in ("MatMul", "Gemm") and "experts" in n.name]
     hit = len(expert_matmuls) // 2  # the trace unrolls the experts its random routing hit: gate_up and down each
     rows = tokens * top_k // experts  # uniform routing: 8 tokens × 2 choices / 4 experts = 4 rows per expert
-    per_expert = 2 * rows * hidden * (2 * ffn) + 2 * rows * ffn * hidden  # gate_up [rows, 64]×[64, 192], down [rows, 96]×[96, 64]
+    per_expert = (
+        2 * rows * hidden * (2 * ffn) + 2 * rows * ffn * hidden
+    )  # gate_up [rows, 64]×[64, 192], down [rows, 96]×[96, 64]
     assert sum(n.cost.flops for n in expert_matmuls) == hit * per_expert
     assert math.isclose(report.model.assumed.nonzero_fraction, 0.25)
     assert all("experts/NonZero" in name for name in report.model.assumed.nodes)
@@ -190,7 +204,9 @@ def test_a_policy_file_carries_the_fraction_and_the_flag_wins(tmp_path, capsys):
     assert main(["check", str(path), "--policy", str(policy), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] == 0.125
     assert main(["check", str(path), "--policy", str(policy), "--nonzero-fraction", "0.5"]) == 0
-    assert "assumed: NonZero/Compress select 0.5 of their candidates" in capsys.readouterr().out  # the gate's text says it
+    assert (
+        "assumed: NonZero/Compress select 0.5 of their candidates" in capsys.readouterr().out
+    )  # the gate's text says it
     assert main(["check", str(path), "--format", "json"]) == 0  # costed at the bound without one
     assert json.loads(capsys.readouterr().out)["model"]["nonzero_fraction"] is None
 

@@ -44,9 +44,15 @@ def test_split_then_concat_and_stack(tmp_path):
         helper.make_node("SequenceLength", ["rows"], ["count"]),
         helper.make_node("Relu", ["joined"], ["y"]),
     ]
-    values = _check(_graph(tmp_path, nodes, [("x", F, [5, 8])],
-                           [("y", F, None), ("tail", F, None), ("stacked", F, None), ("count", TensorProto.INT64, None)],
-                           [("two", 2), ("sizes", [3, 5]), ("last", -1)]))
+    values = _check(
+        _graph(
+            tmp_path,
+            nodes,
+            [("x", F, [5, 8])],
+            [("y", F, None), ("tail", F, None), ("stacked", F, None), ("count", TensorProto.INT64, None)],
+            [("two", 2), ("sizes", [3, 5]), ("last", -1)],
+        )
+    )
     assert values["pieces"].elements == ((2, 8), (2, 8), (1, 8)) and values["pieces"].shape == (None, 8)
     assert values["pieces"].nbytes == 5 * 8 * 4  # what the pieces hold together: the input again
     assert values["joined"].shape == (2 + 2 + 1, 8)
@@ -65,8 +71,9 @@ def test_construct_insert_erase(tmp_path):
         helper.make_node("ConcatFromSequence", ["two"], ["ba"], axis=0),
         helper.make_node("ConcatFromSequence", ["erased"], ["ab"], axis=0),
     ]
-    values = _check(_graph(tmp_path, nodes, [("a", F, [2, 3]), ("b", F, [4, 3])], [("ba", F, None), ("ab", F, None)],
-                           [("zero", 0)]))
+    values = _check(
+        _graph(tmp_path, nodes, [("a", F, [2, 3]), ("b", F, [4, 3])], [("ba", F, None), ("ab", F, None)], [("zero", 0)])
+    )
     assert values["two"].elements == ((4, 3), (2, 3)) and values["erased"].elements == ((2, 3), (4, 3))
     assert values["ba"].shape == values["ab"].shape == (6, 3)
     costs = {n.op_type: n.cost for n in analyze(tmp_path / "sequences.onnx").nodes}
@@ -75,7 +82,10 @@ def test_construct_insert_erase(tmp_path):
 
 
 def test_a_position_that_is_not_a_constant_leaves_the_element_unknown_and_says_so(tmp_path):
-    nodes = [helper.make_node("SequenceConstruct", ["a", "b"], ["s"]), helper.make_node("SequenceAt", ["s", "i"], ["y"])]
+    nodes = [
+        helper.make_node("SequenceConstruct", ["a", "b"], ["s"]),
+        helper.make_node("SequenceAt", ["s", "i"], ["y"]),
+    ]
     path = _graph(tmp_path, nodes, [("a", F, [2, 3]), ("b", F, [4, 3]), ("i", TensorProto.INT64, [])], [("y", F, None)])
     report = analyze(path)
     assert report.model.shape_root_cause.op_type == "SequenceAt"
@@ -95,8 +105,14 @@ def test_a_torch_export_that_splits_into_sequences(tmp_path):
     path = tmp_path / "split.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Split(), (torch.randn(2, 6, 12),), str(path), dynamo=True, optimize=False,
-                          dynamic_shapes=({0: torch.export.Dim("batch")},))
+        torch.onnx.export(
+            Split(),
+            (torch.randn(2, 6, 12),),
+            str(path),
+            dynamo=True,
+            optimize=False,
+            dynamic_shapes=({0: torch.export.Dim("batch")},),
+        )
     report = analyze(path, sizing=Sizing(dims={"batch": 3}))
     assert {n.op_type for n in report.nodes} >= {"SplitToSequence", "SequenceAt"}
     assert [n.name for n in report.nodes if n.status != "ok"] == []
@@ -123,13 +139,23 @@ def test_sequence_map_runs_its_body_on_every_element(tmp_path):
         helper.make_node("ConcatFromSequence", ["mapped"], ["y"], axis=0),
         helper.make_node("ConcatFromSequence", ["totals"], ["t"], axis=0, new_axis=1),
     ]
-    values = _check(_graph(tmp_path, nodes, [("x", F, [6, 4]), ("bias", F, [4])], [("y", F, None), ("t", F, None)], [("sizes", [1, 2, 3])]))
+    values = _check(
+        _graph(
+            tmp_path,
+            nodes,
+            [("x", F, [6, 4]), ("bias", F, [4])],
+            [("y", F, None), ("t", F, None)],
+            [("sizes", [1, 2, 3])],
+        )
+    )
     assert values["mapped"].elements == ((1, 4), (2, 4), (3, 4)) and values["totals"].elements == ((), (), ())
     assert values["y"].shape == (6, 4) and values["t"].shape == (3,)
     report = analyze(tmp_path / "sequences.onnx")
     mapped = next(n for n in report.nodes if n.op_type == "SequenceMap")
     elements = 6 * 4
-    assert mapped.cost.flops == elements * 2 + (elements - 3)  # multiply and add per element; each run's sum: n − 1 adds
+    assert mapped.cost.flops == elements * 2 + (
+        elements - 3
+    )  # multiply and add per element; each run's sum: n − 1 adds
 
 
 def test_uneven_pieces_read_back_each_at_its_own_size(tmp_path):
@@ -142,7 +168,15 @@ def test_uneven_pieces_read_back_each_at_its_own_size(tmp_path):
         helper.make_node("Relu", ["b1"], ["r1"]),
         helper.make_node("Relu", ["b0"], ["r0"]),
     ]
-    values = _check(_graph(tmp_path, nodes, [("x", F, [96])], [("r1", F, None), ("r0", F, None)], [("sizes", [32, 64]), ("one", 1), ("zero", 0)]))
+    values = _check(
+        _graph(
+            tmp_path,
+            nodes,
+            [("x", F, [96])],
+            [("r1", F, None), ("r0", F, None)],
+            [("sizes", [32, 64]), ("one", 1), ("zero", 0)],
+        )
+    )
     assert values["b1"].shape == values["r1"].shape == (64,) and values["b0"].shape == values["r0"].shape == (32,)
 
 

@@ -45,10 +45,18 @@ def all_gather(nbytes: int, n: int) -> float:
 GPT2_LAYERS, GPT2_HIDDEN, GPT2_HEADS, GPT2_VOCAB, GPT2_PARAMS = 12, 768, 12, 50257, 124_439_808
 
 
-GPT2_WEIGHTS = GPT2_PARAMS * E + GPT2_VOCAB * GPT2_HIDDEN * E  # every parameter, plus the tied embedding transposed for the lm_head: folded at load, held
-GPT2_REPLICATED = (GPT2_LAYERS * (2 * 2 + 2) + 2) * GPT2_HIDDEN * E + 1024 * GPT2_HIDDEN * E  # LayerNorm gains and biases (2 per layer + final), c_proj biases (attention, MLP: added after the all-reduce); wpe
-GPT2_KV = GPT2_LAYERS * 2 * GPT2_HIDDEN * 1024 * E  # per sequence: K and V of 12 heads x 64, 1023 past rows + the new one, updated in place
-GPT2_ACTIVATIONS = GPT2_VOCAB * E + GPT2_HIDDEN * E  # per sequence, at the peak: the lm_head reads the last hidden state and writes the logits
+GPT2_WEIGHTS = (
+    GPT2_PARAMS * E + GPT2_VOCAB * GPT2_HIDDEN * E
+)  # every parameter, plus the tied embedding transposed for the lm_head: folded at load, held
+GPT2_REPLICATED = (
+    (GPT2_LAYERS * (2 * 2 + 2) + 2) * GPT2_HIDDEN * E + 1024 * GPT2_HIDDEN * E
+)  # LayerNorm gains and biases (2 per layer + final), c_proj biases (attention, MLP: added after the all-reduce); wpe
+GPT2_KV = (
+    GPT2_LAYERS * 2 * GPT2_HIDDEN * 1024 * E
+)  # per sequence: K and V of 12 heads x 64, 1023 past rows + the new one, updated in place
+GPT2_ACTIVATIONS = (
+    GPT2_VOCAB * E + GPT2_HIDDEN * E
+)  # per sequence, at the peak: the lm_head reads the last hidden state and writes the logits
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +68,9 @@ def gpt2_study():
 @pytest.mark.parametrize("n", [1, 2])
 def test_gpt2_decode_the_largest_batch_that_fits_an_h100_at_past_1023(gpt2_study, n):
     weights = (GPT2_WEIGHTS - GPT2_REPLICATED) / n + GPT2_REPLICATED  # the split weights divided, the replicated whole
-    expected = math.floor((CAPACITY - weights) / (GPT2_KV / n + GPT2_ACTIVATIONS))  # 1893 on one H100; activations taken whole per device
+    expected = math.floor(
+        (CAPACITY - weights) / (GPT2_KV / n + GPT2_ACTIVATIONS)
+    )  # 1893 on one H100; activations taken whole per device
     degree = gpt2_study[n]
     assert abs(degree.fits_up_to - expected) <= 1
     limit = degree.points[-1]
@@ -69,7 +79,9 @@ def test_gpt2_decode_the_largest_batch_that_fits_an_h100_at_past_1023(gpt2_study
 
 def test_gpt2_tp2_holds_half_the_split_weights_and_half_the_cache(gpt2_study):
     run_one, run_two = gpt2_study[1].points[0].decode, gpt2_study[2].points[0].decode
-    assert float(run_two.weight_bytes) == pytest.approx((float(run_one.weight_bytes) - GPT2_REPLICATED) / 2 + GPT2_REPLICATED, abs=64)
+    assert float(run_two.weight_bytes) == pytest.approx(
+        (float(run_one.weight_bytes) - GPT2_REPLICATED) / 2 + GPT2_REPLICATED, abs=64
+    )
     assert float(run_two.kv_cache_bytes) == float(run_one.kv_cache_bytes) / 2 == GPT2_KV / 2
 
 
@@ -82,7 +94,13 @@ def test_a_graph_without_blocks_is_said_to_have_none():
 
 # --- A Llama-shaped decoder: the split and the latency per device ---------------------------------------
 
-LAYERS, HIDDEN, MLP_WIDTH, HEADS, VOCAB = 2, 4096, 11008, 32, 1024  # Llama-2-7B's widths, 2 of its 32 layers, a small vocabulary
+LAYERS, HIDDEN, MLP_WIDTH, HEADS, VOCAB = (
+    2,
+    4096,
+    11008,
+    32,
+    1024,
+)  # Llama-2-7B's widths, 2 of its 32 layers, a small vocabulary
 HEAD_DIM = HIDDEN // HEADS
 PAST = 1023
 
@@ -117,7 +135,11 @@ def llama(tmp_path_factory):
 
     kv = [f"past.{i}.{k}" for i in range(LAYERS) for k in ("key", "value")]
     presents = [name.replace("past", "present") for name in kv]
-    axes = {"input_ids": {0: "batch"}, "logits": {0: "batch"}} | {n: {0: "batch", 2: "past_sequence"} for n in kv} | {n: {0: "batch", 2: "total"} for n in presents}
+    axes = (
+        {"input_ids": {0: "batch"}, "logits": {0: "batch"}}
+        | {n: {0: "batch", 2: "past_sequence"} for n in kv}
+        | {n: {0: "batch", 2: "total"} for n in presents}
+    )
     args = (torch.ones(2, 1, dtype=torch.long), *(torch.zeros(2, HEADS, 5, HEAD_DIM, dtype=torch.half) for _ in kv))
     buffer = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
@@ -137,7 +159,9 @@ def _parameters_as_absent_weights(proto: onnx.ModelProto, inputs: set[str]) -> N
     data in an external file that is never written."""
     for value in [v for v in proto.graph.input if v.name not in inputs]:
         tensor_type = value.type.tensor_type
-        tensor = onnx.TensorProto(name=value.name, data_type=tensor_type.elem_type, dims=[d.dim_value for d in tensor_type.shape.dim])
+        tensor = onnx.TensorProto(
+            name=value.name, data_type=tensor_type.elem_type, dims=[d.dim_value for d in tensor_type.shape.dim]
+        )
         tensor.data_location = onnx.TensorProto.EXTERNAL
         tensor.external_data.add(key="location", value="weights.absent")
         proto.graph.initializer.append(tensor)
@@ -153,7 +177,9 @@ def _drop_one_input_concats(proto: onnx.ModelProto) -> None:
         proto.graph.node.remove(node)
 
 
-SPLIT = LAYERS * (4 * HIDDEN * HIDDEN + 3 * HIDDEN * MLP_WIDTH) * E + 2 * VOCAB * HIDDEN * E  # Q, K, V, O; gate, up, down; embedding, lm_head
+SPLIT = (
+    LAYERS * (4 * HIDDEN * HIDDEN + 3 * HIDDEN * MLP_WIDTH) * E + 2 * VOCAB * HIDDEN * E
+)  # Q, K, V, O; gate, up, down; embedding, lm_head
 REPLICATED = (2 * LAYERS + 1) * HIDDEN * E + HEAD_DIM // 2 * 4  # the RMSNorm gains; RoPE's inverse frequencies (fp32)
 CONSTANTS = 4096  # the exporter's scalar constants (eps, exponents, ...) are weights too: less than this
 
@@ -166,7 +192,9 @@ def test_the_megatron_split_is_found_from_the_structure(llama):
     assert all(len(b.columns) == 2 and len(b.rows) == 1 for b in plan.blocks if b.kind == MLP)  # gate, up | down
     assert plan.heads() == (HEADS, HEADS) and plan.hidden == HIDDEN
     assert plan.embedding is not None and plan.lm_head is not None and not plan.replicated_projections
-    assert len(plan.reduced) == 2 * LAYERS + 1 and plan.gathered == ("logits",)  # one per block and the embedding; the logits gathered
+    assert len(plan.reduced) == 2 * LAYERS + 1 and plan.gathered == (
+        "logits",
+    )  # one per block and the embedding; the logits gathered
     assert plan.refusal(8) is None and plan.refusal(3) == "3 devices do not divide the 32 query heads"
 
 
@@ -187,10 +215,16 @@ def test_weight_bytes_per_device_are_the_split_over_n_plus_the_replicated(llama_
 @pytest.mark.parametrize("n", [1, 2, 4, 8])
 @pytest.mark.parametrize("batch", [1, 16])
 def test_decode_latency_is_bytes_over_bandwidth_plus_the_all_reduces(llama_study, n, batch):
-    kv_read = LAYERS * 2 * batch * (HEADS // n) * PAST * HEAD_DIM * E  # K and V of this device's heads: the past read once by attention
+    kv_read = (
+        LAYERS * 2 * batch * (HEADS // n) * PAST * HEAD_DIM * E
+    )  # K and V of this device's heads: the past read once by attention
     kv_written = LAYERS * 2 * batch * (HEADS // n) * HEAD_DIM * E  # the new rows, written in place
-    embedding = VOCAB * HIDDEN * E  # held, but the lookup reads only the batch's rows: 1/N of them on each device, on average
-    per_device = (SPLIT - embedding) / n + REPLICATED + batch * HIDDEN * E / n + kv_read + kv_written  # every other weight read once per step
+    embedding = (
+        VOCAB * HIDDEN * E
+    )  # held, but the lookup reads only the batch's rows: 1/N of them on each device, on average
+    per_device = (
+        (SPLIT - embedding) / n + REPLICATED + batch * HIDDEN * E / n + kv_read + kv_written
+    )  # every other weight read once per step
     hidden = batch * HIDDEN * E  # the [batch, 1, 4096] fp16 hidden state
     collectives = 0.0 if n == 1 else (
         2 * LAYERS * all_reduce(hidden, n)  # after attention and after the MLP, in every layer

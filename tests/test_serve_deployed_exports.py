@@ -91,12 +91,17 @@ def separate_qkv(packed: Path) -> Path:
     for node in [n for n in graph.node if n.op_type == "MatMul" and "qkv_proj" in n.name]:
         outputs = []
         for part, width in (("q", HEADS * HEAD), ("k", KV_HEADS * HEAD), ("v", KV_HEADS * HEAD)):
-            weight = onnx.TensorProto(name=f"{node.name}.{part}", data_type=weights[node.input[1]].data_type, dims=[HIDDEN, width])
+            weight = onnx.TensorProto(
+                name=f"{node.name}.{part}", data_type=weights[node.input[1]].data_type, dims=[HIDDEN, width]
+            )
             weight.data_location = onnx.TensorProto.EXTERNAL
             weight.external_data.add(key="location", value="absent.data")
             graph.initializer.append(weight)
             outputs.append(f"{node.output[0]}.{part}")
-            graph.node.insert(list(graph.node).index(node), onnx.helper.make_node("MatMul", [node.input[0], weight.name], [outputs[-1]]))
+            graph.node.insert(
+                list(graph.node).index(node),
+                onnx.helper.make_node("MatMul", [node.input[0], weight.name], [outputs[-1]]),
+            )
         for attention in (n for n in graph.node if n.op_type == "GroupQueryAttention" and n.input[0] == node.output[0]):
             attention.input[:3] = outputs
         graph.initializer.remove(weights[node.input[1]])
@@ -113,7 +118,9 @@ def test_genai_weights_per_device_count_the_replicated_kv_heads(builder, n, qkv)
     assert degree.refusal is None
     qkv = HIDDEN * (HEADS + 2 * KV_HEADS) * HEAD  # packed Q, K, V: 8 query heads and 2 K and 2 V heads of 16
     kv_part = HIDDEN * 2 * KV_HEADS * HEAD  # the K and V columns of it
-    total_split = LAYERS * (qkv + HIDDEN * HIDDEN + 3 * HIDDEN * MLP_WIDTH) + 2 * VOCAB * HIDDEN  # attention, o, gate/up/down; embedding, lm_head
+    total_split = (
+        LAYERS * (qkv + HIDDEN * HIDDEN + 3 * HIDDEN * MLP_WIDTH) + 2 * VOCAB * HIDDEN
+    )  # attention, o, gate/up/down; embedding, lm_head
     replicated = (2 * LAYERS + 1) * HIDDEN + 2 * POSITIONS * HEAD // 2  # RMSNorm gains; the cos and sin caches [128, 8]
     # (total - replicated) / N + replicated, where the replicated part also holds the K/V columns a device keeps
     # beyond its 1/N: whole KV heads, 1/min(N, 2) of them
@@ -126,7 +133,9 @@ def test_genai_weights_per_device_count_the_replicated_kv_heads(builder, n, qkv)
 @pytest.mark.parametrize("n", [1, 2, 4, 8])
 def test_genai_kv_cache_per_device_is_the_kv_heads_it_holds(builder, n):
     degree = study(builder(HEADS, KV_HEADS, "fp32"), (n,))[n]
-    expected = LAYERS * 2 * 1 * kv_heads_held(n) * CONTEXT * HEAD * F32  # K and V, batch 1, its KV heads, the context, in place
+    expected = (
+        LAYERS * 2 * 1 * kv_heads_held(n) * CONTEXT * HEAD * F32
+    )  # K and V, batch 1, its KV heads, the context, in place
     run = degree.points[0].decode
     assert float(run.kv_cache_bytes) == pytest.approx(expected, rel=0.01)
     assert run.kv_replicas == (n // KV_HEADS if n > KV_HEADS else 1)
@@ -139,11 +148,23 @@ def test_genai_int4_matmulnbits_projections_split_by_the_same_shares(builder):
     assert [b.kind for b in plan.blocks] == [ATTENTION, MLP] * LAYERS and plan.heads() == (HEADS, KV_HEADS)
     assert plan.lm_head is not None and plan.embedding is not None and not plan.replicated_projections
     proto = onnx.load(path, load_external_data=False)
-    sizes = {t.name: math.prod(t.dims) * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize for t in proto.graph.initializer}
+    sizes = {
+        t.name: math.prod(t.dims) * onnx.helper.tensor_dtype_to_np_dtype(t.data_type).itemsize
+        for t in proto.graph.initializer
+    }
     degrees = study(path, (1, 8))
     for n in (1, 8):
-        share = {"qkv_proj": (HEADS / n + 2 * KV_HEADS * kv_heads_held(n) / KV_HEADS) / (HEADS + 2 * KV_HEADS)}  # packed: Q 1/N, K and V whole heads
-        split = ("o_proj", "gate_proj", "up_proj", "down_proj", "embed_tokens", "lm_head")  # 1/N: the packed weight, its scales and zero points alike
+        share = {
+            "qkv_proj": (HEADS / n + 2 * KV_HEADS * kv_heads_held(n) / KV_HEADS) / (HEADS + 2 * KV_HEADS)
+        }  # packed: Q 1/N, K and V whole heads
+        split = (
+            "o_proj",
+            "gate_proj",
+            "up_proj",
+            "down_proj",
+            "embed_tokens",
+            "lm_head",
+        )  # 1/N: the packed weight, its scales and zero points alike
         expected = sum(size * next((s for key, s in share.items() if key in name), 1 / n if any(k in name for k in split) else 1)
                        for name, size in sizes.items())  # fmt: skip
         assert float(degrees[n].points[0].decode.weight_bytes) == pytest.approx(expected, rel=0.01)
@@ -153,7 +174,9 @@ def test_a_degree_the_kv_heads_cannot_take_is_refused_by_name(builder):
     degrees = study(builder(6, 3, "fp32"), (1, 2, 3, 4, 6))  # 6 query heads, 3 KV heads
     assert degrees[2].refusal.startswith("the 3 KV heads can be neither divided among 2 devices nor replicated evenly")
     assert degrees[4].refusal == "4 devices do not divide the 6 query heads"
-    assert degrees[3].refusal is None and degrees[6].refusal is None  # 3 divides both; 6 holds one KV head each, replicated twice
+    assert (
+        degrees[3].refusal is None and degrees[6].refusal is None
+    )  # 3 divides both; 6 holds one KV head each, replicated twice
     assert degrees[6].points[0].decode.kv_replicas == 2
 
 
@@ -176,7 +199,11 @@ def test_onnxruntime_fused_attention_is_split_like_a_decomposed_one():
     plan = plan_tensor_parallel(report)
     assert [b.kind for b in plan.blocks] == [ATTENTION, MLP] * LAYERS  # the MLP holds onnxruntime's BiasGelu
     assert all(report.nodes[b.columns[0]].op_type == "Attention" for b in plan.blocks if b.kind == ATTENTION)
-    assert plan.heads() == (4, 4) and plan.refusal(4) is None and plan.refusal(8) == "8 devices do not divide the 4 query heads"
+    assert (
+        plan.heads() == (4, 4)
+        and plan.refusal(4) is None
+        and plan.refusal(8) == "8 devices do not divide the 4 query heads"
+    )
     assert {"Attention_0_qkv_weight", "Attention_0_qkv_bias"} <= plan.split_weights
 
 
@@ -205,11 +232,19 @@ def test_a_small_all_reduce_on_nvswitch_is_a_one_shot_in_nccls_model():
     """Llama-2-70B's hidden state at batch 1 (8192 x fp16 = 16 kB) over 8 H100 SXM: NCCL's one-shot
     all-reduce through NVSwitch multicast (AllReduce_AGxLLMC_R), not the ring that cost 15.1 µs."""
     nbytes, n = 16384, 8
-    one_shot, blocks = symmetric_us(n * nbytes * 9, 4.5, 65 * GBPS, 1.1, 320 * GBPS, 64)  # LL: 9x the bytes each GPU reads; Hopper
-    plain, plain_blocks = symmetric_us(n * nbytes * 9, 4.5, 65 * GBPS, 1.0, 320 * GBPS, 64)  # AllReduce_AGxLL_R, without multicast
-    assert one_shot * (1 + 0.025 * blocks) < plain * (1 + 0.025 * plain_blocks)  # NCCL's pick: time x (1 + 2.5 % per block)
+    one_shot, blocks = symmetric_us(
+        n * nbytes * 9, 4.5, 65 * GBPS, 1.1, 320 * GBPS, 64
+    )  # LL: 9x the bytes each GPU reads; Hopper
+    plain, plain_blocks = symmetric_us(
+        n * nbytes * 9, 4.5, 65 * GBPS, 1.0, 320 * GBPS, 64
+    )  # AllReduce_AGxLL_R, without multicast
+    assert one_shot * (1 + 0.025 * blocks) < plain * (
+        1 + 0.025 * plain_blocks
+    )  # NCCL's pick: time x (1 + 2.5 % per block)
     steps = 2 * (n - 1)
-    ring_ll = 6.6 + steps * 0.6 + nbytes / (1000 * min(141.0, 450 * 0.5) * n / steps)  # tuning.cc: ring, LL over NVLink, Hopper's llMaxBw
+    ring_ll = (
+        6.6 + steps * 0.6 + nbytes / (1000 * min(141.0, 450 * 0.5) * n / steps)
+    )  # tuning.cc: ring, LL over NVLink, Hopper's llMaxBw
     chosen = collective(ALL_REDUCE, nbytes, n, load_hardware("h100").interconnect)
     assert chosen.choice.kernel == "AllReduce_AGxLLMC_R" and chosen.algorithm == "one-shot multicast/LL"
     assert chosen.time_s == pytest.approx(one_shot * 1e-6, rel=1e-6)
@@ -218,11 +253,17 @@ def test_a_small_all_reduce_on_nvswitch_is_a_one_shot_in_nccls_model():
 
 def test_a_large_all_reduce_on_nvswitch_is_a_two_shot_through_multicast():
     nbytes, n = 64 << 20, 8
-    two_shot, _ = symmetric_us(nbytes // n + nbytes, 7.8, 65 * GBPS, n, 480 * GBPS, math.ceil(16 / n))  # RSxLDMC_AGxSTMC: NVLS blocks 16/N
-    nvls = 25 + nbytes / (1000 * 450 * 0.85 * 15 / 16 * 2 * n / (2 * (n - 1)))  # tuning.cc: NVLS, 25 µs, efficiency 0.85, 16 channels
+    two_shot, _ = symmetric_us(
+        nbytes // n + nbytes, 7.8, 65 * GBPS, n, 480 * GBPS, math.ceil(16 / n)
+    )  # RSxLDMC_AGxSTMC: NVLS blocks 16/N
+    nvls = 25 + nbytes / (
+        1000 * 450 * 0.85 * 15 / 16 * 2 * n / (2 * (n - 1))
+    )  # tuning.cc: NVLS, 25 µs, efficiency 0.85, 16 channels
     ring = 8.4 + 2 * (n - 1) * 3.4 + nbytes / (1000 * 450 * n / (2 * (n - 1)))  # ring, Simple
     chosen = collective(ALL_REDUCE, nbytes, n, load_hardware("h100").interconnect)
-    assert chosen.choice.kernel == "AllReduce_RSxLDMC_AGxSTMC" and chosen.time_s == pytest.approx(two_shot * 1e-6, rel=1e-6)
+    assert chosen.choice.kernel == "AllReduce_RSxLDMC_AGxSTMC" and chosen.time_s == pytest.approx(
+        two_shot * 1e-6, rel=1e-6
+    )
     assert two_shot < nvls < ring
 
 
@@ -232,7 +273,9 @@ def test_a_large_all_reduce_on_nvswitch_is_a_two_shot_through_multicast():
 ])  # fmt: skip
 def test_on_pcie_the_all_reduce_is_nccls_ring(nbytes, algorithm, latency_us, bandwidth_gbps):
     n = 8
-    expected = latency_us + nbytes / (1000 * bandwidth_gbps * n / (2 * (n - 1)))  # algorithm bandwidth: bus x N / 2(N-1)
+    expected = latency_us + nbytes / (
+        1000 * bandwidth_gbps * n / (2 * (n - 1))
+    )  # algorithm bandwidth: bus x N / 2(N-1)
     chosen = collective(ALL_REDUCE, nbytes, n, load_hardware("h100-pcie").interconnect)
     assert chosen.algorithm == algorithm and chosen.choice.kernel == ""
     assert chosen.time_s == pytest.approx(expected * 1e-6, rel=1e-6)
@@ -252,5 +295,7 @@ def test_serve_shows_the_algorithm_per_point(capsys):
     point = data["degrees"][1]["points"][0]
     assert code == 0 and point["memory_per_device"]["kv_replicas"] == 2
     messages = point["communication"]["messages"]
-    assert {m["kind"] for m in messages} == {ALL_REDUCE, ALL_GATHER} and all(m["algorithm"] and m["protocol"] for m in messages)
+    assert {m["kind"] for m in messages} == {ALL_REDUCE, ALL_GATHER} and all(
+        m["algorithm"] and m["protocol"] for m in messages
+    )
     assert sum(m["count"] for m in messages if m["kind"] == ALL_REDUCE) == point["communication"][ALL_REDUCE]

@@ -31,7 +31,9 @@ def _model(nodes, inputs, outputs, initializers=(), opset=17, extra=()):
 
 
 def _const(name, values):
-    return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(values, dtype=np.int64), name))
+    return helper.make_node(
+        "Constant", [], [name], value=numpy_helper.from_array(np.asarray(values, dtype=np.int64), name)
+    )
 
 
 def _onnx_alone(model):
@@ -107,12 +109,20 @@ def test_dims_onnx_left_to_a_symbol_of_its_own_are_completed_without_inferring_t
                               (("split", TensorProto.FLOAT), ("grown", TensorProto.FLOAT), ("summed", TensorProto.INT64)))  # fmt: skip
     alone = _onnx_alone(model)
     assert all(not alone[name].is_known for name in ("split", "grown", "summed"))
-    monkeypatch.setattr(onnx.shape_inference, "infer_node_outputs", lambda *a, **k: pytest.fail("a node was inferred again"))
+    monkeypatch.setattr(
+        onnx.shape_inference, "infer_node_outputs", lambda *a, **k: pytest.fail("a node was inferred again")
+    )
     result = infer(model)
     expected = {"split": (5, 2, 4), "grown": (8, 8), "summed": (5,)}
     assert {name: result.values[name].shape for name in expected} == expected
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"ids": np.zeros((2, 5), np.int64), "cache": np.zeros((3, 8), np.float32)})))
+    outputs = dict(
+        zip(
+            [o.name for o in session.get_outputs()],
+            session.run(None, {"ids": np.zeros((2, 5), np.int64), "cache": np.zeros((3, 8), np.float32)}),
+            strict=False,
+        )
+    )
     assert {name: outputs[name].shape for name in expected} == expected
 
 
@@ -177,9 +187,15 @@ def test_one_hot_folds_as_onnx_reference_evaluates_it(indices, axis):
 
     arrays = [np.array(indices, np.int64), np.array(4, np.int64), np.array([2, 7], np.int64)]
     node = helper.make_node("OneHot", ["i", "d", "v"], ["y"], axis=axis)
-    graph = helper.make_graph([node], "one_hot", [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in "idv"],
-                              [helper.make_tensor_value_info("y", TensorProto.INT64, None)])
-    (expected,) = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])).run(None, dict(zip("idv", arrays)))
+    graph = helper.make_graph(
+        [node],
+        "one_hot",
+        [helper.make_tensor_value_info(n, TensorProto.INT64, None) for n in "idv"],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+    )
+    (expected,) = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])).run(
+        None, dict(zip("idv", arrays, strict=False))
+    )
     folded = _EVALUATORS["OneHot"](arrays, {"axis": axis})
     assert folded.dtype == expected.dtype and np.array_equal(folded, expected)
 
@@ -194,11 +210,20 @@ def test_a_tile_by_a_one_hot_of_a_shape_is_typed():
         helper.make_node("Reshape", ["hot", "flat"], ["repeats"]),
         helper.make_node("Tile", ["x", "repeats"], ["y"]),
     ]
-    constants = [numpy_helper.from_array(np.array([1], np.int64), "one"), numpy_helper.from_array(np.array([1, 3], np.int64), "off_on"),
-                 numpy_helper.from_array(np.array([-1], np.int64), "flat")]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], constants)
-    (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": np.ones((3, 2), np.float32)})
+    constants = [
+        numpy_helper.from_array(np.array([1], np.int64), "one"),
+        numpy_helper.from_array(np.array([1, 3], np.int64), "off_on"),
+        numpy_helper.from_array(np.array([-1], np.int64), "flat"),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        constants,
+    )
+    (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": np.ones((3, 2), np.float32)}
+    )
     report = analyze(model)
     assert report.uncosted.count == 0 and report.nodes[-1].outputs[0].shape == y.shape == (3, 6)
 
@@ -212,14 +237,21 @@ def test_an_op_nobody_types_is_named_as_the_root_cause_everywhere(capsys):
         helper.make_node("Relu", ["b"], ["c"]),
         helper.make_node("Relu", ["c"], ["y"]),
     ]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], extra=("acme",))
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        extra=("acme",),
+    )
     report = analyze(model)
     uncosted = report.to_dict()["uncosted"]
     assert uncosted["count"] == 3  # Mystery and the two Relus after it
     assert uncosted["root_cause"] == {"index": 1, "name": "Mystery_1", "op_type": "Mystery", "domain": "acme",
                                       "reason": "no shape rule for acme::Mystery"}  # fmt: skip
-    assert uncosted["message"] == "3 of 4 nodes uncosted, downstream of Mystery_1 (Mystery): no shape rule for acme::Mystery"
+    assert (
+        uncosted["message"]
+        == "3 of 4 nodes uncosted, downstream of Mystery_1 (Mystery): no shape rule for acme::Mystery"
+    )
 
 
 def _masked(expand: bool) -> onnx.ModelProto:
@@ -231,10 +263,18 @@ def _masked(expand: bool) -> onnx.ModelProto:
         *([helper.make_node("Expand", ["x", "target"], ["wide"])] if expand else []),  # [4, 1, count]: count is data
         helper.make_node("NonZero", ["mask"], ["where"]),
     ]
-    outputs = [helper.make_tensor_value_info(name, TensorProto.FLOAT if name == "wide" else TensorProto.INT64, None)
-               for name in (["wide"] if expand else []) + ["where", "target"]]
-    return _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1]),
-                          helper.make_tensor_value_info("mask", TensorProto.INT64, [6])], outputs)
+    outputs = [
+        helper.make_tensor_value_info(name, TensorProto.FLOAT if name == "wide" else TensorProto.INT64, None)
+        for name in (["wide"] if expand else []) + ["where", "target"]
+    ]
+    return _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 1]),
+            helper.make_tensor_value_info("mask", TensorProto.INT64, [6]),
+        ],
+        outputs,
+    )
 
 
 def test_a_value_computed_from_a_graph_input_names_that_input():
@@ -243,18 +283,28 @@ def test_a_value_computed_from_a_graph_input_names_that_input():
     cause = analyze(_masked(expand=True)).uncosted.root_cause
     assert cause.op_type == "Expand"
     # the value in the form the input takes: 1-D of 6 (a rank-0 N would be refused)
-    assert cause.reason.endswith("not a constant the analysis could fold (computed from the values of graph input 'mask': give it with --value mask=N,N,N,N,N,N)")
+    assert cause.reason.endswith(
+        "not a constant the analysis could fold (computed from the values of graph input 'mask': give it with --value mask=N,N,N,N,N,N)"
+    )
     report = analyze(_masked(expand=False))  # a NonZero of it: at most its 6 elements, costed there
-    assert report.uncosted.count == 0 and [(bound.op_type, bound.rows) for bound in report.model.bounds] == [("NonZero", 6)]
+    assert report.uncosted.count == 0 and [(bound.op_type, bound.rows) for bound in report.model.bounds] == [
+        ("NonZero", 6)
+    ]
 
 
 def test_the_cli_says_so_on_stderr_and_in_the_table_and_check_fails(tmp_path, capsys):
     path = tmp_path / "m.onnx"
-    nodes = [helper.make_node("Mystery", ["x"], ["b"], domain="acme"), helper.make_node("Relu", ["b"], ["y"]), helper.make_node("Neg", ["x"], ["z"])]
+    nodes = [
+        helper.make_node("Mystery", ["x"], ["b"], domain="acme"),
+        helper.make_node("Relu", ["b"], ["y"]),
+        helper.make_node("Neg", ["x"], ["z"]),
+    ]
     onnx.save(_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
                      [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), helper.make_tensor_value_info("z", TensorProto.FLOAT, None)],
                      extra=("acme",)), path)  # fmt: skip
-    assert main([str(path)]) == 0  # a partial answer (Neg is costed); with nothing costed, exit 2 (test_nothing_costed.py)
+    assert (
+        main([str(path)]) == 0
+    )  # a partial answer (Neg is costed); with nothing costed, exit 2 (test_nothing_costed.py)
     out, err = capsys.readouterr()
     assert "UNCOSTED  2 of 3 nodes uncosted, downstream of Mystery_0 (Mystery)" in out
     assert "warning: 2 of 3 nodes uncosted, downstream of Mystery_0 (Mystery): no shape rule for acme::Mystery" in err
@@ -267,8 +317,12 @@ def test_an_output_nobody_reads_does_not_block_its_node():
     """An opset-9 Dropout's mask output: ONNX types it without a shape; nothing reads it. The node
     is costed from what it does write (y), and the mask is an absent slot."""
     nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], ratio=0.1), helper.make_node("Relu", ["d"], ["y"])]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=9)
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        opset=9,
+    )
     report = analyze(model)
     dropout = report.nodes[0]
     assert dropout.status == "ok", dropout.reason
@@ -281,12 +335,20 @@ def test_a_node_nothing_reads_is_typed_and_costed_as_any_other():
     end is Shape-derived, so only the sweep types it; the Cast must be swept too, not left an
     absent slot its rule cannot cost (that was a traceback). onnxruntime writes [1, 8] int32."""
     ints = lambda name, values: numpy_helper.from_array(np.array(values, np.int64), name)  # noqa: E731
-    nodes = [helper.make_node("Shape", ["x"], ["shape"]), helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
-             helper.make_node("Unsqueeze", ["seq", "zero"], ["end"]), helper.make_node("Slice", ["table", "zero", "end", "one_1d"], ["pos"]),
-             helper.make_node("Cast", ["pos"], ["pos_int32"], to=TensorProto.INT32), helper.make_node("Identity", ["x"], ["y"])]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.INT64, [1, "seq"])],
-                   [helper.make_tensor_value_info("y", TensorProto.INT64, [1, "seq"])],
-                   [ints("one", 1), ints("zero", [0]), ints("one_1d", [1]), ints("table", np.arange(512).reshape(1, 512))])
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Gather", ["shape", "one"], ["seq"], axis=0),
+        helper.make_node("Unsqueeze", ["seq", "zero"], ["end"]),
+        helper.make_node("Slice", ["table", "zero", "end", "one_1d"], ["pos"]),
+        helper.make_node("Cast", ["pos"], ["pos_int32"], to=TensorProto.INT32),
+        helper.make_node("Identity", ["x"], ["y"]),
+    ]
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.INT64, [1, "seq"])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [1, "seq"])],
+        [ints("one", 1), ints("zero", [0]), ints("one_1d", [1]), ints("table", np.arange(512).reshape(1, 512))],
+    )
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     exposed.graph.output.append(onnx.ValueInfoProto(name="pos_int32"))
@@ -303,8 +365,12 @@ def test_a_rule_that_needs_an_output_nobody_reads_is_unknown_shape_not_a_traceba
 
     replace_rule(monkeypatch, "Dropout", lambda node: Cost(flops=node.outputs[1].numel))
     nodes = [helper.make_node("Dropout", ["x"], ["d", "mask"], ratio=0.1), helper.make_node("Relu", ["d"], ["y"])]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=9)
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        opset=9,
+    )
     dropout = analyze(model).nodes[0]
     assert dropout.status == "unknown-shape" and "'mask', which nothing reads" in dropout.reason
 
@@ -313,16 +379,24 @@ def test_an_output_dim_the_exporter_traced_gives_way_to_the_bound_inputs():
     """onnxmltools declares a classifier's `label [1]` whatever the batch, as a trace declares its
     batch: at batch 4 onnxruntime writes 4 labels, and so must the analysis (4 int64 = 32 B)."""
     nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Cast", ["r"], ["label"], to=TensorProto.INT64)]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch"])],
-                   [helper.make_tensor_value_info("label", TensorProto.INT64, [1])])
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch"])],
+        [helper.make_tensor_value_info("label", TensorProto.INT64, [1])],
+    )
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (observed,) = session.run(None, {"x": np.ones(4, np.float32)})
     assert observed.shape == (4,)
     cast = analyze(model, sizing=Sizing(dims={"batch": 4})).nodes[1]
     assert cast.outputs[0].shape == observed.shape
     assert cast.cost.bytes == 4 * 4 + 4 * 8  # reads 4 float32, writes 4 int64
-    static = analyze(_model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
-                            [helper.make_tensor_value_info("label", TensorProto.INT64, [1])]))
+    static = analyze(
+        _model(
+            nodes,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+            [helper.make_tensor_value_info("label", TensorProto.INT64, [1])],
+        )
+    )
     assert static.nodes[1].outputs[0].shape == (1,)  # nothing re-bound: the declaration stands
 
 
@@ -349,7 +423,9 @@ def test_a_loop_trip_count_given_on_the_command_line(tmp_path, capsys):
     report = analyze(path, sizing=Sizing(values={"trips": 10}))
     loop, *body = report.nodes
     assert sum(n.cost.flops for n in body) == 10 * 4 * 8  # ten trips of a [4, 8] Add
-    assert sum(n.cost.bytes for n in body) == 10 * (2 + 1) * 4 * 8 * 4  # each trip reads two [4, 8] float32 and writes one
+    assert (
+        sum(n.cost.bytes for n in body) == 10 * (2 + 1) * 4 * 8 * 4
+    )  # each trip reads two [4, 8] float32 and writes one
     assert loop.cost.bytes == 8  # the Loop itself reads its int64 trip count
     assert loop.parameters == 0  # a value given is not a weight
     assert main([str(path), "--value", "trips=10", "--format", "json"]) == 0
@@ -391,10 +467,16 @@ def test_external_weights_are_never_opened_by_the_analysis(tmp_path, piece_nodes
         helper.make_node("Reshape", ["biased", "target"], ["y"]),
     ]
     weight = numpy_helper.from_array(np.ones((16, 48), np.float32), "w")
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 7, 16])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weight, bias])
+    model = _model(
+        nodes,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 7, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [weight, bias],
+    )
     path = tmp_path / "m.onnx"
-    onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    onnx.save(
+        model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="m.data", size_threshold=0
+    )
     script = f"""
 import sys
 data = {str(tmp_path / "m.data")!r}
@@ -453,20 +535,34 @@ def test_a_sequence_an_op_without_a_sequence_rule_writes_is_said_to_be_one_in_th
     """A Loop that returns a sequence (dynamo's EmbeddingBag builds one): its elements are not
     followed through the body, and the root cause says the value is a sequence."""
     body = helper.make_graph(
-        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("SequenceInsert", ["carried", "x"], ["grown"])],
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("SequenceInsert", ["carried", "x"], ["grown"]),
+        ],
         "body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-         helper.make_tensor_sequence_value_info("carried", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []), helper.make_tensor_sequence_value_info("grown", TensorProto.FLOAT, [2, 3])],
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info("carried", TensorProto.FLOAT, [2, 3]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_sequence_value_info("grown", TensorProto.FLOAT, [2, 3]),
+        ],
     )
     nodes = [
         helper.make_node("SequenceEmpty", [], ["empty"], dtype=TensorProto.FLOAT),
         helper.make_node("Loop", ["trips", "", "empty"], ["filled"], body=body),
         helper.make_node("ConcatFromSequence", ["filled"], ["y"], axis=0),
     ]
-    model = _model(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]), helper.make_tensor_value_info("trips", TensorProto.INT64, [])],
-                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = _model(
+        nodes,
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+            helper.make_tensor_value_info("trips", TensorProto.INT64, []),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
     report = analyze(model)
     cause = report.model.shape_root_cause
     assert cause.op_type == "Loop" and "'filled': a sequence of tensors" in cause.reason, cause
-

@@ -63,7 +63,9 @@ def test_collect_reads_each_value_with_its_own_name():
         ("f", (2,), "float32"),
         ("d", (3,), "int64"),
     ]
-    assert values["f"].sequence and values["f"].elements is None and not values["f"].is_known  # its length is not in its type
+    assert (
+        values["f"].sequence and values["f"].elements is None and not values["f"].is_known
+    )  # its length is not in its type
 
 
 def test_analyze_restores_the_collector():

@@ -21,8 +21,12 @@ from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 
 SHIPPED = Path(__file__).resolve().parent / "corpus" / "shipped"
-MERGED = [f"{family}_decoder_model_merged{layout}" for family in ("gpt2", "llama", "whisper") for layout in ("", "_dup")]
-MERGED += [f"optimum_{family}_decoder_model_merged" for family in ("gpt2", "llama")]  # optimum's own merge (tests/corpus/optimum_merged.py)
+MERGED = [
+    f"{family}_decoder_model_merged{layout}" for family in ("gpt2", "llama", "whisper") for layout in ("", "_dup")
+]
+MERGED += [
+    f"optimum_{family}_decoder_model_merged" for family in ("gpt2", "llama")
+]  # optimum's own merge (tests/corpus/optimum_merged.py)
 
 
 def _manifest(name: str) -> dict:
@@ -63,10 +67,14 @@ def _figures(report) -> dict[str, float]:
 @pytest.mark.parametrize("precision", [None, "fp16"])
 @pytest.mark.parametrize("name", MERGED)
 def test_merged_equals_unmerged(name, precision):
-    for (dims, values, counterpart), inputs in zip(_bindings(name), _inputs(name)):
-        merged = analyze(SHIPPED / f"{name}.onnx", precision=precision, sizing=Sizing(dims=dims, values=values, input_shapes=inputs))
+    for (dims, values, counterpart), inputs in zip(_bindings(name), _inputs(name), strict=False):
+        merged = analyze(
+            SHIPPED / f"{name}.onnx", precision=precision, sizing=Sizing(dims=dims, values=values, input_shapes=inputs)
+        )
         path = SHIPPED / f"{counterpart}.onnx"
-        alone = analyze(path, precision=precision, sizing=Sizing(dims={k: v for k, v in dims.items() if k in _symbols(path)}))
+        alone = analyze(
+            path, precision=precision, sizing=Sizing(dims={k: v for k, v in dims.items() if k in _symbols(path)})
+        )
         assert merged.uncosted.count == 0 and alone.uncosted.count == 0
         ours, theirs = _figures(merged), _figures(alone)
         for key, expected in theirs.items():
@@ -76,7 +84,9 @@ def test_merged_equals_unmerged(name, precision):
 def _stored_bytes(graph: onnx.GraphProto) -> int:
     """Bytes of the weights a graph stores: initializers and Constant tensors, small integer shape
     constants (integer, rank <= 1, <= 16 elements) aside, as model/weights.py defines a weight."""
-    tensors = list(graph.initializer) + [a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"]
+    tensors = list(graph.initializer) + [
+        a.t for n in graph.node if n.op_type == "Constant" for a in n.attribute if a.name == "value"
+    ]
     integer = {onnx.TensorProto.INT8, onnx.TensorProto.INT16, onnx.TensorProto.INT32, onnx.TensorProto.INT64}
     total = 0
     for tensor in tensors:
@@ -95,10 +105,18 @@ def test_a_branch_not_taken_holds_its_own_weights(family):
     dims, values, _ = next(_bindings(name))
     report = analyze(SHIPPED / f"{name}.onnx", sizing=Sizing(dims=dims, values=values))
     (node,) = [n for n in report.nodes if not n.scope]
-    other = next(a.g for a in node.proto.attribute if a.name == ("else_branch" if values["use_cache_branch"] else "then_branch"))
+    other = next(
+        a.g for a in node.proto.attribute if a.name == ("else_branch" if values["use_cache_branch"] else "then_branch")
+    )
     memory = report.memory
     assert memory.untaken_branch_weight_bytes == _stored_bytes(other) > 0
-    assert memory.total_bytes == memory.weight_bytes + memory.untaken_branch_weight_bytes + memory.kv_cache_resident_bytes + memory.peak_activation_bytes
+    assert (
+        memory.total_bytes
+        == memory.weight_bytes
+        + memory.untaken_branch_weight_bytes
+        + memory.kv_cache_resident_bytes
+        + memory.peak_activation_bytes
+    )
 
 
 @pytest.mark.parametrize("name", MERGED)
@@ -121,13 +139,18 @@ def test_every_body_node_is_a_row_and_the_rows_add_up(name):
 def test_the_plain_command_on_a_merged_decoder_takes_the_cache_branch_and_says_why(name, capsys):
     assert main([str(SHIPPED / f"{name}.onnx")]) == 0
     captured = capsys.readouterr()
-    assert "branch    optimum::if: then_branch (default: use_cache_branch=1, as the past inputs are not empty" in captured.out
+    assert (
+        "branch    optimum::if: then_branch (default: use_cache_branch=1, as the past inputs are not empty"
+        in captured.out
+    )
     assert "note: branch taken: optimum::if: then_branch" in captured.err
     assert "UNCOSTED" not in captured.out
 
 
 def test_an_empty_past_takes_the_prompt_branch():
-    report = analyze(SHIPPED / "gpt2_decoder_model_merged.onnx", sizing=Sizing(dims={"past_sequence_length": 0}, default_dims=True))
+    report = analyze(
+        SHIPPED / "gpt2_decoder_model_merged.onnx", sizing=Sizing(dims={"past_sequence_length": 0}, default_dims=True)
+    )
     (branch,) = report.model.branches
     assert branch.taken == "else_branch" and "is empty" in branch.why
 
@@ -154,11 +177,22 @@ def test_loop_and_scan_bodies_are_rows_times_their_trips(name, trips, per_trip):
     assert report.uncosted.count == 0
     body = [n for n in report.nodes if n.scope]
     assert body and all(n.trips == trips for n in body)
-    products = sum(n.cost.flops - (n.outputs[0].numel * n.trips if len(n.inputs) > 2 else 0) for n in body if n.op_type in ("Gemm", "MatMul"))
+    products = sum(
+        n.cost.flops - (n.outputs[0].numel * n.trips if len(n.inputs) > 2 else 0)
+        for n in body
+        if n.op_type in ("Gemm", "MatMul")
+    )
     assert products == trips * per_trip  # the products alone (a Gemm's bias add, one FLOP per output, aside)
 
 
-VERIFIED = ["gpt2_decoder_model_merged", "llama_decoder_model_merged_dup", "optimum_llama_decoder_model_merged", "vad_sr_if", "loop_scripted_gemm", "scan_jax_rnn"]
+VERIFIED = [
+    "gpt2_decoder_model_merged",
+    "llama_decoder_model_merged_dup",
+    "optimum_llama_decoder_model_merged",
+    "vad_sr_if",
+    "loop_scripted_gemm",
+    "scan_jax_rnn",
+]
 
 
 @pytest.mark.parametrize("name", VERIFIED)
@@ -168,8 +202,10 @@ def test_verify_checks_every_body_node(name):
     from onnx_roofline.commands.verify import verify
 
     manifest = _manifest(name)
-    result = verify(SHIPPED / f"{name}.onnx", dims=manifest["dims"], values=manifest["values"], input_shapes=manifest.get("inputs"))
-    body = [check for check, row in zip(result.comparison.nodes, result.report.nodes) if row.scope]
+    result = verify(
+        SHIPPED / f"{name}.onnx", dims=manifest["dims"], values=manifest["values"], input_shapes=manifest.get("inputs")
+    )
+    body = [check for check, row in zip(result.comparison.nodes, result.report.nodes, strict=False) if row.scope]
     assert body and all(check.outcome == "checked" for check in body), [c for c in body if c.outcome != "checked"][:3]
     assert result.passed and result.comparison.disagreements == ()
 
@@ -183,7 +219,7 @@ def test_verify_feeds_the_value_a_default_branch_stands_for():
     result = verify(SHIPPED / "gpt2_decoder_model_merged.onnx", dims=dims)
     (branch,) = result.report.model.branches
     assert branch.taken == "then_branch" and branch.why.startswith("default")
-    body = [check for check, row in zip(result.comparison.nodes, result.report.nodes) if row.scope]
+    body = [check for check, row in zip(result.comparison.nodes, result.report.nodes, strict=False) if row.scope]
     assert body and all(check.outcome == "checked" for check in body)
     assert result.passed
 
@@ -198,18 +234,28 @@ def test_verify_fails_on_a_wrong_body_rule(monkeypatch):
     from onnx_roofline.costs.rules import registry
 
     (rule,) = registry._RULES[("", "Tanh")]
-    monkeypatch.setitem(registry._RULES, ("", "Tanh"), [dataclasses.replace(rule, formula=lambda node: Cost(bytes_read=1, bytes_written=1))])
+    monkeypatch.setitem(
+        registry._RULES,
+        ("", "Tanh"),
+        [dataclasses.replace(rule, formula=lambda node: Cost(bytes_read=1, bytes_written=1))],
+    )
     manifest = _manifest("loop_scripted_gemm")
     result = verify(SHIPPED / "loop_scripted_gemm.onnx", dims=manifest["dims"], values=manifest["values"])
     assert not result.passed
-    wrong = {(d.what, d.observed) for d in result.comparison.disagreements if d.op_type == "Tanh" and "/body/" in d.node}
+    wrong = {
+        (d.what, d.observed) for d in result.comparison.disagreements if d.op_type == "Tanh" and "/body/" in d.node
+    }
     assert wrong == {("bytes_read", 2 * 64 * 4), ("bytes_written", 2 * 64 * 4)}
 
 
 def _cache_step(name: str = "gpt2_decoder_model_merged") -> list[str]:
     """The merged decoder's CLI arguments at its manifest's cache-branch binding."""
     dims, values, _ = next(_bindings(name))
-    return [str(SHIPPED / f"{name}.onnx"), *[f"--dim={k}={v}" for k, v in dims.items()], *[f"--value={k}={v}" for k, v in values.items()]]
+    return [
+        str(SHIPPED / f"{name}.onnx"),
+        *[f"--dim={k}={v}" for k, v in dims.items()],
+        *[f"--value={k}={v}" for k, v in values.items()],
+    ]
 
 
 def _then_branch_nodes(name: str = "gpt2_decoder_model_merged") -> list[onnx.NodeProto]:
@@ -279,12 +325,22 @@ def test_modules_deployed_check_and_diff_see_body_nodes(tmp_path, capsys):
     assert main(["check", "--max-latency", "1ns", *_cache_step()]) == 1  # the body's time counts against the limit
     assert "optimum::if/then_branch//model/lm_head/MatMul" in capsys.readouterr().out  # named among the slowest
 
-    longer = {**dims, "past_sequence_length": dims["past_sequence_length"] * 2, "attention_mask_sequence_length": dims["past_sequence_length"] * 2 + 1}
+    longer = {
+        **dims,
+        "past_sequence_length": dims["past_sequence_length"] * 2,
+        "attention_mask_sequence_length": dims["past_sequence_length"] * 2 + 1,
+    }
     for label, bound in (("a", dims), ("b", longer)):
-        args = [str(SHIPPED / "gpt2_decoder_model_merged.onnx"), *[f"--dim={k}={v}" for k, v in bound.items()], "--value=use_cache_branch=1"]
+        args = [
+            str(SHIPPED / "gpt2_decoder_model_merged.onnx"),
+            *[f"--dim={k}={v}" for k, v in bound.items()],
+            "--value=use_cache_branch=1",
+        ]
         assert main([*args, "--format", "json", "-o", str(tmp_path / f"{label}.json")]) == 0
     capsys.readouterr()
-    assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "json"]) == 1  # a longer past: the body's attention grows
+    assert (
+        main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--format", "json"]) == 1
+    )  # a longer past: the body's attention grows
     assert "optimum::if/then_branch//model/transformer/h.0/attn/" in capsys.readouterr().out
 
 
@@ -296,8 +352,13 @@ def test_a_body_declaring_an_outer_name_takes_the_outer_type():
     from onnx import TensorProto, helper, numpy_helper
 
     def branch(name):
-        nodes = [helper.make_node("MatMul", ["x", "w"], [f"{name}_m"]), helper.make_node("Relu", [f"{name}_m"], [f"{name}_out"])]
-        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)])
+        nodes = [
+            helper.make_node("MatMul", ["x", "w"], [f"{name}_m"]),
+            helper.make_node("Relu", [f"{name}_m"], [f"{name}_out"]),
+        ]
+        return helper.make_graph(
+            nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)]
+        )
 
     graph = helper.make_graph(
         [helper.make_node("If", ["c"], ["y"], then_branch=branch("then"), else_branch=branch("else"), name="choose")], "g",
@@ -315,7 +376,9 @@ def test_a_body_declaring_an_outer_name_takes_the_outer_type():
 
 def test_a_loop_trip_count_without_a_value_names_the_input_and_the_flag(capsys):
     manifest = _manifest("loop_scripted_gemm")
-    assert main([str(SHIPPED / "loop_scripted_gemm.onnx"), *[f"--dim={k}={v}" for k, v in manifest["dims"].items()]]) == 0
+    assert (
+        main([str(SHIPPED / "loop_scripted_gemm.onnx"), *[f"--dim={k}={v}" for k, v in manifest["dims"].items()]]) == 0
+    )
     captured = capsys.readouterr()
     assert "Loop trip count 'steps' is not a constant" in captured.err and "--value steps=N" in captured.err
     assert "UNCOSTED" in captured.out  # the partial totals are said in the table too

@@ -33,16 +33,31 @@ def test_parameters_and_weight_bytes_are_every_weight(manifest):
     weights = _manifest(manifest)["weights"]
     report = onnx_roofline.analyze(_model(manifest), sizing=Sizing(default_dims=True))
     assert report.model.parameters == weights["elements"]
-    assert report.memory.weight_bytes + report.memory.untaken_branch_weight_bytes == weights["bytes"]  # held: read or not
+    assert (
+        report.memory.weight_bytes + report.memory.untaken_branch_weight_bytes == weights["bytes"]
+    )  # held: read or not
     info = inspect_model(_model(manifest))
-    assert (info.parameters, info.weight_bytes, info.weight_tensors) == (weights["elements"], weights["bytes"], weights["count"])
+    assert (info.parameters, info.weight_bytes, info.weight_tensors) == (
+        weights["elements"],
+        weights["bytes"],
+        weights["count"],
+    )
 
 
 def _plain_input_shapes(report) -> dict[str, list[int]]:
-    return {t.name: list(t.shape) for node in report.nodes for t in node.inputs if t is not None and t.name in report.model.graph_inputs}
+    return {
+        t.name: list(t.shape)
+        for node in report.nodes
+        for t in node.inputs
+        if t is not None and t.name in report.model.graph_inputs
+    }
 
 
-@pytest.mark.parametrize("manifest", [m for m in MANIFESTS if "values" not in json.dumps(_manifest(m)["expect"].get("flops", []))], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "manifest",
+    [m for m in MANIFESTS if "values" not in json.dumps(_manifest(m)["expect"].get("flops", []))],
+    ids=lambda p: p.stem,
+)
 def test_the_plain_command_costs_the_size_the_manifest_computes(manifest):
     """No 1×1 image, no 1-sample signal: the plain command's matrix FLOPs are the manifest's at
     the sizes it took (224×224 images, batch 1, 16,000 audio samples)."""
@@ -50,7 +65,11 @@ def test_the_plain_command_costs_the_size_the_manifest_computes(manifest):
     report = onnx_roofline.analyze(_model(manifest), sizing=Sizing(default_dims=True))
     assert not report.model.implausible
     taken = _plain_input_shapes(report)
-    matching = [entry for entry in expect["flops"] if all(taken.get(name) == shape for name, shape in entry["at"].get("input_shapes", {}).items())]
+    matching = [
+        entry
+        for entry in expect["flops"]
+        if all(taken.get(name) == shape for name, shape in entry["at"].get("input_shapes", {}).items())
+    ]
     assert matching, f"the plain command took {taken}, which no manifest entry is computed at"
     assert report.totals.matrix_flops == matching[0]["matrix"]
 
@@ -67,7 +86,9 @@ def test_every_default_has_the_role_the_manifest_says(manifest):
         assert roles.get(name) == role, (name, roles)
 
 
-@pytest.mark.parametrize("manifest", [m for m in MANIFESTS if _manifest(m).get("named_counterpart")], ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "manifest", [m for m in MANIFESTS if _manifest(m).get("named_counterpart")], ids=lambda p: p.stem
+)
 def test_a_variant_analyzes_as_its_named_counterpart(manifest):
     named = SHIPPED / f"{_manifest(manifest)['named_counterpart']}.onnx"
     variant = onnx_roofline.analyze(_model(manifest), sizing=Sizing(default_dims=True))
@@ -91,5 +112,7 @@ def test_the_vad_that_needs_its_rate_names_it():
     if not manifest.exists():
         pytest.skip("no sz_vad_sr")
     for entry in _manifest(manifest)["expect"]["flops"]:
-        report = onnx_roofline.analyze(_model(manifest), sizing=Sizing(input_shapes=entry["at"]["input_shapes"], values=entry["at"]["values"]))
+        report = onnx_roofline.analyze(
+            _model(manifest), sizing=Sizing(input_shapes=entry["at"]["input_shapes"], values=entry["at"]["values"])
+        )
         assert report.totals.matrix_flops == entry["matrix"]

@@ -25,7 +25,9 @@ DIMS = {"batch": 2, "past_sequence": 127}
 
 def test_the_record_and_the_former_keywords_give_one_report():
     new = r.analyze(DECODE, "h100", Sizing(dims=DIMS))
-    with pytest.warns(DeprecationWarning, match=r"analyze\(dims=\.\.\.\) is deprecated .* pass sizing=Sizing\(dims=\.\.\.\)") as caught:
+    with pytest.warns(
+        DeprecationWarning, match=r"analyze\(dims=\.\.\.\) is deprecated .* pass sizing=Sizing\(dims=\.\.\.\)"
+    ) as caught:
         old = r.analyze(DECODE, "h100", dims=DIMS)
     assert old.to_dict() == new.to_dict()
     assert caught[0].filename == __file__  # said where the caller wrote it, not inside the package
@@ -73,9 +75,18 @@ def test_the_record_is_checked_when_made_frozen_and_travels():
 def test_no_stage_between_analyze_and_the_readers_names_a_sizing_field():
     """An assumption added to Sizing touches its record and its reader, not the signatures between:
     the analysis, the binding, the shape engine and the walk take the record whole."""
-    between = [analysis._analyze, analysis.bind_and_infer, engine.infer, engine.infer_body, analysis._Walk.__init__, engine._Sweep.__init__]
+    between = [
+        analysis._analyze,
+        analysis.bind_and_infer,
+        engine.infer,
+        engine.infer_body,
+        analysis._Walk.__init__,
+        engine._Sweep.__init__,
+    ]
     for function in between:
-        table = {"values"} if function in (analysis._Walk.__init__, engine._Sweep.__init__) else set()  # a value table (every tensor's type), not Sizing.values
+        table = (
+            {"values"} if function in (analysis._Walk.__init__, engine._Sweep.__init__) else set()
+        )  # a value table (every tensor's type), not Sizing.values
         named = set(inspect.signature(function).parameters) & set(FIELDS) - table
         assert not named, f"{function.__qualname__} takes {sorted(named)}: pass the Sizing"
     public = inspect.signature(analysis.analyze).parameters

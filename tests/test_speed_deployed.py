@@ -62,7 +62,9 @@ def _reference_package(tmp_path):
         pytest.skip(f"the reference commit {REFERENCE_COMMIT[:7]} is not in this checkout's history")
     shutil.copytree(REPO / "onnx_roofline", tmp_path / "onnx_roofline", ignore=shutil.ignore_patterns("__pycache__"))
     for path in CHANGED:
-        old = subprocess.run(["git", "show", f"{REFERENCE_COMMIT}:{path}"], cwd=REPO, capture_output=True, check=True).stdout
+        old = subprocess.run(
+            ["git", "show", f"{REFERENCE_COMMIT}:{path}"], cwd=REPO, capture_output=True, check=True
+        ).stdout
         (tmp_path / path).write_bytes(old)
     return tmp_path
 

@@ -28,7 +28,7 @@ def _check(model, feeds):
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     results = session.run(None, feeds)
     node = report.nodes[0]
-    for tensor, value in zip(node.outputs, results):
+    for tensor, value in zip(node.outputs, results, strict=False):
         assert tensor.shape == value.shape, tensor.name
         assert helper.tensor_dtype_to_np_dtype(elem_type(tensor.dtype)) == value.dtype, tensor.name
     return node
@@ -37,7 +37,9 @@ def _check(model, feeds):
 def test_group_normalization_keeps_its_input_shape():
     x = np.random.default_rng(0).standard_normal((2, 8, 5, 4)).astype(np.float32)
     node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], num_groups=4)
-    model = _model(node, [("x", F, [2, 8, 5, 4])], [("scale", np.ones(8, np.float32)), ("bias", np.zeros(8, np.float32))], opset=21)
+    model = _model(
+        node, [("x", F, [2, 8, 5, 4])], [("scale", np.ones(8, np.float32)), ("bias", np.zeros(8, np.float32))], opset=21
+    )
     assert _check(model, {"x": x}).outputs[0].shape == (2, 8, 5, 4)
 
 
@@ -71,7 +73,9 @@ def test_max_unpool_takes_its_constant_output_shape():
     x = np.arange(4, dtype=np.float32).reshape(1, 1, 2, 2)
     indices = np.array([[[[5, 7], [13, 15]]]], np.int64)
     node = helper.make_node("MaxUnpool", ["x", "i", "shape"], ["y"], kernel_shape=[2, 2], strides=[2, 2])
-    model = _model(node, [("x", F, [1, 1, 2, 2])], [("i", indices), ("shape", np.array([1, 1, 5, 5], np.int64))], opset=11)
+    model = _model(
+        node, [("x", F, [1, 1, 2, 2])], [("i", indices), ("shape", np.array([1, 1, 5, 5], np.int64))], opset=11
+    )
     assert _check(model, {"x": x}).outputs[0].shape == (1, 1, 5, 5)  # not (2 − 1)·2 + 2 = 4: the given shape
 
 
@@ -124,7 +128,9 @@ def test_a_pool_under_ceil_mode_drops_a_last_window_in_the_padding(op, size):
     assert report.uncosted.count == 0
     assert report.nodes[0].outputs[0].shape == (1, 2, out, out) and report.nodes[-1].outputs[0].shape == (1, 4)
     assert report.nodes[-1].cost.flops == 2 * 1 * (2 * out * out) * 4
-    del model.graph.node[2:]  # onnxruntime refuses the MatMul at load, by ONNX's inference of the pool: run the pool and Flatten
+    del model.graph.node[
+        2:
+    ]  # onnxruntime refuses the MatMul at load, by ONNX's inference of the pool: run the pool and Flatten
     model.graph.output[0].name = "f"
     (f,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
     assert f.shape == (1, 2 * out * out)

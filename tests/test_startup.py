@@ -56,7 +56,9 @@ def test_help_lists_the_commands_without_onnx_numpy_or_the_analysis(flag):
     run = started(flag)
     assert run["code"] == 0 and "analyze" in run["out"] and "check" in run["out"]
     assert heavy(run["modules"]) == set()
-    assert not {"onnx_roofline.analysis", "onnx_roofline.shapes.engine", "onnx_roofline.views.deployed"} & set(run["modules"])
+    assert not {"onnx_roofline.analysis", "onnx_roofline.shapes.engine", "onnx_roofline.views.deployed"} & set(
+        run["modules"]
+    )
     assert not set(COMMAND_MODULES) & set(run["modules"])  # each command's line comes from COMMAND_HELP
 
 

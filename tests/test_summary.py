@@ -15,8 +15,11 @@ from onnx_roofline.commands.cli import main
 def _matmul(path, n):
     """x [64, 256] · W [256, n]: 2·64·256·n FLOPs."""
     graph = helper.make_graph(
-        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[numpy_helper.from_array(np.zeros((256, n), np.float32), "w")],
+        [helper.make_node("MatMul", ["x", "w"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.zeros((256, n), np.float32), "w")],
     )
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
     return str(path)
@@ -31,7 +34,10 @@ def test_one_row_per_model_in_the_order_given(tmp_path, capsys):
     a, b = _matmul(tmp_path / "a.onnx", 128), _matmul(tmp_path / "b.onnx", 512)
     code, rows = _rows(capsys, b, a)
     assert code == 0
-    assert [(r["model"], r["flops"], r["uncosted"]) for r in rows] == [(b, 2 * 64 * 256 * 512, 0), (a, 2 * 64 * 256 * 128, 0)]
+    assert [(r["model"], r["flops"], r["uncosted"]) for r in rows] == [
+        (b, 2 * 64 * 256 * 512, 0),
+        (a, 2 * 64 * 256 * 128, 0),
+    ]
     assert rows[1]["bytes"] == 4 * (64 * 256 + 256 * 128 + 64 * 128)  # x and W read, y written, float32
 
 

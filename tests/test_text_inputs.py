@@ -12,8 +12,10 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("skl2onnx")
 
-from onnx_roofline import Sizing
-from onnx_roofline import analyze  # noqa: E402
+from onnx_roofline import (
+    Sizing,
+    analyze,  # noqa: E402
+)
 from onnx_roofline.commands.cli import main  # noqa: E402
 from onnx_roofline.commands.verify import verify  # noqa: E402
 from onnx_roofline.commands.verify.compare import BOUNDS_ONLY, CHECKED  # noqa: E402

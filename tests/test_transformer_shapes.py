@@ -74,7 +74,9 @@ def analyzed(model: onnx.ModelProto) -> dict:
     except ModelLoadError as exc:
         if model.graph.node[0].domain or "No Op registered" not in str(exc):
             raise
-        pytest.xfail(f"the analysis rejects an ai.onnx op onnxruntime registers ({exc}): validation.py, not the shape rule")
+        pytest.xfail(
+            f"the analysis rejects an ai.onnx op onnxruntime registers ({exc}): validation.py, not the shape rule"
+        )
     assert node.status == "ok", node.reason
     return {t.name: (t.shape, t.dtype) for t in node.outputs if t is not None}
 
@@ -96,7 +98,7 @@ def ort_run(model: onnx.ModelProto, values: dict | None = None) -> dict:
             feeds[value.name] = np.zeros(shape, dtype)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     results = session.run(None, feeds)
-    return {o.name: (tuple(a.shape), str(a.dtype)) for o, a in zip(session.get_outputs(), results)}
+    return {o.name: (tuple(a.shape), str(a.dtype)) for o, a in zip(session.get_outputs(), results, strict=False)}
 
 
 _MERGE_WARNING = re.compile(r"Error merging shape info for output\. '([^']+)' source:\{([^}]*)\}")
@@ -178,14 +180,19 @@ def test_simplified_layer_normalization(x, scale, attrs, expected):
     attrs = dict(attrs)
     x_dtype = attrs.pop("x_dtype", f32)
     inputs = [("x", x_dtype, x), ("scale", *scale)]
-    assert check_ort_run("SimplifiedLayerNormalization", inputs, ["y", "inv_std_var"], attrs, domain="", opset=17) == expected
+    assert (
+        check_ort_run("SimplifiedLayerNormalization", inputs, ["y", "inv_std_var"], attrs, domain="", opset=17)
+        == expected
+    )
 
 
 def test_simplified_layer_normalization_stash_type():
     """stash_type 11 (double) types inv_std_var as float64 (no CPU kernel for it)."""
     inputs = [("x", f16, [B, S, D]), ("scale", f16, [D])]
     expected = {"y": ((B, S, D), f16), "inv_std_var": ((B, S, 1), "float64")}
-    check_formula("SimplifiedLayerNormalization", inputs, ["y", "inv_std_var"], expected, {"stash_type": 11}, domain="", opset=17)
+    check_formula(
+        "SimplifiedLayerNormalization", inputs, ["y", "inv_std_var"], expected, {"stash_type": 11}, domain="", opset=17
+    )
 
 
 @pytest.mark.parametrize(
@@ -216,18 +223,36 @@ def test_layer_normalization_before_opset_17(inputs, attrs, expected):
 
 def test_layer_normalization_opset_17_agrees_with_onnx():
     """At opset 17 the rule gives what ONNX's own inference gives."""
-    model = model_of("LayerNormalization", [("x", f16, [B, S, D]), ("scale", f16, [D])], ["y", "mean", "inv_std"], domain="", opset=17)
+    model = model_of(
+        "LayerNormalization",
+        [("x", f16, [B, S, D]), ("scale", f16, [D])],
+        ["y", "mean", "inv_std"],
+        domain="",
+        opset=17,
+    )
     onnx_inferred = onnx.shape_inference.infer_shapes(model).graph.output
     onnx_types = {
-        v.name: (tuple(d.dim_value for d in v.type.tensor_type.shape.dim), dtype_name(v.type.tensor_type.elem_type)) for v in onnx_inferred
+        v.name: (tuple(d.dim_value for d in v.type.tensor_type.shape.dim), dtype_name(v.type.tensor_type.elem_type))
+        for v in onnx_inferred
     }
     assert inferred(model) == onnx_types == ort_run(model)
 
 
 def test_skip_layer_normalization_all_inputs_and_outputs():
-    inputs = [("x", f32, [B, S, D]), ("skip", f32, [B, S, D]), ("gamma", f32, [D]), ("beta", f32, [D]), ("bias", f32, [D])]
+    inputs = [
+        ("x", f32, [B, S, D]),
+        ("skip", f32, [B, S, D]),
+        ("gamma", f32, [D]),
+        ("beta", f32, [D]),
+        ("bias", f32, [D]),
+    ]
     expected = check_ort_run("SkipLayerNormalization", inputs, ["y", "mean", "inv_std_var", "sum"])
-    assert expected == {"y": ((B, S, D), f32), "mean": ((B, S, 1), f32), "inv_std_var": ((B, S, 1), f32), "sum": ((B, S, D), f32)}
+    assert expected == {
+        "y": ((B, S, D), f32),
+        "mean": ((B, S, 1), f32),
+        "inv_std_var": ((B, S, 1), f32),
+        "sum": ((B, S, D), f32),
+    }
 
 
 def test_skip_layer_normalization_broadcast_skip_float16():
@@ -239,7 +264,10 @@ def test_skip_layer_normalization_broadcast_skip_float16():
 
 def test_skip_layer_normalization_token_major_with_only_the_sum():
     inputs = [("x", f32, [B * S, D]), ("skip", f32, [B * S, D]), ("gamma", f32, [D])]
-    assert check_ort_run("SkipLayerNormalization", inputs, ["y", "", "", "sum"]) == {"y": ((B * S, D), f32), "sum": ((B * S, D), f32)}
+    assert check_ort_run("SkipLayerNormalization", inputs, ["y", "", "", "sum"]) == {
+        "y": ((B * S, D), f32),
+        "sum": ((B * S, D), f32),
+    }
 
 
 @pytest.mark.parametrize("shape", [[B, S, D], [B * S, D]])
@@ -277,9 +305,17 @@ def test_group_norm_and_skip_group_norm():
     """Stable Diffusion's NHWC GroupNorm (CUDA-only): Y, and SkipGroupNorm's sum, have X's shape."""
     x = [B, 8, 8, 32]
     attrs = {"groups": 4, "activation": 1}
-    check_formula("GroupNorm", [("x", f16, x), ("gamma", f32, [32]), ("beta", f32, [32])], ["y"], {"y": ((B, 8, 8, 32), f16)}, attrs)
+    check_formula(
+        "GroupNorm",
+        [("x", f16, x), ("gamma", f32, [32]), ("beta", f32, [32])],
+        ["y"],
+        {"y": ((B, 8, 8, 32), f16)},
+        attrs,
+    )
     inputs = [("x", f16, x), ("gamma", f32, [32]), ("beta", f32, [32]), ("skip", f16, [B, 32]), ("bias", f16, [32])]
-    check_formula("SkipGroupNorm", inputs, ["y", "sum"], {"y": ((B, 8, 8, 32), f16), "sum": ((B, 8, 8, 32), f16)}, attrs)
+    check_formula(
+        "SkipGroupNorm", inputs, ["y", "sum"], {"y": ((B, 8, 8, 32), f16), "sum": ((B, 8, 8, 32), f16)}, attrs
+    )
 
 
 def test_branchwise_and_gated_rms_norm():
@@ -316,7 +352,9 @@ def test_bias_split_gelu_halves_the_hidden_dim():
 
 
 def test_swiglu_with_and_without_up():
-    check_formula("SwiGLU", [("gate", f16, [B, S, 2 * D])], ["y"], {"y": ((B, S, 2 * D // 2), f16)})  # both halves in gate
+    check_formula(
+        "SwiGLU", [("gate", f16, [B, S, 2 * D])], ["y"], {"y": ((B, S, 2 * D // 2), f16)}
+    )  # both halves in gate
     check_formula("SwiGLU", [("gate", f16, [B, S, D]), ("up", f16, [B, S, D])], ["y"], {"y": ((B, S, D), f16)})
 
 
@@ -366,7 +404,9 @@ def test_matmul_nbits_qkv():
               ("kb", u8, [32, blocks, 16]), ("ks", f16, [32 * blocks]), "",
               ("vb", u8, [32, blocks, 16]), ("vs", f16, [32 * blocks])]  # fmt: skip
     expected = {"q": ((B, S, 128), f16), "k": ((B, S, 32), f16), "v": ((B, S, 32), f16), "sum": ((B, S, D), f16)}
-    check_formula("MatMulNBitsQkv", inputs, ["q", "k", "v", "sum"], expected, {"K": D, "Nq": 128, "Nkv": 32, "block_size": 32})
+    check_formula(
+        "MatMulNBitsQkv", inputs, ["q", "k", "v", "sum"], expected, {"K": D, "Nq": 128, "Nkv": 32, "block_size": 32}
+    )
 
 
 def _mlp_inputs(skip: bool):
@@ -378,7 +418,13 @@ def _mlp_inputs(skip: bool):
 
 def test_matmul_nbits_mlp():
     attrs = {"K": D, "N": 128, "block_size": 32, "activation": "silu"}
-    check_formula("MatMulNBitsMlp", _mlp_inputs(skip=True), ["y", "sum"], {"y": ((B, S, 128), f16), "sum": ((B, S, D), f16)}, attrs)
+    check_formula(
+        "MatMulNBitsMlp",
+        _mlp_inputs(skip=True),
+        ["y", "sum"],
+        {"y": ((B, S, 128), f16), "sum": ((B, S, D), f16)},
+        attrs,
+    )
 
 
 def test_matmul_nbits_mlp_sum_without_skip_is_malformed():
@@ -421,9 +467,13 @@ def test_attention_with_past_grows_it():
 
 def test_attention_qkv_hidden_sizes_and_no_bias():
     inputs = [("x", f32, [B, S, D]), ("w", f32, [D, 64 + 64 + 32]), ("bias", f32, [160])]
-    assert check_ort_run("Attention", inputs, ["y"], {"num_heads": N, "qkv_hidden_sizes": [64, 64, 32]}) == {"y": ((B, S, 32), f32)}
+    assert check_ort_run("Attention", inputs, ["y"], {"num_heads": N, "qkv_hidden_sizes": [64, 64, 32]}) == {
+        "y": ((B, S, 32), f32)
+    }
     # without bias the width is a third of the weights' (onnxruntime's static inference leaves it unknown)
-    assert check_ort_run("Attention", [("x", f32, [B, S, D]), ("w", f32, [D, 3 * D])], ["y"], {"num_heads": N}) == {"y": ((B, S, D), f32)}
+    assert check_ort_run("Attention", [("x", f32, [B, S, D]), ("w", f32, [D, 3 * D])], ["y"], {"num_heads": N}) == {
+        "y": ((B, S, D), f32)
+    }
 
 
 def test_attention_shared_buffer_keeps_the_past_shape():
@@ -438,11 +488,20 @@ def _qkv(q_len, kv_len, v_width=D, dtype=f32):
 
 
 def test_multi_head_attention_value_width():
-    assert check_ort_run("MultiHeadAttention", _qkv(S, 6, v_width=32), ["y"], {"num_heads": N}) == {"y": ((B, S, 32), f32)}
+    assert check_ort_run("MultiHeadAttention", _qkv(S, 6, v_width=32), ["y"], {"num_heads": N}) == {
+        "y": ((B, S, 32), f32)
+    }
 
 
 def test_multi_head_attention_past_grows_by_the_new_keys():
-    inputs = [*_qkv(S, S), ("bias", f32, [3 * D]), "", "", ("past_key", f32, [B, N, 5, H]), ("past_value", f32, [B, N, 5, H])]
+    inputs = [
+        *_qkv(S, S),
+        ("bias", f32, [3 * D]),
+        "",
+        "",
+        ("past_key", f32, [B, N, 5, H]),
+        ("past_value", f32, [B, N, 5, H]),
+    ]
     expected = check_ort_run("MultiHeadAttention", inputs, ["y", "present_key", "present_value"], {"num_heads": N})
     assert expected["present_key"] == ((B, N, 5 + S, H), f32)
 
@@ -450,8 +509,14 @@ def test_multi_head_attention_past_grows_by_the_new_keys():
 def test_multi_head_attention_without_past_and_narrow_value():
     """No past: present holds the new keys [B, N, L, H] (onnxruntime's static inference leaves it
     unknown); a narrower value gives present_value its own head size."""
-    expected = check_ort_run("MultiHeadAttention", _qkv(S, 6, v_width=32), ["y", "present_key", "present_value"], {"num_heads": N})
-    assert expected == {"y": ((B, S, 32), f32), "present_key": ((B, N, 6, H), f32), "present_value": ((B, N, 6, 32 // N), f32)}
+    expected = check_ort_run(
+        "MultiHeadAttention", _qkv(S, 6, v_width=32), ["y", "present_key", "present_value"], {"num_heads": N}
+    )
+    assert expected == {
+        "y": ((B, S, 32), f32),
+        "present_key": ((B, N, 6, H), f32),
+        "present_value": ((B, N, 6, 32 // N), f32),
+    }
 
 
 def test_multi_head_attention_cross_attention_bnsh_key_is_its_own_present():
@@ -465,7 +530,9 @@ def test_multi_head_attention_shared_buffer_and_qk():
     caches = [("past_key", f32, [B, N, 32, H]), ("past_value", f32, [B, N, 32, H]), ("past_sequence_length", i32, [1])]
     outputs = ["y", "present_key", "present_value"]
     inputs = [*_qkv(1, 1), "", "", "", *caches]
-    expected = check_ort_run("MultiHeadAttention", inputs, outputs, {"num_heads": N}, values={"past_sequence_length": [5]})
+    expected = check_ort_run(
+        "MultiHeadAttention", inputs, outputs, {"num_heads": N}, values={"past_sequence_length": [5]}
+    )
     assert expected["present_key"] == ((B, N, 32, H), f32)
 
 
@@ -510,17 +577,23 @@ def test_decoder_masked_multi_head_attention_shared_buffer():
 def test_decoder_masked_multi_head_attention_growing_and_packed():
     inputs = _dmmha([B, 1, D], [B, 1, D], [B, 1, D], past=[B, N, 5, H])[:7]
     expected = {"y": ((B, 1, D), f16), "present_key": ((B, N, 5 + 1, H), f16), "present_value": ((B, N, 5 + 1, H), f16)}
-    check_formula("DecoderMaskedMultiHeadAttention", inputs, ["y", "present_key", "present_value"], expected, {"num_heads": N})
+    check_formula(
+        "DecoderMaskedMultiHeadAttention", inputs, ["y", "present_key", "present_value"], expected, {"num_heads": N}
+    )
     packed = _dmmha([B, 1, 3 * D], past=[B, N, 5, H])[:7]
     expected["y"] = ((B, 1, 3 * D // 3), f16)  # packed QKV [B, 1, 2·D + Dv] with Dv = D
-    check_formula("DecoderMaskedMultiHeadAttention", packed, ["y", "present_key", "present_value"], expected, {"num_heads": N})
+    check_formula(
+        "DecoderMaskedMultiHeadAttention", packed, ["y", "present_key", "present_value"], expected, {"num_heads": N}
+    )
 
 
 def test_decoder_masked_multi_head_attention_cross_attention_qk():
     """Whisper's cross attention: key/value are the encoder's BNSH caches, qk [B, N, 1, L]."""
     inputs = _dmmha([B, 1, D], [B, N, 6, H], [B, N, 6, H])
     expected = {"y": ((B, 1, N * H), f16), "qk": ((B, N, 1, 6), f16)}
-    check_formula("DecoderMaskedMultiHeadAttention", inputs, ["y", "", "", "qk"], expected, {"num_heads": N, "output_qk": 1})
+    check_formula(
+        "DecoderMaskedMultiHeadAttention", inputs, ["y", "", "", "qk"], expected, {"num_heads": N, "output_qk": 1}
+    )
 
 
 GQA_HEADS, GQA_KV_HEADS, GQA_HEAD = 8, 2, 16
@@ -530,7 +603,10 @@ def _gqa(past_len, new, packed=False, past=True, total=None):
     """GroupQueryAttention's inputs for one batch row; total_sequence_length a constant when `total`."""
     width = (GQA_HEADS + 2 * GQA_KV_HEADS if packed else GQA_HEADS) * GQA_HEAD
     kv = [("k", f32, [1, new, GQA_KV_HEADS * GQA_HEAD]), ("v", f32, [1, new, GQA_KV_HEADS * GQA_HEAD])]
-    caches = [("past_key", f32, [1, GQA_KV_HEADS, past_len, GQA_HEAD]), ("past_value", f32, [1, GQA_KV_HEADS, past_len, GQA_HEAD])]
+    caches = [
+        ("past_key", f32, [1, GQA_KV_HEADS, past_len, GQA_HEAD]),
+        ("past_value", f32, [1, GQA_KV_HEADS, past_len, GQA_HEAD]),
+    ]
     inputs = [("q", f32, [1, new, width]), *(["", ""] if packed else kv), *(caches if past else ["", ""]),
               ("seqlens_k", i32, [1]), ("total_sequence_length", i32, [])]  # fmt: skip
     initializers = {"total_sequence_length": np.array(total, np.int32)} if total is not None else None
@@ -584,7 +660,9 @@ def test_group_query_attention_static_cache():
 
 @pytest.mark.parametrize("total", [None, 11])
 def test_group_query_attention_qk_output(total):
-    expected = _check_gqa(*_gqa(10, 1, total=total), {"qk_output": 1}, outputs=("y", "present_key", "present_value", "qk"))
+    expected = _check_gqa(
+        *_gqa(10, 1, total=total), {"qk_output": 1}, outputs=("y", "present_key", "present_value", "qk")
+    )
     assert expected["qk"] == ((1, GQA_HEADS, 1, 10 + 1), f32)
 
 
@@ -601,8 +679,18 @@ def test_group_query_attention_quantized_cache_keeps_its_dtype():
     inputs = [("q", f16, [1, 1, 128]), ("k", f16, [1, 1, 32]), ("v", f16, [1, 1, 32]), ("past_key", "int8", [1, 2, 10, 16]),
               ("past_value", "int8", [1, 2, 10, 16]), ("seqlens_k", i32, [1]), ("total_sequence_length", i32, []),
               "", "", "", "", "", ("k_scale", f32, [1]), ("v_scale", f32, [1])]  # fmt: skip
-    expected = {"y": ((1, 1, 128), f16), "present_key": ((1, 2, 10 + 1, 16), "int8"), "present_value": ((1, 2, 10 + 1, 16), "int8")}
-    attrs = {"num_heads": 8, "kv_num_heads": 2, "k_quant_type": "PER_TENSOR", "v_quant_type": "PER_TENSOR", "kv_cache_bit_width": 8}
+    expected = {
+        "y": ((1, 1, 128), f16),
+        "present_key": ((1, 2, 10 + 1, 16), "int8"),
+        "present_value": ((1, 2, 10 + 1, 16), "int8"),
+    }
+    attrs = {
+        "num_heads": 8,
+        "kv_num_heads": 2,
+        "k_quant_type": "PER_TENSOR",
+        "v_quant_type": "PER_TENSOR",
+        "kv_cache_bit_width": 8,
+    }
     check_formula("GroupQueryAttention", inputs, ["y", "present_key", "present_value"], expected, attrs)
 
 
@@ -658,7 +746,10 @@ def test_packed_attention(qkv_hidden_sizes, bias, width):
 
 @pytest.mark.parametrize(
     "qkv, width",
-    [([("q", f16, [12, D]), ("k", f16, [12, D]), ("v", f16, [12, 32])], 32), ([("q", f16, [12, N, 3, H]), "", ""], N * H)],
+    [
+        ([("q", f16, [12, D]), ("k", f16, [12, D]), ("v", f16, [12, 32])], 32),
+        ([("q", f16, [12, N, 3, H]), "", ""], N * H),
+    ],
 )
 def test_packed_multi_head_attention(qkv, width):
     inputs = [*qkv, "", ("token_offset", i32, [B, S]), ("cumulative", i32, [B + 1])]
@@ -687,7 +778,9 @@ def test_rotary_embeddings_keep_the_input_shape(op_type, x, positions, attrs):
 def test_gemma_rotary_embedding():
     q = [B, N, S, H]
     inputs = [("emb", f32, [B, S, H]), ("q", f16, q), ("q_rot", f16, q), ("k", f16, q), ("k_rot", f16, q)]
-    check_formula("GemmaRotaryEmbedding", inputs, ["q_embed", "k_embed"], {"q_embed": (tuple(q), f16), "k_embed": (tuple(q), f16)})
+    check_formula(
+        "GemmaRotaryEmbedding", inputs, ["q_embed", "k_embed"], {"q_embed": (tuple(q), f16), "k_embed": (tuple(q), f16)}
+    )
 
 
 def test_relative_position_bias_from_constant_lengths():
@@ -716,13 +809,22 @@ def test_remove_and_restore_padding():
     """RemovePadding's token count is the sum of sequence_token_count: typed when it is a constant."""
     counts = {"counts": np.array([3, 5], np.int32)}
     inputs = [("x", f16, [B, S, D]), ("counts", i32, [B])]
-    expected = {"y": ((3 + 5, D), f16), "token_offset": ((B, S), i32), "cumulated": ((B + 1,), i32), "max_len": ((1,), i32)}
+    expected = {
+        "y": ((3 + 5, D), f16),
+        "token_offset": ((B, S), i32),
+        "cumulated": ((B + 1,), i32),
+        "max_len": ((1,), i32),
+    }
     check_formula("RemovePadding", inputs, ["y", "token_offset", "cumulated", "max_len"], expected, initializers=counts)
-    check_formula("RestorePadding", [("x", f16, [12, D]), ("token_offset", i32, [B, S])], ["y"], {"y": ((B, S, D), f16)})
+    check_formula(
+        "RestorePadding", [("x", f16, [12, D]), ("token_offset", i32, [B, S])], ["y"], {"y": ((B, S, D), f16)}
+    )
 
 
 def test_remove_padding_with_runtime_counts_leaves_the_tokens_unknown():
-    model = model_of("RemovePadding", [("x", f16, [B, S, D]), ("counts", i32, [B])], ["y", "token_offset", "cumulated", "max_len"])
+    model = model_of(
+        "RemovePadding", [("x", f16, [B, S, D]), ("counts", i32, [B])], ["y", "token_offset", "cumulated", "max_len"]
+    )
     assert inferred(model) == {"token_offset": ((B, S), i32), "cumulated": ((B + 1,), i32), "max_len": ((1,), i32)}
 
 
@@ -748,7 +850,9 @@ def test_hyper_connection_low_rank_mix():
     inputs = [("streams", f32, [B, S, c * D]), ("norm_scale", f32, [c * D]), ("down", f32, [c * D, rank]), ("up", f32, [rank, c * D]),
               ("inject", f32, [c * D, c])]  # fmt: skip
     expected = {"pre_output": ((B, S, D), f32), "post_gate": ((B, S, c), f32), "streams_out": ((B, S, c * D), f32)}
-    check_formula("HyperConnectionLowRankMix", inputs, ["pre_output", "post_gate", "streams_out"], expected, {"num_branches": c})
+    check_formula(
+        "HyperConnectionLowRankMix", inputs, ["pre_output", "post_gate", "streams_out"], expected, {"num_branches": c}
+    )
 
 
 @pytest.mark.parametrize(
@@ -776,8 +880,14 @@ def _genai_decode_graph():
         helper.make_node("ReduceSum", ["attention_mask", "one_axis"], ["lengths"], keepdims=0),
         helper.make_node("Sub", ["lengths", "one"], ["lengths_minus_one"]),
         helper.make_node("Cast", ["lengths_minus_one"], ["seqlens_k"], to=onnx.TensorProto.INT32),
-        helper.make_node("GroupQueryAttention", ["q", "k", "v", "past_key", "past_value", "seqlens_k", "total"],
-                         ["y", "present_key", "present_value"], domain=MS, num_heads=32, kv_num_heads=8),  # fmt: skip
+        helper.make_node(
+            "GroupQueryAttention",
+            ["q", "k", "v", "past_key", "past_value", "seqlens_k", "total"],
+            ["y", "present_key", "present_value"],
+            domain=MS,
+            num_heads=32,
+            kv_num_heads=8,
+        ),  # fmt: skip
     ]
     cache = ["batch", 8, "past_sequence_length", 128]
     inputs = [
@@ -788,7 +898,9 @@ def _genai_decode_graph():
         helper.make_tensor_value_info("past_value", onnx.TensorProto.FLOAT16, cache),
         helper.make_tensor_value_info("attention_mask", onnx.TensorProto.INT64, ["batch", "total_sequence_length"]),
     ]
-    constants = [onnx.numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("one", 1), ("one_axis", [1]))]
+    constants = [
+        onnx.numpy_helper.from_array(np.array(v, np.int64), name) for name, v in (("one", 1), ("one_axis", [1]))
+    ]
     outputs = [helper.make_empty_tensor_value_info(name) for name in ("y", "present_key", "present_value")]
     graph = helper.make_graph(nodes, "decode", inputs, outputs, initializer=constants)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)])
@@ -798,17 +910,27 @@ def test_group_query_attention_total_length_folded_from_the_mask():
     """The rule reads total_sequence_length folded from the mask's shape: present [1, 8, 1024, 128]
     for 1,023 cached tokens, and the node is costed as a growing cache (present written whole),
     not as an in-place one."""
-    report = analyze(_genai_decode_graph(), sizing=Sizing(dims={"batch": 1, "past_sequence_length": 1023, "total_sequence_length": 1024}))
+    report = analyze(
+        _genai_decode_graph(),
+        sizing=Sizing(dims={"batch": 1, "past_sequence_length": 1023, "total_sequence_length": 1024}),
+    )
     gqa = report.nodes[-1]
     assert gqa.status == "ok", gqa.reason
     present = (1, 8, 1023 + 1, 128)
-    assert {t.name: t.shape for t in gqa.outputs} == {"y": (1, 1, 4096), "present_key": present, "present_value": present}
+    assert {t.name: t.shape for t in gqa.outputs} == {
+        "y": (1, 1, 4096),
+        "present_key": present,
+        "present_value": present,
+    }
     assert gqa.cost.bytes_written == 4096 * 2 + 2 * 8 * 1024 * 128 * 2 == 4_202_496  # y and both presents, fp16
 
 
 def test_group_query_attention_static_cache_from_the_mask():
     """A max-length buffer of 4,096 with 1,024 valid tokens: present is the buffer, costed in place."""
-    report = analyze(_genai_decode_graph(), sizing=Sizing(dims={"batch": 1, "past_sequence_length": 4096, "total_sequence_length": 1024}))
+    report = analyze(
+        _genai_decode_graph(),
+        sizing=Sizing(dims={"batch": 1, "past_sequence_length": 4096, "total_sequence_length": 1024}),
+    )
     gqa = report.nodes[-1]
     assert gqa.outputs[1].shape == (1, 8, 4096, 128)
     assert gqa.cost.bytes_written == 4096 * 2 + 2 * 8 * 1 * 128 * 2  # y and the one new row of each buffer

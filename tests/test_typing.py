@@ -45,8 +45,10 @@ def test_a_user_script_reads_the_reports_types(tmp_path):
     (tmp_path / "script.py").write_text(SCRIPT)
     out, err, _ = api.run(["--config-file", str(REPO / "pyproject.toml"), "--follow-imports", "silent", "--show-error-codes",
                            "--cache-dir", str(tmp_path / "cache"), str(tmp_path / "script.py")])  # fmt: skip
-    revealed = {int(line): text.replace("builtins.", "")  # older mypy releases name the builtins' module
-                for line, text in re.findall(r'script\.py:(\d+): note: Revealed type is "(.*)"', out)}
+    revealed = {
+        int(line): text.replace("builtins.", "")  # older mypy releases name the builtins' module
+        for line, text in re.findall(r'script\.py:(\d+): note: Revealed type is "(.*)"', out)
+    }
     errors = {int(line): code for line, code in re.findall(r"script\.py:(\d+): error: .*\[([\w-]+)\]$", out, re.M)}
     assert revealed == REVEALED, out + err
     assert errors == ERRORS, out + err

@@ -39,7 +39,9 @@ def test_a_miss_the_engine_explains_is_within_tolerance_counted_as_the_engine_ra
     explained = [row for row in ROWS if row.get("as_run_s") is not None]
     assert explained, "the 70B rows the engine's kernel explains"
     for row in explained:
-        assert row["as_run_s"] > row["predicted_s"] and abs(row["as_run_s"] / row["measured_s"] - 1) <= 0.25, row["name"]
+        assert row["as_run_s"] > row["predicted_s"] and abs(row["as_run_s"] / row["measured_s"] - 1) <= 0.25, row[
+            "name"
+        ]
 
 
 def test_the_per_query_head_reads_are_the_arithmetic_of_the_cache():

@@ -85,7 +85,7 @@ def test_token_ids_stay_below_the_vocabulary_and_masks_are_ones():
     model.graph.input.append(mask)
     feeds = make_feeds(model, {"batch": 4, "sequence": 64}, seed=1)
     assert feeds["input_ids"].shape == (4, 64) and feeds["input_ids"].dtype == np.int64
-    assert 0 <= feeds["input_ids"].min() and feeds["input_ids"].max() < VOCAB
+    assert feeds["input_ids"].min() >= 0 and feeds["input_ids"].max() < VOCAB
     assert feeds["input_ids"].max() >= 2  # the vocabulary's range, not the small-int fallback [0, 2)
     assert (feeds["attention_mask"] == 1).all()
 
@@ -97,8 +97,14 @@ def test_unbound_dim_is_an_input_error():
 
 def test_missing_weights_are_synthesized_deterministically_without_touching_the_file(tmp_path):
     path = tmp_path / "lm.onnx"
-    onnx.save_model(small_lm(), path, save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="lm.onnx.data", size_threshold=64)
+    onnx.save_model(
+        small_lm(),
+        path,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="lm.onnx.data",
+        size_threshold=64,
+    )
     (tmp_path / "lm.onnx.data").unlink()  # weight-stripped, like the fixtures
     before = hashlib.sha256(path.read_bytes()).hexdigest()
     proto = onnx.load(path, load_external_data=False)
@@ -140,7 +146,13 @@ def test_the_run_observes_every_node_output_a_chunk_at_a_time(monkeypatch):
     assert whole == apart and set(whole) == {name for node in model.graph.node for name in node.output}
     assert whole["emb"].shape == (2, 5, HIDDEN) and whole["out"].shape == (2, 5 * 8) and whole["out"].dtype == "float32"
     fed = {value.name for value in sessions[-1].graph.input} - {"input_ids"}
-    assert fed == {"wte", "w", "b"} and {t.name for t in sessions[-1].graph.initializer} == {"start", "end", "axis", "minus_one", "one"}
+    assert fed == {"wte", "w", "b"} and {t.name for t in sessions[-1].graph.initializer} == {
+        "start",
+        "end",
+        "axis",
+        "minus_one",
+        "one",
+    }
 
 
 # --- the comparison ----------------------------------------------------------------------------------
@@ -158,7 +170,9 @@ def test_small_model_passes_with_every_node_byte_checked():
     assert bases["flatten"] == ("convention: view", "convention: view")
     assert bases["shape"] == ("convention: metadata", "convention: metadata")
     bytes_line = next(line for line in render_text(result).splitlines() if line.startswith("bytes:"))
-    assert bytes_line.startswith("bytes:   9 nodes checked, 0 bounds-only (18 read/written counts: ")  # 9 nodes × (read, written)
+    assert bytes_line.startswith(
+        "bytes:   9 nodes checked, 0 bounds-only (18 read/written counts: "
+    )  # 9 nodes × (read, written)
 
 
 def test_a_rule_that_forgets_an_input_is_caught(monkeypatch):
@@ -190,9 +204,13 @@ def test_a_rule_whose_docstring_says_default_is_held_to_it(monkeypatch):
 
     replace_rule(monkeypatch, "Range", range_)
     start, limit, delta = (helper.make_tensor_value_info(n, TensorProto.INT64, []) for n in ("s", "l", "d"))
-    graph = helper.make_graph([helper.make_node("Range", ["s", "l", "d"], ["y"], name="range")], "g",
-                              [start, limit, delta], [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
-                              initializer=[numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s", 0), ("l", 6), ("d", 1))])
+    graph = helper.make_graph(
+        [helper.make_node("Range", ["s", "l", "d"], ["y"], name="range")],
+        "g",
+        [start, limit, delta],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, None)],
+        initializer=[numpy_helper.from_array(np.array(v, np.int64), n) for n, v in (("s", 0), ("l", 6), ("d", 1))],
+    )
     result = verify(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     (wrong,) = result.comparison.disagreements
     assert (wrong.what, wrong.basis, wrong.inferred, wrong.observed) == ("bytes_read", "default (docstring)", 0, 3 * 8)
@@ -202,7 +220,9 @@ def test_a_rule_specific_override_beyond_every_input_is_caught(monkeypatch):
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])
     scales = numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")
     node = helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="linear", name="resize")
-    graph = helper.make_graph([node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[scales])
+    graph = helper.make_graph(
+        [node], "g", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], initializer=[scales]
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
     honest = verify(model)
     assert honest.passed and honest.comparison.count(BOUNDS_ONLY) == 1
@@ -292,7 +312,9 @@ def test_a_decoders_first_step_with_an_empty_cache_runs_as_onnxruntime_runs_it(n
     assert result.comparison.disagreements == () and result.comparison.count(CHECKED) == len(result.report.nodes)
     # Each layer's present key holds the one new token: [batch 1, 12 heads, 0 past + 1 new, 64] in fp32.
     presents = [n for n in result.report.nodes if n.op_type == "Concat" and n.outputs[0].shape == (1, 12, 1, 64)]
-    assert len(presents) >= 24 and all(n.cost.bytes_written == 12 * 64 * 4 for n in presents)  # keys and values of 12 layers
+    assert len(presents) >= 24 and all(
+        n.cost.bytes_written == 12 * 64 * 4 for n in presents
+    )  # keys and values of 12 layers
     assert main([str(stripped), "--dim", "batch=1", "--dim", "past_sequence=0", "-q"]) == EXIT_OK
     assert "past_sequence=0" in capsys.readouterr().out
 
@@ -307,19 +329,35 @@ def test_a_transformers_bert_we_did_not_write(tmp_path):
             self.model = model
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                     intermediate_size=128, max_position_embeddings=64)
+    config = transformers.BertConfig(
+        vocab_size=1000,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+    )
     bert = LastHidden(transformers.BertModel(config).eval())
     example = (torch.zeros(2, 8, dtype=torch.long),) * 3
     names = ["input_ids", "attention_mask", "token_type_ids"]
     path = tmp_path / "bert.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(bert, example, str(path), dynamo=False, opset_version=17, input_names=names, output_names=["hidden"],
-                          dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "hidden"]})
+        torch.onnx.export(
+            bert,
+            example,
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            input_names=names,
+            output_names=["hidden"],
+            dynamic_axes={n: {0: "batch", 1: "sequence"} for n in [*names, "hidden"]},
+        )
     result = verify(path, dims={"batch": 2, "sequence": 12})
     assert result.comparison.disagreements == ()
     assert result.comparison.count(CHECKED) == len(result.report.nodes) > 100
@@ -328,19 +366,37 @@ def test_a_transformers_bert_we_did_not_write(tmp_path):
 
 def with_local_function() -> onnx.ModelProto:
     """Two calls of a model-local function `local.Proj` (MatMul → Add → Relu) on [batch, 16]."""
-    proj = helper.make_function("local", "Proj", ["x", "w", "b"], ["y"], [
-        helper.make_node("MatMul", ["x", "w"], ["xw"]),
-        helper.make_node("Add", ["xw", "b"], ["biased"]),
-        helper.make_node("Relu", ["biased"], ["y"]),
-    ], [helper.make_opsetid("", 17)])
+    proj = helper.make_function(
+        "local",
+        "Proj",
+        ["x", "w", "b"],
+        ["y"],
+        [
+            helper.make_node("MatMul", ["x", "w"], ["xw"]),
+            helper.make_node("Add", ["xw", "b"], ["biased"]),
+            helper.make_node("Relu", ["biased"], ["y"]),
+        ],
+        [helper.make_opsetid("", 17)],
+    )
     rng = np.random.default_rng(0)
-    inits = [numpy_helper.from_array(rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32), "w"),
-             numpy_helper.from_array(rng.standard_normal(HIDDEN).astype(np.float32), "b")]
-    nodes = [helper.make_node("Proj", ["x", "w", "b"], ["h"], domain="local", name="first"),
-             helper.make_node("Proj", ["h", "w", "b"], ["out"], domain="local", name="second")]
-    graph = helper.make_graph(nodes, "calls", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", HIDDEN])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", HIDDEN])], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)], functions=[proj])
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((HIDDEN, HIDDEN)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(HIDDEN).astype(np.float32), "b"),
+    ]
+    nodes = [
+        helper.make_node("Proj", ["x", "w", "b"], ["h"], domain="local", name="first"),
+        helper.make_node("Proj", ["h", "w", "b"], ["out"], domain="local", name="second"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "calls",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", HIDDEN])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["batch", HIDDEN])],
+        initializer=inits,
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("local", 1)], functions=[proj]
+    )
 
 
 def test_a_model_with_local_functions_is_checked_node_by_node_inlined():
@@ -350,7 +406,11 @@ def test_a_model_with_local_functions_is_checked_node_by_node_inlined():
     assert [n.op_type for n in result.report.nodes] == ["MatMul", "Add", "Relu"] * 2
     assert result.comparison.count(CHECKED) == 6 and result.comparison.values_checked == 6
     # the inlined graph costs what the calls cost: 2 × (2·4·16·16 + 4·16 + 4·16) = 4,352 FLOPs (MatMul, Add, Relu)
-    assert result.report.totals.flops == analyze(with_local_function(), sizing=Sizing(dims={"batch": 4})).totals.flops == 2 * (2 * 4 * 16 * 16 + 2 * 4 * 16)
+    assert (
+        result.report.totals.flops
+        == analyze(with_local_function(), sizing=Sizing(dims={"batch": 4})).totals.flops
+        == 2 * (2 * 4 * 16 * 16 + 2 * 4 * 16)
+    )
 
 
 def test_calls_onnx_cannot_inline_are_checked_at_their_outputs(monkeypatch):
@@ -364,16 +424,32 @@ def test_calls_onnx_cannot_inline_are_checked_at_their_outputs(monkeypatch):
 def test_a_torchscript_export_of_modules_as_functions(tmp_path):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32), torch.nn.Linear(32, 8)
+    ).eval()
     path = tmp_path / "functions.onnx"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (torch.randn(2, 16),), str(path), dynamo=False, opset_version=17, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, export_modules_as_functions=True)
+        torch.onnx.export(
+            model,
+            (torch.randn(2, 16),),
+            str(path),
+            dynamo=False,
+            opset_version=17,
+            input_names=["x"],
+            output_names=["y"],
+            dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+            export_modules_as_functions=True,
+        )
     assert onnx.load(str(path)).functions  # the exporter wrote model-local functions
     result = verify(path, dims={"batch": 3})
     assert result.passed and result.comparison.disagreements == ()
-    assert [n.op_type for n in result.report.nodes if n.op_type in ("Gemm", "Erf", "LayerNormalization")] == ["Gemm", "Erf", "LayerNormalization", "Gemm"]
+    assert [n.op_type for n in result.report.nodes if n.op_type in ("Gemm", "Erf", "LayerNormalization")] == [
+        "Gemm",
+        "Erf",
+        "LayerNormalization",
+        "Gemm",
+    ]
     assert result.comparison.count(CHECKED) == len(result.report.nodes)  # the one call's body, node by node
     # both Linear layers at batch 3: 2·3·16·32 + 2·3·32·8 multiply-adds, + one add per output for each bias
     assert result.report.totals.matrix_flops == 2 * 3 * 16 * 32 + 3 * 32 + 2 * 3 * 32 * 8 + 3 * 8
@@ -383,20 +459,32 @@ def test_a_model_onnxruntime_fails_to_run_is_one_line_and_exit_2(tmp_path):
     # Gather of index 5 from 3 rows: typed statically, refused by onnxruntime when it runs. Its
     # own error log would print before ours (from C++, to the process's stderr): a subprocess sees it.
     nodes = [helper.make_node("Gather", ["data", "index"], ["row"], axis=0)]
-    graph = helper.make_graph(nodes, "oob", [helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 4])],
-                              [helper.make_tensor_value_info("row", TensorProto.FLOAT, [1, 4])],
-                              initializer=[numpy_helper.from_array(np.array([5], np.int64), "index")])
+    graph = helper.make_graph(
+        nodes,
+        "oob",
+        [helper.make_tensor_value_info("data", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("row", TensorProto.FLOAT, [1, 4])],
+        initializer=[numpy_helper.from_array(np.array([5], np.int64), "index")],
+    )
     path = tmp_path / "oob.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
-    run_ = subprocess.run([sys.executable, "-m", "onnx_roofline", "verify", str(path)], capture_output=True, text=True, timeout=300)
+    run_ = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", "verify", str(path)], capture_output=True, text=True, timeout=300
+    )
     assert run_.returncode == EXIT_USAGE
-    assert run_.stderr.count("\n") == 1 and run_.stderr.startswith("onnx-roofline: error: onnxruntime failed to run the model:")
+    assert run_.stderr.count("\n") == 1 and run_.stderr.startswith(
+        "onnx-roofline: error: onnxruntime failed to run the model:"
+    )
 
 
 # --- timing ------------------------------------------------------------------------------------------
 
-CPU = {"name": "test cpu", "memory_bandwidth": 10e9, "source": "measured by onnx-roofline calibrate: test",
-       "peaks": {"vector": {"fp32": 100e9}}}
+CPU = {
+    "name": "test cpu",
+    "memory_bandwidth": 10e9,
+    "source": "measured by onnx-roofline calibrate: test",
+    "peaks": {"vector": {"fp32": 100e9}},
+}
 SLOW = {**CPU, "memory_bandwidth": 1e6, "peaks": {"vector": {"fp32": 1e9}}}  # bounds in ms: far above the 1 µs timer
 
 
@@ -412,9 +500,14 @@ def test_fused_kernels_are_attributed_to_the_nodes_they_replace():
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 32])
     w = numpy_helper.from_array(np.ones((32, 32), np.float32), "w")
     b = numpy_helper.from_array(np.ones(32, np.float32), "b")
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["mm"]), helper.make_node("Add", ["mm", "b"], ["y"]),
-             helper.make_node("Relu", ["y"], ["z"])]
-    graph = helper.make_graph(nodes, "g", [x], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 32])], initializer=[w, b])
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["mm"]),
+        helper.make_node("Add", ["mm", "b"], ["y"]),
+        helper.make_node("Relu", ["y"], ["z"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [x], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 32])], initializer=[w, b]
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     measured = profile(model, {"x": np.ones((4, 32), np.float32)}, runs=2, warmup=1, optimize=True)
     groups = sorted(k.originals for k in measured.kernels)
@@ -433,7 +526,9 @@ def test_attribution_is_the_identity_when_the_graph_is_unchanged():
 
 def _synthetic_profile(seconds: list[float], groups=None) -> Profile:
     groups = groups or [(i,) for i in range(len(seconds))]
-    kernels = tuple(Kernel(f"k{i}", "?", group, s, 5) for i, (s, group) in enumerate(zip(seconds, groups)))
+    kernels = tuple(
+        Kernel(f"k{i}", "?", group, s, 5) for i, (s, group) in enumerate(zip(seconds, groups, strict=False))
+    )
     return Profile(kernels, runs=5, warmup=1, optimized=False, not_run=(), unattributed=())
 
 
@@ -450,9 +545,14 @@ def test_judging_against_the_bound_with_margin_resolution_and_cache_floor():
         verdicts.append(check.nodes[2].verdict)
     assert verdicts == [AT_OR_ABOVE, AT_OR_ABOVE, BEATS]  # no cache figure given: the fast one beats the bound
     # 1.3 kB fits a 1 MiB cache, and at 1 TB/s in cache the fast time is within the floor:
-    cached = judge(report, _synthetic_profile([1.0] * 2 + [fast] + [1.0] * 6), 0.25, cache_bandwidth=1e12, cache_bytes=2**20)
+    cached = judge(
+        report, _synthetic_profile([1.0] * 2 + [fast] + [1.0] * 6), 0.25, cache_bandwidth=1e12, cache_bytes=2**20
+    )
     assert cached.nodes[2].verdict == CACHE_RESIDENT and cached.passed
-    assert judge(report, _synthetic_profile([1.0] * 2 + [fast] + [1.0] * 6), 0.25, 1e12, cache_bytes=1000).nodes[2].verdict == BEATS
+    assert (
+        judge(report, _synthetic_profile([1.0] * 2 + [fast] + [1.0] * 6), 0.25, 1e12, cache_bytes=1000).nodes[2].verdict
+        == BEATS
+    )
 
 
 def test_timing_summary_shares_and_fused_groups():
@@ -473,7 +573,13 @@ def test_timing_summary_shares_and_fused_groups():
 def load_hardware_dict(spec: dict):
     from onnx_roofline.costs.hardware import Hardware
 
-    return Hardware(key="test", name=spec["name"], memory_bandwidth=spec["memory_bandwidth"], peaks=spec["peaks"], source=spec["source"])
+    return Hardware(
+        key="test",
+        name=spec["name"],
+        memory_bandwidth=spec["memory_bandwidth"],
+        peaks=spec["peaks"],
+        source=spec["source"],
+    )
 
 
 def test_verify_with_timing_end_to_end():
@@ -489,7 +595,23 @@ def test_verify_with_timing_end_to_end():
 
 def test_calibrate_writes_a_spec_that_hw_accepts(tmp_path):
     path = tmp_path / "cpu.toml"
-    code = main(["calibrate", "-o", str(path), "--runs", "1", "--warmup", "0", "--size", "256", "--stream-mib", "1", "--name", "ci cpu"])
+    code = main(
+        [
+            "calibrate",
+            "-o",
+            str(path),
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--size",
+            "256",
+            "--stream-mib",
+            "1",
+            "--name",
+            "ci cpu",
+        ]
+    )
     assert code == EXIT_OK
     hw = load_hardware(str(path))
     assert hw.name == "ci cpu" and hw.memory_bandwidth > 0 and hw.peaks["vector"]["fp32"] > 1e8
@@ -521,7 +643,10 @@ def lm_path(tmp_path):
 
 def test_cli_passes_and_writes_json(lm_path, tmp_path, capsys):
     out = tmp_path / "verify.json"
-    assert main(["verify", str(lm_path), "--dim", "batch=2", "--dim", "sequence=5", "--format", "json", "-o", str(out)]) == EXIT_OK
+    assert (
+        main(["verify", str(lm_path), "--dim", "batch=2", "--dim", "sequence=5", "--format", "json", "-o", str(out)])
+        == EXIT_OK
+    )
     data = json.loads(out.read_text())
     assert data["verdict"] == "pass" and data["disagreements"] == [] and data["timing"] is None
     assert data["nodes"]["byte_checked"] == 9 and data["values"]["checked"] == 9
@@ -538,8 +663,26 @@ def test_cli_exit_1_lists_the_disagreement(lm_path, monkeypatch, capsys):
 
 def test_cli_timing_section(lm_path, tmp_path, capsys):
     spec = tmp_path / "cpu.toml"
-    spec.write_text('name = "t"\nmemory_bandwidth = 1e15\nsource = "measured by onnx-roofline calibrate: t"\n[peaks.vector]\nfp32 = 1e18\n')
-    code = main(["verify", str(lm_path), "--dim", "batch=2", "--dim", "sequence=5", "--hw", str(spec), "--timing", "--runs", "2", "--warmup", "1"])
+    spec.write_text(
+        'name = "t"\nmemory_bandwidth = 1e15\nsource = "measured by onnx-roofline calibrate: t"\n[peaks.vector]\nfp32 = 1e18\n'
+    )
+    code = main(
+        [
+            "verify",
+            str(lm_path),
+            "--dim",
+            "batch=2",
+            "--dim",
+            "sequence=5",
+            "--hw",
+            str(spec),
+            "--timing",
+            "--runs",
+            "2",
+            "--warmup",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == EXIT_OK  # an absurdly fast machine: every node is slower than its bound
     assert "judged 9 nodes: 9 at or above the bound (100.0% of nodes" in out and "attainment" in out
@@ -594,16 +737,20 @@ def test_node_suite_bytes_agree_with_the_real_outputs():
         model = with_constant_inputs(case.model, list(inputs))
         initialized = {t.name for t in model.graph.initializer}
         fed = [v.name for v in case.model.graph.input if v.name not in {t.name for t in case.model.graph.initializer}]
-        arrays = {n: a for n, a in zip(fed, inputs) if isinstance(a, np.ndarray) and n not in initialized}
-        arrays.update({v.name: a for v, a in zip(model.graph.output, outputs) if isinstance(a, np.ndarray)})
+        arrays = {n: a for n, a in zip(fed, inputs, strict=False) if isinstance(a, np.ndarray) and n not in initialized}
+        arrays.update(
+            {v.name: a for v, a in zip(model.graph.output, outputs, strict=False) if isinstance(a, np.ndarray)}
+        )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             report = analyze(model, hw="h100", partial=True)
             folded = infer(load_model(model)).folded
         comparison = compare(report, model, observed_infos(model, arrays), folded)
         checked += comparison.count(CHECKED)
-        disagreements += [f"{case.name}: {d.op_type} {d.what} {d.value or ''} inferred {d.inferred}, observed {d.observed}"
-                          for d in comparison.disagreements]
+        disagreements += [
+            f"{case.name}: {d.op_type} {d.what} {d.value or ''} inferred {d.inferred}, observed {d.observed}"
+            for d in comparison.disagreements
+        ]
     assert disagreements == []
     assert checked > 900
 
@@ -635,7 +782,10 @@ def test_a_value_given_is_fed_to_the_run_too(tmp_path, value, shape, flops):
 
 def test_verify_refuses_partial_in_one_line(tmp_path, capsys):
     assert main(["verify", str(_merged_decoder(tmp_path)), "--partial"]) == EXIT_USAGE
-    assert capsys.readouterr().err.strip() == "onnx-roofline: error: --partial leaves dims unbound, and verify runs the model: bind every dim (--dim NAME=N)"
+    assert (
+        capsys.readouterr().err.strip()
+        == "onnx-roofline: error: --partial leaves dims unbound, and verify runs the model: bind every dim (--dim NAME=N)"
+    )
     assert main(["verify", str(_merged_decoder(tmp_path)), "--value", "use_cache_branch=0"]) == EXIT_OK
 
 
@@ -644,10 +794,12 @@ def test_onnxruntimes_refusal_is_said_without_its_cpp_signature():
     characters long; what went wrong comes after them, and is what the one line keeps."""
     from onnx_roofline.commands.verify.run import _first_line
 
-    message = ("[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/graph.cc:1357 onnxruntime::Graph::Graph("
-               "const onnxruntime::Model&, onnx::GraphProto*, const std::unordered_map<std::__cxx11::basic_string<char>, int>&, "
-               "onnxruntime::Version, onnxruntime::IOnnxRuntimeOpSchemaCollectionPtr, const onnxruntime::logging::Logger&, bool) "
-               "[ONNXRuntimeError] : 1 : FAIL : tensorprotoutils.cc:2678 ConstantNodeProtoToTensorProto Constant node: n6 has no data attributes")
+    message = (
+        "[ONNXRuntimeError] : 1 : FAIL : /onnxruntime_src/onnxruntime/core/graph/graph.cc:1357 onnxruntime::Graph::Graph("
+        "const onnxruntime::Model&, onnx::GraphProto*, const std::unordered_map<std::__cxx11::basic_string<char>, int>&, "
+        "onnxruntime::Version, onnxruntime::IOnnxRuntimeOpSchemaCollectionPtr, const onnxruntime::logging::Logger&, bool) "
+        "[ONNXRuntimeError] : 1 : FAIL : tensorprotoutils.cc:2678 ConstantNodeProtoToTensorProto Constant node: n6 has no data attributes"
+    )
     line = _first_line(RuntimeError(message))
     assert line.endswith("Constant node: n6 has no data attributes") and "Graph::Graph" not in line
     long = "[ONNXRuntimeError] : 1 : FAIL : " + "x" * 400 + " the end\nsecond line"
@@ -661,27 +813,45 @@ def test_values_onnxruntime_returns_no_array_of_are_observed_through_a_cast(dtyp
     is observed through a Cast to float32 and its dtype is the session's, so the pair is checked
     like any other."""
     elem = getattr(TensorProto, dtype)
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"]), helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"])]
-    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 7])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-                              initializer=[helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("zp", elem, [], [0])])
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "zp"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "zp"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "qdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[helper.make_tensor("s", TensorProto.FLOAT, [], [0.1]), helper.make_tensor("zp", elem, [], [0])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     result = verify(model, dims={"n": 3})
     assert result.passed and result.comparison.count(CHECKED) == 2, result.comparison.disagreements
     assert result.comparison.values_checked == 2  # q observed too, not skipped
     quantize = result.report.nodes[0]
-    assert quantize.outputs[0].dtype == dtype.lower() and quantize.cost.bytes_written == -(-3 * 7 * bits // 8)  # 21 elements, packed
+    assert quantize.outputs[0].dtype == dtype.lower() and quantize.cost.bytes_written == -(
+        -3 * 7 * bits // 8
+    )  # 21 elements, packed
 
 
 def test_a_bfloat16_value_inside_a_float32_graph_is_observed():
-    nodes = [helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16), helper.make_node("Cast", ["b"], ["y"], to=TensorProto.FLOAT)]
-    graph = helper.make_graph(nodes, "bf16", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])])
+    nodes = [
+        helper.make_node("Cast", ["x"], ["b"], to=TensorProto.BFLOAT16),
+        helper.make_node("Cast", ["b"], ["y"], to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "bf16",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     result = verify(model)
-    assert result.passed and result.comparison.values_checked == 2 and result.report.nodes[0].cost.bytes_written == 3 * 2
+    assert (
+        result.passed and result.comparison.values_checked == 2 and result.report.nodes[0].cost.bytes_written == 3 * 2
+    )
 
 
 @pytest.mark.parametrize("elem_type", [TensorProto.BFLOAT16, TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2])
@@ -713,10 +883,22 @@ def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
     )
 
     rng = np.random.default_rng(0)
-    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name) for name, shape in (("w1", (16, 8)), ("w2", (8, 4)))]
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["a"]), helper.make_node("Relu", ["a"], ["r"]), helper.make_node("MatMul", ["r", "w2"], ["y"])]
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])], initializer=weights)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32), name)
+        for name, shape in (("w1", (16, 8)), ("w2", (8, 4)))
+    ]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4])],
+        initializer=weights,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
     model.ir_version = 10
     onnx.save(model, tmp_path / "mlp.onnx")
@@ -728,17 +910,30 @@ def test_an_fp8_qdq_graph_from_onnxruntimes_quantizer_is_checked(tmp_path):
         def get_next(self):
             return next(self.feeds, None)
 
-    quantize_static(str(tmp_path / "mlp.onnx"), str(tmp_path / "fp8.onnx"), Feeds(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QFLOAT8E4M3FN, weight_type=QuantType.QFLOAT8E4M3FN, calibrate_method=CalibrationMethod.Distribution)
+    quantize_static(
+        str(tmp_path / "mlp.onnx"),
+        str(tmp_path / "fp8.onnx"),
+        Feeds(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QFLOAT8E4M3FN,
+        weight_type=QuantType.QFLOAT8E4M3FN,
+        calibrate_method=CalibrationMethod.Distribution,
+    )
     result = verify(str(tmp_path / "fp8.onnx"), dims={"batch": 2})
     quantized = [n for n in result.report.nodes if n.op_type == "QuantizeLinear"]
     assert quantized and all(n.outputs[0].dtype == "float8e4m3fn" for n in quantized)
-    assert result.passed and result.comparison.values_checked == len(result.report.nodes), result.comparison.disagreements
+    assert result.passed and result.comparison.values_checked == len(result.report.nodes), (
+        result.comparison.disagreements
+    )
 
 
 def test_a_string_input_is_synthesized_as_text():
     """numpy holds strings as objects: each one a text of 16 words (tests/test_text_inputs.py has the pipeline)."""
-    graph = helper.make_graph([helper.make_node("Identity", ["t"], ["u"])], "s", [helper.make_tensor_value_info("t", TensorProto.STRING, [2])],
-                              [helper.make_tensor_value_info("u", TensorProto.STRING, [2])])
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["t"], ["u"])],
+        "s",
+        [helper.make_tensor_value_info("t", TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("u", TensorProto.STRING, [2])],
+    )
     texts = make_feeds(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), {})["t"]
     assert texts.shape == (2,) and texts.dtype == object and all(len(text.split()) == 16 for text in texts)

@@ -21,7 +21,6 @@ from tests.test_bounded_sizes import (
     FFN,
     FIRST,
     HIDDEN,
-    K_MAX,
     NMS_ROWS,
     TOKENS,
     detector_tail,
@@ -38,10 +37,19 @@ def test_a_nonzero_is_checked_at_the_count_the_run_selected():
     kept = int(np.count_nonzero(feeds["x"][:, 0] > 0))  # the rows whose first feature is positive
     assert result.unchecked == () and result.verdict == "pass"
     found = {size.node: (size.analysis, size.run) for size in result.sizes}
-    assert found["where"] == (f"at most 1x{TOKENS}", (1, kept))  # the NonZero at most all its elements (bounds.selection_bound)
-    assert set(found) <= {"where", "leading", "best"}  # the Slice and TopK cut to their constants: listed where the run differs
+    assert found["where"] == (
+        f"at most 1x{TOKENS}",
+        (1, kept),
+    )  # the NonZero at most all its elements (bounds.selection_bound)
+    assert set(found) <= {
+        "where",
+        "leading",
+        "best",
+    }  # the Slice and TopK cut to their constants: listed where the run differs
     project = next(node for node in result.report.nodes if node.name == "project")
-    assert project.cost.flops == 2 * min(kept, FIRST) * HIDDEN * FFN  # checked at the run's rows: [min(kept, 4), 8] x [8, 12]
+    assert (
+        project.cost.flops == 2 * min(kept, FIRST) * HIDDEN * FFN
+    )  # checked at the run's rows: [min(kept, 4), 8] x [8, 12]
 
 
 def test_the_sizes_the_run_found_are_printed(tmp_path, capsys):
@@ -60,8 +68,16 @@ def test_the_sizes_the_run_found_are_printed(tmp_path, capsys):
 
 def as_text() -> onnx.ModelProto:
     """A Cast to string: a tensor with no static byte size, which the analysis cannot cost."""
-    nodes = [helper.make_node("Relu", ["x"], ["positive"], name="relu"), helper.make_node("Cast", ["positive"], ["text"], to=TensorProto.STRING, name="to_text")]
-    graph = helper.make_graph(nodes, "as_text", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])], [helper.make_tensor_value_info("text", TensorProto.STRING, [4])])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["positive"], name="relu"),
+        helper.make_node("Cast", ["positive"], ["text"], to=TensorProto.STRING, name="to_text"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "as_text",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("text", TensorProto.STRING, [4])],
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
@@ -85,7 +101,9 @@ def test_an_moe_is_checked_at_the_tokens_each_expert_took():
     result = verify(MOE, dims={"batch_size": 1, "sequence_length": 8, "past_sequence_length": 24})
     assert result.unchecked == () and result.verdict == "pass", result.comparison.disagreements
     assert len(result.sizes) == 2 * 4  # one NonZero per expert and layer
-    assert {size.analysis for size in result.sizes} == {f"2x{8 * 2 // 4} assumed"}  # uniform: tokens·k/E = 8·2/4 rows each
+    assert {size.analysis for size in result.sizes} == {
+        f"2x{8 * 2 // 4} assumed"
+    }  # uniform: tokens·k/E = 8·2/4 rows each
     for layer in ("layers.0", "layers.1"):
         taken = [size.run[1] for size in result.sizes if f"/{layer}/" in size.node]
         assert sum(taken) == 8 * 2  # every token goes to top-2 distinct experts: 16 (token, expert) pairs per layer

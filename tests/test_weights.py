@@ -65,9 +65,17 @@ def test_constant_node_weights_are_parameters(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"{si(MLP_PARAMETERS, '')} parameters" in out and f"weights {si(MLP_BYTES, 'B')}" in out
     info = inspect_model(path)
-    assert (info.parameters, info.weight_bytes, info.weight_tensors, info.constant_weights) == (MLP_PARAMETERS, MLP_BYTES, 5, 5)
+    assert (info.parameters, info.weight_bytes, info.weight_tensors, info.constant_weights) == (
+        MLP_PARAMETERS,
+        MLP_BYTES,
+        5,
+        5,
+    )
     assert main(["inspect", str(path)]) == 0
-    assert f"parameters  {si(MLP_PARAMETERS, '').strip()} in 5 weights (5 Constant nodes), {si(MLP_BYTES, 'B')}" in capsys.readouterr().out
+    assert (
+        f"parameters  {si(MLP_PARAMETERS, '').strip()} in 5 weights (5 Constant nodes), {si(MLP_BYTES, 'B')}"
+        in capsys.readouterr().out
+    )
 
 
 def test_constant_weights_are_no_activations():
@@ -100,8 +108,15 @@ def test_dtype_applies_to_constant_weights():
 def _if_model() -> onnx.ModelProto:
     """If(cond): then: x @ wt (a Constant [8, 8] in the branch) + bt (an initializer [8] of the
     branch); else: x * ws (a Constant [8] in the branch). Main graph: Add(y, b) with b an initializer [8]."""
+
     def branch(name, nodes, initializers=()):
-        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [2, 8])], initializer=list(initializers))
+        return helper.make_graph(
+            nodes,
+            name,
+            [],
+            [helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [2, 8])],
+            initializer=list(initializers),
+        )
 
     then = branch("then", [_constant("wt", np.ones((8, 8), np.float32)), helper.make_node("MatMul", ["x", "wt"], ["tm"]),
                            helper.make_node("Add", ["tm", "bt"], ["then_out"])],
@@ -169,7 +184,10 @@ def test_a_value_given_is_no_weight():
     node = helper.make_node("Add", ["x", "offset"], ["y"], name="add")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]), helper.make_tensor_value_info("offset", TensorProto.FLOAT, [4])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])  # fmt: skip
-    report = onnx_roofline.analyze(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sizing=Sizing(values={"offset": [1.0, 2.0, 3.0, 4.0]}))
+    report = onnx_roofline.analyze(
+        helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]),
+        sizing=Sizing(values={"offset": [1.0, 2.0, 3.0, 4.0]}),
+    )
     assert report.model.parameters == 0
 
 
@@ -179,7 +197,9 @@ def test_a_nodes_parameters_are_its_weights_shape_constants_aside():
     BN channels being 64 (stem) + 3·(64+64+256)+256 + 4·(128+128+512)+512 + 6·(256+256+1024)+1024
     + 3·(512+512+2048)+2048 = 26,560. Each weight is read by one node, so the nodes' parameters add
     up to the model's; the Reshape's int64 target is a shape constant, no parameter."""
-    report = onnx_roofline.analyze(Path(__file__).resolve().parents[1] / "fixtures" / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
+    report = onnx_roofline.analyze(
+        Path(__file__).resolve().parents[1] / "fixtures" / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1})
+    )
     assert report.model.parameters == 25_557_032 - 26_560
     assert sum(n.parameters for n in report.nodes) == report.model.parameters
     assert all(n.parameters == 0 for n in report.nodes if n.op_type == "Reshape")

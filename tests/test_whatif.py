@@ -91,7 +91,9 @@ def test_mlp_gemm_critical_batch_with_its_bias(decode_critical):
         (f"[batch,1,{D}] [{D},{V}]", D, V, False, 485),  # lm_head, no bias: the lesson's formula exactly
     ],
 )
-def test_every_matmul_kind_crosses_where_the_formula_says(decode_critical, signature, d_in, d_out, bias, critical_batch):
+def test_every_matmul_kind_crosses_where_the_formula_says(
+    decode_critical, signature, d_in, d_out, bias, critical_batch
+):
     row = kind(decode_critical, signature)
     bias_flops, bias_bytes = (d_out, 2 * d_out) if bias else (0, 0)
     # B·(2·Din·Dout + bias) = R·(2·(B·Din + Din·Dout + B·Dout) + bias bytes)
@@ -130,7 +132,10 @@ def two_node_model() -> onnx.ModelProto:
     outputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT16, None) for n in ("y", "z")]
     shapes = {"w": [K, K], "c1": [2048, 2048], "c2": [2048, 2048]}
     weights = [numpy_helper.from_array(np.zeros(s, np.float16), n) for n, s in shapes.items()]
-    nodes = [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"), helper.make_node("Add", ["c1", "c2"], ["z"], name="add")]
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+        helper.make_node("Add", ["c1", "c2"], ["z"], name="add"),
+    ]
     graph = helper.make_graph(nodes, "g", [x], outputs, initializer=weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
@@ -144,7 +149,10 @@ def test_critical_solves_for_the_dim_named_as_a_batch():
     result = critical(Session(model, hw=H100))
     assert result.dim == "batch_size" and kind(result, f"[batch_size,{K}] [{K},{K}]").crossing == R * K / (K - 2 * R)
     model.graph.input.append(helper.make_tensor_value_info("u", TensorProto.FLOAT16, ["N", K]))
-    with pytest.raises(DimensionError, match=r"cannot tell the batch dim \(candidates: batch_size, N\); name the dim to solve for with --over DIM"):
+    with pytest.raises(
+        DimensionError,
+        match=r"cannot tell the batch dim \(candidates: batch_size, N\); name the dim to solve for with --over DIM",
+    ):
         critical(Session(model, hw=H100))
 
 
@@ -224,7 +232,9 @@ def test_compare_puts_each_accelerator_beside_the_others():
     assert "Transpose /model/lm_head/Transpose (foldable)" in render_compare(result)
     # all memory-bound: latency is bytes / bandwidth, so the ratio of latencies is that of bandwidths
     h100, h200 = result.rows[0], result.rows[1]
-    assert h100.latency_s / h200.latency_s == pytest.approx(h200.hardware.memory_bandwidth / h100.hardware.memory_bandwidth)
+    assert h100.latency_s / h200.latency_s == pytest.approx(
+        h200.hardware.memory_bandwidth / h100.hardware.memory_bandwidth
+    )
 
 
 # --- decode over context -----------------------------------------------------------------------
@@ -258,7 +268,9 @@ def run_json(tmp_path, *args: str) -> dict:
 
 def test_sweep_command_writes_json_and_a_plot(tmp_path):
     plot = tmp_path / "sweep.png"
-    data = run_json(tmp_path, "sweep", str(DECODE), "--dim", "batch=1,8", "--dim", "past_sequence=127", "--plot", str(plot))
+    data = run_json(
+        tmp_path, "sweep", str(DECODE), "--dim", "batch=1,8", "--dim", "past_sequence=127", "--plot", str(plot)
+    )
     assert [p["dims"]["batch"] for p in data["points"]] == [1, 8]
     assert data["elapsed_s"] > 0 and data["view"] == "written"
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -272,7 +284,9 @@ def test_critical_command_reports_the_mlp_kind(tmp_path):
 
 
 def test_fuse_command_reports_both_attention_views(tmp_path):
-    data = run_json(tmp_path, "fuse", str(FIXTURES / "gpt2_prefill_fp16.onnx"), "--dim", "batch=1", "--dim", "sequence=1024")
+    data = run_json(
+        tmp_path, "fuse", str(FIXTURES / "gpt2_prefill_fp16.onnx"), "--dim", "batch=1", "--dim", "sequence=1024"
+    )
     first = data["attention"][0]
     assert first["written"]["qk_bound"] == "memory" and first["fused"]["bound"] == "compute"
     assert first["fused"]["matmul_intensity"] == 512

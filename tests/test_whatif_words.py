@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from onnx_roofline import Sizing
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.report.units import duration
 from onnx_roofline.views.deployed import INPLACE, deploy

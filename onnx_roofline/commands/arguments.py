@@ -11,7 +11,10 @@ import sys
 from onnx_roofline.commands.terminal import elapsed
 from onnx_roofline.errors import DimensionError, one_line
 
-def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100", assumptions: bool = True) -> None:
+
+def add_model_arguments(
+    parser: argparse.ArgumentParser, many: bool = False, hw: str = "h100", assumptions: bool = True
+) -> None:
     """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
     folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`;
     `assumptions`: --nonzero-fraction, --expert-load and --frames-per-token, which `verify` does not
@@ -23,11 +26,22 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
                             "several, or a folder, give one summary row per model")  # fmt: skip
     else:
         parser.add_argument("model", help="path to an .onnx file (external weight data need not be present)")
-    parser.add_argument("--hw", default=hw, help=f"hardware name (see `hw list`) or a spec file{'; several, comma-separated' if ',' in hw else ''} (default: {hw})")
-    parser.add_argument("--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)")
-    parser.add_argument("--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)")
     parser.add_argument(
-        "--value", action="append", default=[], metavar="NAME=V",
+        "--hw",
+        default=hw,
+        help=f"hardware name (see `hw list`) or a spec file{'; several, comma-separated' if ',' in hw else ''} (default: {hw})",
+    )
+    parser.add_argument(
+        "--dim", action="append", default=[], metavar="NAME=N", help="bind a symbolic dimension (repeatable)"
+    )
+    parser.add_argument(
+        "--input", action="append", default=[], metavar="NAME=AxBxC", help="set an input's whole shape (repeatable)"
+    )
+    parser.add_argument(
+        "--value",
+        action="append",
+        default=[],
+        metavar="NAME=V",
         help="give a small graph input a value, e.g. a Loop's trip count: --value max_steps=16 (repeatable; N,N,... for a 1-D input)",
     )
     if assumptions:
@@ -48,14 +62,20 @@ def add_model_arguments(parser: argparse.ArgumentParser, many: bool = False, hw:
             help="a length regulator (a TTS model's durations → frames: VITS, FastSpeech, Piper) as if each input token lasted "
                  "F frames (6, 52/8); default 6 (docs/cost-model.md); the report names it and the sums it sized",
         )  # fmt: skip
-    parser.add_argument("--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing")
     parser.add_argument(
-        "--dtype", choices=sorted(PRECISIONS), help="cost every floating-point tensor (weights and activations) in this precision"
+        "--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing"
     )
     parser.add_argument(
-        "--fp32-matmul", choices=("ieee", "tf32"), default="ieee",
+        "--dtype",
+        choices=sorted(PRECISIONS),
+        help="cost every floating-point tensor (weights and activations) in this precision",
+    )
+    parser.add_argument(
+        "--fp32-matmul",
+        choices=("ieee", "tf32"),
+        default="ieee",
         help="fp32 matmuls in full IEEE fp32 (the default, as cuBLAS and PyTorch run them) or on TF32 tensor cores "
-             "(tf32: onnxruntime's CUDA provider and TensorFlow enable it by default)",
+        "(tf32: onnxruntime's CUDA provider and TensorFlow enable it by default)",
     )
     add_verbosity_arguments(parser)
 
@@ -163,7 +183,9 @@ def hardware_from(options: argparse.Namespace, hw=None):
         return hardware
     from onnx_roofline.costs.hardware import Hardware, load_hardware
 
-    return (hardware if isinstance(hardware, Hardware) else load_hardware(hardware)).with_memory_utilization(utilization)
+    return (hardware if isinstance(hardware, Hardware) else load_hardware(hardware)).with_memory_utilization(
+        utilization
+    )
 
 
 def with_launch_overhead(hw, text: str | None):
@@ -172,9 +194,9 @@ def with_launch_overhead(hw, text: str | None):
         return hw
     import dataclasses
 
-    from onnx_roofline.errors import HardwareSpecError
     from onnx_roofline.commands.gate.quantities import parse_duration
     from onnx_roofline.costs.hardware import Hardware, load_hardware
+    from onnx_roofline.errors import HardwareSpecError
 
     hardware = hw if isinstance(hw, Hardware) else load_hardware(hw)
     try:
@@ -200,20 +222,22 @@ def deployed_from(report, options: argparse.Namespace):
     from onnx_roofline.views.deployed import INPLACE, deploy
     from onnx_roofline.views.prediction import DEFAULT_LAUNCH
 
-    return deploy(report, getattr(options, "kv_cache", None) or INPLACE, launch=getattr(options, "launch", None) or DEFAULT_LAUNCH)
+    return deploy(
+        report, getattr(options, "kv_cache", None) or INPLACE, launch=getattr(options, "launch", None) or DEFAULT_LAUNCH
+    )
 
 
 def analyze_from_options(options: argparse.Namespace, default_dims: bool = False):
     """The report the options ask for. `default_dims`: bind the dims left unbound to their
     defaults (onnx_roofline.shapes.defaults) and say so on stderr, unless --partial is given (which
     leaves them unbound); `check` and `verify` stay strict."""
+    import time
+
     from onnx_roofline.analysis import analyze
     from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
+    from onnx_roofline.shapes.input_values import parse_value
     from onnx_roofline.shapes.routing import UNIFORM_LOAD
     from onnx_roofline.shapes.sizing import Sizing
-    from onnx_roofline.shapes.input_values import parse_value
-
-    import time
 
     started = time.perf_counter()
     dims = dict(parse_dim(text) for text in options.dim)
@@ -222,7 +246,9 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     if len(dims) != len(options.dim):
         raise DimensionError("the same --dim is given twice")
     quiet = getattr(options, "quiet", False)
-    with contextlib.nullcontext() if quiet else elapsed(f"onnx-roofline: analyzing {options.model}", sys.stderr):  # a long one says so
+    with (
+        contextlib.nullcontext() if quiet else elapsed(f"onnx-roofline: analyzing {options.model}", sys.stderr)
+    ):  # a long one says so
         sizing = Sizing(dims=dims, input_shapes=shapes, values=values, default_dims=default_dims and not options.partial,
                         nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", None) or UNIFORM_LOAD,
                         frames_per_token=getattr(options, "frames_per_token", None))  # fmt: skip
@@ -247,15 +273,23 @@ def refuse_if_nothing_costed(report) -> None:
     cause = written.uncosted.root_cause
     where = f"{cause.name} ({cause.op_type}): {cause.reason}" if cause is not None else "no node to blame"
     advice = written.advice_when_nothing_costed()
-    if advice.startswith("see why"):  # the root cause's own reason says what to give, where an input's value or shape would do
+    if advice.startswith(
+        "see why"
+    ):  # the root cause's own reason says what to give, where an input's value or shape would do
         statuses = {node.status for node in written.nodes}
         if statuses == {UNSUPPORTED}:
             advice = "a cost rule for its ops (docs/architecture.md says where one goes; docs/operators.md lists the ops that have one)"
-        elif "--value " in where or "--input" in where or "--nonzero-fraction" in where:  # a flag with its argument: "(--value) is given only to ..." names none
+        elif (
+            "--value " in where or "--input" in where or "--nonzero-fraction" in where
+        ):  # a flag with its argument: "(--value) is given only to ..." names none
             advice = "give what the root cause names"
         else:
-            advice = "bind the input shapes (--dim NAME=N, --input NAME=AxB) or see docs/cost-model.md on uncosted nodes"
-    raise RooflineError(f"none of the {len(written.nodes)} nodes could be costed, so there is no answer: the root cause is {where}; fix: {advice}")
+            advice = (
+                "bind the input shapes (--dim NAME=N, --input NAME=AxB) or see docs/cost-model.md on uncosted nodes"
+            )
+    raise RooflineError(
+        f"none of the {len(written.nodes)} nodes could be costed, so there is no answer: the root cause is {where}; fix: {advice}"
+    )
 
 
 def protected_files(options: argparse.Namespace, *more: str | None, report=None) -> tuple:
@@ -289,7 +323,10 @@ def _default_reasons(model) -> dict[str, str]:
     """Why each defaulted dim took its size: its role (shapes/roles.py) where its name does not say
     it, or what in the graph fixes it (model.solved_dims); "name" where the name says it."""
     said = {name: role.said for name, role in model.dim_roles.items() if role.said}
-    return {name: model.solved_dims.get(name) or (f"{said[name]}" if name in said else "name") for name in model.defaulted_dims}
+    return {
+        name: model.solved_dims.get(name) or (f"{said[name]}" if name in said else "name")
+        for name in model.defaulted_dims
+    }
 
 
 def _say_what_ran(report, seconds: float) -> None:
@@ -297,15 +334,20 @@ def _say_what_ran(report, seconds: float) -> None:
     nodes by status, the hardware figures' source, the time taken."""
     model = report.model
     why = _default_reasons(model)
-    why = {k: model.dim_roles[k].role if reason == "name" and k in model.dim_roles else reason for k, reason in why.items()}  # the name's rule: its role
-    dims = ", ".join(f"{k}={v}" + (f" (default: {why[k]})" if k in why else " (given)") for k, v in sorted(model.dims.items()))
+    why = {
+        k: model.dim_roles[k].role if reason == "name" and k in model.dim_roles else reason for k, reason in why.items()
+    }  # the name's rule: its role
+    dims = ", ".join(
+        f"{k}={v}" + (f" (default: {why[k]})" if k in why else " (given)") for k, v in sorted(model.dims.items())
+    )
     outputs = [t for node in report.nodes for t in node.outputs if t is not None]
     typed = sum(1 for t in outputs if t.is_known)
     statuses = ", ".join(f"{status} {count}" for status, count in report.status_counts.items())
     lines = [
         f"dims: {dims or 'none'}",
         f"shape passes: {model.shape_inference} (ONNX's inference{', then the sweep: our shape rules, per-node inference, folding' if 'sweep' in model.shape_inference else ''}); "
-        f"{typed:,} of {len(outputs):,} node outputs typed" + (f"; failed: {'; '.join(model.shape_warnings)}" if model.shape_warnings else ""),
+        f"{typed:,} of {len(outputs):,} node outputs typed"
+        + (f"; failed: {'; '.join(model.shape_warnings)}" if model.shape_warnings else ""),
         f"nodes: {statuses}",
         f"hardware: {report.hardware.key} ({report.hardware.name}), figures from {report.hardware.source}",
         f"analyzed in {seconds:.2f} s",

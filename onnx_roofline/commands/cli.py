@@ -16,8 +16,16 @@ import sys
 from collections.abc import Sequence
 
 from onnx_roofline.commands.listing import COMMAND_HELP
+from onnx_roofline.errors import (
+    EXIT_BROKEN_PIPE,
+    EXIT_OK,
+    EXIT_OUTPUT,
+    EXIT_USAGE,
+    OutputError,
+    RooflineError,
+    one_line,
+)
 from onnx_roofline.report.stdout import Stdout, flush_stdout
-from onnx_roofline.errors import EXIT_BROKEN_PIPE, EXIT_OK, EXIT_OUTPUT, EXIT_USAGE, OutputError, RooflineError, one_line
 from onnx_roofline.version import __version__
 
 TYPE_CHECKING = False  # typing's own constant, without importing typing at start-up
@@ -129,6 +137,7 @@ def _import_onnx() -> None:
         previous = signal.signal(signal.SIGINT, lambda signum, frame: held.append(signum))
     except ValueError:  # not the main thread: signals are not ours to handle
         import onnx  # noqa: F401
+
         return
     try:
         import onnx  # noqa: F401
@@ -151,7 +160,10 @@ _COMMANDS = {"analyze", "hw", *(command for commands in COMMAND_MODULES.values()
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the subcommands `command` (the first argument) needs: for the help that
     lists them (no argument, -h, --help) each one's name and line alone, none for --version."""
-    parser = _Parser(prog="onnx-roofline", description="Roofline analysis of ONNX models: FLOPs, bytes and compute/memory bound per node.")
+    parser = _Parser(
+        prog="onnx-roofline",
+        description="Roofline analysis of ONNX models: FLOPs, bytes and compute/memory bound per node.",
+    )
     parser.add_argument("--version", action="version", version=f"onnx-roofline {__version__}")
     if command == "--version":
         return parser  # argparse prints it before reading any command: building them is start-up spent for nothing
@@ -161,13 +173,40 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
     run = sub.add_parser("analyze", help="analyze a model (the default: `onnx-roofline MODEL` is the same)")
     add_model_arguments(run, many=True)
-    run.add_argument("-j", "--jobs", type=count(1), default=1, metavar="N", help="several models: analyze N at a time, in processes (default: 1)")
-    run.add_argument("--format", choices=("table", "json", "csv", "markdown", "html"), default="table", help="output format (default: table)")
+    run.add_argument(
+        "-j",
+        "--jobs",
+        type=count(1),
+        default=1,
+        metavar="N",
+        help="several models: analyze N at a time, in processes (default: 1)",
+    )
+    run.add_argument(
+        "--format",
+        choices=("table", "json", "csv", "markdown", "html"),
+        default="table",
+        help="output format (default: table)",
+    )
     run.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
     run.add_argument("--top", type=count(), default=15, metavar="N", help="nodes listed in the table (default: 15)")
-    run.add_argument("--by", action="append", choices=("op-type", "module"), help="breakdowns in table/markdown/html (repeatable; default: op-type)")
-    run.add_argument("--depth", type=count(1), default=3, metavar="N", help="module level of --by module: 3 = GPT-2 layers, 4 = attn/mlp (default: 3)")
-    run.add_argument("--annotate", metavar="OUT.onnx", help="also write the model annotated for Netron (+ OUT.netron.json); see docs/outputs.md")
+    run.add_argument(
+        "--by",
+        action="append",
+        choices=("op-type", "module"),
+        help="breakdowns in table/markdown/html (repeatable; default: op-type)",
+    )
+    run.add_argument(
+        "--depth",
+        type=count(1),
+        default=3,
+        metavar="N",
+        help="module level of --by module: 3 = GPT-2 layers, 4 = attn/mlp (default: 3)",
+    )
+    run.add_argument(
+        "--annotate",
+        metavar="OUT.onnx",
+        help="also write the model annotated for Netron (+ OUT.netron.json); see docs/outputs.md",
+    )
     run.add_argument("--plot", metavar="FILE.png|svg", help="also write the roofline plot")
     run.add_argument("--group", action="store_true",
                      help="table: alike nodes of different layers as one row (c_fc/Gemm ×12), modules totalled across layers (h.*.mlp)")  # fmt: skip
@@ -182,7 +221,11 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     hw_show = hw_sub.add_parser("show", help="one entry (built-in name or spec file) in full")
     hw_show.add_argument("name")
     hw_show.set_defaults(run=_run_hw_show)
-    if command in (None, "-h", "--help"):  # the list alone, each command's line from COMMAND_HELP: no command module imported
+    if command in (
+        None,
+        "-h",
+        "--help",
+    ):  # the list alone, each command's line from COMMAND_HELP: no command module imported
         for name in (name for commands in COMMAND_MODULES.values() for name in commands):
             listed: dict[str, Any] = {"help": COMMAND_HELP[name]} if name in COMMAND_HELP else {}
             sub.add_parser(name, **listed)
@@ -196,10 +239,15 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def _run_analyze(options: argparse.Namespace) -> int:
-    from onnx_roofline.commands.arguments import analyze_from_options, other_view, protected_files, refuse_if_nothing_costed
+    from onnx_roofline.commands.arguments import (
+        analyze_from_options,
+        other_view,
+        protected_files,
+        refuse_if_nothing_costed,
+    )
     from onnx_roofline.commands.terminal import terminal_colours
-    from onnx_roofline.report.output import write_text
     from onnx_roofline.report.breakdown import MODULE, OP_TYPE
+    from onnx_roofline.report.output import write_text
 
     if len(options.model) > 1 or os.path.isdir(options.model[0]):
         return _run_summary(options)
@@ -215,19 +263,31 @@ def _run_analyze(options: argparse.Namespace) -> int:
     def table(r):
         from onnx_roofline.report.table import render_table
 
-        return render_table(r, top=options.top, by=by, depth=options.depth, other=other(), group=options.group,
-                            colour=options.output in (None, "-") and terminal_colours(sys.stdout))
+        return render_table(
+            r,
+            top=options.top,
+            by=by,
+            depth=options.depth,
+            other=other(),
+            group=options.group,
+            colour=options.output in (None, "-") and terminal_colours(sys.stdout),
+        )
 
     def serialized(name, **options_of):  # JSON in pieces (iter_json): a large report is never one string
         return lambda r: getattr(importlib.import_module("onnx_roofline.report.serialize"), name)(r, **options_of)
 
     def document(name, **options_of):
         module = importlib.import_module(f"onnx_roofline.report.{name}")
-        return lambda r: getattr(module, f"render_{name}")(r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth, other=other(), **options_of)
+        return lambda r: getattr(module, f"render_{name}")(
+            r, by=by if options.by else (OP_TYPE, MODULE), depth=options.depth, other=other(), **options_of
+        )
 
     renderers = {  # each loads its module when its format is asked for
-        "table": lambda: table, "json": lambda: serialized("iter_json", other=other()), "csv": lambda: serialized("render_csv"),
-        "markdown": lambda: document("markdown", top=options.top), "html": lambda: document("html"),
+        "table": lambda: table,
+        "json": lambda: serialized("iter_json", other=other()),
+        "csv": lambda: serialized("render_csv"),
+        "markdown": lambda: document("markdown", top=options.top),
+        "html": lambda: document("html"),
     }
     protect = protected_files(options, report=report)
     write_text(renderers[options.format]()(report), options.output, protect=protect)
@@ -239,9 +299,14 @@ def _run_analyze(options: argparse.Namespace) -> int:
     if options.annotate:
         from onnx_roofline.report.annotate import annotate
 
-        done = annotate(report.written if report.view == "deployed" else report, options.annotate)  # per graph node: as written
+        done = annotate(
+            report.written if report.view == "deployed" else report, options.annotate
+        )  # per graph node: as written
         if not options.quiet:
-            print(f"onnx-roofline: annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}", file=sys.stderr)
+            print(
+                f"onnx-roofline: annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}",
+                file=sys.stderr,
+            )
     warn_if_invalid(report)
     return EXIT_OK
 
@@ -257,8 +322,12 @@ def _check_outputs(options: argparse.Namespace) -> None:
         from onnx_roofline.report.annotate import sidecar_path
 
         sidecar = sidecar_path(options.annotate)
-    outputs = {"-o": options.output, "--annotate": options.annotate, "--plot": options.plot,
-               "--annotate's Netron attachment": sidecar}
+    outputs = {
+        "-o": options.output,
+        "--annotate": options.annotate,
+        "--plot": options.plot,
+        "--annotate's Netron attachment": sidecar,
+    }
     check_destinations(outputs, protect=(options.model,))
     if options.plot:
         from onnx_roofline.report.plot import check_plot_destination
@@ -283,11 +352,11 @@ def _run_summary(options: argparse.Namespace) -> int:
     if not options.quiet:
         for row in rows:
             if row.uncosted:
-                print(f"onnx-roofline: warning: {row.model}: {row.uncosted} of {row.nodes} nodes uncosted", file=sys.stderr)
+                print(
+                    f"onnx-roofline: warning: {row.model}: {row.uncosted} of {row.nodes} nodes uncosted",
+                    file=sys.stderr,
+                )
     return EXIT_USAGE if any(row.error for row in rows) else EXIT_OK
-
-
-
 
 
 def warn_if_invalid(report) -> None:
@@ -312,9 +381,14 @@ def warn_if_incomplete(report, quiet: bool = False) -> None:
         elif branch.why.startswith("default"):
             print(f"onnx-roofline: note: branch taken: {branch.message}", file=sys.stderr)
     if report.uncosted.count:
-        print(f"onnx-roofline: warning: {one_line(report.uncosted.message)}; the totals leave them out", file=sys.stderr)
+        print(
+            f"onnx-roofline: warning: {one_line(report.uncosted.message)}; the totals leave them out", file=sys.stderr
+        )
     if report.nodes and not report.totals.costed_nodes:
-        print(f"onnx-roofline: warning: no node could be costed, so there are no totals: {report.advice_when_nothing_costed()}", file=sys.stderr)
+        print(
+            f"onnx-roofline: warning: no node could be costed, so there are no totals: {report.advice_when_nothing_costed()}",
+            file=sys.stderr,
+        )
 
 
 def _run_hw_list(options: argparse.Namespace) -> int:
@@ -322,7 +396,9 @@ def _run_hw_list(options: argparse.Namespace) -> int:
     from onnx_roofline.report.units import si
 
     entries = list_hardware()
-    key_width, name_width = (max(len(text) for text in column) for column in zip(*((hw.key, hw.name) for hw in entries)))
+    key_width, name_width = (
+        max(len(text) for text in column) for column in zip(*((hw.key, hw.name) for hw in entries), strict=False)
+    )
     for hw in entries:
         matrix = hw.peaks.get("matrix", {})
         headline = max(matrix.items(), key=lambda kv: kv[1]) if matrix else ("fp32", hw.peaks["vector"]["fp32"])
@@ -345,12 +421,17 @@ def _run_hw_show(options: argparse.Namespace) -> int:
     def cite(text: str) -> str:
         return f"[{sources.setdefault(text, len(sources) + 1)}]"
 
-    lines = [f"{hw.key}: {hw.name}", f"memory bandwidth {si(hw.memory_bandwidth, 'B/s')}  {cite(hw.figure_source('memory_bandwidth'))}"]
+    lines = [
+        f"{hw.key}: {hw.name}",
+        f"memory bandwidth {si(hw.memory_bandwidth, 'B/s')}  {cite(hw.figure_source('memory_bandwidth'))}",
+    ]
     if hw.memory_capacity is not None:
         lines.append(f"memory capacity {si(hw.memory_capacity, 'B')}  {cite(hw.figure_source('memory_capacity'))}")
     for unit, peaks in hw.peaks.items():
         for dtype, value in peaks.items():
-            lines.append(f"  {unit:<6} {dtype:<5} {si(value, 'FLOP/s'):>14}  ridge {value / hw.memory_bandwidth:8.1f}  {cite(hw.figure_source(unit, dtype))}")
+            lines.append(
+                f"  {unit:<6} {dtype:<5} {si(value, 'FLOP/s'):>14}  ridge {value / hw.memory_bandwidth:8.1f}  {cite(hw.figure_source(unit, dtype))}"
+            )
     lines += ["sources:"] + [f"  [{number}] {text}" for text, number in sources.items()]
     print("\n".join(lines))
     return EXIT_OK

@@ -12,9 +12,9 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from onnx_roofline.commands.arguments import count
+from onnx_roofline.commands.gate.baseline import Baseline, NodeFigures, compare, load_baseline
 from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
-from onnx_roofline.commands.gate.baseline import Baseline, NodeFigures, compare, load_baseline
 from onnx_roofline.report.units import duration, si
 
 METRICS = ("latency", "bytes", "flops")
@@ -59,13 +59,17 @@ class ReportDiff:
 
     @property
     def same(self) -> bool:
-        return not (self.added or self.removed or self.changed) and all(c.delta in (0, None) for c in self.totals.values())
+        return not (self.added or self.removed or self.changed) and all(
+            c.delta in (0, None) for c in self.totals.values()
+        )
 
 
 def diff_reports(before: Baseline, after: Baseline) -> ReportDiff:
     comparison = compare(before.nodes, after.nodes)
     totals = {metric: Change("model", "", before.totals[metric], after.totals[metric]) for metric in METRICS}
-    return ReportDiff(before, after, totals, comparison.pairs, comparison.added, comparison.removed, _modules(before, after))
+    return ReportDiff(
+        before, after, totals, comparison.pairs, comparison.added, comparison.removed, _modules(before, after)
+    )
 
 
 def _figures(node: NodeFigures) -> tuple:
@@ -87,26 +91,43 @@ def _modules(before: Baseline, after: Baseline) -> tuple[Change, ...]:
 
 def render_text(result: ReportDiff, top: int) -> str:
     lines = [f"before {result.before.path}", f"after  {result.after.path}", "", "model totals"]
-    lines += _aligned([(metric, _value(metric, c.before), _value(metric, c.after), _relative(c)) for metric, c in result.totals.items()])
+    lines += _aligned(
+        [
+            (metric, _value(metric, c.before), _value(metric, c.after), _relative(c))
+            for metric, c in result.totals.items()
+        ]
+    )
     lines.append("")
     lines.append(f"nodes: {len(result.nodes)} paired, {len(result.changed)} changed, {len(result.added)} added, "
                  f"{len(result.removed)} removed, {len(result.bound_changed)} changed bound")  # fmt: skip
     ranked = sorted(result.changed, key=lambda pair: -abs(_latency_delta(pair)))[:top]
     if ranked:
         lines.append(f"top {len(ranked)} changed nodes by latency")
-        lines += _aligned([
-            (f"{after.name} ({after.op_type})", _value("latency", before.latency), _value("latency", after.latency),
-             _relative(Change(after.name, after.op_type, before.latency, after.latency))
-             + (f"  {before.bound} → {after.bound}" if before.bound != after.bound else ""))
-            for before, after in ranked
-        ])
+        lines += _aligned(
+            [
+                (
+                    f"{after.name} ({after.op_type})",
+                    _value("latency", before.latency),
+                    _value("latency", after.latency),
+                    _relative(Change(after.name, after.op_type, before.latency, after.latency))
+                    + (f"  {before.bound} → {after.bound}" if before.bound != after.bound else ""),
+                )
+                for before, after in ranked
+            ]
+        )
     for title, nodes in (("added", result.added), ("removed", result.removed)):
         if nodes:
-            lines.append(f"{title}: " + ", ".join(f"{n.name} ({n.op_type})" for n in nodes[:top]) + (" …" if len(nodes) > top else ""))
+            lines.append(
+                f"{title}: "
+                + ", ".join(f"{n.name} ({n.op_type})" for n in nodes[:top])
+                + (" …" if len(nodes) > top else "")
+            )
     moved = [c for c in result.modules if c.delta][:top]
     if moved:
         lines.append(f"top {len(moved)} modules by latency change")
-        lines += _aligned([(c.name, _value("latency", c.before), _value("latency", c.after), _relative(c)) for c in moved])
+        lines += _aligned(
+            [(c.name, _value("latency", c.before), _value("latency", c.after), _relative(c)) for c in moved]
+        )
     lines.append("")
     lines.append("same figures" if result.same else "the figures differ")
     return "\n".join(lines) + "\n"
@@ -166,7 +187,8 @@ def _relative(change: Change) -> str:
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "diff", help=COMMAND_HELP["diff"],
+        "diff",
+        help=COMMAND_HELP["diff"],
         description="Exit 0: the same figures; 1: they differ; 2: bad input.",
     )
     parser.add_argument("before", metavar="BEFORE.json")

@@ -1,6 +1,6 @@
 """Generate docs/operators.md, the operator table, from the registered rules' docstrings.
 
-    python -m onnx_roofline.commands.docs > docs/operators.md"""
+python -m onnx_roofline.commands.docs > docs/operators.md"""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ def operator_table() -> str:
     for rule in all_rules():
         dtype = f"input {rule.compute_dtype}" if isinstance(rule.compute_dtype, int) else rule.compute_dtype
         formula = " ".join(rule.doc.split()).replace("|", "\\|") or "(undocumented)"
-        lines.append(f"| {rule.domain or 'ai.onnx'} | {rule.op_type} | {rule.since} | {rule.unit} | {dtype} | {formula} |")
+        lines.append(
+            f"| {rule.domain or 'ai.onnx'} | {rule.op_type} | {rule.since} | {rule.unit} | {dtype} | {formula} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -77,7 +77,9 @@ class Inspection:
     inputs: tuple[ValueSummary, ...]
     outputs: tuple[ValueSummary, ...]
     dims: dict[str, tuple[str, ...]]  # symbolic dim → the inputs that use it
-    default_dims: dict[str, int]  # what `onnx-roofline MODEL` binds them to (by name or role: shapes/roles.py, solved_dims)
+    default_dims: dict[
+        str, int
+    ]  # what `onnx-roofline MODEL` binds them to (by name or role: shapes/roles.py, solved_dims)
     node_count: int
     ops: dict[str, int]  # op histogram, "domain::Op" for a domain other than ai.onnx, most frequent first
     functions: int
@@ -89,23 +91,42 @@ class Inspection:
     external_data: tuple[DataFile, ...]
     metadata: dict[str, str] = field(default_factory=dict)  # the model's metadata_props
     solved_dims: dict[str, str] = field(default_factory=dict)  # defaults the graph fixes instead of the name's, and why
-    dim_roles: dict[str, str] = field(default_factory=dict)  # each default's role where its name does not say it (`image height`)
+    dim_roles: dict[str, str] = field(
+        default_factory=dict
+    )  # each default's role where its name does not say it (`image height`)
     weight_tensors: int = 0  # the weights counted: initializers and Constant-node tensors, in every graph
     constant_weights: int = 0  # of them, Constant nodes' tensors
-    invalid: tuple[str, ...] = ()  # why a runtime would refuse the file (model/conformance.py), each "source: root cause"
+    invalid: tuple[
+        str, ...
+    ] = ()  # why a runtime would refuse the file (model/conformance.py), each "source: root cause"
     attachment: str | None = None  # an annotated model's Netron attachment: paired, absent, another run's, unreadable
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "inspect_version": INSPECT_VERSION,
-            "model": {"path": self.path, "file_size": self.file_size, "ir_version": self.ir_version, "producer": self.producer,
-                      "producer_version": self.producer_version, "domain": self.domain, "model_version": self.model_version,
-                      "graph_name": self.graph_name, "metadata": self.metadata},  # fmt: skip
+            "model": {
+                "path": self.path,
+                "file_size": self.file_size,
+                "ir_version": self.ir_version,
+                "producer": self.producer,
+                "producer_version": self.producer_version,
+                "domain": self.domain,
+                "model_version": self.model_version,
+                "graph_name": self.graph_name,
+                "metadata": self.metadata,
+            },  # fmt: skip
             "opsets": self.opsets,
             "inputs": [v.to_dict() for v in self.inputs],
             "outputs": [v.to_dict() for v in self.outputs],
-            "dims": {name: {"inputs": list(uses), "default": self.default_dims.get(name), "solved": self.solved_dims.get(name),
-                            "role": self.dim_roles.get(name)} for name, uses in self.dims.items()},
+            "dims": {
+                name: {
+                    "inputs": list(uses),
+                    "default": self.default_dims.get(name),
+                    "solved": self.solved_dims.get(name),
+                    "role": self.dim_roles.get(name),
+                }
+                for name, uses in self.dims.items()
+            },
             "node_count": self.node_count,
             "subgraph_nodes": self.subgraph_nodes,
             "functions": self.functions,
@@ -127,16 +148,16 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     listed as absent)."""
     import onnx
 
-    from onnx_roofline.model import files
-    from onnx_roofline.shapes.dims import symbolic_dims
     from onnx_roofline.errors import ExternalDataError
+    from onnx_roofline.model import files
     from onnx_roofline.model.conformance import conformance
     from onnx_roofline.model.loader import load_with_nodes
     from onnx_roofline.model.schemas import opsets
     from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
-    from onnx_roofline.model.weights import CONSTANT, weights as stored_weights
-
+    from onnx_roofline.model.weights import CONSTANT
+    from onnx_roofline.model.weights import weights as stored_weights
     from onnx_roofline.report.annotate import attachment_state
+    from onnx_roofline.shapes.dims import symbolic_dims
 
     proto, nodes = load_with_nodes(model)
     in_memory = isinstance(model, onnx.ModelProto)
@@ -237,15 +258,22 @@ def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
     if not dims:
         return {}, {}, {}
     metadata = {entry.key: entry.value for entry in proto.metadata_props}
-    chosen = choose_defaults(proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata)
+    chosen = choose_defaults(
+        proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata
+    )
     roles = {name: choice.said for name, choice in chosen.items() if choice.said}
     try:
-        typed = bind_and_infer(proto, Sizing(default_dims=True), conform=False)  # the loaded model, not the file read again (checked already)
+        typed = bind_and_infer(
+            proto, Sizing(default_dims=True), conform=False
+        )  # the loaded model, not the file read again (checked already)
     except RooflineError:
         return {name: choice.size for name, choice in chosen.items()}, {}, roles
     roles = {name: choice.said for name, choice in typed.roles.items() if choice.said}
-    return ({name: typed.dims.get(name, choice.size) for name, choice in chosen.items()},
-            {dim: why for dim, (_, why) in typed.solved.items()}, roles)
+    return (
+        {name: typed.dims.get(name, choice.size) for name, choice in chosen.items()},
+        {dim: why for dim, (_, why) in typed.solved.items()},
+        roles,
+    )
 
 
 def _subgraph_nodes(graph) -> int:
@@ -277,7 +305,9 @@ def render_text(info: Inspection) -> str:
     width = min(max((len(label) for rows in groups.values() for label, _ in rows), default=0), 40)
     for title, rows in groups.items():
         for index, (label, value) in enumerate(rows):
-            lines.append(f"{title if index == 0 else '':<11} {label:<{width}}  {value.dtype or '?':<8} {value.shape_text()}")
+            lines.append(
+                f"{title if index == 0 else '':<11} {label:<{width}}  {value.dtype or '?':<8} {value.shape_text()}"
+            )
         if not rows:
             lines.append(f"{title:<11} none")
     if info.dims:
@@ -289,13 +319,16 @@ def render_text(info: Inspection) -> str:
         lines.append("dims        none symbolic: every input shape is fixed")
     dtypes = ", ".join(f"{d} {si(b, 'B')}" for d, b in info.weight_bytes_by_dtype.items())
     lines.append(
-        f"parameters  {si(info.parameters, '').strip()} in {_weights_text(info)}, {si(info.weight_bytes, 'B')}" + (f" ({dtypes})" if dtypes else "")
+        f"parameters  {si(info.parameters, '').strip()} in {_weights_text(info)}, {si(info.weight_bytes, 'B')}"
+        + (f" ({dtypes})" if dtypes else "")
     )
     if info.external_data:
         for index, data in enumerate(info.external_data):
             state = {"present": f"present ({si(data.size, 'B')})", "absent": "absent (the analysis does not need it)",
                      "refused": f"refused: {data.reason}"}[data.status]  # fmt: skip
-            lines.append(f"{'external' if index == 0 else '':<11} {data.location}: {_count(data.tensors, 'tensor')}, {si(data.declared_bytes, 'B')} declared; {state}")
+            lines.append(
+                f"{'external' if index == 0 else '':<11} {data.location}: {_count(data.tensors, 'tensor')}, {si(data.declared_bytes, 'B')} declared; {state}"
+            )
     else:
         lines.append("external    none: every weight is inline")
     ops = ", ".join(f"{op} {count}" for op, count in info.ops.items())
@@ -305,12 +338,16 @@ def render_text(info: Inspection) -> str:
     if info.attachment is not None:
         from onnx_roofline.report.annotate import sidecar_path
 
-        lines.append(f"attachment  {sidecar_path(info.path).name if info.path else 'Netron attachment'}: {ATTACHMENT_WORDS[info.attachment]}")
+        lines.append(
+            f"attachment  {sidecar_path(info.path).name if info.path else 'Netron attachment'}: {ATTACHMENT_WORDS[info.attachment]}"
+        )
     if info.path is not None:
         import shlex
 
         flags = [part for name, size in info.default_dims.items() for part in ("--dim", f"{name}={size}")]
-        lines.append(f"analyze     {shlex.join(['onnx-roofline', info.path, '--hw', 'h100', *flags])}")  # quoted: a dim named `?` is a glob
+        lines.append(
+            f"analyze     {shlex.join(['onnx-roofline', info.path, '--hw', 'h100', *flags])}"
+        )  # quoted: a dim named `?` is a glob
     lines += [f"INVALID     {flag}" for flag in info.invalid]  # a runtime would refuse the file (model/conformance.py)
     return "\n".join(lines) + "\n"
 
@@ -352,12 +389,14 @@ def render_json(info: Inspection) -> str:
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "inspect", help=COMMAND_HELP["inspect"]
+    parser = subparsers.add_parser("inspect", help=COMMAND_HELP["inspect"])
+    parser.add_argument(
+        "model", help="path to an .onnx file (external weight data need not be present, and is never read)"
     )
-    parser.add_argument("model", help="path to an .onnx file (external weight data need not be present, and is never read)")
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout"
+    )
     parser.set_defaults(run=run_inspect)
 
 
@@ -371,6 +410,8 @@ def run_inspect(options: argparse.Namespace) -> int:
     for flag in info.invalid:
         print(f"onnx-roofline: warning: INVALID: {one_line(flag)}", file=sys.stderr)
     text = render_json(info) if options.format == "json" else render_text(info)
-    data = [Path(options.model).parent / f.location for f in info.external_data if f.location and "\0" not in f.location]
+    data = [
+        Path(options.model).parent / f.location for f in info.external_data if f.location and "\0" not in f.location
+    ]
     write_text(text, options.output, protect=[Path(options.model), *data])
     return EXIT_OK

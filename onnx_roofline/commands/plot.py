@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from onnx_roofline.model import files
 from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.errors import EXIT_OK, RooflineError
+from onnx_roofline.model import files
 from onnx_roofline.report.model import SCHEMA_VERSION
 from onnx_roofline.report.plot import COLOR_BY, write_plot
 
@@ -14,8 +14,12 @@ from onnx_roofline.report.plot import COLOR_BY, write_plot
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("plot", help=COMMAND_HELP["plot"])
     parser.add_argument("reports", nargs="+", metavar="REPORT.json")
-    parser.add_argument("-o", "--output", required=True, metavar="FILE.png|svg", help="the plot (the format follows the extension)")
-    parser.add_argument("--label", action="append", metavar="TEXT", help="a name per report, in order (default: the model files' names)")
+    parser.add_argument(
+        "-o", "--output", required=True, metavar="FILE.png|svg", help="the plot (the format follows the extension)"
+    )
+    parser.add_argument(
+        "--label", action="append", metavar="TEXT", help="a name per report, in order (default: the model files' names)"
+    )
     parser.add_argument("--color-by", type=lambda text: text.replace("_", "-"), choices=[c.replace("_", "-") for c in COLOR_BY],
                         help="op-type (one report's default), bound, or report (an overlay's default); spelt as --by spells it")  # fmt: skip
     parser.add_argument("--title", help="the plot's title")
@@ -28,7 +32,14 @@ def run_plot(options: argparse.Namespace) -> int:
     reports = [load_report(path) for path in options.reports]
     try:
         color_by = options.color_by.replace("-", "_") if options.color_by else None  # the plot's own name: op_type
-        write_plot(reports, options.output, protect=options.reports, labels=options.label, color_by=color_by, title=options.title)
+        write_plot(
+            reports,
+            options.output,
+            protect=options.reports,
+            labels=options.label,
+            color_by=color_by,
+            title=options.title,
+        )
     except ValueError as exc:
         raise RooflineError(str(exc)) from None
     return EXIT_OK

@@ -35,7 +35,9 @@ class ModelRow:
     defaulted_dims: tuple[str, ...] = ()
     error: str | None = None
     experts: str = ""  # an MoE's layers, experts, top-k, shared, parameters total and active (report/experts.py)
-    floor_time_s: float | None = None  # the deployed bound, a floor no runtime beats (None past the default table's size)
+    floor_time_s: float | None = (
+        None  # the deployed bound, a floor no runtime beats (None past the default table's size)
+    )
     predicted_time_s: float | None = None  # the deployed kernels predicted (views/prediction.py)
 
 
@@ -54,14 +56,18 @@ def model_paths(arguments: list[str]) -> list[str]:
     return paths
 
 
-def summarize(paths: list[str], options: argparse.Namespace, jobs: int, progress: Callable[[int, int, str], None] | None = None) -> list[ModelRow]:
+def summarize(
+    paths: list[str], options: argparse.Namespace, jobs: int, progress: Callable[[int, int, str], None] | None = None
+) -> list[ModelRow]:
     """A row per model, in the order given; `jobs` processes analyze them (1: this process).
     `progress(done, total, model)` is told as each model is done."""
     tasks = [argparse.Namespace(**{**vars(options), "model": path, "quiet": True, "verbose": False}) for path in paths]
     if jobs <= 1 or len(tasks) == 1:
         rows = (_row(task) for task in tasks)
         return [_told(progress, done, len(tasks), row) for done, row in enumerate(rows, 1)]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(tasks)), initializer=die_with_parent, initargs=(os.getpid(),)
+    ) as pool:
         return [_told(progress, done, len(tasks), row) for done, row in enumerate(pool.map(_row, tasks), 1)]
 
 
@@ -85,26 +91,57 @@ def _row(options: argparse.Namespace) -> ModelRow:
     written = report.written if report.view == "deployed" else report
     head, totals = headline(report, other_view(report, options)), written.totals
     return ModelRow(
-        options.model, len(written.nodes), written.uncosted.count, totals.flops, totals.bytes, totals.time_s,
-        totals.memory_bound_time_share, tuple(written.model.defaulted_dims),
+        options.model,
+        len(written.nodes),
+        written.uncosted.count,
+        totals.flops,
+        totals.bytes,
+        totals.time_s,
+        totals.memory_bound_time_share,
+        tuple(written.model.defaulted_dims),
         experts="" if written.model.experts is None else written.model.experts.message,
-        floor_time_s=head.floor_s, predicted_time_s=head.predicted_s,
+        floor_time_s=head.floor_s,
+        predicted_time_s=head.predicted_s,
     )
 
 
 def render(rows: list[ModelRow], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps({"schema_version": 1, "kind": "summary", "models": [asdict(row) for row in rows]}, indent=2, allow_nan=False) + "\n"
+        return (
+            json.dumps(
+                {"schema_version": 1, "kind": "summary", "models": [asdict(row) for row in rows]},
+                indent=2,
+                allow_nan=False,
+            )
+            + "\n"
+        )
     if fmt == "csv":
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=list(ModelRow.__dataclass_fields__), lineterminator="\n")
         writer.writeheader()
         writer.writerows({**asdict(row), "defaulted_dims": " ".join(row.defaulted_dims)} for row in rows)
         return out.getvalue()
-    header = ("model", "nodes", "uncosted", "flops", "bytes", "floor (deployed bound)", "predicted", "every node its own kernel", "memory-bound", "note")
+    header = (
+        "model",
+        "nodes",
+        "uncosted",
+        "flops",
+        "bytes",
+        "floor (deployed bound)",
+        "predicted",
+        "every node its own kernel",
+        "memory-bound",
+        "note",
+    )
     cells = [header] + [_cells(row) for row in rows]
     widths = [max(len(line[i]) for line in cells) for i in range(len(header))]
-    lines = ["  ".join(cell.ljust(w) if i in (0, 9) else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths))).rstrip() for line in cells]
+    lines = [
+        "  ".join(
+            cell.ljust(w) if i in (0, 9) else cell.rjust(w)
+            for i, (cell, w) in enumerate(zip(line, widths, strict=False))
+        ).rstrip()
+        for line in cells
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines) + "\n"
 
@@ -112,7 +149,11 @@ def render(rows: list[ModelRow], fmt: str) -> str:
 def _cells(row: ModelRow) -> tuple[str, ...]:
     if row.error:
         return (row.model, "", "", "", "", "", "", "", "", f"error: {row.error}")
-    note = "; ".join(part for part in (row.experts, f"defaults: {', '.join(row.defaulted_dims)}" if row.defaulted_dims else "") if part)
+    note = "; ".join(
+        part
+        for part in (row.experts, f"defaults: {', '.join(row.defaulted_dims)}" if row.defaulted_dims else "")
+        if part
+    )
     if row.uncosted:
         note = f"UNCOSTED {row.uncosted}: totals partial" + (f"; {note}" if note else "")
     return (row.model, f"{row.nodes:,}", f"{row.uncosted:,}", si(row.flops, "FLOP"), si(row.bytes, "B"), duration(row.floor_time_s),

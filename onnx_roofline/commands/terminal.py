@@ -16,7 +16,9 @@ CLEAR_LINE = "\r\033[K"
 
 def terminal_colours(stream) -> bool:
     """Colour only on a terminal, and never where NO_COLOR is set (no-color.org) or TERM is dumb."""
-    return stream is not None and stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    return (
+        stream is not None and stream.isatty() and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
+    )
 
 
 def model_progress(stream) -> Callable[[int, int, str], None]:

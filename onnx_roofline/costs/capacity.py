@@ -35,7 +35,9 @@ SECANT_STEPS = 4
 def checked_utilization(value: float) -> float:
     """`value` if it is a fraction in (0, 1]; a one-line ValueError otherwise."""
     if not (isinstance(value, (int, float)) and 0 < value <= 1):
-        raise ValueError(f"the memory utilization must be a fraction in (0, 1], e.g. 0.9 (vLLM's default); got {value!r}")
+        raise ValueError(
+            f"the memory utilization must be a fraction in (0, 1], e.g. 0.9 (vLLM's default); got {value!r}"
+        )
     return float(value)
 
 
@@ -57,8 +59,11 @@ class MemoryBudget:
 
     def to_dict(self) -> dict[str, Any]:
         usable = self.usable
-        return {"memory_capacity": self.capacity, "memory_utilization": self.utilization,
-                "usable_memory_bytes": None if usable is None else float(usable)}
+        return {
+            "memory_capacity": self.capacity,
+            "memory_utilization": self.utilization,
+            "usable_memory_bytes": None if usable is None else float(usable),
+        }
 
 
 @dataclass(frozen=True)
@@ -120,7 +125,9 @@ def largest_fitting(total: Callable[[int], float | Fraction], budget: MemoryBudg
         x0, x1 = tried[-2:]  # the line redrawn through the last two values tried (a secant step)
         slope = (at(x1) - at(x0)) / (x1 - x0) if x1 != x0 else per_unit
         solved = _solve(at(x1) - slope * x1, slope, usable)
-        guess = solved if solved is not None and fits < solved < (over or MAX_BATCH + 1) and solved not in seen else beside
+        guess = (
+            solved if solved is not None and fits < solved < (over or MAX_BATCH + 1) and solved not in seen else beside
+        )
     return LargestFit(budget, fits, intercept, per_unit, at(fits), at(over))
 
 

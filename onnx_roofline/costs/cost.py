@@ -51,7 +51,11 @@ class Cost:
         for cost in (self, other):
             if cost.bytes_read is None or cost.bytes_written is None:
                 raise ValueError("only costs with resolved bytes can be added")
-        summed = {f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost) if f.name not in ("useful_flops", "unit", "parameters", "load_flops")}
+        summed = {
+            f.name: getattr(self, f.name) + getattr(other, f.name)
+            for f in fields(Cost)
+            if f.name not in ("useful_flops", "unit", "parameters", "load_flops")
+        }
         return Cost(**summed, useful_flops=self.useful + other.useful)
 
 

@@ -77,15 +77,21 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
         if node.op_type == "Concat" and node.domain == "" and node.outputs and node.outputs[0] is not None:
             present = node.outputs[0]
             operands = [copies.get(t.name, t) if t is not None else None for t in node.inputs]
-            pasts = [t for t in operands if t is not None and t.name in graph_inputs and t.shape is not None and len(t.shape) >= 3]
-            if pasts and present.name in graph_outputs and is_floating(present.dtype):  # the first cache-like operand: Concat(past, new)
+            pasts = [
+                t
+                for t in operands
+                if t is not None and t.name in graph_inputs and t.shape is not None and len(t.shape) >= 3
+            ]
+            if (
+                pasts and present.name in graph_outputs and is_floating(present.dtype)
+            ):  # the first cache-like operand: Concat(past, new)
                 new = tuple(t for t in dict.fromkeys(operands) if t is not None and t.name != pasts[0].name)
                 found.append(KVCache(node.index, pasts[0], present, new, False))
             continue
         slots = CACHE_SLOTS.get((node.domain, node.op_type))
         if slots is None:
             continue
-        for past_slot, present_slot in zip(*slots):
+        for past_slot, present_slot in zip(*slots, strict=False):
             past = node.inputs[past_slot] if past_slot < len(node.inputs) else None
             present = node.outputs[present_slot] if present_slot < len(node.outputs) else None
             if past is None and present is None:
@@ -93,7 +99,6 @@ def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]
             shared = past is not None and present is not None and past.shape == present.shape
             found.append(KVCache(node.index, past, present, (), shared))
     return found
-
 
 
 def _copies_of_inputs(nodes, graph_inputs: frozenset[str]) -> dict[str, TensorInfo]:
@@ -124,7 +129,12 @@ class Footprint:
 
     @property
     def total_bytes(self) -> int:
-        return self.weight_bytes + self.untaken_branch_weight_bytes + self.kv_cache_resident_bytes + self.peak_activation_bytes
+        return (
+            self.weight_bytes
+            + self.untaken_branch_weight_bytes
+            + self.kv_cache_resident_bytes
+            + self.peak_activation_bytes
+        )
 
     @property
     def capacity(self) -> float | None:
@@ -162,12 +172,16 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
     folded = {n.index for n in report.nodes if n.constant_foldable} if deployed else set()
     rows = report.written.nodes if deployed else report.nodes
     walked = {""} | {row.scope for row in rows}  # the graphs whose nodes are rows: the main graph, the bodies run
-    weights = {w.name for w in model.weight_tensors if w.graph in walked}  # a name is a weight only where it is one (sibling bodies reuse names)
+    weights = {
+        w.name for w in model.weight_tensors if w.graph in walked
+    }  # a name is a weight only where it is one (sibling bodies reuse names)
     made_by_folding = {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
     weights |= made_by_folding
     caches = kv_caches(rows, graph_inputs, graph_outputs)
     cache_names = {t.name for c in caches for t in (c.past, c.present) if t is not None}
-    stored = {t.name for n in report.nodes if n.op_type == "Constant" and not n.domain for t in n.outputs if t is not None}  # a stored tensor: never an activation
+    stored = {
+        t.name for n in report.nodes if n.op_type == "Constant" and not n.domain for t in n.outputs if t is not None
+    }  # a stored tensor: never an activation
 
     weight_bytes: dict[str | tuple[str, str], int] = {}
     for node in report.nodes:
@@ -182,12 +196,19 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         if weight.graph not in walked or (weight.name not in read and weight.name not in weight_bytes):
             held = untaken if _not_taken(weight, model.branches) else weight_bytes
             held[(weight.graph, weight.name)] = _costed_bytes(weight.info(), model.precision)
-    peak, at = _peak_activations(report.nodes, folded, weights | cache_names | stored, graph_inputs, graph_outputs, model.body_outputs)
+    peak, at = _peak_activations(
+        report.nodes, folded, weights | cache_names | stored, graph_inputs, graph_outputs, model.body_outputs
+    )
 
     present = {c.cache.name: c.cache.nbytes for c in caches if c.cache.is_known}
     resident: dict[str, int] = dict(present)
     for cache in caches:
-        if cache.past is not None and cache.present is not None and not (cache.shared or kv_inplace) and cache.past.is_known:
+        if (
+            cache.past is not None
+            and cache.present is not None
+            and not (cache.shared or kv_inplace)
+            and cache.past.is_known
+        ):
             resident[cache.past.name] = cache.past.nbytes
     return Footprint(
         view="deployed" if deployed else "written",
@@ -239,8 +260,12 @@ def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs
     """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring.
     One pass over the nodes (this runs over every node of the graph) finds each step's bytes
     written and freed (sizes, views, last uses); the running total is then a sum over steps."""
-    alias: dict[str, str] = {outer: inner for inner, outer in body_outputs if inner != outer}  # a view's output, a control-flow node's: the buffer it shares
-    from_bodies = {outer for _, outer in body_outputs}  # written by the body's node, after the control-flow node's own row
+    alias: dict[str, str] = {
+        outer: inner for inner, outer in body_outputs if inner != outer
+    }  # a view's output, a control-flow node's: the buffer it shares
+    from_bodies = {
+        outer for _, outer in body_outputs
+    }  # written by the body's node, after the control-flow node's own row
     sizes: dict[str, int] = {}  # each buffer a node writes, by name
     inputs: dict[str, int] = {}  # the graph inputs read, live from the start
     last_use: dict[str, int] = {}
@@ -260,11 +285,24 @@ def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs
                 if name in graph_inputs and name not in excluded and tensor.is_known:
                     inputs[name] = tensor.nbytes
         outputs = node.outputs
-        if node.op_type in VIEW_OPS and node.inputs and node.inputs[0] is not None and outputs and outputs[0] is not None:
+        if (
+            node.op_type in VIEW_OPS
+            and node.inputs
+            and node.inputs[0] is not None
+            and outputs
+            and outputs[0] is not None
+        ):
             alias[outputs[0].name] = root(node.inputs[0].name)  # a view's output is in `alias`, never in `sizes`
             continue
         for tensor in outputs:
-            if tensor is not None and tensor.is_known and (name := tensor.name) not in excluded and name not in sizes and name not in alias and (name not in from_bodies or node.op_type not in CONTROL_FLOW):
+            if (
+                tensor is not None
+                and tensor.is_known
+                and (name := tensor.name) not in excluded
+                and name not in sizes
+                and name not in alias
+                and (name not in from_bodies or node.op_type not in CONTROL_FLOW)
+            ):
                 sizes[name] = size = tensor.nbytes
                 written[step] += size
                 last_use.setdefault(name, step)

@@ -67,11 +67,16 @@ def symmetric(kind: str, nbytes: int, devices: int, generation: str) -> Choice |
     count = nbytes if kind == ALL_REDUCE else nbytes // devices  # NCCL's count: an all-gather's is each GPU's part
     best, best_score = None, math.inf
     for kernel in KERNELS[kind]:
-        if (kernel.multicast and devices <= 2) or (kernel.protocol == LL and (count if kind == ALL_REDUCE else nbytes) >= LL_LIMIT):
+        if (kernel.multicast and devices <= 2) or (
+            kernel.protocol == LL and (count if kind == ALL_REDUCE else nbytes) >= LL_LIMIT
+        ):
             continue
         time_us, blocks = _query(kernel, kind, count, devices, generation == "hopper")
         if time_us * (1 + SM_PENALTY * blocks) < best_score:
-            best, best_score = Choice(kernel.label, kernel.protocol, time_us * 1e-6, kernel.name), time_us * (1 + SM_PENALTY * blocks)
+            best, best_score = (
+                Choice(kernel.label, kernel.protocol, time_us * 1e-6, kernel.name),
+                time_us * (1 + SM_PENALTY * blocks),
+            )
     return best
 
 

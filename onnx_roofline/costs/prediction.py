@@ -49,7 +49,13 @@ def wave_quantization(batch: int, m: int, n: int, k: int, achievable: Achievable
     return max(min(occupied(*tile) for tile in achievable.tiles) / (batch * m * n), 1.0)
 
 
-def kernel_time(compute_s: float, memory_s: float, achievable: Achievable, quantization: float = 1.0, matrix_dtype: str | None = None) -> float:
+def kernel_time(
+    compute_s: float,
+    memory_s: float,
+    achievable: Achievable,
+    quantization: float = 1.0,
+    matrix_dtype: str | None = None,
+) -> float:
     """One kernel's predicted seconds: compute at the achievable fraction of peak (of a matrix
     kernel's dtype, `matrix_dtype`; None for vector work), its GEMM quantized into waves; memory
     at the achievable fraction of the bandwidth; never below the small-kernel floor."""

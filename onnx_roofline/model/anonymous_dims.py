@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import onnx
 
-
 UNNAMED = frozenset({"", "?"})
 """dim_params that name nothing: an empty one, and `?`, which converters and printers write for an
 unknown size (`x [?, 3, ?, ?]`: by ONNX's letter one symbol, batch = height = width, which no
@@ -21,8 +20,11 @@ def name_unnamed_dims(graph: onnx.GraphProto) -> None:
     (`--dim X_dim0=8`), takes its default and is named where it blocks a cost like any symbolic
     dim, where an unnamed one left every node downstream unknown with nothing to bind it by. A
     name some declared type already uses gets a `_` more: a symbol means one size throughout."""
-    unnamed = [(input_name, axis, dim) for input_name, axis, dim in graph_input_dims(graph)
-               if dim.dim_param in UNNAMED and dim.WhichOneof("value") != "dim_value"]  # unset, a dim_param of "" (skl2onnx's text inputs) or "?"
+    unnamed = [
+        (input_name, axis, dim)
+        for input_name, axis, dim in graph_input_dims(graph)
+        if dim.dim_param in UNNAMED and dim.WhichOneof("value") != "dim_value"
+    ]  # unset, a dim_param of "" (skl2onnx's text inputs) or "?"
     if not unnamed:
         return
     taken = {

@@ -105,7 +105,11 @@ def _inline_data(graph: onnx.GraphProto) -> list[Invalid]:
     for tensor in graph.initializer:
         if tensor.data_location != _EXTERNAL and not readable(tensor):
             name, count = dtype_name(tensor.data_type), math.prod(tensor.dims)
-            need = f"{(count * DTYPE_BITS[name] + 7) // 8} bytes" if name is not None and name != "string" else "a value of them"
+            need = (
+                f"{(count * DTYPE_BITS[name] + 7) // 8} bytes"
+                if name is not None and name != "string"
+                else "a value of them"
+            )
             stored = f"{len(tensor.raw_data)} bytes" if tensor.raw_data else "data"
             what = f"its dims {list(tensor.dims)} and type {name or tensor.data_type}"
             return [Invalid(TENSOR_DATA, f"initializer {tensor.name!r} stores {stored} where {what} need {need}")]
@@ -145,7 +149,9 @@ def _check_length(tensor: onnx.TensorProto) -> None:
     length = next((entry.value for entry in tensor.external_data if entry.key == "length"), None)
     size = _bytes(tensor)
     if length is not None and size is not None and length != str(size):
-        raise ExternalDataError(f"external data of tensor {tensor.name!r}: length {length[:40]!r} is not its size, {size} bytes")
+        raise ExternalDataError(
+            f"external data of tensor {tensor.name!r}: length {length[:40]!r} is not its size, {size} bytes"
+        )
 
 
 # --- onnx's checker, on the model as loaded or on a skeleton -----------------------------------------
@@ -277,14 +283,18 @@ def _skeleton(model: onnx.ModelProto, nodes: list[Node], elsewhere: bool) -> onn
     graph.name = source.name
     for field in ("input", "value_info", "node", "sparse_initializer"):
         getattr(graph, field).extend(getattr(source, field))
-    graph.output.extend(value for value in source.output if _shaped(value))  # onnxruntime types an output without a type or shape
+    graph.output.extend(
+        value for value in source.output if _shaped(value)
+    )  # onnxruntime types an output without a type or shape
     initializers = list(source.initializer)
     graph.initializer.extend([tensor for tensor in initializers if tensor.data_location != _EXTERNAL])
     declared = {value.name for value in source.input}
     inputs: dict[str, onnx.ValueInfoProto] = {}
     for tensor in initializers:
         if tensor.data_location == _EXTERNAL and tensor.name not in declared:
-            inputs.setdefault(tensor.name, onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+            inputs.setdefault(
+                tensor.name, onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims))
+            )
     graph.input.extend(inputs.values())
     if elsewhere and not _zero_filled(skeleton):
         return None
@@ -298,7 +308,9 @@ def _zero_filled(skeleton: onnx.ModelProto) -> bool:
     for tensor in files.external_tensors(skeleton):
         size = _bytes(tensor)
         if size is None or size > left:
-            log.debug("external tensors beyond %d bytes outside the initializers: onnx's checker not run", SKELETON_BYTES)
+            log.debug(
+                "external tensors beyond %d bytes outside the initializers: onnx's checker not run", SKELETON_BYTES
+            )
             return False
         left -= size
         del tensor.external_data[:]
@@ -416,7 +428,7 @@ def _sort(graph: onnx.GraphProto) -> None:
         return
     ordered = [graph.node[index] for index in order]
     copies = [onnx.NodeProto() for _ in ordered]
-    for copy, node in zip(copies, ordered):
+    for copy, node in zip(copies, ordered, strict=False):
         copy.CopyFrom(node)
     del graph.node[:]
     graph.node.extend(copies)

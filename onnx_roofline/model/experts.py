@@ -114,7 +114,11 @@ class _Graph:
         return self.weights.get(node.inputs[1]) if node.op_type in MATRIX_OPS and len(node.inputs) > 1 else None
 
     def layer(self, topk: Node) -> MoeLayer | None:
-        k = self.scalar(topk.inputs[1]) if len(topk.inputs) > 1 else next((a.i for a in topk.attributes if a.name == "k"), None)
+        k = (
+            self.scalar(topk.inputs[1])
+            if len(topk.inputs) > 1
+            else next((a.i for a in topk.attributes if a.name == "k"), None)
+        )
         router = self.router(topk.inputs[0])
         if not k or router is None or len(topk.outputs) < 2:
             return None
@@ -196,14 +200,22 @@ class _Graph:
         """One expert per NonZero of a row of the one-hot mask: its nodes up to the scatter back, and
         the Add that accumulates what it scatters."""
         found = []
-        for selection in self.descendants(one_hot.outputs[0], frozenset({"Transpose", "Gather", "Squeeze", "Cast", "Slice"})):
+        for selection in self.descendants(
+            one_hot.outputs[0], frozenset({"Transpose", "Gather", "Squeeze", "Cast", "Slice"})
+        ):
             if selection.op_type != "NonZero":
                 continue
             chain, index = self.mask_row(selection, one_hot.outputs[0])
             path = self.until_scatter(selection.outputs[0])
             if path is None:
                 return ()
-            accumulate = [r.position for i in path if self.nodes[i].op_type in SCATTERS for r in self.readers.get(self.nodes[i].outputs[0], ()) if r.op_type == "Add"]
+            accumulate = [
+                r.position
+                for i in path
+                if self.nodes[i].op_type in SCATTERS
+                for r in self.readers.get(self.nodes[i].outputs[0], ())
+                if r.op_type == "Add"
+            ]
             members = sorted({*chain, selection.position, *path, *accumulate})
             found.append(Expert(tuple(members), self.weights_read(members), index, selection.outputs[0]))
         return tuple(found)
@@ -261,7 +273,9 @@ class _Graph:
                 continue
             members.update([combine.position, *(n.position for n in glue)])
             members.update(r.position for r in self.readers.get(combine.outputs[0], ()) if r.op_type == "ReduceSum")
-            stacked_weights = tuple(name for name in self.weights_read(members) if self.weights[name].shape[:1] == (experts,))
+            stacked_weights = tuple(
+                name for name in self.weights_read(members) if self.weights[name].shape[:1] == (experts,)
+            )
             return (Expert(tuple(sorted(members)), stacked_weights),)
         return ()
 
@@ -290,7 +304,10 @@ class _Graph:
             return ()
         ends: dict[int, None] = {}
         for node in first:
-            for reader in self.descendants(node.outputs[0], frozenset({"Mul", "Sigmoid", "Tanh", "Relu", "Gelu", "Silu", "Erf", "Div", "Add", "Cast"})):
+            for reader in self.descendants(
+                node.outputs[0],
+                frozenset({"Mul", "Sigmoid", "Tanh", "Relu", "Gelu", "Silu", "Erf", "Div", "Add", "Cast"}),
+            ):
                 if self.weight(reader) is not None and reader not in first:
                     ends[reader.position] = None
         experts = []

@@ -89,8 +89,14 @@ def check_regular(path: str | os.PathLike, what: str, error: type[RooflineError]
 
 
 def file_kind(mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
-             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISLNK, "a symlink"))
+    kinds = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISLNK, "a symlink"),
+    )
     return next((name for test, name in kinds if test(mode)), "not a file")
 
 
@@ -161,13 +167,16 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
     hold a tensor or a body (schemas.may_hold_tensors): a million-node graph has few. `nodes`: the
     main graph's nodes where the caller has them read (anything with `proto`, `op_type` and a
     normalized `domain`: nodes.Node, NodeResult)."""
-    from onnx_roofline.model.schemas import may_hold_tensors, opsets as imported_opsets
+    from onnx_roofline.model.schemas import may_hold_tensors
+    from onnx_roofline.model.schemas import opsets as imported_opsets
 
     opsets = imported_opsets(model)
     graphs: list[onnx.GraphProto] = [model.graph]
     pending: list[onnx.NodeProto] = [node for function in model.functions for node in function.node]
     if nodes is not None:  # the main graph's, read already
-        pending += [node.proto for node in nodes if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))]
+        pending += [
+            node.proto for node in nodes if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
+        ]
     read = nodes is None
     while graphs or pending:
         if graphs:
@@ -175,7 +184,9 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
             yield from (t for t in graph.initializer if t.data_location == _EXTERNAL)
             yield from (s.values for s in graph.sparse_initializer if s.values.data_location == _EXTERNAL)
             if read:
-                pending.extend(node for node in graph.node if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain)))
+                pending.extend(
+                    node for node in graph.node if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
+                )
             read = True  # every body's nodes
             continue
         for attr in pending.pop().attribute:

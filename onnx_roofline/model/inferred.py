@@ -60,18 +60,35 @@ def declared_types(graph: onnx.GraphProto) -> DeclaredTypes:
 def _messages() -> tuple[type[Message], type[Message]]:
     """(DeclaredModel, DeclaredValue), built once: a file of three messages, registered beside onnx's."""
     field = descriptor_pb2.FieldDescriptorProto
-    file = descriptor_pb2.FileDescriptorProto(name="onnx_roofline/model/inferred.proto", package="onnx_roofline", syntax="proto2")
+    file = descriptor_pb2.FileDescriptorProto(
+        name="onnx_roofline/model/inferred.proto", package="onnx_roofline", syntax="proto2"
+    )
     value = file.message_type.add(name="DeclaredValue")
     value.field.add(name="name", number=NAME_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_STRING)
     value.field.add(name="type", number=TYPE_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_BYTES)
     graph = file.message_type.add(name="DeclaredGraph")
     for name, number in DECLARED_FIELDS.items():
-        graph.field.add(name=name, number=number, label=field.LABEL_REPEATED, type=field.TYPE_MESSAGE, type_name=".onnx_roofline.DeclaredValue")
+        graph.field.add(
+            name=name,
+            number=number,
+            label=field.LABEL_REPEATED,
+            type=field.TYPE_MESSAGE,
+            type_name=".onnx_roofline.DeclaredValue",
+        )
     model = file.message_type.add(name="DeclaredModel")
-    model.field.add(name="graph", number=GRAPH_FIELD, label=field.LABEL_OPTIONAL, type=field.TYPE_MESSAGE, type_name=".onnx_roofline.DeclaredGraph")
+    model.field.add(
+        name="graph",
+        number=GRAPH_FIELD,
+        label=field.LABEL_OPTIONAL,
+        type=field.TYPE_MESSAGE,
+        type_name=".onnx_roofline.DeclaredGraph",
+    )
     pool = descriptor_pool.Default()
     try:
         pool.FindFileByName(file.name)
     except KeyError:
         pool.Add(file)
-    return tuple(message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}")) for name in ("DeclaredModel", "DeclaredValue"))
+    return tuple(
+        message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}"))
+        for name in ("DeclaredModel", "DeclaredValue")
+    )

@@ -30,6 +30,7 @@ onnxruntime running a stranger's model for minutes in a process nobody waits for
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
@@ -97,7 +98,7 @@ def die_with_parent(parent: int) -> None:
 
         threading.Thread(target=_watch, args=(os.getppid(),), daemon=True, name="die-with-parent").start()
     if os.getppid() != parent:  # gone before the death signal was set (a killed parent is reparented away at once, even
-        os._exit(1)             # while it waits, a zombie, to be reaped): nobody would send it
+        os._exit(1)  # while it waits, a zombie, to be reaped): nobody would send it
 
 
 def _watch(parent: int) -> None:
@@ -163,10 +164,8 @@ def _quiet_crash() -> None:
 
     if faulthandler.is_enabled():
         faulthandler.disable()
-    try:
+    with contextlib.suppress(ValueError, OSError):
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    except (ValueError, OSError):
-        pass
 
 
 def _pickled_error(exc: BaseException) -> bytes:

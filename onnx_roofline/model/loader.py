@@ -12,9 +12,9 @@ import onnx
 import onnx.serialization
 from google.protobuf.message import DecodeError
 
+from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.model import files, heap
 from onnx_roofline.model.anonymous_dims import name_unnamed_dims
-from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.text import decode_text_fields
 from onnx_roofline.model.validation import check_model
@@ -69,5 +69,3 @@ def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text.splitlines()[0][:200]
-
-

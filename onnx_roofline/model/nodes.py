@@ -37,7 +37,9 @@ class Node(NamedTuple):
         return self.graph_nodes[self.position]
 
     def __repr__(self) -> str:  # not the graph's nodes, which the default would print whole
-        return f"Node({self.position}, {self.op_type!r}, {self.name!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
+        return (
+            f"Node({self.position}, {self.op_type!r}, {self.name!r}, inputs={self.inputs!r}, outputs={self.outputs!r})"
+        )
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled with its own NodeProto in the place of the graph's repeated field, which does
@@ -53,7 +55,19 @@ def read_nodes(graph: onnx.GraphProto) -> list[Node]:
     intern = op_types.setdefault
     new = tuple.__new__  # a NamedTuple's own __new__ is a Python function: a frame per node
     return [
-        new(Node, (stored, position, intern(op := node.op_type, op), "" if (domain := node.domain) == "ai.onnx" else domain, node.name, node.input[:],
-                   node.output[:], node.attribute[:] or (), len(node.metadata_props) > 0))  # fmt: skip
+        new(
+            Node,
+            (
+                stored,
+                position,
+                intern(op := node.op_type, op),
+                "" if (domain := node.domain) == "ai.onnx" else domain,
+                node.name,
+                node.input[:],
+                node.output[:],
+                node.attribute[:] or (),
+                len(node.metadata_props) > 0,
+            ),
+        )  # fmt: skip
         for position, node in enumerate(stored)
     ]

@@ -24,7 +24,7 @@ shapes, dtypes and names only; their attributes too; or more (the proto, a const
 T = TypeVar("T", bound=TensorInfo)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def schema_defaults(op_type: str, domain: str, opset: int | None) -> Mapping[str, Any]:
     """Attribute defaults from the ONNX schema in force at `opset` (empty for ops ONNX doesn't define)."""
     try:

@@ -14,7 +14,7 @@ _HOLDING_TYPES = (*_BODY_TYPES, onnx.AttributeProto.TENSOR, onnx.AttributeProto.
                   onnx.AttributeProto.SPARSE_TENSORS)  # fmt: skip
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _attribute_types(domain: str, op_type: str, opset: int | None) -> dict[str, int] | None:
     """The attributes the op's schema at the opset declares, by name: validation has refused a
     node with any other. None where it checked none: an op ONNX does not define there (a contrib
@@ -31,7 +31,7 @@ def _attribute_types(domain: str, op_type: str, opset: int | None) -> dict[str, 
     return {name: int(attr.type) for name, attr in schema.attributes.items()}  # type: ignore[call-overload]  # onnx's stub: AttrType is an int enum
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def may_have_bodies(domain: str, op_type: str, opset: int | None) -> bool:
     """Whether a node of this op can carry a graph attribute (If, Loop, Scan; any op ONNX does not
     define). For an op it defines, validation has refused an attribute its schema lacks."""
@@ -39,7 +39,7 @@ def may_have_bodies(domain: str, op_type: str, opset: int | None) -> bool:
     return declared is None or any(kind in _BODY_TYPES for kind in declared.values())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def may_hold_tensors(domain: str, op_type: str, opset: int | None) -> bool:
     """Whether a node of this op can hold a tensor (Constant's value) or a body, which may hold
     tensors in turn: what a search for external data must read the attributes of."""
@@ -47,11 +47,12 @@ def may_hold_tensors(domain: str, op_type: str, opset: int | None) -> bool:
     return declared is None or any(kind in _HOLDING_TYPES for kind in declared.values())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def may_have_attribute(domain: str, op_type: str, opset: int | None, name: str) -> bool:
     """Whether a node of this op can carry the named attribute (any op ONNX does not define can)."""
     declared = _attribute_types(domain, op_type, opset)
     return declared is None or name in declared
+
 
 def opsets(model: onnx.ModelProto) -> dict[str, int]:
     """Imported opset version per domain ("" for ai.onnx)."""

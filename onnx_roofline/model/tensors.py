@@ -120,8 +120,12 @@ class TensorInfo:
     @property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
-        if self._numel is None or self.key_dtype is not None or self.dtype is None:  # the walk asks this of every tensor of every node:
-            return 0 if self._numel == 0 else (self.numel * self.bits + 7) // 8  # raises, naming what is unknown (an empty sequence has no dtype to tell)
+        if (
+            self._numel is None or self.key_dtype is not None or self.dtype is None
+        ):  # the walk asks this of every tensor of every node:
+            return (
+                0 if self._numel == 0 else (self.numel * self.bits + 7) // 8
+            )  # raises, naming what is unknown (an empty sequence has no dtype to tell)
         return (self._numel * DTYPE_BITS[self.dtype] + 7) // 8  # numel and bits inline
 
     def unknown_dims(self) -> list[Dim]:
@@ -132,7 +136,11 @@ class TensorInfo:
     def to_dict(self) -> dict:
         shown = {"name": self.name, "shape": None if self.shape is None else list(self.shape), "dtype": self.dtype}
         if self.sequence:
-            return {**shown, "sequence": True, "elements": None if self.elements is None else [list(shape) for shape in self.elements]}
+            return {
+                **shown,
+                "sequence": True,
+                "elements": None if self.elements is None else [list(shape) for shape in self.elements],
+            }
         return shown if self.key_dtype is None else {**shown, "key_dtype": self.key_dtype}
 
     def value_info(self) -> onnx.ValueInfoProto:
@@ -140,10 +148,14 @@ class TensorInfo:
         if self.dtype is None:
             raise ValueError(f"dtype of {self.name!r} is unknown")
         if self.sequence:
-            element = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), None if self.shape is None else list(self.shape))
+            element = onnx.helper.make_tensor_type_proto(
+                elem_type(self.dtype), None if self.shape is None else list(self.shape)
+            )
             return onnx.helper.make_value_info(self.name, onnx.helper.make_sequence_type_proto(element))
         if self.key_dtype is None:
-            return onnx.helper.make_tensor_value_info(self.name, elem_type(self.dtype), None if self.shape is None else list(self.shape))
+            return onnx.helper.make_tensor_value_info(
+                self.name, elem_type(self.dtype), None if self.shape is None else list(self.shape)
+            )
         value = onnx.helper.make_tensor_type_proto(elem_type(self.dtype), [])
         kind = onnx.helper.make_map_type_proto(elem_type(self.key_dtype), value)
         if self.shape is not None and len(self.shape) == 2:
@@ -184,20 +196,26 @@ def known(tensor: TensorInfo | None) -> TypeGuard[KnownTensor]:
 def sequence_of(name: str, elements: Sequence[tuple[Dim, ...]], dtype: str | None) -> TensorInfo:
     """A sequence of tensors of these shapes: its `shape` the dims they all agree on."""
     ranks = {len(shape) for shape in elements}
-    common = tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*elements)) if len(ranks) == 1 else None
+    common = (
+        tuple(dims[0] if len(set(dims)) == 1 else None for dims in zip(*elements, strict=False))
+        if len(ranks) == 1
+        else None
+    )
     return TensorInfo(name, common, dtype, None, True, tuple(tuple(shape) for shape in elements))
 
 
 def element_inputs(inputs: Sequence[TensorInfo], index: int) -> list[TensorInfo]:
     """What a SequenceMap body's run `index` sees: each sequence input's element `index`, each
     tensor input as it is."""
-    return [TensorInfo(t.name, t.elements[index], t.dtype) if t.sequence and t.elements is not None else t for t in inputs]
+    return [
+        TensorInfo(t.name, t.elements[index], t.dtype) if t.sequence and t.elements is not None else t for t in inputs
+    ]
 
 
 def all_ints(shape: tuple[Dim, ...]) -> TypeGuard[tuple[int, ...]]:
     """`all(isinstance(d, int) for d in shape)` as a plain loop, which costs less than the
     generator: every value of a graph gets a TensorInfo, thousands of them."""
-    for dim in shape:
+    for dim in shape:  # noqa: SIM110 (the loop is the point: see the docstring)
         if not isinstance(dim, int):
             return False
     return True
@@ -217,6 +235,8 @@ def with_precision(values: dict[str, TensorInfo], precision: str) -> dict[str, T
         raise ValueError(f"unknown precision {precision!r}; choose from {', '.join(PRECISIONS)}")
     target = PRECISIONS[precision]
     return {
-        name: TensorInfo(info.name, info.shape, target, info.key_dtype, info.sequence, info.elements) if info.dtype in _FLOATING else info
+        name: TensorInfo(info.name, info.shape, target, info.key_dtype, info.sequence, info.elements)
+        if info.dtype in _FLOATING
+        else info
         for name, info in values.items()
     }

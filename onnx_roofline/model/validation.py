@@ -57,9 +57,11 @@ def _check_unique(model: onnx.ModelProto, where: str) -> None:
     """A name defined twice (two graph inputs, two initializers, two local functions) has no one
     meaning to cost: which type, which shape? onnxruntime refuses it too."""
     graph = model.graph
-    kinds = (("graph input", [v.name for v in graph.input]),
-             ("initializer", [t.name for t in graph.initializer] + [s.values.name for s in graph.sparse_initializer]),
-             ("model-local function", [f"{f.domain}::{f.name}" for f in model.functions]))
+    kinds = (
+        ("graph input", [v.name for v in graph.input]),
+        ("initializer", [t.name for t in graph.initializer] + [s.values.name for s in graph.sparse_initializer]),
+        ("model-local function", [f"{f.domain}::{f.name}" for f in model.functions]),
+    )
     for kind, names in kinds:
         if len(set(names)) < len(names):
             seen: set[str] = set()
@@ -82,8 +84,10 @@ def _check_functions(model: onnx.ModelProto, where: str) -> None:
             key, depth = stack.pop()
             del path[depth:]
             if key in path:
-                chain = " → ".join(name for _, name in [*path[path.index(key):], key])
-                raise ModelLoadError(f"not a valid ONNX model: {where} (model-local function {key[1]!r} calls itself: {chain})")
+                chain = " → ".join(name for _, name in [*path[path.index(key) :], key])
+                raise ModelLoadError(
+                    f"not a valid ONNX model: {where} (model-local function {key[1]!r} calls itself: {chain})"
+                )
             if key in done:
                 continue
             path.append(key)
@@ -110,13 +114,19 @@ class _Graphs:
         analysis does not need it); only a graph that is not is searched for a cycle."""
         where = self.where
         _check_declared_shapes(graph, where)
-        seen = {v.name for v in graph.input} | {t.name for t in graph.initializer} | {s.values.name for s in graph.sparse_initializer}
+        seen = (
+            {v.name for v in graph.input}
+            | {t.name for t in graph.initializer}
+            | {s.values.name for s in graph.sparse_initializer}
+        )
         seen.add("")  # an absent optional input
         writer: dict[str, int] = {}
         reads: list[list[str]] = []
         late: list[str] = []  # read before the node that writes it (or never written in this graph)
         scope: set[str] | None = None  # what a body may read: built at the first body
-        _check_text(((n.op_type for n in nodes), (n.domain for n in nodes), (n.name for n in nodes)), where)  # before a schema is looked up by them
+        _check_text(
+            ((n.op_type for n in nodes), (n.domain for n in nodes), (n.name for n in nodes)), where
+        )  # before a schema is looked up by them
         for index, node in enumerate(nodes):
             names = node.inputs
             attrs = node.attributes
@@ -136,16 +146,22 @@ class _Graphs:
                         f"not a valid ONNX model: {where} (value {name!r} is written by two nodes: {_node(nodes, writer[name])} and {_node(nodes, index)})"
                     )
                 if name in seen:
-                    raise ModelLoadError(f"not a valid ONNX model: {where} (node {_node(nodes, index)} writes {name!r}, a graph input or initializer)")
+                    raise ModelLoadError(
+                        f"not a valid ONNX model: {where} (node {_node(nodes, index)} writes {name!r}, a graph input or initializer)"
+                    )
                 if name in names:
-                    raise ModelLoadError(f"not a valid ONNX model: {where} (node {_node(nodes, index)} reads its own output {name!r})")
+                    raise ModelLoadError(
+                        f"not a valid ONNX model: {where} (node {_node(nodes, index)} reads its own output {name!r})"
+                    )
                 writer[name] = index
                 seen.add(name)
         _check_text((writer, late), where)  # every name read is written here, a graph input, or in `late`
         free = {name for name in late if name not in seen}
         for name in free - outer:
             scope_text = "" if top_level else " in a subgraph"
-            raise ModelLoadError(f"not a valid ONNX model: {where} (value {name!r} is used but never produced{scope_text})")
+            raise ModelLoadError(
+                f"not a valid ONNX model: {where} (value {name!r} is used but never produced{scope_text})"
+            )
         if len(free) < len(late):
             _check_acyclic(nodes, [[writer[n] for n in names if n in writer] for names in reads], where)
         return free
@@ -170,12 +186,14 @@ class _Graphs:
             referring = [f"{name!r} refers to attribute {ref!r} of a function" for name, _, ref in kinds if ref]
             defined = (node.proto.domain, node.op_type) not in self.local and self._defined(node)
             problem = self.checked[signature] = (
-                f"attribute {referring[0]}, outside any function" if referring
-                else _schema_problem(_without_bodies(node.proto), self.context) if defined else None
+                f"attribute {referring[0]}, outside any function"
+                if referring
+                else _schema_problem(_without_bodies(node.proto), self.context)
+                if defined
+                else None
             )
         if problem is not None:
             raise ModelLoadError(f"not a valid ONNX model: {self.where} (node {_label(node.proto)}: {problem})")
-
 
     def _defined(self, node: Node) -> bool:
         """Whether ONNX defines the op at the model's opset, undeprecated: only those are held to a
@@ -227,7 +245,7 @@ def _check_acyclic(nodes: list[Node], depends: list[list[int]], where: str) -> N
         seen[index] = len(path)
         path.append(index)
         index = next(p for p in depends[index] if waiting[p])
-    cycle = [*path[seen[index]:], index][::-1]
+    cycle = [*path[seen[index] :], index][::-1]
     chain = " → ".join(_node(nodes, i) for i in cycle)
     raise ModelLoadError(f"not a valid ONNX model: {where} (the graph has a cycle: {chain})")
 
@@ -260,7 +278,9 @@ def _check_declared_shapes(graph: onnx.GraphProto, where: str) -> None:
         check_tensor_size(tensor.name, list(tensor.dims), tensor.data_type, where)
 
 
-def check_tensor_size(name: str, dims: Iterable[int | None], elem_type: int, where: str, error: type = ModelLoadError) -> None:
+def check_tensor_size(
+    name: str, dims: Iterable[int | None], elem_type: int, where: str, error: type = ModelLoadError
+) -> None:
     """Refuse a negative dim, or a tensor (all its dims known) over MAX_TENSOR_BYTES."""
     dims = list(dims)
     for dim in dims:
@@ -272,7 +292,9 @@ def check_tensor_size(name: str, dims: Iterable[int | None], elem_type: int, whe
     bits = DTYPE_BITS.get(dtype_name(elem_type) or "", 8) or 8
     if (math.prod(sizes) * bits + 7) // 8 > MAX_TENSOR_BYTES:
         shape = "x".join(map(str, dims))
-        raise error(f"{_prefix(where)}tensor {name!r} of shape {shape} is larger than 2^57 bytes, the largest address space of any CPU")
+        raise error(
+            f"{_prefix(where)}tensor {name!r} of shape {shape} is larger than 2^57 bytes, the largest address space of any CPU"
+        )
 
 
 def _prefix(where: str) -> str:
@@ -286,7 +308,10 @@ def _without_bodies(node: onnx.NodeProto) -> onnx.NodeProto:
     """The node for the schema check: bodies replaced by an empty graph (they are checked node by
     node: the checker alone cannot see the outer scope they read), and tensor attributes without
     stubs (the checker would stat an external location relative to the working directory)."""
-    if not any(a.type in _GRAPH_ATTRIBUTES or a.type in (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS) for a in node.attribute):
+    if not any(
+        a.type in _GRAPH_ATTRIBUTES or a.type in (onnx.AttributeProto.TENSOR, onnx.AttributeProto.TENSORS)
+        for a in node.attribute
+    ):
         return node
     copy = onnx.NodeProto()
     copy.CopyFrom(node)
@@ -315,7 +340,9 @@ def _schema_problem(node: onnx.NodeProto, context) -> str | None:
     except UnicodeDecodeError:  # the checker's own message quotes a name that is not UTF-8
         return "a name or attribute is not valid UTF-8"
     except onnx.checker.ValidationError as exc:
-        return re.sub(r"in '[^']* : ", "in '", str(exc).strip().splitlines()[0]).rstrip(".")  # the node is named already
+        return re.sub(r"in '[^']* : ", "in '", str(exc).strip().splitlines()[0]).rstrip(
+            "."
+        )  # the node is named already
     return None
 
 
@@ -331,7 +358,9 @@ _AXIS_RANGE = {"Flatten": (0, 1), "OneHot": (1, 1)}  # (extra low, extra high) o
 def _axis_range(node: Node) -> tuple[int, int]:
     """The extra room an op's `axis` has beyond its input's axes: a new axis where it adds one
     (OneHot; ConcatFromSequence with new_axis=1 stacks its elements, [-r-1, r])."""
-    if node.op_type == "ConcatFromSequence" and any(attr.name == "new_axis" and attr.i == 1 for attr in node.attributes):
+    if node.op_type == "ConcatFromSequence" and any(
+        attr.name == "new_axis" and attr.i == 1 for attr in node.attributes
+    ):
         return 1, 1
     return _AXIS_RANGE.get(node.op_type, (0, 0))
 
@@ -345,7 +374,9 @@ def _per_tensor(node: Node, values: Mapping[str, TensorInfo]) -> bool:
     if node.op_type not in _SCALED or len(node.inputs) < 2:
         return False
     scale = values.get(node.inputs[1])
-    return scale is not None and scale.shape is not None and all(d == 1 for d in scale.shape)  # a scalar, or one element
+    return (
+        scale is not None and scale.shape is not None and all(d == 1 for d in scale.shape)
+    )  # a scalar, or one element
 
 
 def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: int | None) -> None:

@@ -42,7 +42,9 @@ INTEGER_DTYPES = frozenset({"int8", "int16", "int32", "int64", "uint8", "uint16"
 
 INITIALIZER, SPARSE_INITIALIZER, CONSTANT = "initializer", "sparse initializer", "Constant"
 
-_BODY_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})  # default-domain ops with bodies; any custom-domain op is looked at too
+_BODY_OPS = frozenset(
+    {"If", "Loop", "Scan", "SequenceMap"}
+)  # default-domain ops with bodies; any custom-domain op is looked at too
 _GRAPH_ATTRIBUTES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
 
 
@@ -71,7 +73,13 @@ class Weight:
         return TensorInfo(self.name, self.shape, self.dtype)
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "kind": self.kind, "graph": self.graph}
+        return {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": list(self.shape),
+            "kind": self.kind,
+            "graph": self.graph,
+        }
 
 
 def is_shape_constant(dtype: str | None, shape: Sequence[int]) -> bool:
@@ -92,7 +100,9 @@ def stored_tensors(graph: onnx.GraphProto, nodes: list[Node] | None = None, give
             found.append(Weight(tensor.name, dtype_name(tensor.data_type), tuple(tensor.dims), INITIALIZER, where))
         for sparse in body.sparse_initializer:
             values = sparse.values
-            found.append(Weight(values.name, dtype_name(values.data_type), tuple(values.dims), SPARSE_INITIALIZER, where))
+            found.append(
+                Weight(values.name, dtype_name(values.data_type), tuple(values.dims), SPARSE_INITIALIZER, where)
+            )
         for node in body_nodes:
             if node.op_type == "Constant" and not node.domain and node.outputs:
                 typed = constant_type(node.attributes)
@@ -103,7 +113,11 @@ def stored_tensors(graph: onnx.GraphProto, nodes: list[Node] | None = None, give
 
 def weights(graph: onnx.GraphProto, nodes: list[Node] | None = None, given: Iterable[str] = ()) -> tuple[Weight, ...]:
     """The model's weights (the module docstring): every stored tensor but shape constants and strings."""
-    return tuple(w for w in stored_tensors(graph, nodes, given) if w.dtype not in (None, "string") and not is_shape_constant(w.dtype, w.shape))
+    return tuple(
+        w
+        for w in stored_tensors(graph, nodes, given)
+        if w.dtype not in (None, "string") and not is_shape_constant(w.dtype, w.shape)
+    )
 
 
 def parameter_count(found: Iterable[Weight], logical: Iterable[tuple[str, int]] = ()) -> int:

@@ -42,7 +42,9 @@ from onnx_roofline.report.units import duration, number, percent, si
 from onnx_roofline.shapes.dims import bind
 from onnx_roofline.version import __version__
 
-ATTACHMENT_KEY = "attachment"  # under NAMESPACE: the checksum of the attachment written with the model (attachment_checksum)
+ATTACHMENT_KEY = (
+    "attachment"  # under NAMESPACE: the checksum of the attachment written with the model (attachment_checksum)
+)
 MAX_ATTACHMENT_BYTES = 1 << 30  # an attachment is a few bytes per node: anything larger is not ours
 NAMESPACE = "rl."  # short: Netron's sidebar cuts a key after ~16 characters (`onnx_roofline.byt…` was three keys)
 LEGACY_NAMESPACES = ("onnx_roofline.",)  # earlier releases' keys, replaced when a model is annotated again
@@ -65,7 +67,9 @@ def sidecar_path(destination: str | os.PathLike) -> Path:
     return path.with_name(path.stem + ".netron.json")
 
 
-def annotate(report: Report, destination: str | os.PathLike, source: str | os.PathLike | onnx.ModelProto | None = None) -> Annotated:
+def annotate(
+    report: Report, destination: str | os.PathLike, source: str | os.PathLike | onnx.ModelProto | None = None
+) -> Annotated:
     """Write the annotated copy of the analyzed model (`source`, by default the report's path)."""
     source = source if source is not None else report.model.path
     if source is None:
@@ -74,8 +78,10 @@ def annotate(report: Report, destination: str | os.PathLike, source: str | os.Pa
     main = [result for result in report.nodes if not result.scope]
     inner = [result for result in report.nodes if result.scope]
     named = dict(graph_nodes(proto.graph)) if inner else {}
-    targets = [*zip(proto.graph.node, main), *((named.get(result.name), result) for result in inner)]
-    if len(proto.graph.node) != len(main) or any(node is None or node.op_type != result.op_type for node, result in targets):
+    targets = [*zip(proto.graph.node, main, strict=False), *((named.get(result.name), result) for result in inner)]
+    if len(proto.graph.node) != len(main) or any(
+        node is None or node.op_type != result.op_type for node, result in targets
+    ):
         raise RooflineError("the report does not belong to this model (its nodes differ)")
     destination = Path(destination)
     types = _declared_types(proto)
@@ -146,7 +152,8 @@ def node_summary(result: NodeResult, hardware: str, model_time: float) -> str:
     return (
         f"{SUMMARY_PREFIX} [{hardware}]: {place.bound}-bound · {si(cost.flops, 'FLOP')} · {si(cost.bytes, 'B')} · "
         f"{number(place.intensity)} FLOP/B (ridge {number(place.ridge)}) · ≥ {duration(place.time_s)} "
-        f"({percent(share)} of model) · {result.unit}/{result.dtype}" + (f" · {AT_MOST}" if result.at_most else "")
+        f"({percent(share)} of model) · {result.unit}/{result.dtype}"
+        + (f" · {AT_MOST}" if result.at_most else "")
         + (f" · {FOLDABLE_WHY}" if result.constant_foldable else "")
     )
 
@@ -178,7 +185,9 @@ def netron_attachment(report: Report) -> dict:
     total = report.totals.time_s
     metrics = [_metric("model", "", name, value) for name, value in _model_metrics(report)]
     for result in report.nodes:
-        metrics += [_metric("node", result.own_name, name, value) for name, value in _node_metrics(result, total)]  # Netron names a body node by its own name
+        metrics += [
+            _metric("node", result.own_name, name, value) for name, value in _node_metrics(result, total)
+        ]  # Netron names a body node by its own name
     return {"signature": "netron:attachment", "metadata": [], "metrics": metrics}
 
 
@@ -241,7 +250,10 @@ def _annotate_model(proto: onnx.ModelProto, report: Report, attachment: bytes) -
     """The model's figures, and the checksum of the attachment written beside it: the two files are
     renamed into place one after the other, so a reader (`inspect`) can tell a model paired with
     another run's attachment (attachment_state)."""
-    _set_props(proto.metadata_props, {**model_figures(report), ATTACHMENT_KEY: attachment_checksum(zlib.crc32(attachment), len(attachment))})
+    _set_props(
+        proto.metadata_props,
+        {**model_figures(report), ATTACHMENT_KEY: attachment_checksum(zlib.crc32(attachment), len(attachment))},
+    )
 
 
 def attachment_checksum(crc: int, size: int) -> str:

@@ -54,7 +54,9 @@ class ExpertsSummary:
     def assumption(self) -> str:
         """The load, and what it sizes: the routed experts' NonZeros, or (dense) the deployed kernel alone."""
         first = self.layers[0]
-        text = self.load.describe(first.experts, first.top_k) + (f" ({len(self.sized)} NonZero sized by it)" if self.sized else "")
+        text = self.load.describe(first.experts, first.top_k) + (
+            f" ({len(self.sized)} NonZero sized by it)" if self.sized else ""
+        )
         if any(s.form == DENSE for s in self.layers):
             text += "; dense layers run every token through every expert as written, the routed kernel deployed"
         return text
@@ -83,7 +85,9 @@ def summarize(layers: Sequence[MoeLayer], load: ExpertLoad, nodes: Sequence[Node
     return ExpertsSummary(load, summaries, parameters, parameters - int(idle), tuple(sized))
 
 
-def _layer(layer: MoeLayer, nodes: Sequence[Node], values: Mapping[str, TensorInfo], sizes: Mapping[str, int]) -> LayerSummary:
+def _layer(
+    layer: MoeLayer, nodes: Sequence[Node], values: Mapping[str, TensorInfo], sizes: Mapping[str, int]
+) -> LayerSummary:
     scores = values.get(layer.scores)
     tokens = scores.numel // layer.experts if scores is not None and scores.is_known else None
     if layer.form == DENSE:

@@ -62,8 +62,12 @@ def foldable(report: Report) -> Foldable | None:
 
 def view_summary(report: Report) -> dict[str, Any]:
     """A view's totals as the JSON's `views` block gives them, for the report or its other view."""
-    return {"totals": report.totals.to_dict(), "kernels": report.kernels, "kv_cache": report.kv_cache,
-            "notes": list(report.notes) if report.view == DEPLOYED else []}
+    return {
+        "totals": report.totals.to_dict(),
+        "kernels": report.kernels,
+        "kv_cache": report.kv_cache,
+        "notes": list(report.notes) if report.view == DEPLOYED else [],
+    }
 
 
 @dataclass(frozen=True)
@@ -92,6 +96,7 @@ def headline(report: Report, other: Report | None = None) -> Headline:
     views = [report, *([other] if other is not None else []), *([report.written] if report.written is not None else [])]
     deployed = next((v for v in views if v.view == DEPLOYED), None)
     written = next((v for v in views if v.view == WRITTEN), None)
+
     def costed(view: Report | None) -> TypeGuard[Report]:  # an uncosted total is unknown, not 0
         return view is not None and view.totals.costed_nodes > 0
 
@@ -119,7 +124,10 @@ def headline_lines(report: Report, other: Report | None = None) -> list[Finding]
     floor = (f"{duration(head.floor_s)} floor: the {WHAT_TIME_IS[DEPLOYED]}, which no runtime beats ({head.kernels} kernels at 100% of peak{cache})"
              f"  predicted {duration(head.predicted_s)} ({predicted_words(head)})")  # fmt: skip
     if report.view == DEPLOYED:
-        return [Finding("latency", floor + share), Finding("", written_line + (": --view written" if head.every_node_s is not None else ""))]
+        return [
+            Finding("latency", floor + share),
+            Finding("", written_line + (": --view written" if head.every_node_s is not None else "")),
+        ]
     return [Finding("latency", floor + ": --view deployed"), Finding("", written_line + share)]
 
 
@@ -128,8 +136,10 @@ def latency_text(head: Headline) -> str:
     written = f"{duration(head.every_node_s)} {WHAT_TIME_IS[WRITTEN]}"
     if head.floor_s is None:
         return written
-    return (f"floor {duration(head.floor_s)} (the {WHAT_TIME_IS[DEPLOYED]}, which no runtime beats), "
-            f"predicted {duration(head.predicted_s)} ({predicted_words(head)}); {written}")
+    return (
+        f"floor {duration(head.floor_s)} (the {WHAT_TIME_IS[DEPLOYED]}, which no runtime beats), "
+        f"predicted {duration(head.predicted_s)} ({predicted_words(head)}); {written}"
+    )
 
 
 def predicted_words(head: Headline) -> str:
@@ -150,7 +160,11 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     lines.append(Finding("memory", memory_text(report, other)))
     if report.launches is not None:
         launch = report.launches
-        launched = f"{launch.kernels} kernels" if report.view == DEPLOYED else f"{launch.kernels} launches (every node its own kernel)"
+        launched = (
+            f"{launch.kernels} kernels"
+            if report.view == DEPLOYED
+            else f"{launch.kernels} launches (every node its own kernel)"
+        )
         lines.append(Finding("launches", f"{launched} × {duration(launch.per_kernel_s)} launch overhead = "
                              f"{duration(launch.floor_s)} floor for an eagerly launched run; each kernel ≥ one launch: "
                              f"{duration(launch.time_s)} (CUDA Graphs lower it)"))  # fmt: skip
@@ -162,7 +176,9 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
                              f"{percent(folded.time_share)} of the time"))  # fmt: skip
     model = report.model
     for branch in model.branches:  # where an If's branch was chosen, and why; BOTH where nothing said which
-        lines.append(Finding("branch" if branch.other is None else "BOTH", branch.message, loud=branch.other is not None))
+        lines.append(
+            Finding("branch" if branch.other is None else "BOTH", branch.message, loud=branch.other is not None)
+        )
     if model.experts is not None:  # an MoE: its layers and parameters, and the routing its figures assume
         lines.append(Finding("experts", model.experts.message))
         lines.append(Finding("ASSUMED", model.experts.assumption, loud=True))
@@ -173,12 +189,16 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
     if model.bounds:  # data-dependent sizes costed at the graph's bound: the figures downstream are upper bounds
         lines.append(Finding("at most", "; ".join(bound.message for bound in model.bounds)))
         marked, row = sum(node.at_most for node in report.nodes), "kernel" if report.view == DEPLOYED else "node"
-        lines.append(Finding("", f"{marked} {row}{'s' if marked != 1 else ''} costed at sizes that are at most what a run has"))
+        lines.append(
+            Finding("", f"{marked} {row}{'s' if marked != 1 else ''} costed at sizes that are at most what a run has")
+        )
     lines += [Finding("IMPLAUSIBLE", flag.message, loud=True) for flag in model.implausible]  # the defaults cannot run
     lines += [Finding("INVALID", str(flag), loud=True) for flag in model.invalid]  # a runtime would refuse the file
     if report.unsupported:
         listed = ", ".join(f"{op}×{count}" for op, count in report.unsupported.items())
-        lines.append(Finding("UNCOSTED", cast(str, report.uncosted.message), loud=True))  # nodes are uncosted: it has one
+        lines.append(
+            Finding("UNCOSTED", cast(str, report.uncosted.message), loud=True)
+        )  # nodes are uncosted: it has one
         lines.append(Finding("", f"not in the totals, which are a partial answer: {listed}", loud=True))
     return lines
 
@@ -212,7 +232,9 @@ def memory_text(report: Report, other: Report | None = None) -> str:
 
 def footprint_text(memory) -> str:
     """`weights … + KV cache … + peak activations … = … deployed; of 72 GB usable (90% of 80 GB): fits`."""
-    made = f" ({si(memory.folded_weight_bytes, 'B')} of them the outputs of folded nodes, which a runtime stores at load)"
+    made = (
+        f" ({si(memory.folded_weight_bytes, 'B')} of them the outputs of folded nodes, which a runtime stores at load)"
+    )
     parts = [f"weights {si(memory.weight_bytes, 'B')}" + (made if memory.folded_weight_bytes else "")]
     if memory.untaken_branch_weight_bytes:
         parts.append(f"{si(memory.untaken_branch_weight_bytes, 'B')} held for If branches not taken")
@@ -220,7 +242,9 @@ def footprint_text(memory) -> str:
         each = memory.kv_cache_bytes_per_sequence
         per = f", {si(each, 'B')} per sequence" if each is not None and each != memory.kv_cache_bytes else ""
         mode = {"inplace": ", updated in place", "copy": ", copied"}.get(memory.kv_cache or "", "")
-        parts.append(f"KV cache {si(memory.kv_cache_resident_bytes, 'B')} resident{mode} ({si(memory.kv_cache_bytes, 'B')} after this step{per})")
+        parts.append(
+            f"KV cache {si(memory.kv_cache_resident_bytes, 'B')} resident{mode} ({si(memory.kv_cache_bytes, 'B')} after this step{per})"
+        )
     parts.append(f"peak activations {si(memory.peak_activation_bytes, 'B')}")
     verdict, budget = "", memory.budget
     if budget.usable is not None:

@@ -8,15 +8,17 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, module_path
 from onnx_roofline.report.costed import is_ok
 from onnx_roofline.report.findings import WHAT_TIME_IS, findings, headline, held_memory, predicted_words
-from onnx_roofline.report.model import DEPLOYED, WRITTEN, NodeResult, Report
 from onnx_roofline.report.html_points import interactive_svg, page_parts, zero_flop_strip
-from onnx_roofline.report.html_slowest import STYLE as SLOWEST_STYLE, slowest_section
+from onnx_roofline.report.html_slowest import STYLE as SLOWEST_STYLE
+from onnx_roofline.report.html_slowest import slowest_section
+from onnx_roofline.report.model import DEPLOYED, WRITTEN, NodeResult, Report
 from onnx_roofline.report.table import GROUP_COLUMNS, group_cells, group_title, node_count_words, op_label, shape_text
 from onnx_roofline.report.units import duration, number, percent, si
+from onnx_roofline.shapes.roles import NAME, DimDefault
+from onnx_roofline.shapes.roles import listed as listed_dims
 
 _STYLE = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1400px; color: #222; padding: 0 16px; }
@@ -80,13 +82,17 @@ _NODE_COLUMNS = ("#", "node", "op", "module", "output", "flops", "bytes", "FLOP/
 _TEXT_COLUMNS = {"node", "op", "module", "output", "unit", "bound"}
 
 
-def render_html(report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None) -> str:
+def render_html(
+    report: Report, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None
+) -> str:
     """`other`: the report's other view (deployed for a written report): its estimate is in the
     summary, and a switch at the top shows one view at a time, its cards, slowest entries, plot,
     breakdowns and table together (issue 41)."""
     model, hw = report.model, report.hardware
     name = Path(model.path).name if model.path else "model"
-    defaults = {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}
+    defaults = {
+        k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims
+    }
     dims = listed_dims(model.dims, defaults) or "no symbolic dims"  # each default with its role (shapes/roles.py)
     views = [report] + ([other] if other is not None else [])
     extras = page_parts()
@@ -134,8 +140,13 @@ def _summary(report: Report, other: Report | None, views: list[Report]) -> str:
                   _card(percent(totals.memory_bound_time_share), f"of time memory-bound ({v.view})", shown, "share")]  # fmt: skip
     cards += [_card(si(report.model.parameters, ""), "parameters"),
               _card(si(memory.total_bytes, "B"), "memory footprint" + {None: "", True: ", fits", False: ", DOES NOT FIT"}[memory.fits])]  # fmt: skip
-    slowest = "".join(f"<div{_in(v)}>{slowest_section(v, _suffix(v, report), other if v is report else report)}</div>" for v in views)
-    lines = "".join(f'<p class="{"warn" if line.loud else "note"}"><b>{_e(line.label)}</b> {_e(line.text)}</p>' for line in findings(report, other))
+    slowest = "".join(
+        f"<div{_in(v)}>{slowest_section(v, _suffix(v, report), other if v is report else report)}</div>" for v in views
+    )
+    lines = "".join(
+        f'<p class="{"warn" if line.loud else "note"}"><b>{_e(line.label)}</b> {_e(line.text)}</p>'
+        for line in findings(report, other)
+    )
     return f'<div class="figures">{"".join(cards)}</div>{slowest}<div class="findings">{lines}</div>'
 
 
@@ -208,7 +219,7 @@ def _breakdown(report: Report, family: str, depth: int) -> str:
         cells = group_cells(group, family, report.totals.time_s)
         t = group.totals
         values: list[float | int | str | None] = ["", len(group.nodes), t.flops, t.bytes, None, t.time_s, t.time_s]
-        rows.append("<tr>" + "".join(_td(c, v) for c, v in zip(cells, values)) + "</tr>")
+        rows.append("<tr>" + "".join(_td(c, v) for c, v in zip(cells, values, strict=False)) + "</tr>")
     head = "".join(f"<th>{_e(h)}</th>" for h in (first, *GROUP_COLUMNS))
     return f'<section><h2>{_e(title.capitalize())}</h2><div class="scroll"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table></div></section>'
 
@@ -216,22 +227,35 @@ def _breakdown(report: Report, family: str, depth: int) -> str:
 def _node_table(report: Report, table_id: str) -> str:
     model_time = report.totals.time_s
     rows = [_node_row(node, model_time) for node in sorted(report.nodes, key=lambda n: (-(n.time_s or 0), n.index))]
-    head = "".join(f'<th class="text">{_e(h)}</th>' if h in _TEXT_COLUMNS else f"<th>{_e(h)}</th>" for h in _NODE_COLUMNS)
-    return f'<table id="{table_id}" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    head = "".join(
+        f'<th class="text">{_e(h)}</th>' if h in _TEXT_COLUMNS else f"<th>{_e(h)}</th>" for h in _NODE_COLUMNS
+    )
+    return (
+        f'<table id="{table_id}" class="sortable"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    )
 
 
 def _node_row(node: NodeResult, model_time: float) -> str:
-    common = [_td(str(node.index), node.index), _td(node.name, None, "name", title=node.name), _td(op_label(node), None, "text op"),
-              _td(module_path(node), None, "text"), _td(shape_text(node), None, "text")]
+    common = [
+        _td(str(node.index), node.index),
+        _td(node.name, None, "name", title=node.name),
+        _td(op_label(node), None, "text op"),
+        _td(module_path(node), None, "text"),
+        _td(shape_text(node), None, "text"),
+    ]
     if not is_ok(node):
         reason = f"{node.status}: {node.reason}"
         return f'<tr class="uncosted">{"".join(common)}<td class="text" colspan="7" data-v="">{_e(reason)}</td></tr>'
     cost, place = node.cost, node.placement
     share = node.time_s / model_time if model_time else None
     cells = [
-        _td(si(cost.flops, "FLOP"), cost.flops), _td(si(cost.bytes, "B"), cost.bytes),
-        _td(number(place.intensity), place.intensity), _td(f"{node.unit}/{node.dtype}", None, "text"),
-        _td(node.bound, None, "bound"), _td(duration(node.time_s), node.time_s), _td(percent(share), share),
+        _td(si(cost.flops, "FLOP"), cost.flops),
+        _td(si(cost.bytes, "B"), cost.bytes),
+        _td(number(place.intensity), place.intensity),
+        _td(f"{node.unit}/{node.dtype}", None, "text"),
+        _td(node.bound, None, "bound"),
+        _td(duration(node.time_s), node.time_s),
+        _td(percent(share), share),
     ]
     return f'<tr class="{_e(node.bound)}">{"".join(common + cells)}</tr>'
 

@@ -96,7 +96,7 @@ def interactive_svg(report: Report, suffix: str = "", label: str | None = None) 
         figure = roofline_figure([data], labels=[label] if label else None)
         figure.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue().decode()
-    svg = svg[svg.index("<svg"):]
+    svg = svg[svg.index("<svg") :]
     axes, dpi, height = figure.axes[0], figure.dpi, figure.bbox.height
     nodes = plotted(report)
     total = sum(n.time_s for n in nodes) or 1.0
@@ -105,9 +105,13 @@ def interactive_svg(report: Report, suffix: str = "", label: str | None = None) 
     for node in nodes:
         x, y = axes.transData.transform((node.placement.intensity, node.cost.flops / node.time_s))
         cx, cy = x * 72 / dpi, (height - y) * 72 / dpi  # display pixels → the SVG's points, y down
-        radius = max(3.0, math.sqrt(6 + AREA * node.time_s / total) / 2)  # the marker's (area in points²), at least 3 pt
+        radius = max(
+            3.0, math.sqrt(6 + AREA * node.time_s / total) / 2
+        )  # the marker's (area in points²), at least 3 pt
         text = tip_text(node, model_time)
-        circles.append(f'<circle cx="{cx:.3f}" cy="{cy:.3f}" r="{radius:.2f}" data-i="{node.index}" data-tip="{_e(text)}"><title>{_e(text)}</title></circle>')
+        circles.append(
+            f'<circle cx="{cx:.3f}" cy="{cy:.3f}" r="{radius:.2f}" data-i="{node.index}" data-tip="{_e(text)}"><title>{_e(text)}</title></circle>'
+        )
     layer = f'<g id="points{suffix}" class="points" data-table="nodes{suffix}">{"".join(circles)}</g>'
     end = svg.rindex("</svg>")
     return svg[:end] + layer + svg[end:]
@@ -123,24 +127,39 @@ def zero_flop_strip(report: Report, suffix: str = "") -> str:
     model_time = report.totals.time_s or 1.0
     spent = sum(n.time_s for n in nodes)
     shown = [n for n in nodes if n.time_s / model_time >= STRIP_MIN_SHARE]
-    rest = nodes[len(shown):]
+    rest = nodes[len(shown) :]
     colors: dict[str, str] = {}
     segments = []
     for node in shown:
         color = colors.setdefault(node.op_type, _STRIP_COLORS[len(colors) % len(_STRIP_COLORS)])
-        text = (f"{node.name}\n{op_label(node)} · {_no_flops_work(node)}\n{duration(node.time_s)} · {percent(node.time_s / model_time)} of the time"
-                + (f"\n{FOLDABLE_WHY}" if node.constant_foldable else ""))
-        segments.append(f'<span style="flex-grow: {_grow(node.time_s, spent)}; background: {color}" data-i="{node.index}" data-tip="{_e(text)}" title="{_e(text)}"></span>')
+        text = (
+            f"{node.name}\n{op_label(node)} · {_no_flops_work(node)}\n{duration(node.time_s)} · {percent(node.time_s / model_time)} of the time"
+            + (f"\n{FOLDABLE_WHY}" if node.constant_foldable else "")
+        )
+        segments.append(
+            f'<span style="flex-grow: {_grow(node.time_s, spent)}; background: {color}" data-i="{node.index}" data-tip="{_e(text)}" title="{_e(text)}"></span>'
+        )
     if rest:
         time_rest = sum(n.time_s for n in rest)
         text = f"{len(rest)} more nodes with no FLOPs, each under {percent(STRIP_MIN_SHARE)}\n{duration(time_rest)} · {percent(time_rest / model_time)} of the time"
-        segments.append(f'<span style="flex-grow: {_grow(time_rest, spent)}; background: #c8c8c8" data-tip="{_e(text)}" title="{_e(text)}"></span>')
-    legend = " ".join(f'<span class="swatch" style="background: {color}"></span>{_e(op)}' for op, color in colors.items())
+        segments.append(
+            f'<span style="flex-grow: {_grow(time_rest, spent)}; background: #c8c8c8" data-tip="{_e(text)}" title="{_e(text)}"></span>'
+        )
+    legend = " ".join(
+        f'<span class="swatch" style="background: {color}"></span>{_e(op)}' for op, color in colors.items()
+    )
     others = '<span class="swatch" style="background: #c8c8c8"></span>others' if rest else ""
-    heaviest = ", ".join(f"{_e(n.name)} ({percent(n.time_s / model_time)}{', foldable' if n.constant_foldable else ''})" for n in shown[:3])
+    heaviest = ", ".join(
+        f"{_e(n.name)} ({percent(n.time_s / model_time)}{', foldable' if n.constant_foldable else ''})"
+        for n in shown[:3]
+    )
     folded = [n for n in nodes if n.constant_foldable]
-    fold_note = (f"{len(folded)} of them foldable ({percent(sum(n.time_s for n in folded) / model_time)} of the time): "
-                 "their inputs are all weights or constants, so a runtime computes them once at load. " if folded else "")
+    fold_note = (
+        f"{len(folded)} of them foldable ({percent(sum(n.time_s for n in folded) / model_time)} of the time): "
+        "their inputs are all weights or constants, so a runtime computes them once at load. "
+        if folded
+        else ""
+    )
     return (f'<section id="zero-flop{suffix}"><div id="strip{suffix}" class="strip" data-table="nodes{suffix}">{"".join(segments)}</div>'
             f'<p class="strip-note">No FLOPs, not on the log-intensity axis: {len(nodes)} nodes '
             f'({_e(described((n.op_type, n.cost.transcendentals) for n in nodes))}), '

@@ -15,15 +15,17 @@ from pathlib import Path
 
 from onnx_roofline.errors import one_line
 from onnx_roofline.report.breakdown import MODULE, OP_TYPE, breakdown, top_nodes
+from onnx_roofline.report.findings import Finding, findings, headline, predicted_words
 from onnx_roofline.report.model import Report
 from onnx_roofline.report.table import GROUP_COLUMNS, NODE_HEADER, group_cells, group_title, node_cells
-from onnx_roofline.report.findings import Finding, findings, headline, predicted_words
 from onnx_roofline.report.units import duration, number, percent, si
 
 NUMERIC = {"flops", "bytes", "FLOP/B", "time", "share", "nodes", "compute-/memory-bound"}  # right-aligned columns
 
 
-def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None) -> str:
+def render_markdown(
+    report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE, MODULE), depth: int = 3, other: Report | None = None
+) -> str:
     """A PR comment: the totals, what the terminal says beside them (`other`: the other view's
     estimate), the heaviest nodes and folded breakdowns."""
     totals, model, hw = report.totals, report.model, report.hardware
@@ -32,32 +34,56 @@ def render_markdown(report: Report, top: int = 10, by: Sequence[str] = (OP_TYPE,
     dims = ", ".join(f"{k}={v}" for k, v in sorted(model.dims.items()))
     precision = f", costed as {model.precision}" if model.precision else ""
     lines = [
-        f"### onnx-roofline: {_text(name, code=True)} on {_text(hw.name)}" + (f" ({_text(dims)}{precision})" if dims or precision else ""),
+        f"### onnx-roofline: {_text(name, code=True)} on {_text(hw.name)}"
+        + (f" ({_text(dims)}{precision})" if dims or precision else ""),
         "",
         _table(
-            ["floor (deployed bound)", "predicted", "every node its own kernel",
-             "FLOPs", "bytes", "intensity", "memory-bound time", "nodes"],  # fmt: skip (the graph's, whatever the view: the kernels are in the floor's cell)
-            [[
-                duration(head.floor_s) + (f" ({head.kernels} kernels)" if head.floor_s is not None else ""),
-                duration(head.predicted_s) + (f" ({predicted_words(head)})" if head.predicted_s is not None else ""),
-                duration(head.every_node_s),
-                si(totals.flops, "FLOP"),
-                si(totals.bytes, "B"),
-                f"{number(totals.intensity)} FLOP/B",
-                percent(totals.memory_bound_time_share),
-                f"{report.node_rows}" + (f" ({totals.uncosted_nodes} not costed)" if totals.uncosted_nodes else ""),
-            ]],
+            [
+                "floor (deployed bound)",
+                "predicted",
+                "every node its own kernel",
+                "FLOPs",
+                "bytes",
+                "intensity",
+                "memory-bound time",
+                "nodes",
+            ],  # fmt: skip (the graph's, whatever the view: the kernels are in the floor's cell)
+            [
+                [
+                    duration(head.floor_s) + (f" ({head.kernels} kernels)" if head.floor_s is not None else ""),
+                    duration(head.predicted_s)
+                    + (f" ({predicted_words(head)})" if head.predicted_s is not None else ""),
+                    duration(head.every_node_s),
+                    si(totals.flops, "FLOP"),
+                    si(totals.bytes, "B"),
+                    f"{number(totals.intensity)} FLOP/B",
+                    percent(totals.memory_bound_time_share),
+                    f"{report.node_rows}" + (f" ({totals.uncosted_nodes} not costed)" if totals.uncosted_nodes else ""),
+                ]
+            ],
             right=True,
         ),
     ]
     lines += ["", *(_finding(line) for line in findings(report, other))]
     nodes = top_nodes(report, top)
     if nodes:  # --top 0: no node list, not an empty table
-        lines += ["", f"**Top {len(nodes)} nodes by time**", "", _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes])]
+        lines += [
+            "",
+            f"**Top {len(nodes)} nodes by time**",
+            "",
+            _table(NODE_HEADER, [node_cells(n, totals.time_s) for n in nodes]),
+        ]
     for family in by:
         title, first = group_title(family, depth)
         rows = [group_cells(g, family, totals.time_s) for g in breakdown(report, family, depth)]
-        lines += ["", f"<details><summary>{title.capitalize()}</summary>", "", _table([first, *GROUP_COLUMNS], rows), "", "</details>"]
+        lines += [
+            "",
+            f"<details><summary>{title.capitalize()}</summary>",
+            "",
+            _table([first, *GROUP_COLUMNS], rows),
+            "",
+            "</details>",
+        ]
     return "\n".join(lines) + "\n"
 
 

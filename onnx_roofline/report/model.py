@@ -2,34 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-import functools
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import onnx
 
 from onnx_roofline.costs.cost import CompositeCost, Cost
-from onnx_roofline.model.status import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED  # noqa: F401 (the statuses, re-exported)
 from onnx_roofline.costs.hardware import Hardware
 from onnx_roofline.costs.prediction import Prediction
-from onnx_roofline.model.nodes import Node
-from onnx_roofline.records import record
 from onnx_roofline.costs.roofline import UNKNOWN, Placement
 from onnx_roofline.costs.rules.registry import MATRIX
-from onnx_roofline.shapes.root_cause import RootCause
-from onnx_roofline.shapes.bounds import Bound
-from onnx_roofline.shapes.durations import Regulated
-from onnx_roofline.model.weights import Weight
 from onnx_roofline.model.conformance import Invalid
-from onnx_roofline.shapes.plausible import Implausible
-from onnx_roofline.shapes.roles import DimDefault
+from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.status import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED  # noqa: F401 (the statuses, re-exported)
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.weights import Weight
+from onnx_roofline.records import record
+from onnx_roofline.report.experts import ExpertsSummary
 from onnx_roofline.report.findings import DEPLOYED, WRITTEN, foldable, headline, held_memory, view_summary  # noqa: F401 (the views, re-exported)
 from onnx_roofline.report.totals import Totals
-from onnx_roofline.report.experts import ExpertsSummary
+from onnx_roofline.shapes.bounds import Bound
+from onnx_roofline.shapes.durations import Regulated
+from onnx_roofline.shapes.plausible import Implausible
+from onnx_roofline.shapes.roles import DimDefault
+from onnx_roofline.shapes.root_cause import RootCause
 
 SCHEMA_VERSION = 1
 
@@ -54,7 +54,9 @@ class NodeResult:
     dtype: str | None = None  # dtype class whose peak applies (fp16, int8, ...)
     peak: float | None = None
     placement: Placement | None = None
-    graph_node: Node | None = field(default=None, repr=False, compare=False)  # the graph's node (its proto, fetched on use)
+    graph_node: Node | None = field(
+        default=None, repr=False, compare=False
+    )  # the graph's node (its proto, fetched on use)
     constant_foldable: bool = False
     """Every input is a weight, a constant or the output of another such node: a runtime computes
     it once at load (onnxruntime's constant folding), so it costs 0 in the deployed view."""
@@ -136,7 +138,12 @@ class NodeResult:
         cost, place = self.cost, self.placement
         flops = useful = transcendentals = dequantize = bytes_read = bytes_written = total_bytes = None
         if cost is not None:
-            flops, useful, transcendentals, dequantize = cost.flops, cost.useful, cost.transcendentals, cost.dequantize_flops
+            flops, useful, transcendentals, dequantize = (
+                cost.flops,
+                cost.useful,
+                cost.transcendentals,
+                cost.dequantize_flops,
+            )
             bytes_read, bytes_written, total_bytes = cost.bytes_read, cost.bytes_written, cost.bytes
         intensity = ridge = time_s = compute_time_s = memory_time_s = None
         bound = UNKNOWN
@@ -199,7 +206,9 @@ class Branch:
     why: str
     inputs: tuple[str, ...]  # the graph inputs its condition rests on
     other: Totals | None = None
-    implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (a run fed it takes this branch)
+    implied: tuple[str, int] | None = (
+        None  # a default's: the graph input value it stands for (a run fed it takes this branch)
+    )
     reads: frozenset[str] = field(default=frozenset(), repr=False, compare=False)
     """The names the branch not counted reads from outside it: weights held for it alone."""
 
@@ -216,8 +225,13 @@ class Branch:
         return line
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "taken": self.taken, "why": self.why, "inputs": list(self.inputs),
-                "other_branch": None if self.other is None else self.other.to_dict()}
+        return {
+            "node": self.node,
+            "taken": self.taken,
+            "why": self.why,
+            "inputs": list(self.inputs),
+            "other_branch": None if self.other is None else self.other.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -236,19 +250,39 @@ class ModelInfo:
     shape_warnings: tuple[str, ...] = ()  # shape passes that failed
     graph_inputs: tuple[str, ...] = field(default=(), repr=False, compare=False)  # not initializers
     graph_outputs: tuple[str, ...] = field(default=(), repr=False, compare=False)
-    weights: frozenset[str] = field(default=frozenset(), repr=False, compare=False)  # initializer names (--value ones excepted)
-    defaulted_dims: tuple[str, ...] = ()  # the dims in `dims` bound to a default (onnx_roofline.shapes.defaults), not by the caller
-    solved_dims: Mapping[str, str] = field(default_factory=dict)  # defaulted dims the graph fixes (runnable.py), and what fixes each
-    dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # each defaulted dim's size, role and source (shapes/roles.py)
-    implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run, and the sizes that fix it (shapes/plausible.py)
-    invalid: tuple[Invalid, ...] = ()  # why a runtime would refuse the file (model/conformance.py): flagged, `check` fails
-    weight_tensors: tuple[Weight, ...] = field(default=(), repr=False, compare=False)  # every weight (model/weights.py), bodies' too
+    weights: frozenset[str] = field(
+        default=frozenset(), repr=False, compare=False
+    )  # initializer names (--value ones excepted)
+    defaulted_dims: tuple[
+        str, ...
+    ] = ()  # the dims in `dims` bound to a default (onnx_roofline.shapes.defaults), not by the caller
+    solved_dims: Mapping[str, str] = field(
+        default_factory=dict
+    )  # defaulted dims the graph fixes (runnable.py), and what fixes each
+    dim_roles: Mapping[str, DimDefault] = field(
+        default_factory=dict
+    )  # each defaulted dim's size, role and source (shapes/roles.py)
+    implausible: tuple[
+        Implausible, ...
+    ] = ()  # a node the defaults cannot run, and the sizes that fix it (shapes/plausible.py)
+    invalid: tuple[
+        Invalid, ...
+    ] = ()  # why a runtime would refuse the file (model/conformance.py): flagged, `check` fails
+    weight_tensors: tuple[Weight, ...] = field(
+        default=(), repr=False, compare=False
+    )  # every weight (model/weights.py), bodies' too
     assumed: Assumed | None = None  # a data-dependent size assumed (--nonzero-fraction), and the nodes it sized
     bounds: tuple[Bound, ...] = ()  # the data-dependent sizes costed at the bound the graph fixes (shapes/bounds.py)
-    regulated: Regulated | None = None  # the frames per token a length regulator's durations were assumed (shapes/durations.py)
-    experts: ExpertsSummary | None = None  # the MoE layers, parameters total and active, the routing load (report/experts.py)
+    regulated: Regulated | None = (
+        None  # the frames per token a length regulator's durations were assumed (shapes/durations.py)
+    )
+    experts: ExpertsSummary | None = (
+        None  # the MoE layers, parameters total and active, the routing load (report/experts.py)
+    )
     branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
-    body_outputs: tuple[tuple[str, str], ...] = field(default=(), repr=False, compare=False)  # (body output, the node output it is): one buffer
+    body_outputs: tuple[tuple[str, str], ...] = field(
+        default=(), repr=False, compare=False
+    )  # (body output, the node output it is): one buffer
     source: onnx.ModelProto | None = field(default=None, repr=False, compare=False)
     """The model as loaded (no weight bytes; its nodes' protos keep it alive anyway): what a command
     reads of it later, as Report.data_files."""
@@ -291,7 +325,9 @@ class Report:
     written: Report | None = field(default=None, repr=False, compare=False)
     members: tuple[tuple[int, ...], ...] = field(default=(), repr=False, compare=False)  # deployed: per kernel
     notes: tuple[str, ...] = field(default=(), compare=False)  # deployed: the assumptions taken
-    prediction: Prediction | None = field(default=None, repr=False, compare=False)  # deployed: the predicted run (views/prediction.py)
+    prediction: Prediction | None = field(
+        default=None, repr=False, compare=False
+    )  # deployed: the predicted run (views/prediction.py)
     plan_deployed: Callable[[Report], Report | None] | None = field(default=None, repr=False, compare=False)
     """Written: how the deployed view is planned, with --format json's defaults (views/public.py,
     which the public `analyze` attaches); None where the caller plans it (the command line)."""
@@ -441,7 +477,10 @@ class Report:
             "memory": held_memory(self, other).to_dict(),
             "launches": self.launches.to_dict() if self.launches is not None else None,
             "foldable": folded.to_dict() if folded is not None else None,
-            "views": {view.view: view_summary(view) for view in sorted((self, *([other] if other is not None else [])), key=lambda r: r.view != WRITTEN)},
+            "views": {
+                view.view: view_summary(view)
+                for view in sorted((self, *([other] if other is not None else [])), key=lambda r: r.view != WRITTEN)
+            },
         }
         if self.view == DEPLOYED:
             data["kv_cache"] = self.kv_cache
@@ -480,7 +519,12 @@ class Launches:
         return cls(kernels, per, kernels * per, time_s)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kernels": self.kernels, "per_kernel_s": self.per_kernel_s, "floor_s": self.floor_s, "time_s": self.time_s}
+        return {
+            "kernels": self.kernels,
+            "per_kernel_s": self.per_kernel_s,
+            "floor_s": self.floor_s,
+            "time_s": self.time_s,
+        }
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from onnx_roofline.model import files
 from onnx_roofline.errors import OutputError, RooflineError
-from onnx_roofline.report.stdout import Stdout, flush_stdout, os_reason as _reason, write_stdout  # noqa: F401 (stdout's half, kept light for start-up)
+from onnx_roofline.model import files
+from onnx_roofline.report.stdout import Stdout, flush_stdout, write_stdout  # noqa: F401 (stdout's half, kept light for start-up)
+from onnx_roofline.report.stdout import os_reason as _reason
 
 try:
     import fcntl
@@ -42,7 +43,9 @@ def write_text(text: str | Iterable[str], destination: str | None, protect: Iter
     write_bytes(text.encode() if isinstance(text, str) else (piece.encode() for piece in pieces), destination, protect)
 
 
-def write_bytes(data: bytes | Iterable[bytes], destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()) -> None:
+def write_bytes(
+    data: bytes | Iterable[bytes], destination: str | os.PathLike, protect: Iterable[str | os.PathLike] = ()
+) -> None:
     """One file, atomically (a Unit of one)."""
     with Unit(protect) as unit:
         unit.write(data, destination)
@@ -78,7 +81,9 @@ class Unit:
 
     def write(self, data: bytes | Iterable[bytes], destination: str | os.PathLike) -> None:
         target = check_destination(destination, self._protect)
-        if target.exists() and not target.is_file():  # /dev/null, a FIFO someone reads, /dev/stdout: written into, not replaced
+        if (
+            target.exists() and not target.is_file()
+        ):  # /dev/null, a FIFO someone reads, /dev/stdout: written into, not replaced
             _write_into(data, target)
             return
         target = self._target(target)
@@ -128,7 +133,9 @@ class Unit:
         if folder not in self._staging:
             try:
                 self._staging[folder] = _Staging(folder)
-            except OSError as exc:  # a full disk is a failed write; a folder that takes no file (read-only, not ours), bad input
+            except (
+                OSError
+            ) as exc:  # a full disk is a failed write; a folder that takes no file (read-only, not ours), bad input
                 error = OutputError if exc.errno in _WRITE_FAILURES else RooflineError
                 raise error(f"cannot write {target}: {_reason(exc)}") from None
         return self._staging[folder].path / f"{len(self._pending)}.{target.name[:_TEMP_STEM]}"
@@ -182,7 +189,11 @@ def _sweep(folder: Path) -> None:
     if fcntl is None:
         return
     try:
-        stale = [Path(entry.path) for entry in os.scandir(folder) if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False)]
+        stale = [
+            Path(entry.path)
+            for entry in os.scandir(folder)
+            if entry.name.startswith(STAGING_PREFIX) and entry.is_dir(follow_symlinks=False)
+        ]
     except OSError:
         return
     for path in stale:
@@ -277,7 +288,7 @@ def _write_into(data: bytes | Iterable[bytes], target: Path) -> None:
         for piece in (data,) if isinstance(data, bytes) else data:
             view = memoryview(piece)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
     except BrokenPipeError:
         raise  # the reader left: the command line ends quietly, as for stdout
     except OSError as exc:

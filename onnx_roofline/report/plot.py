@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from onnx_roofline.errors import RooflineError
-from onnx_roofline.report.output import check_destination, write_bytes
 from onnx_roofline.report.breakdown import module_of
 from onnx_roofline.report.off_axis import described
+from onnx_roofline.report.output import check_destination, write_bytes
 from onnx_roofline.report.units import percent, si
 
 FORMATS = ("png", "svg")
@@ -46,8 +46,12 @@ class _Point:
     bound: str
 
 
-def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] | None = None,
-                    color_by: str | None = None, title: str | None = None):
+def roofline_figure(
+    reports: Sequence[Mapping[str, Any]],
+    labels: Sequence[str] | None = None,
+    color_by: str | None = None,
+    title: str | None = None,
+):
     """A matplotlib Figure (Agg) of one or more reports; `labels` name the reports in an overlay.
     Colour is by op type for one report, by report for several (unless `color_by` says otherwise)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: only plotting needs matplotlib
@@ -69,7 +73,7 @@ def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] 
     axes.set_ylim(*y_range)
     diagonals = _draw_roofs(axes, reports, x_range)
     colors = _colors(points, color_by)
-    for index, (report_points, label) in enumerate(zip(points, labels)):
+    for index, (report_points, label) in enumerate(zip(points, labels, strict=False)):
         _draw_points(axes, report_points, colors, color_by, label, _MARKERS[index % len(_MARKERS)], len(reports) > 1)
     _note_zero_flop(axes, reports, labels if len(reports) > 1 else None)
     axes.set_xlabel("arithmetic intensity (FLOP / byte moved)")
@@ -79,7 +83,9 @@ def roofline_figure(reports: Sequence[Mapping[str, Any]], labels: Sequence[str] 
     axes.set_title(title or _default_title(reports, labels), fontsize=12)
     wrap_to_width(axes.title, axes.get_window_extent().width)  # before the layout, whose axes are wider
     if any(points):
-        legend = axes.legend(loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8)
+        legend = axes.legend(
+            loc="lower right", fontsize=8, framealpha=0.9, title=_legend_title(color_by), title_fontsize=8
+        )
         for handle in legend.legend_handles:
             handle.set_sizes([40])  # type: ignore[union-attr]  # matplotlib's stub: a scatter's legend handle is its PathCollection; the key shows colours, not the first node's time
     figure.canvas.draw()  # settle the layout, then freeze it: labels are placed in final pixels
@@ -116,7 +122,9 @@ def render_plot(reports: Sequence[Mapping[str, Any]], fmt: str = "png", **option
     return buffer.getvalue()
 
 
-def write_plot(reports: Sequence[Mapping[str, Any]], destination: str | os.PathLike, protect: Sequence[str] = (), **options) -> None:
+def write_plot(
+    reports: Sequence[Mapping[str, Any]], destination: str | os.PathLike, protect: Sequence[str] = (), **options
+) -> None:
     """Write the plot atomically; the format follows the file's extension (.png or .svg)."""
     write_bytes(render_plot(reports, plot_format(destination), **options), str(destination), protect=protect)
 
@@ -129,7 +137,7 @@ def check_plot_destination(destination: str | os.PathLike) -> None:
 
 
 def plot_format(destination: str | os.PathLike) -> str:
-    """"png" or "svg", from the file's extension."""
+    """ "png" or "svg", from the file's extension."""
     fmt = Path(destination).suffix.lower().lstrip(".")
     if fmt not in FORMATS:
         raise RooflineError(f"plot file must end in .png or .svg: {destination}")
@@ -176,7 +184,7 @@ def _colors(points: Sequence[Sequence[_Point]], color_by: str) -> dict[str, str]
     for point in (p for ps in points for p in ps):
         time_by_op[point.op_type] += point.time_s
     heaviest = sorted(time_by_op, key=lambda op: (-time_by_op[op], op))[:MAX_OP_COLORS]
-    return dict(zip(heaviest, _PALETTE))
+    return dict(zip(heaviest, _PALETTE, strict=False))
 
 
 # --- drawing --------------------------------------------------------------------------------------
@@ -198,14 +206,34 @@ def _draw_roofs(axes, reports, x_range) -> list[tuple[float, float, str]]:
         top_ridge = ceilings[0][1] / bandwidth
         axes.plot([x_range[0], top_ridge], [bandwidth * x_range[0], ceilings[0][1]], color="#333333", lw=1.6, zorder=2)
         where = _emptiest(sorted(p.intensity for r in same for p in _points(r)), x_range[0], top_ridge)
-        diagonals.append((bandwidth, where, (f"{hardware['key']}: " if len(by_hardware) > 1 else "") + f"memory {si(bandwidth, 'B/s')}"))
+        diagonals.append(
+            (
+                bandwidth,
+                where,
+                (f"{hardware['key']}: " if len(by_hardware) > 1 else "") + f"memory {si(bandwidth, 'B/s')}",
+            )
+        )
         for peak, names in _shared_ceilings(ceilings):
             ridge, matrix = peak / bandwidth, any(name.startswith("matrix") for name in names)
-            axes.plot([ridge, x_range[1]], [peak, peak], color="#333333", lw=1.6 if matrix else 1.0,
-                      ls="-" if matrix else "--", zorder=2)
+            axes.plot(
+                [ridge, x_range[1]],
+                [peak, peak],
+                color="#333333",
+                lw=1.6 if matrix else 1.0,
+                ls="-" if matrix else "--",
+                zorder=2,
+            )
             axes.plot([ridge], [peak], marker="o", ms=4, color="#333333", zorder=3)
-            axes.annotate(f"{' = '.join(names)} {si(peak, 'FLOP/s')} · ridge {ridge:,.0f} FLOP/B", (ridge, peak), fontsize=7.5,
-                          color="#333333", ha="right", va="bottom", xytext=(-5, 3), textcoords="offset points")
+            axes.annotate(
+                f"{' = '.join(names)} {si(peak, 'FLOP/s')} · ridge {ridge:,.0f} FLOP/B",
+                (ridge, peak),
+                fontsize=7.5,
+                color="#333333",
+                ha="right",
+                va="bottom",
+                xytext=(-5, 3),
+                textcoords="offset points",
+            )
         axes.axvline(top_ridge, color="#999999", lw=0.8, ls=":", zorder=1)
     return diagonals
 
@@ -222,7 +250,7 @@ def _shared_ceilings(ceilings) -> list[tuple[float, list[str]]]:
 def _emptiest(intensities: list[float], low: float, high: float) -> float:
     """Where on the diagonal a label crosses no point: early in its widest gap (log scale)."""
     edges = [low, *(x for x in intensities if low < x < high), high]
-    gaps = [(math.log(b) - math.log(a), a, b) for a, b in zip(edges, edges[1:])]
+    gaps = [(math.log(b) - math.log(a), a, b) for a, b in zip(edges, edges[1:], strict=False)]
     _, a, b = max(gaps)
     return math.exp(math.log(a) + 0.1 * (math.log(b) - math.log(a)))
 
@@ -232,12 +260,23 @@ def _label_diagonals(axes, diagonals) -> None:
     for bandwidth, x, text in diagonals:
         (x0, y0), (x1, y1) = axes.transData.transform([(x, bandwidth * x), (x * 10, bandwidth * x * 10)])
         angle = math.degrees(math.atan2(y1 - y0, x1 - x0))
-        axes.annotate(text, (x, bandwidth * x), xytext=(8, -8), textcoords="offset points", fontsize=7.5, color="#333333",
-                      rotation=angle, rotation_mode="anchor", ha="left", va="top")  # under the roof: nothing is there
+        axes.annotate(
+            text,
+            (x, bandwidth * x),
+            xytext=(8, -8),
+            textcoords="offset points",
+            fontsize=7.5,
+            color="#333333",
+            rotation=angle,
+            rotation_mode="anchor",
+            ha="left",
+            va="top",
+        )  # under the roof: nothing is there
 
 
-def _draw_points(axes, points: Sequence[_Point], colors: dict[str, str], color_by: str, label: str, marker: str,
-                 overlay: bool) -> None:
+def _draw_points(
+    axes, points: Sequence[_Point], colors: dict[str, str], color_by: str, label: str, marker: str, overlay: bool
+) -> None:
     if not points:
         return
     total = sum(p.time_s for p in points)
@@ -251,13 +290,22 @@ def _draw_points(axes, points: Sequence[_Point], colors: dict[str, str], color_b
         color = colors.get(key, _OTHER) if color_by != "report" else None
         legend = f"{label}: {key}" if overlay and color_by != "report" else key
         axes.scatter(
-            [p.intensity for p in members], [p.perf for p in members], s=[6 + AREA * p.time_s / total for p in members],
-            c=color, marker=marker, alpha=0.55, edgecolors="white", linewidths=0.4, label=legend, zorder=4 + index * 0.01,
+            [p.intensity for p in members],
+            [p.perf for p in members],
+            s=[6 + AREA * p.time_s / total for p in members],
+            c=color,
+            marker=marker,
+            alpha=0.55,
+            edgecolors="white",
+            linewidths=0.4,
+            label=legend,
+            zorder=4 + index * 0.01,
         )
 
 
-def _label_heaviest(axes, points: Sequence[Sequence[_Point]], model_times: Sequence[float],
-                    report_labels: Sequence[str] | None) -> None:
+def _label_heaviest(
+    axes, points: Sequence[Sequence[_Point]], model_times: Sequence[float], report_labels: Sequence[str] | None
+) -> None:
     """Label the heaviest *positions*: a layer repeated twelve times is one point, labelled ×12.
     The heaviest compute-bound positions are labelled too, so both sides of the ridge are named.
     Labels are placed greedily where they overlap no earlier label, and off the roofs and markers
@@ -273,7 +321,9 @@ def _label_heaviest(axes, points: Sequence[Sequence[_Point]], model_times: Seque
         count = LABELS if len(points) == 1 else max(3, LABELS // len(points))
         by_time = sorted(positions.values(), key=lambda ps: -sum(p.time_s for p in ps))
         chosen = by_time[:count]
-        chosen += [ps for ps in by_time if ps[0].bound == "compute" and ps not in chosen][: max(0, 2 - sum(ps[0].bound == "compute" for ps in chosen))]
+        chosen += [ps for ps in by_time if ps[0].bound == "compute" and ps not in chosen][
+            : max(0, 2 - sum(ps[0].bound == "compute" for ps in chosen))
+        ]
         for members in chosen:
             share = sum(p.time_s for p in members) / (model_times[index] or 1.0)
             text = _short_name(members[0]) + (f" ×{len(members)}" if len(members) > 1 else "") + f"  {percent(share)}"
@@ -284,7 +334,8 @@ def _label_heaviest(axes, points: Sequence[Sequence[_Point]], model_times: Seque
 
 _OFFSETS = tuple(
     (round(r * math.cos(math.radians(a))), round(r * math.sin(math.radians(a))))
-    for r in (12, 26, 42, 60, 80, 105, 135, 170) for a in (-35, 35, 145, -145, -70, 70, 110, -110, 0, 180)
+    for r in (12, 26, 42, 60, 80, 105, 135, 170)
+    for a in (-35, 35, 145, -145, -70, 70, 110, -110, 0, 180)
 )
 
 
@@ -302,7 +353,11 @@ def _place(axes, renderer, placed: list, drawn, text: str, x: float, y: float) -
         words = Text.get_window_extent(note, renderer)  # the words and their box, not the leader line
         extent = Bbox.from_extents(words.x0 - 4, words.y0 - 4, words.x1 + 4, words.y1 + 4)
         note.remove()
-        if frame.contains(extent.x0, extent.y0) and frame.contains(extent.x1, extent.y1) and not any(extent.overlaps(o) for o in placed):
+        if (
+            frame.contains(extent.x0, extent.y0)
+            and frame.contains(extent.x1, extent.y1)
+            and not any(extent.overlaps(o) for o in placed)
+        ):
             if not _covers(extent, drawn):
                 fallback = (offset, extent)
                 break
@@ -315,8 +370,18 @@ def _place(axes, renderer, placed: list, drawn, text: str, x: float, y: float) -
 def _note(axes, text: str, x: float, y: float, offset: tuple[int, int]):
     box = dict(boxstyle="round,pad=0.2", fc="white", ec="#bbbbbb", lw=0.5, alpha=0.9)
     arrow = dict(arrowstyle="-", color="#777777", lw=0.6)
-    return axes.annotate(text, (x, y), xytext=offset, textcoords="offset points", fontsize=7,
-                         ha="left" if offset[0] >= 0 else "right", va="center", bbox=box, arrowprops=arrow, zorder=6)
+    return axes.annotate(
+        text,
+        (x, y),
+        xytext=offset,
+        textcoords="offset points",
+        fontsize=7,
+        ha="left" if offset[0] >= 0 else "right",
+        va="center",
+        bbox=box,
+        arrowprops=arrow,
+        zorder=6,
+    )
 
 
 def _drawn_boxes(axes):
@@ -331,20 +396,29 @@ def _drawn_boxes(axes):
         boxes.append(np.column_stack([centres - radii[:, None], centres + radii[:, None]]))
     for line in axes.lines:
         xy = line.get_transform().transform(line.get_xydata())
-        for a, b in zip(xy, xy[1:]):
+        for a, b in zip(xy, xy[1:], strict=False):
             samples = np.linspace(a, b, max(2, int(np.hypot(*(b - a)) / 4)))
             boxes.append(np.column_stack([samples - 1, samples + 1]))
     return np.concatenate(boxes) if boxes else np.empty((0, 4))
 
 
 def _covers(extent, boxes) -> bool:
-    return bool(((boxes[:, 0] < extent.x1) & (extent.x0 < boxes[:, 2]) & (boxes[:, 1] < extent.y1) & (extent.y0 < boxes[:, 3])).any())
+    return bool(
+        (
+            (boxes[:, 0] < extent.x1)
+            & (extent.x0 < boxes[:, 2])
+            & (boxes[:, 1] < extent.y1)
+            & (extent.y0 < boxes[:, 3])
+        ).any()
+    )
 
 
 def _note_zero_flop(axes, reports, report_labels) -> None:
     lines = zero_flop_lines(reports, report_labels)
     if lines:
-        axes.text(0.01, 0.99, "\n".join(lines), transform=axes.transAxes, fontsize=7.5, va="top", ha="left", color="#444444")
+        axes.text(
+            0.01, 0.99, "\n".join(lines), transform=axes.transAxes, fontsize=7.5, va="top", ha="left", color="#444444"
+        )
 
 
 def zero_flop_lines(reports: Sequence[Mapping[str, Any]], report_labels: Sequence[str] | None = None) -> list[str]:
@@ -357,8 +431,10 @@ def zero_flop_lines(reports: Sequence[Mapping[str, Any]], report_labels: Sequenc
         prefix = f"{report_labels[index]}: " if report_labels else ""
         if nodes:
             share = sum(n["time_s"] for n in nodes) / total
-            lines.append(f"{prefix}+{len(nodes)} {'node' if len(nodes) == 1 else 'nodes'} with no FLOPs "
-                         f"({described(((n['op_type'], n['transcendentals']) for n in nodes), short=True)}), {percent(share)} of time: not on a log axis")
+            lines.append(
+                f"{prefix}+{len(nodes)} {'node' if len(nodes) == 1 else 'nodes'} with no FLOPs "
+                f"({described(((n['op_type'], n['transcendentals']) for n in nodes), short=True)}), {percent(share)} of time: not on a log axis"
+            )
         uncosted = report["totals"].get("uncosted_nodes", 0)
         if uncosted:
             lines.append(f"{prefix}{uncosted} nodes not costed (not shown)")
@@ -378,7 +454,11 @@ def _short_name(point: _Point) -> str:
     indices = [i for i, part in enumerate(parts) if part.isdigit()]
     if indices:
         last = indices[-1]
-        before = [parts[last - 1]] if last > 0 and parts[last - 1] not in _CONTAINERS and not parts[last - 1].isdigit() else []
+        before = (
+            [parts[last - 1]]
+            if last > 0 and parts[last - 1] not in _CONTAINERS and not parts[last - 1].isdigit()
+            else []
+        )
         parts = before + parts[last + 1 :]
     else:
         parts = parts[-1:]
@@ -391,7 +471,9 @@ def _default_label(report: Mapping[str, Any]) -> str:
 
 def _default_title(reports, labels) -> str:
     hardware = sorted({r["hardware"]["name"] for r in reports})
-    dims = "; ".join(", ".join(f"{k}={v}" for k, v in r["model"]["dims"].items()) for r in reports if r["model"]["dims"])
+    dims = "; ".join(
+        ", ".join(f"{k}={v}" for k, v in r["model"]["dims"].items()) for r in reports if r["model"]["dims"]
+    )
     return f"{' vs '.join(labels)} on {', '.join(hardware)}" + (f"  ({dims})" if dims else "")
 
 

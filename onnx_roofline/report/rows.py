@@ -70,7 +70,9 @@ def to_dataframe(report: Report):
     try:
         import pandas
     except ImportError:
-        raise ImportError("Report.to_dataframe() needs pandas (pip install pandas); Report.rows() gives the same rows as plain dicts") from None
+        raise ImportError(
+            "Report.to_dataframe() needs pandas (pip install pandas); Report.rows() gives the same rows as plain dicts"
+        ) from None
     return pandas.DataFrame.from_records(rows(report), columns=list(ROW_KEYS), index="index")
 
 

@@ -12,13 +12,35 @@ import operator
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.report.model import NodeResult, Report
 
 CSV_COLUMNS = (
-    "index", "name", "op_type", "domain", "status", "flops", "transcendentals", "dequantize_flops", "bytes_read",
-    "bytes_written", "bytes", "parameters", "intensity", "unit", "dtype", "ridge", "bound", "time_s", "reason",
-    "constant_foldable", "members", "module", "time_share", "attainable_flops", "at_most",
+    "index",
+    "name",
+    "op_type",
+    "domain",
+    "status",
+    "flops",
+    "transcendentals",
+    "dequantize_flops",
+    "bytes_read",
+    "bytes_written",
+    "bytes",
+    "parameters",
+    "intensity",
+    "unit",
+    "dtype",
+    "ridge",
+    "bound",
+    "time_s",
+    "reason",
+    "constant_foldable",
+    "members",
+    "module",
+    "time_share",
+    "attainable_flops",
+    "at_most",
 )
 
 
@@ -33,7 +55,9 @@ def iter_json(report: Report, other: Report | None = None) -> Iterator[str]:
     """render_json's text in pieces, the nodes' objects built and written a few thousand at a
     time: a million-node report is never one dict or one string in memory."""
     encoder = _Encoder()
-    head, tail = encoder.text(report.to_dict_with(_NODES, other if other is not None else report.other), 0).split(_NODES_MARK)
+    head, tail = encoder.text(report.to_dict_with(_NODES, other if other is not None else report.other), 0).split(
+        _NODES_MARK
+    )
     yield head
     enabled = gc.isenabled()
     gc.disable()  # the nodes' dicts are acyclic and freed at once: a cyclic collection would find nothing
@@ -59,7 +83,9 @@ def _node_texts(report: Report, encoder: _Encoder) -> Iterator[_Text]:
     for index, node in enumerate(report.nodes):
         has_members = index < len(members)
         tensors = node.inputs + node.outputs
-        predicted = report.prediction.per_kernel[index] if report.prediction is not None else None  # a kernel's own, as its figures are
+        predicted = (
+            report.prediction.per_kernel[index] if report.prediction is not None else None
+        )  # a kernel's own, as its figures are
         key = (node.op_type, node.domain, len(node.inputs), len(tensors), node.figures_key, has_members, predicted)
         written = templates.get(key)
         if written is None:
@@ -83,11 +109,15 @@ they stand; the others are written once per template."""
 _SLOT = "\0slot\0"  # never in json's text, which escapes control characters
 
 
-def _template(encoder: _Encoder, value: dict, level: int, slots: tuple[str, ...], item_slots: tuple[str, ...] = ()) -> str:
+def _template(
+    encoder: _Encoder, value: dict, level: int, slots: tuple[str, ...], item_slots: tuple[str, ...] = ()
+) -> str:
     """A dict written at `level` as a %-template: a %s for the value of each key in `slots` and
     for each item of the lists of `item_slots`."""
     slot = _Text(_SLOT)
-    marked = {key: slot if key in slots else [slot] * len(item) if key in item_slots else item for key, item in value.items()}
+    marked = {
+        key: slot if key in slots else [slot] * len(item) if key in item_slots else item for key, item in value.items()
+    }
     text = encoder.dict_text(marked, level)
     return "%s".join(part.replace("%", "%%") for part in text.split(_SLOT))
 
@@ -221,7 +251,9 @@ class _Encoder:
         if first is int and set(map(type, value)) == _INTS:  # a shape: one join
             return "[" + newline + ("," + newline).join(map(_int, value)) + self.newlines[level] + "]"
         text = self.text
-        return "[" + newline + ("," + newline).join([text(item, level + 1) for item in value]) + self.newlines[level] + "]"
+        return (
+            "[" + newline + ("," + newline).join([text(item, level + 1) for item in value]) + self.newlines[level] + "]"
+        )
 
     def dict_text(self, value: dict, level: int) -> str:
         if not value:
@@ -267,7 +299,6 @@ class _Encoder:
         if kind is list or kind is tuple:
             return functools.partial(self.list_text, level=level)
         return functools.partial(self.scalar, level=level)
-
 
 
 def _key(key: Any) -> str:
@@ -318,11 +349,17 @@ class _FloatTexts(dict):
 
 def render_csv(report: Report) -> str:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=[*CSV_COLUMNS, "output_shape"], extrasaction="ignore", lineterminator="\n")
+    writer = csv.DictWriter(
+        buffer, fieldnames=[*CSV_COLUMNS, "output_shape"], extrasaction="ignore", lineterminator="\n"
+    )
     writer.writeheader()
     for node in report.node_dicts():  # to_dict's "nodes", one at a time: not the whole report's tree at once
         output = node["outputs"][0] if node["outputs"] else None
         shape = output["shape"] if output else None
-        members = " ".join(map(str, node["members"])) if "members" in node else ""  # deployed: the graph nodes a kernel covers
-        writer.writerow({**node, "members": members, "output_shape": "x".join(map(str, shape)) if shape is not None else ""})
+        members = (
+            " ".join(map(str, node["members"])) if "members" in node else ""
+        )  # deployed: the graph nodes a kernel covers
+        writer.writerow(
+            {**node, "members": members, "output_shape": "x".join(map(str, shape)) if shape is not None else ""}
+        )
     return buffer.getvalue()

@@ -5,14 +5,22 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
+from onnx_roofline.costs.roofline import COMPUTE, MEMORY
 from onnx_roofline.report.breakdown import (
-    MODULE, OP_TYPE, Group, breakdown, group_label, module_of, module_path, top_nodes,
+    MODULE,
+    OP_TYPE,
+    Group,
+    breakdown,
+    group_label,
+    module_of,
+    module_path,
+    top_nodes,
 )  # fmt: skip
 from onnx_roofline.report.findings import WHAT_TIME_IS, findings, headline_lines
 from onnx_roofline.report.model import OK, WRITTEN, NodeResult, Report
 from onnx_roofline.report.units import duration, flops_text, number, percent, si
-from onnx_roofline.costs.roofline import COMPUTE, MEMORY
-from onnx_roofline.shapes.roles import NAME, DimDefault, listed as listed_dims
+from onnx_roofline.shapes.roles import NAME, DimDefault
+from onnx_roofline.shapes.roles import listed as listed_dims
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,13 +38,26 @@ def render_table(report: Report, top: int = 15, by: Sequence[str] = (OP_TYPE,), 
     sections = [_summary(report, other)]
     if top:  # --top 0: no node list, not an empty header
         sections.append(_top_grouped(report, top, colour) if group else _top_nodes(report, top, colour))
-    sections += [_breakdown_across_layers(report, depth) if group and family == MODULE else _breakdown(report, family, depth) for family in by]
+    sections += [
+        _breakdown_across_layers(report, depth) if group and family == MODULE else _breakdown(report, family, depth)
+        for family in by
+    ]
     return "\n\n".join(sections) + "\n"
 
 
 def _summary(report: Report, other: Report | None = None) -> str:
     totals, model, hw = report.totals, report.model, report.hardware
-    dims = listed_dims(model.dims, {k: model.dim_roles.get(k) or DimDefault(v, k, NAME) for k, v in model.dims.items() if k in model.defaulted_dims}) or "none"
+    dims = (
+        listed_dims(
+            model.dims,
+            {
+                k: model.dim_roles.get(k) or DimDefault(v, k, NAME)
+                for k, v in model.dims.items()
+                if k in model.defaulted_dims
+            },
+        )
+        or "none"
+    )
     lines = [
         f"model     {model.path or '<in-memory>'}  ({node_count_words(report)}, {si(model.parameters, '')} parameters, dims: {dims})",
         f"hardware  {hw.name} [{hw.key}]  {si(hw.memory_bandwidth, 'B/s')}",
@@ -124,7 +145,10 @@ def _top_grouped(report: Report, top: int, colour: bool) -> str:
 
     rows = [alike_cells(g, report.totals.time_s) for g in top_alike(report, top)]
     what = "nodes" if report.view == WRITTEN else "kernels"
-    return f"top {len(rows)} {what} by time, alike {what} of different layers as one row ({WHAT_TIME_IS[report.view]})\n" + _grid(NODE_HEADER, rows, colour)
+    return (
+        f"top {len(rows)} {what} by time, alike {what} of different layers as one row ({WHAT_TIME_IS[report.view]})\n"
+        + _grid(NODE_HEADER, rows, colour)
+    )
 
 
 def _breakdown_across_layers(report: Report, depth: int) -> str:
@@ -145,7 +169,9 @@ def shape_text(node: NodeResult) -> str:
     (`?` unknown) and what its elements agree on; `at most 800x3` where the sizes rest on a bound
     the graph fixes (NodeResult.at_most)."""
     out = node.outputs[0] if node.outputs else None
-    text = "x".join("?" if d is None else str(d) for d in out.shape) if out is not None and out.shape is not None else "?"
+    text = (
+        "x".join("?" if d is None else str(d) for d in out.shape) if out is not None and out.shape is not None else "?"
+    )
     if out is not None and out.sequence:
         text = f"{'?' if out.elements is None else len(out.elements)}×({text})"
     return f"at most {text}" if node.at_most else text
@@ -166,7 +192,9 @@ def _grid(header: Sequence[str], rows: Sequence[Sequence[str]], colour: bool = F
 
 def _row(cells: Sequence[str], widths: Sequence[int], bound_column: int | None = None) -> str:
     first = cells[0] if len(cells[0]) <= widths[0] else "…" + cells[0][-(widths[0] - 1) :]
-    parts = [first.ljust(widths[0])] + [c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells[1:], widths[1:]), 1)]
+    parts = [first.ljust(widths[0])] + [
+        c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(cells[1:], widths[1:], strict=False), 1)
+    ]
     if bound_column is not None and cells[bound_column] in BOUND_COLOURS:
         parts[bound_column] = BOUND_COLOURS[cells[bound_column]] + parts[bound_column] + _RESET
     return "  ".join(parts).rstrip()

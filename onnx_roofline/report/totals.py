@@ -3,8 +3,8 @@ sum their groups without importing the Report, which delegates to them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
 from onnx_roofline.costs.roofline import MEMORY

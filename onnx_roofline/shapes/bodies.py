@@ -56,17 +56,27 @@ def _loop_body(node: OpNode[TensorInfo]) -> Body:
     trips = node.input_value(0) if node.inputs and node.inputs[0] is not None else None
     inputs = (TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:])
     carried = len(node.inputs) - 2
-    return Body("body", graph, inputs, _count(trips), _aliases(graph.output[1 : 1 + carried], node.proto.output[:carried]))
+    return Body(
+        "body", graph, inputs, _count(trips), _aliases(graph.output[1 : 1 + carried], node.proto.output[:carried])
+    )
 
 
 def _scan_body(node: OpNode[TensorInfo]) -> Body:
     graph = node.attrs["body"]
     states = len(node.inputs) - node.attrs["num_scan_inputs"]
     scans = node.operands[states:]
-    axes = [axis % x.rank for x, axis in zip(scans, node.attrs.get("scan_input_axes") or [0] * len(scans))]
-    inputs = (*node.inputs[:states], *[_drop(x, axis) for x, axis in zip(scans, axes)])
+    axes = [
+        axis % x.rank for x, axis in zip(scans, node.attrs.get("scan_input_axes") or [0] * len(scans), strict=False)
+    ]
+    inputs = (*node.inputs[:states], *[_drop(x, axis) for x, axis in zip(scans, axes, strict=False)])
     length = _dims(scans[0])[axes[0]] if scans else None
-    return Body("body", graph, inputs, length if isinstance(length, int) else None, _aliases(graph.output[:states], node.proto.output[:states]))
+    return Body(
+        "body",
+        graph,
+        inputs,
+        length if isinstance(length, int) else None,
+        _aliases(graph.output[:states], node.proto.output[:states]),
+    )
 
 
 def _scan_v8_body(node: OpNode[TensorInfo]) -> Body:
@@ -77,7 +87,9 @@ def _scan_v8_body(node: OpNode[TensorInfo]) -> Body:
     first = node.operand(states)
     inputs = (*[_drop(s, 0) for s in node.operands[1:states]], *[_drop(_drop(x, 0), 0) for x in node.operands[states:]])
     batch, length = _dims(first)[:2]
-    return Body("body", graph, inputs, batch * length if isinstance(batch, int) and isinstance(length, int) else None, ())
+    return Body(
+        "body", graph, inputs, batch * length if isinstance(batch, int) and isinstance(length, int) else None, ()
+    )
 
 
 def _drop(tensor: TensorInfo, axis: int) -> TensorInfo:
@@ -97,7 +109,9 @@ def _count(value: np.ndarray | None) -> int | None:
 
 
 def _aliases(body_outputs, node_outputs) -> tuple[tuple[str, str], ...]:
-    return tuple((inner.name, outer) for inner, outer in zip(body_outputs, node_outputs) if outer and inner.name)
+    return tuple(
+        (inner.name, outer) for inner, outer in zip(body_outputs, node_outputs, strict=False) if outer and inner.name
+    )
 
 
 @dataclass(frozen=True)
@@ -111,8 +125,13 @@ class BranchChoice:
     implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (use_cache_branch=1)
 
 
-def choose_branch(node: OpNode[TensorInfo], condition_inputs: tuple[str, ...], graph_inputs: dict[str, TensorInfo], given: frozenset[str],
-                  conditions: Mapping[str, bool] | None = None) -> BranchChoice:
+def choose_branch(
+    node: OpNode[TensorInfo],
+    condition_inputs: tuple[str, ...],
+    graph_inputs: dict[str, TensorInfo],
+    given: frozenset[str],
+    conditions: Mapping[str, bool] | None = None,
+) -> BranchChoice:
     """The branch the condition's value takes (a constant, a graph input given --value, or the
     condition itself given one: `conditions`, input_values.if_conditions); else
     the one its meaning and the bound dims imply: a merged decoder's `use_cache_branch` is true
@@ -120,7 +139,11 @@ def choose_branch(node: OpNode[TensorInfo], condition_inputs: tuple[str, ...], g
     None: both branches, said as such."""
     name = node.inputs[0].name if node.inputs and node.inputs[0] is not None else ""
     if conditions and name in conditions:
-        return BranchChoice("then_branch" if conditions[name] else "else_branch", f"--value {shlex.quote(f'{name}={int(conditions[name])}')}", condition_inputs)
+        return BranchChoice(
+            "then_branch" if conditions[name] else "else_branch",
+            f"--value {shlex.quote(f'{name}={int(conditions[name])}')}",
+            condition_inputs,
+        )
     condition = node.input_value(0)
     if condition is not None and condition.size == 1:
         taken = "then_branch" if bool(condition.reshape(-1)[0]) else "else_branch"
@@ -132,11 +155,22 @@ def choose_branch(node: OpNode[TensorInfo], condition_inputs: tuple[str, ...], g
         if pasts:
             empty = [info for info in pasts if 0 in info.shape]
             taken, value = ("else_branch", 0) if empty else ("then_branch", 1)
-            state = f"{empty[0].name!r} is empty" if empty else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
-            return BranchChoice(taken, f"default: {name}={value}, as {state}; --value {shlex.quote(f'{name}={1 - value}')} for the other", (name,), (name, value))
+            state = (
+                f"{empty[0].name!r} is empty"
+                if empty
+                else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
+            )
+            return BranchChoice(
+                taken,
+                f"default: {name}={value}, as {state}; --value {shlex.quote(f'{name}={1 - value}')} for the other",
+                (name,),
+                (name, value),
+            )
     flags = [value_flag(source, getattr(graph_inputs.get(source), "shape", None)) for source in condition_inputs]
     if condition_inputs and all(flags):
         picks = ", ".join(flag for flag in flags if flag)
     else:  # computed from data no flag gives (an image's scores): the condition itself takes one
         picks = f"--value {shlex.quote(f'{name}=1')} takes then_branch, =0 else_branch"
-    return BranchChoice(None, f"its condition is data: both branches analyzed, the heavier counted ({picks})", condition_inputs)
+    return BranchChoice(
+        None, f"its condition is data: both branches analyzed, the heavier counted ({picks})", condition_inputs
+    )

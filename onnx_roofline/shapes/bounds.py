@@ -44,7 +44,9 @@ class Bound:
 
 
 Value = Callable[[str], "np.ndarray | None"]  # a value by name: the folded one, or an upper bound of one that is data
-Typed = tuple[tuple[TensorInfo, ...], "Bound | None"]  # the outputs typed at the bound, and the bound (None: the size is exact)
+Typed = tuple[
+    tuple[TensorInfo, ...], "Bound | None"
+]  # the outputs typed at the bound, and the bound (None: the size is exact)
 
 
 def typed_at_bound(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
@@ -79,7 +81,9 @@ def _non_max_suppression(node: Node, inputs: Sequence[TensorInfo | None], value:
     return _bound(node, (TensorInfo(node.outputs[0], (rows, 3), "int64"),), rows, why)
 
 
-_SATURATED = 2**62  # an axis this long stands for one whose size is data: a slice that keeps less of it keeps a constant length
+_SATURATED = (
+    2**62
+)  # an axis this long stands for one whose size is data: a slice that keeps less of it keeps a constant length
 
 
 def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
@@ -91,20 +95,29 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     data = inputs[0] if inputs else None
     if data is None or not data.shape or data.dtype is None or len(node.inputs) < 3:
         return None
-    given_starts, given_axes, given_steps = (value(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None for slot in (1, 3, 4))
+    given_starts, given_axes, given_steps = (
+        value(node.inputs[slot]) if slot < len(node.inputs) and node.inputs[slot] else None for slot in (1, 3, 4)
+    )
     exact = value(node.inputs[2])
     given_ends = exact if exact is not None else upper(node.inputs[2])
-    if given_starts is None or given_ends is None or any(
-        array is not None and array.dtype.kind not in "iu" for array in (given_starts, given_ends, given_axes, given_steps)
+    if (
+        given_starts is None
+        or given_ends is None
+        or any(
+            array is not None and array.dtype.kind not in "iu"
+            for array in (given_starts, given_ends, given_axes, given_steps)
+        )
     ):
         return None  # a float index: the file is invalid, and ONNX's inference says so
     starts, ends = given_starts.reshape(-1).tolist(), given_ends.reshape(-1).tolist()
     steps = [1] * len(starts) if given_steps is None else given_steps.reshape(-1).tolist()
     axes = list(range(len(starts))) if given_axes is None else given_axes.reshape(-1).tolist()
-    if exact is None and not all(start >= 0 and end >= 0 and step > 0 for start, end, step in zip(starts, ends, steps)):
+    if exact is None and not all(
+        start >= 0 and end >= 0 and step > 0 for start, end, step in zip(starts, ends, steps, strict=False)
+    ):
         return None  # the length grows with the end only from a start and to an end counted from the front
     shape, bounded = list(data.shape), []
-    for start, end, axis, step in zip(starts, ends, axes, steps):
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=False):
         if step == 0 or not -len(shape) <= axis < len(shape):
             return None  # a runtime refuses it
         axis %= len(shape)
@@ -128,7 +141,13 @@ def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     axis where it is shorter. The other axes must be known. None where k is a constant: then the
     output is k exactly, which ONNX's inference types."""
     data = inputs[0] if inputs else None
-    if data is None or not data.shape or data.dtype is None or len(node.inputs) < 2 or value(node.inputs[1]) is not None:
+    if (
+        data is None
+        or not data.shape
+        or data.dtype is None
+        or len(node.inputs) < 2
+        or value(node.inputs[1]) is not None
+    ):
         return None
     bounded = upper(node.inputs[1])
     if bounded is None or bounded.size != 1 or bounded[0] < 0:
@@ -143,7 +162,10 @@ def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     kept = shape[axis] = min(k, size) if isinstance(size, int) else k
     if not all(isinstance(d, int) for d in shape):
         return None
-    outputs = (TensorInfo(node.outputs[0], tuple(shape), data.dtype), *(TensorInfo(name, tuple(shape), "int64") for name in node.outputs[1:2] if name))
+    outputs = (
+        TensorInfo(node.outputs[0], tuple(shape), data.dtype),
+        *(TensorInfo(name, tuple(shape), "int64") for name in node.outputs[1:2] if name),
+    )
     return _bound(node, outputs, kept, f"k at most {k}")
 
 
@@ -151,8 +173,13 @@ def selection_bound(node: Node, candidates: int, data: KnownTensor) -> Bound:
     """A NonZero or Compress with no count given: it selects at most every one of its candidates
     (each element of a NonZero's input; a Compress's along its axis)."""
     what = "elements" if node.op_type == "NonZero" else "candidates"
-    return Bound(node.name or f"{node.op_type}_{node.position}", node.op_type, node.outputs[0], candidates,
-                 f"all its input's {candidates:,} {what}: {'x'.join(str(d) for d in data.shape)}")
+    return Bound(
+        node.name or f"{node.op_type}_{node.position}",
+        node.op_type,
+        node.outputs[0],
+        candidates,
+        f"all its input's {candidates:,} {what}: {'x'.join(str(d) for d in data.shape)}",
+    )
 
 
 def _scatter(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
@@ -183,7 +210,9 @@ def upper_value(name: str, producer: Callable[[str], Node | None], value: Value)
         node = producer(node.inputs[0])
     if node is None or node.domain or node.op_type != "Min":
         return None
-    constants = [folded for folded in (value(i) for i in node.inputs if i) if folded is not None and folded.dtype.kind in "iu"]
+    constants = [
+        folded for folded in (value(i) for i in node.inputs if i) if folded is not None and folded.dtype.kind in "iu"
+    ]
     return np.minimum.reduce(np.broadcast_arrays(*constants)).reshape(-1) if constants else None
 
 
@@ -209,10 +238,8 @@ def _closure(nodes: Iterable[Node], bounded: set[str]) -> set[str]:
                 body = read_nodes(graph)
                 _closure(body, bounded)
                 inner |= any(name in bounded for step in body for name in step.outputs)
-        if node.op_type in _SHAPED_BY_DATA and not node.domain and not inner:
-            reads = node.inputs[:1]  # the updates' count is at most; the output's shape is its data's
-        else:
-            reads = node.inputs
+        # the updates' count is at most; the output's shape is its data's
+        reads = node.inputs[:1] if node.op_type in _SHAPED_BY_DATA and not node.domain and not inner else node.inputs
         if inner or any(name in bounded for name in (*reads, *node.outputs) if name):
             bounded.update(name for name in node.outputs if name)
     return bounded

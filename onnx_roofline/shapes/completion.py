@@ -26,7 +26,9 @@ BROADCASTING = frozenset({
 """ai.onnx ops whose output is the multidirectional broadcast of their inputs."""
 
 
-def complete(node: Node, inputs: tuple[TensorInfo | None, ...], partial: tuple[Dim, ...] | None) -> tuple[int, ...] | None:
+def complete(
+    node: Node, inputs: tuple[TensorInfo | None, ...], partial: tuple[Dim, ...] | None
+) -> tuple[int, ...] | None:
     """The node's single output shape from its known inputs, where ONNX's pass gave `partial` (the
     symbols learned so far put in); None where the op keeps nothing that tells."""
     tensors = [t for t in inputs if known(t)]

@@ -34,7 +34,9 @@ SPATIAL = 224
 OTHER = 1
 
 _BATCH_NAMES = frozenset({"n", "b", "bs", "bsz", "batchsize"})
-_LENGTH_WORDS = frozenset({"seq", "sequence", "sequences", "seqlen", "len", "length", "token", "tokens", "time", "frames"})
+_LENGTH_WORDS = frozenset(
+    {"seq", "sequence", "sequences", "seqlen", "len", "length", "token", "tokens", "time", "frames"}
+)
 _PAST_WORDS = frozenset({"past", "cache", "prev", "previous", "history"})
 _SPATIAL_WORDS = frozenset({"height", "width", "h", "w"})
 _EXPRESSION = re.compile(r"^[\w.]+(\s*[-+*]\s*[\w.]+)+$")
@@ -97,7 +99,9 @@ def default_dims(names: Iterable[str], given: Mapping[str, int] | None = None) -
     sizes = {**{n: v for n, (v, _) in chosen.items()}, **given}
     kind_of = {**given_kinds, **kinds}
     past = next((sizes[n] for n, k in kind_of.items() if k == "past" and n in sizes), PAST if decode else 0)
-    step = next((sizes[n] for n, k in kind_of.items() if k == "sequence" and n in sizes), DECODE_STEP if decode else SEQUENCE)
+    step = next(
+        (sizes[n] for n, k in kind_of.items() if k == "sequence" and n in sizes), DECODE_STEP if decode else SEQUENCE
+    )
     for name, kind in kinds.items():
         if kind == "total":
             chosen[name] = (past + step, "past + sequence" if decode else "sequence")
@@ -151,7 +155,13 @@ def evaluate(expression: str, values: Mapping[str, int]) -> int | None:
             left, right = value(node.left), value(node.right)
             if left is None or right is None:
                 return None
-            return left + right if isinstance(node.op, ast.Add) else left - right if isinstance(node.op, ast.Sub) else left * right
+            return (
+                left + right
+                if isinstance(node.op, ast.Add)
+                else left - right
+                if isinstance(node.op, ast.Sub)
+                else left * right
+            )
         return None
 
     return value(tree.body)
@@ -165,5 +175,7 @@ def notice(chosen: Mapping[str, tuple[int, str]]) -> str:
     """The one line on stderr: `unbound dims set to defaults: batch=1, x_dim2=224 (image height), ...`;
     a reason the name does not say is said: the dim's role in the graph (shapes/roles.py), what
     in the graph fixed it, or that no role was found."""
-    listed = ", ".join(f"{name}={value}" + ("" if why in _RULES else f" ({why})") for name, (value, why) in chosen.items())
+    listed = ", ".join(
+        f"{name}={value}" + ("" if why in _RULES else f" ({why})") for name, (value, why) in chosen.items()
+    )
     return f"unbound dims set to defaults: {listed} (bind them with --dim NAME=N; see docs/defaults.md)"

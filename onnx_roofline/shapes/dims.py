@@ -21,7 +21,9 @@ def parse_dim(text: str) -> tuple[str, int]:
     first step of a KV-cache decoder, whose cache is still empty (`past_sequence=0`)."""
     match = _NAME_VALUE.match(text)
     if not match or not _DIGITS.fullmatch(match.group(2)):
-        raise DimensionError(f"malformed --dim {_short(text)!r}: expected NAME=SIZE, a whole number (0: an empty axis), e.g. batch=8")
+        raise DimensionError(
+            f"malformed --dim {_short(text)!r}: expected NAME=SIZE, a whole number (0: an empty axis), e.g. batch=8"
+        )
     return match.group(1), _size(match.group(2), f"--dim {_short(text)!r}")
 
 
@@ -30,7 +32,9 @@ def parse_input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     match = _NAME_VALUE.match(text)
     parts = [p.strip() for p in match.group(2).lower().split("x")] if match else []
     if not match or not all(_DIGITS.fullmatch(p) for p in parts):
-        raise DimensionError(f"malformed --input {_short(text)!r}: expected NAME=DxDx..., e.g. pixel_values=1x3x224x224")
+        raise DimensionError(
+            f"malformed --input {_short(text)!r}: expected NAME=DxDx..., e.g. pixel_values=1x3x224x224"
+        )
     return match.group(1), tuple(_size(p, f"--input {_short(text)!r}") for p in parts)
 
 
@@ -43,11 +47,15 @@ def _size(digits: str, where: str) -> int:
     digits first: int() refuses strings of over 4,300 digits with a ValueError of its own)."""
     digits = digits.lstrip("0") or "0"
     if len(digits) > 18 or int(digits) > MAX_TENSOR_BYTES:
-        raise DimensionError(f"{where}: a dim must be at most 2^57 (no tensor can be larger than the largest address space of any CPU)")
+        raise DimensionError(
+            f"{where}: a dim must be at most 2^57 (no tensor can be larger than the largest address space of any CPU)"
+        )
     return int(digits)
 
 
-def checked_sizes(dims: Mapping | None, input_shapes: Mapping | None) -> tuple[dict[str, int], dict[str, tuple[int, ...]] | None]:
+def checked_sizes(
+    dims: Mapping | None, input_shapes: Mapping | None
+) -> tuple[dict[str, int], dict[str, tuple[int, ...]] | None]:
     """The API's `dims` and `input_shapes`, each size a whole number from 0 to 2^57 (a string or a
     float is a DimensionError naming it, not a TypeError deep in the engine)."""
 
@@ -159,7 +167,7 @@ def _set_shape(value: onnx.ValueInfoProto, shape: Sequence[int]) -> None:
     if tensor_type.HasField("shape") and len(declared) != len(shape):
         what = f"rank {len(shape)} given, but the model declares rank {len(declared)}"
         raise DimensionError(f"input_shapes[{value.name!r}]: {what}", cli=f"--input {value.name}: {what}")
-    for dim, size in zip(declared, shape):
+    for dim, size in zip(declared, shape, strict=False):
         if dim.HasField("dim_value") and dim.dim_value != size:
             what = f"dim {size} given where the model fixes {dim.dim_value}"
             raise DimensionError(f"input_shapes[{value.name!r}]: {what}", cli=f"--input {value.name}: {what}")

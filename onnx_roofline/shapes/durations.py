@@ -38,7 +38,9 @@ SUMMING_OPS = frozenset({"ReduceSum", "CumSum"})
 """The ai.onnx ops a length regulator sums its durations with."""
 
 _ROUNDING = frozenset({"Ceil", "Round", "Floor"})
-_PASSING = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Mul", "Clip", "Max", "Relu"})
+_PASSING = frozenset(
+    {"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Transpose", "Mul", "Clip", "Max", "Relu"}
+)
 """Ops between a rounded prediction and its sum: a mask or a speed multiplied in, a clamp at zero."""
 _DEPTH = 8
 
@@ -50,7 +52,9 @@ class Regulated:
     frames_per_token: float
     given: bool  # --frames-per-token said it; else FRAMES_PER_TOKEN
     nodes: tuple[str, ...]
-    sized: tuple[str, ...] = ()  # the nodes a value folded from those sums sizes (the Range to the frames): what verify checks at the run's sizes
+    sized: tuple[
+        str, ...
+    ] = ()  # the nodes a value folded from those sums sizes (the Range to the frames): what verify checks at the run's sizes
 
     @property
     def message(self) -> str:
@@ -60,7 +64,12 @@ class Regulated:
                 f"sized by it, the frames and everything made from them are estimates")  # fmt: skip
 
     def to_dict(self) -> dict:
-        return {"frames_per_token": self.frames_per_token, "given": self.given, "nodes": list(self.nodes), "sized": list(self.sized)}
+        return {
+            "frames_per_token": self.frames_per_token,
+            "given": self.given,
+            "nodes": list(self.nodes),
+            "sized": list(self.sized),
+        }
 
 
 def parse_frames(text: str) -> float:
@@ -94,7 +103,13 @@ def is_duration(name: str, producer: Callable[[str], Node | None]) -> bool:
     return False
 
 
-def assumed_sum(node: Node, data: TensorInfo, known: Mapping[str, np.ndarray], tensor: Callable[[str], TensorInfo | None], frames_per_token: float) -> np.ndarray | None:
+def assumed_sum(
+    node: Node,
+    data: TensorInfo,
+    known: Mapping[str, np.ndarray],
+    tensor: Callable[[str], TensorInfo | None],
+    frames_per_token: float,
+) -> np.ndarray | None:
     """The node's sum, every duration it sums `frames_per_token`, rounded up to whole frames; None
     where its other inputs (the axes) are not known or the durations are too many to hold."""
     if not known_tensor(data) or data.numel > MAX_FOLDED_ELEMENTS * 1024 or data.dtype is None:

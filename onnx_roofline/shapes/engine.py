@@ -29,28 +29,45 @@ import onnx
 from onnx import numpy_helper
 
 from onnx_roofline.model import heap
-from onnx_roofline.shapes import pieces, rules as shape_rules
-from onnx_roofline.shapes.completion import complete
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
-from onnx_roofline.shapes.folding import Folder
+from onnx_roofline.model.experts import MoeLayer
 from onnx_roofline.model.inferred import DeclaredTypes, declared_types, inferred_types
 from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isolated
-from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node, read_nodes
-from onnx_roofline.shapes.root_cause import RootCause
-from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, selection_bound, typed_at_bound, upper_value
-from onnx_roofline.shapes.texts import TEXT_OPS, typed_text
-from onnx_roofline.shapes.input_values import value_flag
-from onnx_roofline.model.schemas import may_have_bodies
+from onnx_roofline.model.schemas import may_have_bodies, opsets
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
-from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, SUMMING_OPS, Regulated, assumed_sum, is_duration
-from onnx_roofline.model.experts import MoeLayer
-from onnx_roofline.shapes.routing import ExpertSizing
-from onnx_roofline.shapes.sizing import UNSIZED, Sizing
-from onnx_roofline.shapes.selection import SELECTING_OPS, assumed_count, candidates, count_axis, fixed_count, selected_shape
-from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
-from onnx_roofline.model.tensors import Dim, TensorInfo, dtype_name, elem_type, element_inputs, is_floating, known, ranked_tensor, sequence_of
+from onnx_roofline.model.tensors import (
+    Dim,
+    TensorInfo,
+    dtype_name,
+    elem_type,
+    element_inputs,
+    is_floating,
+    known,
+    ranked_tensor,
+    sequence_of,
+)
 from onnx_roofline.model.text import as_text
+from onnx_roofline.shapes import pieces
+from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, selection_bound, typed_at_bound, upper_value
+from onnx_roofline.shapes.completion import complete
+from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, SUMMING_OPS, Regulated, assumed_sum, is_duration
+from onnx_roofline.shapes.folding import Folder
+from onnx_roofline.shapes.input_values import value_flag
+from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.shapes.routing import ExpertSizing
+from onnx_roofline.shapes.selection import (
+    SELECTING_OPS,
+    assumed_count,
+    candidates,
+    count_axis,
+    fixed_count,
+    selected_shape,
+)
+from onnx_roofline.shapes.sizing import UNSIZED, Sizing
+from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
+from onnx_roofline.shapes.texts import TEXT_OPS, typed_text
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +88,9 @@ class ShapeResult:
     assumed: tuple[str, ...] = ()  # the nodes whose output size is the --nonzero-fraction assumption (selection.py)
     routed: tuple[str, ...] = ()  # the experts' NonZeros sized by the routing load (routing.py)
     bounds: tuple[Bound, ...] = ()  # the data-dependent outputs typed at the bound the graph fixes (bounds.py)
-    regulated: Regulated | None = None  # the sums of predicted durations sized by the frames per token assumed (durations.py)
+    regulated: Regulated | None = (
+        None  # the sums of predicted durations sized by the frames per token assumed (durations.py)
+    )
 
 
 def infer(
@@ -112,8 +131,19 @@ def infer(
     unresolved = [name for node in unknown for name in node.outputs if name in needed and not known(values.get(name))]
     root = sweep.root_cause(nodes, needed) if unresolved else None
     left_unread = frozenset(name for name in unread if not known(values.get(name)))
-    return ShapeResult(values, sweep.folder.folded, "onnx+sweep", tuple(unresolved), root, tuple(warnings), left_unread, tuple(sweep.assumed),
-                       tuple(experts.sized) if experts else (), bounds=tuple(sweep.bounds), regulated=sweep.regulated())
+    return ShapeResult(
+        values,
+        sweep.folder.folded,
+        "onnx+sweep",
+        tuple(unresolved),
+        root,
+        tuple(warnings),
+        left_unread,
+        tuple(sweep.assumed),
+        tuple(experts.sized) if experts else (),
+        bounds=tuple(sweep.bounds),
+        regulated=sweep.regulated(),
+    )
 
 
 class _Sweep:
@@ -148,7 +178,9 @@ class _Sweep:
         self.nonzero_fraction = sizing.nonzero_fraction
         self.found = sizing.found_sizes  # the types a run found for values whose size is data (verify)
         self.nodes = nodes
-        self.element_symbols = {d for info in values.values() if info.sequence and info.shape for d in info.shape if isinstance(d, str)}
+        self.element_symbols = {
+            d for info in values.values() if info.sequence and info.shape for d in info.shape if isinstance(d, str)
+        }
         self.assumed: dict[str, None] = {}  # the nodes sized by nonzero_fraction, bodies' included, in the order met
         self.bounds: list[Bound] = []  # the outputs typed at a bound (bounds.py), bodies' included
         self.frames_per_token: float | None = None  # --frames-per-token, None for the default (durations.py)
@@ -172,10 +204,16 @@ class _Sweep:
         if not all(self.resolved(name) for name in node.inputs if name):
             return bool(self.type_at_bound(node))  # a bound may type a node whose data is only partly known
         if self.found and any(name in self.found for name in node.outputs):
-            each = [self.learn(self.found[name]) for name in node.outputs if name in self.found]  # each one, then whether any was new
+            each = [
+                self.learn(self.found[name]) for name in node.outputs if name in self.found
+            ]  # each one, then whether any was new
             return any(each)
         inputs = tuple(self.values[name] if name else None for name in node.inputs)
-        value = self.folder.value(node.outputs[0]) if node.outputs and _may_be_shape(self.values.get(node.outputs[0])) else None
+        value = (
+            self.folder.value(node.outputs[0])
+            if node.outputs and _may_be_shape(self.values.get(node.outputs[0]))
+            else None
+        )
         if value is not None:
             return self.learn(TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value)))
         if not node.domain and node.op_type in SELECTING_OPS:
@@ -207,8 +245,14 @@ class _Sweep:
             return None
         axis, rank = count_axis(node.op_type, attributes, len(data.shape))
         count = fixed_count(node.outputs[0], axis, rank, self.consumers, self.folder.value)
-        if count is None and node.op_type == "Compress" and (condition := self.folder.value(node.inputs[1])) is not None:
-            count = int(np.count_nonzero(condition.reshape(-1)[:total]))  # a constant condition: its trues among the candidates
+        if (
+            count is None
+            and node.op_type == "Compress"
+            and (condition := self.folder.value(node.inputs[1])) is not None
+        ):
+            count = int(
+                np.count_nonzero(condition.reshape(-1)[:total])
+            )  # a constant condition: its trues among the candidates
         if count is None and self.nonzero_fraction is None and self.experts is not None:
             count = self.experts.count(node, total)
         if count is None and self.nonzero_fraction is not None:
@@ -233,7 +277,9 @@ class _Sweep:
         if node.op_type in TEXT_OPS:  # what a text pipeline's sizes are, whatever its text (texts.py)
             bounded = typed_text(node, inputs, self.producers.get, self.values.get)
         else:
-            bounded = typed_at_bound(node, inputs, self.folder.value, lambda name: upper_value(name, self.producers.get, self.folder.value))
+            bounded = typed_at_bound(
+                node, inputs, self.folder.value, lambda name: upper_value(name, self.producers.get, self.folder.value)
+            )
         if bounded is None:
             return None
         outputs, bound = bounded
@@ -271,7 +317,9 @@ class _Sweep:
         sized = tuple(node.name or f"{node.op_type}_{node.position}" for node in self.nodes if any(
             slot < len(node.inputs) and node.inputs[slot] in assumed
             for slot in shape_rules.value_inputs(node.domain, node.op_type) or (VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ())))  # fmt: skip
-        return Regulated(FRAMES_PER_TOKEN if frames is None else frames, frames is not None, tuple(self.durations), sized)
+        return Regulated(
+            FRAMES_PER_TOKEN if frames is None else frames, frames is not None, tuple(self.durations), sized
+        )
 
     @functools.cached_property
     def producers(self) -> dict[str, Node]:
@@ -326,13 +374,21 @@ class _Sweep:
         if known(old) or not (info.is_known or old is None):
             return False
         self.values[info.name] = info
-        if old is not None and old.shape is not None and known(info) and not info.sequence and len(old.shape) == len(info.shape):
-            for before, after in zip(old.shape, info.shape):
+        if (
+            old is not None
+            and old.shape is not None
+            and known(info)
+            and not info.sequence
+            and len(old.shape) == len(info.shape)
+        ):
+            for before, after in zip(old.shape, info.shape, strict=False):
                 if isinstance(before, str) and before not in self.element_symbols:
                     self.symbols.setdefault(before, after)
         return info.is_known
 
-    def type_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> tuple[dict[str, TensorInfo], str | None]:
+    def type_outputs(
+        self, node: Node, inputs: tuple[TensorInfo | None, ...]
+    ) -> tuple[dict[str, TensorInfo], str | None]:
         """(outputs typed, why not where they were not): a shape rule first, else ONNX's
         inference of this one node with the values folded so far."""
         if shape_rules.lookup(node.domain, node.op_type) is not None:
@@ -353,7 +409,11 @@ class _Sweep:
     def shape_rule_failure(self, node: Node) -> str:
         """Why a shape rule typed nothing: a value it reads is not a constant, or the inputs."""
         slots = shape_rules.value_inputs(node.domain, node.op_type)
-        unfolded = [node.inputs[s] for s in slots if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None]
+        unfolded = [
+            node.inputs[s]
+            for s in slots
+            if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None
+        ]
         if unfolded:
             return f"the shape rule for {_qualified(node)} needs the value of {', '.join(repr(n) for n in unfolded)}, not a constant the analysis could fold"
         return f"the shape rule for {_qualified(node)} failed on these inputs"
@@ -368,7 +428,7 @@ class _Sweep:
         value_slots = VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
         data = {
             name: numpy_helper.from_array(value, name)
-            for slot, (name, tensor) in enumerate(zip(node.inputs, inputs))
+            for slot, (name, tensor) in enumerate(zip(node.inputs, inputs, strict=False))
             if tensor is not None
             and (slot in value_slots or _may_be_shape(tensor))
             and tensor.numel <= MAX_FOLDED_ELEMENTS
@@ -382,11 +442,16 @@ class _Sweep:
                 outputs = self.isolated(node, lambda: _infer_function_call(call))
             else:
                 proto = with_defaults(node.proto)
-                outputs = self.isolated(node, lambda: onnx.shape_inference.infer_node_outputs(
-                    schema, proto, types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
-                ))
+                outputs = self.isolated(
+                    node,
+                    lambda: onnx.shape_inference.infer_node_outputs(
+                        schema, proto, types, data, opset_imports=self.opset_imports, ir_version=self.ir_version
+                    ),
+                )
         except PassCrashed as exc:
-            message = f"ONNX shape inference of node {node.name or node.op_type!r} ({_qualified(node)}) {CRASHED} ({exc.how})"
+            message = (
+                f"ONNX shape inference of node {node.name or node.op_type!r} ({_qualified(node)}) {CRASHED} ({exc.how})"
+            )
             log.warning(message)
             self.warnings.append(message)
             self.crashed = True
@@ -394,7 +459,9 @@ class _Sweep:
             return {}, reason
         except Exception as exc:  # onnx raises InferenceError, RuntimeError, ValueError, …: it is the reason
             return {}, f"ONNX shape inference of {_qualified(node)} failed: {_first_line(exc)}"
-        typed = {name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()}
+        typed = {
+            name: TensorInfo(name, *(_read_type(type_proto) or (None, None))) for name, type_proto in outputs.items()
+        }
         unknown = [name for name in node.outputs if name and not known(typed.get(name))]
         return typed, _unknown_output_reason(node, unknown, outputs) if unknown else None
 
@@ -402,7 +469,11 @@ class _Sweep:
         """A one-node ONNX call, in a child process (isolation.py) where the node's domain is
         CRASH_PRONE or ONNX's pass crashed on this graph; in-process otherwise (a fork for each
         node a sweep visits would cost far more than the inference)."""
-        return isolated(f"ONNX's C++ shape inference of {_qualified(node)}", fn, risky=self.crashed or node.domain in CRASH_PRONE_DOMAINS)
+        return isolated(
+            f"ONNX's C++ shape inference of {_qualified(node)}",
+            fn,
+            risky=self.crashed or node.domain in CRASH_PRONE_DOMAINS,
+        )
 
     def function_call(self, node: Node, types, data) -> onnx.ModelProto:
         """A one-node model calling a model-local function, for ONNX's inference to type."""
@@ -413,9 +484,13 @@ class _Sweep:
             [onnx.helper.make_empty_tensor_value_info(name) for name in node.outputs if name],
             initializer=list(data.values()),
         )
-        return onnx.helper.make_model(graph, opset_imports=self.opset_imports, ir_version=self.ir_version, functions=self.model.functions)
+        return onnx.helper.make_model(
+            graph, opset_imports=self.opset_imports, ir_version=self.ir_version, functions=self.model.functions
+        )
 
-    def body(self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]) -> tuple[onnx.GraphProto, ShapeResult]:
+    def body(
+        self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]
+    ) -> tuple[onnx.GraphProto, ShapeResult]:
         graph = next(attr.g for attr in node.attributes if attr.name == attribute)
         result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.sizing)
         self.assumed.update(dict.fromkeys(result.assumed))
@@ -432,11 +507,11 @@ class _Sweep:
         graph, result = self.body(node, "body", body_inputs)
         ends = [result.values.get(output.name) for output in graph.output[1:]]
         typed: dict[str, TensorInfo] = {}
-        for name, start, end in zip(node.outputs, carried, ends):
+        for name, start, end in zip(node.outputs, carried, ends, strict=False):
             if name and known(end) and start is not None and end.shape == start.shape:
                 typed[name] = TensorInfo(name, end.shape, end.dtype)
         trips = self.folder.value(node.inputs[0]) if node.inputs and node.inputs[0] else None
-        for name, per_trip in zip(node.outputs[len(carried) :], ends[len(carried) :]):
+        for name, per_trip in zip(node.outputs[len(carried) :], ends[len(carried) :], strict=False):
             if name and known(per_trip) and trips is not None and trips.size == 1:
                 typed[name] = TensorInfo(name, (int(trips.reshape(-1)[0]), *per_trip.shape), per_trip.dtype)
         return typed
@@ -458,20 +533,25 @@ class _Sweep:
         if len(ranked) < len(sliced):
             return {}
         input_axes = list(attrs["scan_input_axes"].ints) if "scan_input_axes" in attrs else [0] * scans
-        if len(input_axes) != scans or not all(-len(t.shape) <= axis < len(t.shape) for axis, t in zip(input_axes, ranked)):
+        if len(input_axes) != scans or not all(
+            -len(t.shape) <= axis < len(t.shape) for axis, t in zip(input_axes, ranked, strict=False)
+        ):
             return {}
-        axes = [axis % t.rank for axis, t in zip(input_axes, ranked)]
+        axes = [axis % t.rank for axis, t in zip(input_axes, ranked, strict=False)]
         length = ranked[0].shape[axes[0]]
-        slices = [TensorInfo(t.name, t.shape[:axis] + t.shape[axis + 1 :], t.dtype) for t, axis in zip(ranked, axes)]
+        slices = [
+            TensorInfo(t.name, t.shape[:axis] + t.shape[axis + 1 :], t.dtype)
+            for t, axis in zip(ranked, axes, strict=False)
+        ]
         graph, result = self.body(node, "body", [*states, *slices])
         ends = [result.values.get(output.name) for output in graph.output]
         typed: dict[str, TensorInfo] = {}
-        for name, start, end in zip(node.outputs, states, ends):
+        for name, start, end in zip(node.outputs, states, ends, strict=False):
             if name and known(end) and start is not None and end.shape == start.shape:
                 typed[name] = TensorInfo(name, end.shape, end.dtype)
         per_step = ends[len(states) :]
         output_axes = list(attrs["scan_output_axes"].ints) if "scan_output_axes" in attrs else [0] * len(per_step)
-        for name, step, axis in zip(node.outputs[len(states) :], per_step, output_axes):
+        for name, step, axis in zip(node.outputs[len(states) :], per_step, output_axes, strict=False):
             if name and known(step) and -len(step.shape) - 1 <= axis <= len(step.shape):
                 axis %= len(step.shape) + 1
                 typed[name] = TensorInfo(name, (*step.shape[:axis], length, *step.shape[axis:]), step.dtype)
@@ -480,11 +560,17 @@ class _Sweep:
     def if_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...] = ()) -> dict[str, TensorInfo]:
         """An If's outputs: the branch a folded condition takes, else what both branches agree on."""
         condition = self.folder.value(node.inputs[0])
-        branches = ["then_branch", "else_branch"] if condition is None else ["then_branch" if condition.reshape(-1)[0] else "else_branch"]
+        branches = (
+            ["then_branch", "else_branch"]
+            if condition is None
+            else ["then_branch" if condition.reshape(-1)[0] else "else_branch"]
+        )
         results = []
         for branch in branches:
             graph, result = self.body(node, branch, ())
-            if len(graph.output) != len(node.outputs):  # a runtime refuses it (conformance flags it); ONNX's inference says why
+            if len(graph.output) != len(
+                node.outputs
+            ):  # a runtime refuses it (conformance flags it); ONNX's inference says why
                 return {}
             results.append([result.values.get(output.name) for output in graph.output])
         typed: dict[str, TensorInfo] = {}
@@ -511,9 +597,18 @@ class _Sweep:
                     return {}
                 elements[slot].append(info.shape)
                 dtypes[slot] = info.dtype
-        return {name: sequence_of(name, shapes, dtype) for name, shapes, dtype in zip(node.outputs, elements, dtypes) if name}
+        return {
+            name: sequence_of(name, shapes, dtype)
+            for name, shapes, dtype in zip(node.outputs, elements, dtypes, strict=False)
+            if name
+        }
 
-    BODIES = {"Loop": loop_outputs, "If": if_outputs, "Scan": scan_outputs, "SequenceMap": sequence_map_outputs}  # ops typed from their bodies
+    BODIES = {
+        "Loop": loop_outputs,
+        "If": if_outputs,
+        "Scan": scan_outputs,
+        "SequenceMap": sequence_map_outputs,
+    }  # ops typed from their bodies
 
     def root_cause(self, nodes: list[Node], needed: set[str]) -> RootCause | None:
         """The first node, in graph order, whose present inputs are all known and some of whose
@@ -550,8 +645,14 @@ class _Sweep:
         if node.op_type in _DATA_DEPENDENT:
             slots: Sequence[int] = range(len(node.inputs))
         else:
-            slots = shape_rules.value_inputs(node.domain, node.op_type) or (VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ())
-        pending = [node.inputs[s] for s in slots if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None]
+            slots = shape_rules.value_inputs(node.domain, node.op_type) or (
+                VALUE_INPUTS.get(node.op_type, ()) if not node.domain else ()
+            )
+        pending = [
+            node.inputs[s]
+            for s in slots
+            if s < len(node.inputs) and node.inputs[s] and self.folder.value(node.inputs[s]) is None
+        ]
         producers = {name: producer for producer in nodes for name in producer.outputs if name}
         graph = self.model.graph
         graph_inputs = {value.name for value in graph.input} - {tensor.name for tensor in graph.initializer}
@@ -586,7 +687,11 @@ def infer_body(
     for index, declaration in enumerate(graph.input):
         typed = inputs[index] if index < len(inputs) else None
         info = typed if typed is not None and typed.shape is not None and typed.dtype else tensor(declaration.name)
-        declared.append(dataclasses.replace(info, name=declaration.name).value_info() if ranked_tensor(info) and info.dtype is not None else declaration)
+        declared.append(
+            dataclasses.replace(info, name=declaration.name).value_info()
+            if ranked_tensor(info) and info.dtype is not None
+            else declaration
+        )
     initializers = list(graph.initializer)
     for name in graph_outer_references(graph):
         info = tensor(name)
@@ -608,7 +713,11 @@ def _unknown_output_reason(node: Node, unknown: list[str], types: Mapping[str, o
     a SplitToSequence's), which no TensorInfo describes; or a value it needs is data, not a constant."""
     if node.op_type in _DATA_DEPENDENT:
         return f"{node.op_type}'s output size depends on the values of its input data"
-    sequences = [name for name in unknown if name in types and types[name].WhichOneof("value") in ("sequence_type", "optional_type")]
+    sequences = [
+        name
+        for name in unknown
+        if name in types and types[name].WhichOneof("value") in ("sequence_type", "optional_type")
+    ]
     if sequences:
         return f"{', '.join(repr(n) for n in sequences[:3])}: a sequence of tensors, whose elements the analysis does not follow through {node.op_type}"
     return f"ONNX cannot type {', '.join(repr(n) for n in unknown[:3])}: an input value it needs is not a constant the analysis could fold"
@@ -637,7 +746,6 @@ def _may_be_shape(info: TensorInfo | None) -> bool:
     if is_floating(info.dtype):
         return False
     return info.shape is None or math.prod(d for d in info.shape if isinstance(d, int)) <= MAX_FOLDED_ELEMENTS
-
 
 
 def _all_int(shape: tuple) -> bool:
@@ -669,7 +777,7 @@ def _type_proto(shape: tuple | None, dtype: str, sequence: bool = False) -> onnx
     return onnx.helper.make_sequence_type_proto(tensor) if sequence else tensor
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _schema(op_type: str, opset: int | None, domain: str):
     try:
         return onnx.defs.get_schema(op_type, opset if opset is not None else onnx.defs.onnx_opset_version(), domain)
@@ -696,7 +804,9 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     return needed
 
 
-def _shape_map_inputs(graph: onnx.GraphProto, values: dict[str, TensorInfo], shapes: Mapping[str, tuple[int, ...]], warnings: list[str]) -> None:
+def _shape_map_inputs(
+    graph: onnx.GraphProto, values: dict[str, TensorInfo], shapes: Mapping[str, tuple[int, ...]], warnings: list[str]
+) -> None:
     """Map-typed graph inputs (a DictVectorizer's) take the shapes given them; one given none is
     said: how many entries a map holds is data, and nothing downstream can be sized without it."""
     for value in graph.input:
@@ -709,8 +819,10 @@ def _shape_map_inputs(graph: onnx.GraphProto, values: dict[str, TensorInfo], sha
             rank = len(cast("tuple[Dim, ...]", info.shape))  # a map's type has a shape (_read_map_type)
             form = "[maps, entries]" if rank == 2 else "[entries]"
             example = "8x3" if rank == 2 else "16"
-            warnings.append(f"graph input {value.name!r} is a map, whose entry count is data: give its shape {form} "
-                            f"as an input shape (--input {value.name}={example})")
+            warnings.append(
+                f"graph input {value.name!r} is a map, whose entry count is data: give its shape {form} "
+                f"as an input shape (--input {value.name}={example})"
+            )
 
 
 def _unknown(values: dict[str, TensorInfo], nodes: list[Node], needed: set[str]) -> tuple[list[Node], list[str]]:
@@ -763,11 +875,17 @@ def _clear_misinferred(values: dict[str, TensorInfo], nodes: list[Node]) -> None
     for node in nodes:
         if stale and not stale.isdisjoint(node.inputs):
             stale.update(name for name in node.outputs if name)
-        elif node.op_type in MISINFERRED and not node.domain and any(a.name == "ceil_mode" and a.i for a in node.attributes):
+        elif (
+            node.op_type in MISINFERRED
+            and not node.domain
+            and any(a.name == "ceil_mode" and a.i for a in node.attributes)
+        ):
             inputs = tuple(values.get(name) if name else None for name in node.inputs)
             if inputs and inputs[0] is not None and all(t.is_known for t in inputs if t is not None):
                 ruled = shape_rules.infer_node(node.proto, inputs, lambda name: None)
-                if any(name in ruled and not _same_type(ruled[name], values.get(name)) for name in node.outputs if name):
+                if any(
+                    name in ruled and not _same_type(ruled[name], values.get(name)) for name in node.outputs if name
+                ):
                     stale.update(name for name in node.outputs if name)
     for name in stale:
         if name in values:
@@ -796,7 +914,9 @@ def _for_inference(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto
     return copy
 
 
-def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[str], crashed: list[str]) -> DeclaredTypes:
+def _onnx_inference(
+    model: onnx.ModelProto, nodes: list[Node], warnings: list[str], crashed: list[str]
+) -> DeclaredTypes:
     """ONNX's inference over the whole graph (in pieces where it is very large: pieces.py): the
     value types it declares (inferred.py); where it fails, the model's own, and the sweep types
     node by node. Where it crashed (isolation.py), the part it crashed on is added to `crashed`."""
@@ -819,10 +939,14 @@ def _onnx_inference(model: onnx.ModelProto, nodes: list[Node], warnings: list[st
         return declared_types(model.graph)
 
 
-_TensorType = tuple[tuple[Dim, ...] | None, str | None, str | None, bool]  # (shape, dtype, key dtype: a map's, a sequence)
+_TensorType = tuple[
+    tuple[Dim, ...] | None, str | None, str | None, bool
+]  # (shape, dtype, key dtype: a map's, a sequence)
 
 
-def collect(graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: DeclaredTypes | None = None) -> dict[str, TensorInfo]:
+def collect(
+    graph: onnx.GraphProto, nodes: list[Node] | None = None, declared: DeclaredTypes | None = None
+) -> dict[str, TensorInfo]:
     """TensorInfo for every value the graph declares (inputs, initializers, value_info, outputs).
     `nodes`: the graph's nodes, where the caller has read them already; `declared`: the inputs',
     value_info's and outputs' types (inferred.py: ONNX's inferred ones), if not `graph`'s own."""

@@ -39,7 +39,7 @@ def _slice(inputs: list, attrs: Mapping) -> np.ndarray:
         starts, ends = attrs["starts"], attrs["ends"]
         axes, steps = attrs.get("axes", range(len(starts))), [1] * len(starts)
     index = [slice(None)] * data.ndim
-    for start, end, axis, step in zip(starts, ends, axes, steps):
+    for start, end, axis, step in zip(starts, ends, axes, steps, strict=False):
         index[int(axis)] = slice(int(start), int(end), int(step))
     return data[tuple(index)]
 
@@ -84,7 +84,13 @@ def _constant_of_shape(inputs: list, attrs: Mapping) -> np.ndarray | None:
     return np.full([int(s) for s in inputs[0]], value.reshape(-1)[0])
 
 
-_COMBINE: dict[str, Callable[..., np.ndarray]] = {"none": lambda old, new: new, "add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+_COMBINE: dict[str, Callable[..., np.ndarray]] = {
+    "none": lambda old, new: new,
+    "add": np.add,
+    "mul": np.multiply,
+    "max": np.maximum,
+    "min": np.minimum,
+}
 """ScatterElements' and ScatterND's `reduction`: how an update meets the value it lands on."""
 
 
@@ -192,7 +198,9 @@ _EVALUATORS: dict[str, Evaluator] = {
     "Clip": lambda i, a: np.clip(i[0], *[None if len(i) <= k or i[k] is None else i[k] for k in (1, 2)]),
     "ScatterElements": _scatter_elements,
     "ScatterND": _scatter_nd,
-    "GatherElements": lambda i, a: np.take_along_axis(i[0], np.where(i[1] < 0, i[1] + i[0].shape[a.get("axis", 0)], i[1]), a.get("axis", 0)),
+    "GatherElements": lambda i, a: np.take_along_axis(
+        i[0], np.where(i[1] < 0, i[1] + i[0].shape[a.get("axis", 0)], i[1]), a.get("axis", 0)
+    ),
     "GatherND": _gather_nd,
     "CumSum": _cum_sum,
     "ReduceProd": _reduce(np.prod),
@@ -251,7 +259,9 @@ class Folder:
     `assume`, where set, gives the value of a node whose inputs are data (a sum of predicted
     durations: durations.py), asked only where the node cannot be folded."""
 
-    def __init__(self, nodes: list[Node], tensor: Callable[[str], TensorInfo | None], constants: Mapping[str, ConstantSource]):
+    def __init__(
+        self, nodes: list[Node], tensor: Callable[[str], TensorInfo | None], constants: Mapping[str, ConstantSource]
+    ):
         self.producers = {output: node for node in nodes if not node.domain and (len(node.outputs) == 1 or node.op_type == "Split")
                           for output in node.outputs if output}  # fmt: skip
         self.tensor = tensor
@@ -259,7 +269,9 @@ class Folder:
         self.known: dict[str, np.ndarray] = {}  # constants converted and values folded
         self.folded: dict[str, np.ndarray] = {}  # the values computed, for the cost rules
         self._failed: set[str] = set()
-        self.assume: Callable[[Node, Mapping[str, np.ndarray]], np.ndarray | None] | None = None  # a value that is data, assumed (durations.py)
+        self.assume: Callable[[Node, Mapping[str, np.ndarray]], np.ndarray | None] | None = (
+            None  # a value that is data, assumed (durations.py)
+        )
         self.assumed: set[str] = set()  # the values `assume` gave, and those folded from them
 
     def retry(self) -> None:
@@ -284,7 +296,11 @@ class Folder:
                 failed.add(top)
                 stack.pop()
                 continue
-            missing = [] if node.op_type in _METADATA else [i for i in node.inputs if i and i not in known and i not in failed]
+            missing = (
+                []
+                if node.op_type in _METADATA
+                else [i for i in node.inputs if i and i not in known and i not in failed]
+            )
             if missing and top not in entered:  # evaluate the inputs first (a cycle ends here too)
                 entered.add(top)
                 stack.extend(missing)
@@ -338,10 +354,14 @@ def _split(inputs: list, attrs: Mapping, count: int) -> list[np.ndarray] | None:
     if len(sizes) != count or sum(sizes) != length or min(sizes) < 0:
         return None  # not a split this data allows: shape inference says why
     bounds = np.cumsum([0, *sizes])
-    return [np.take(data, np.arange(start, end), axis=axis) for start, end in zip(bounds[:-1], bounds[1:])]
+    return [
+        np.take(data, np.arange(start, end), axis=axis) for start, end in zip(bounds[:-1], bounds[1:], strict=False)
+    ]
 
 
-def fold_node(node: Node, tensor: Callable[[str], TensorInfo | None], known: Mapping[str, np.ndarray], output: str) -> np.ndarray | None:
+def fold_node(
+    node: Node, tensor: Callable[[str], TensorInfo | None], known: Mapping[str, np.ndarray], output: str
+) -> np.ndarray | None:
     """The value of the node's (small) `output`, where it is computable from the values known so
     far (constants and folded outputs) and from known shapes; None otherwise."""
     if node.op_type in _METADATA:
@@ -358,7 +378,7 @@ def fold_node(node: Node, tensor: Callable[[str], TensorInfo | None], known: Map
 
 def _all_known(names: list[str], known: Mapping[str, np.ndarray]) -> bool:
     """Every present input has a value (a plain loop: this runs for every node of the graph)."""
-    for name in names:
+    for name in names:  # noqa: SIM110 (the loop is the point: see the docstring)
         if name and name not in known:
             return False
     return True
@@ -373,7 +393,7 @@ def _metadata_value(node: Node, source: TensorInfo | None) -> np.ndarray | None:
         values = [math.prod(shape)]
     else:
         attrs = {a.name: a.i for a in node.attributes}
-        values = list(shape[attrs.get("start", 0) : attrs.get("end", None)])
+        values = list(shape[attrs.get("start", 0) : attrs.get("end")])
     if any(v >= 2**63 for v in values):
         return None
     return np.array(values[0] if node.op_type == "Size" else values, dtype=np.int64)

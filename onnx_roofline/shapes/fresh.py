@@ -16,7 +16,9 @@ from onnx_roofline.shapes.input_values import bind_values
 from onnx_roofline.shapes.sizing import Sizing
 
 
-def inferred_at(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing) -> tuple[onnx.ModelProto, list[Node], dict, ShapeResult]:
+def inferred_at(
+    model: str | os.PathLike | onnx.ModelProto, sizing: Sizing
+) -> tuple[onnx.ModelProto, list[Node], dict, ShapeResult]:
     """A fresh load of `model`, its values and the dims its inputs name bound as `sizing` says, and
     its shapes inferred: (proto, nodes, dim names, shapes). Raises what binding and inference raise."""
     proto, nodes = load_with_nodes(model)

@@ -12,8 +12,8 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS
 from onnx_roofline.errors import DimensionError
+from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS
 
 _NAME_VALUE = re.compile(r"^\s*([^=\s][^=]*?)\s*=\s*(.+?)\s*$")
 _NUMBER = re.compile(r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$")
@@ -100,7 +100,10 @@ def value_arrays(model: onnx.ModelProto, values: Mapping[str, Sequence[float] | 
         declared = inputs.get(name)
         if declared is None or name in initialized:
             listed = ", ".join(n for n in inputs if n not in initialized)
-            raise DimensionError(f"values key {name!r} is not a model input (inputs: {listed})", cli=f"--value {name!r} is not a model input (inputs: {listed})")
+            raise DimensionError(
+                f"values key {name!r} is not a model input (inputs: {listed})",
+                cli=f"--value {name!r} is not a model input (inputs: {listed})",
+            )
         arrays[name] = _typed(name, declared, value)
     return arrays
 
@@ -127,7 +130,7 @@ def _typed(name: str, declared: onnx.ValueInfoProto, value: Sequence[float] | fl
             array = array.reshape(1)
         if rank != array.ndim:
             raise _value_error(name, f"a rank-{array.ndim} value for an input of rank {rank}")
-        for dim, size in zip(tensor_type.shape.dim, array.shape):
+        for dim, size in zip(tensor_type.shape.dim, array.shape, strict=False):
             if dim.HasField("dim_value") and dim.dim_value != size:
                 raise _value_error(name, f"{size} elements where the model declares {dim.dim_value}")
     return array.astype(dtype)

@@ -21,9 +21,8 @@ import onnx
 
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS
 from onnx_roofline.model.inferred import DeclaredTypes, declared_types, inferred_types
-from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.schemas import may_have_bodies
+from onnx_roofline.model.schemas import may_have_bodies, opsets
 from onnx_roofline.model.scopes import outer_references
 from onnx_roofline.model.text import as_text
 from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults
@@ -33,7 +32,9 @@ PIECE_NODES = 10_000  # nodes above which a graph is inferred in pieces of this 
 SYMBOLS = "onnx_roofline::symbols"  # a value_info naming the symbols in use, for ONNX's table to skip
 
 
-def inferred_types_in_pieces(model: onnx.ModelProto, nodes: list[Node], size: int, failed: Callable[[str, Exception], None]) -> DeclaredTypes:
+def inferred_types_in_pieces(
+    model: onnx.ModelProto, nodes: list[Node], size: int, failed: Callable[[str, Exception], None]
+) -> DeclaredTypes:
     """The declared types of the model's graph after ONNX's inference of each piece of `size`
     nodes in turn, in the form `inferred_types` returns them (the graph's inputs, then what the
     pieces typed, then the graph's own declared types of what no piece did). A piece whose
@@ -70,13 +71,17 @@ class _Tables:
         self.value_info = {value.name: index for index, value in enumerate(graph.value_info)}
         self.outputs = {value.name: index for index, value in enumerate(graph.output)}
 
-    def piece_model(self, start: int, piece: list[Node], produced: dict[str, None], known: dict, symbols: set[str]) -> onnx.ModelProto:
+    def piece_model(
+        self, start: int, piece: list[Node], produced: dict[str, None], known: dict, symbols: set[str]
+    ) -> onnx.ModelProto:
         """A model of the piece's nodes alone (the graph's nodes from `start` on): what they read
         from before them as inputs (small inline initializers as themselves, for data propagation
         to read), the graph's value_info and outputs of what they produce, and a value_info naming
         the symbols in use."""
         graph, model = self.model.graph, self.model
-        result = onnx.ModelProto(ir_version=model.ir_version, opset_import=model.opset_import, functions=model.functions)
+        result = onnx.ModelProto(
+            ir_version=model.ir_version, opset_import=model.opset_import, functions=model.functions
+        )
         result.graph.name = graph.name
         result.graph.node.extend(graph.node[start : start + len(piece)])  # a slice: copied in C, not node by node
         if piece[0].has_metadata:  # dynamo's stack traces: serialized and parsed for nothing
@@ -99,7 +104,9 @@ class _Tables:
                 result.graph.output.add().CopyFrom(graph.output[self.outputs[name]])
         if symbols:
             holder = result.graph.value_info.add(name=_unused(SYMBOLS, produced.keys() | reads.keys()))
-            holder.type.tensor_type.shape.dim.extend(onnx.TensorShapeProto.Dimension(dim_param=symbol) for symbol in sorted(symbols))
+            holder.type.tensor_type.shape.dim.extend(
+                onnx.TensorShapeProto.Dimension(dim_param=symbol) for symbol in sorted(symbols)
+            )
         return result
 
     def _reads(self, piece: list[Node], produced: dict[str, None]) -> dict[str, None]:

@@ -56,16 +56,22 @@ class Implausible:
         return {"problem": self.problem, "dims": list(self.dims), "fix": dict(self.fix), "message": self.message}
 
 
-def contradicted(error: DimensionError, defaults: Mapping[str, DimDefault], runs: Callable[[dict[str, int]], bool], node_count: int) -> Implausible | None:
+def contradicted(
+    error: DimensionError, defaults: Mapping[str, DimDefault], runs: Callable[[dict[str, int]], bool], node_count: int
+) -> Implausible | None:
     """The Implausible for `error` (runnable's, raised at `defaults`), trying sizes with `runs`
     (bound dims → whether the graph runs at them: every other default as taken). None where no
     size of a default makes it run and no default lacks a role: it rests on the dims given."""
     order = {NONE: 0, GRAPH: 1, NAME: 2}
-    candidates = sorted((name for name, d in defaults.items() if d.source in order), key=lambda name: order[defaults[name].source])
+    candidates = sorted(
+        (name for name, d in defaults.items() if d.source in order), key=lambda name: order[defaults[name].source]
+    )
     budget = ATTEMPTS_LARGE if node_count > LARGE_GRAPH else ATTEMPTS
     problem = str(error)
     tries: list[dict[str, int]] = []
-    for name in candidates:  # larger first (a dim defaulted too small), then smaller (one longer than a table the graph holds)
+    for (
+        name
+    ) in candidates:  # larger first (a dim defaulted too small), then smaller (one longer than a table the graph holds)
         tries += [{name: size} for size in LADDER if size > defaults[name].size][:3]
         tries += [{name: size} for size in reversed(LADDER) if size < defaults[name].size][:2]
     loose = [name for name in candidates if defaults[name].source == NONE]
@@ -85,7 +91,14 @@ def runs_at(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing) -> bool:
 
     try:
         proto, nodes, dim_names, shapes = inferred_at(model, sizing)
-        check_runnable(nodes, shapes.values, sizing.dims, dim_names, (), constant_lookup(shapes.folded, lambda: constant_table(proto.graph, nodes), constant_array))
+        check_runnable(
+            nodes,
+            shapes.values,
+            sizing.dims,
+            dim_names,
+            (),
+            constant_lookup(shapes.folded, lambda: constant_table(proto.graph, nodes), constant_array),
+        )
     except RooflineError:
         return False
     return True

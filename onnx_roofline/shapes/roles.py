@@ -61,7 +61,9 @@ _FLOATS = frozenset({"float32", "float16", "bfloat16", "float64"})
 _IMAGE_DTYPES = _FLOATS | {"uint8"}
 _INTEGERS = frozenset({"int32", "int64", "int16", "int8", "uint8", "uint16", "uint32", "uint64"})
 _CHANNELS = frozenset({1, 3, 4})
-_PASS_THROUGH = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Transpose", "Clip", "Add", "Sub"})
+_PASS_THROUGH = frozenset(
+    {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Flatten", "Identity", "Transpose", "Clip", "Add", "Sub"}
+)
 """What a token input goes through on its way to its embedding's Gather (a cast to int64, a reshape
 to [B·S], an offset)."""
 _KEEPS_AXES = frozenset({"Cast", "Identity", "Sub", "Div", "Mul", "Add", "Clip", "Relu"})
@@ -125,7 +127,12 @@ def choose_defaults(
         elif rule == "spatial" or (rule == NO_DEFAULT and role in ("image height", "image width")):
             role = role if role in ("image height", "image width") else _side_from_name(name)
             if side is not None:
-                chosen[name] = DimDefault(side[0] if role == "image height" else side[1], role, MODEL, f"{role}, {side[2]} in the model's metadata")
+                chosen[name] = DimDefault(
+                    side[0] if role == "image height" else side[1],
+                    role,
+                    MODEL,
+                    f"{role}, {side[2]} in the model's metadata",
+                )
             else:
                 chosen[name] = DimDefault(SPATIAL, role, NAME if rule == "spatial" else GRAPH)
         elif rule != NO_DEFAULT:
@@ -143,12 +150,20 @@ def listed(dims: Mapping[str, int], roles: Mapping[str, DimDefault]) -> str:
     parts = []
     for name, size in sorted(dims.items()):
         role = roles.get(name)
-        parts.append(f"{name}={size}" + ("" if role is None else " (default)" if role.said is None else f" ({role.said}, default)"))
+        parts.append(
+            f"{name}={size}"
+            + ("" if role is None else " (default)" if role.said is None else f" ({role.said}, default)")
+        )
     return ", ".join(parts)
 
 
-def suggested_defaults(model: onnx.ModelProto, nodes: list[Node], unbound: Sequence[str], given: Mapping[str, int],
-                       implied: Mapping[str, int]) -> dict[str, DimDefault]:
+def suggested_defaults(
+    model: onnx.ModelProto,
+    nodes: list[Node],
+    unbound: Sequence[str],
+    given: Mapping[str, int],
+    implied: Mapping[str, int],
+) -> dict[str, DimDefault]:
     """What an error naming unbound dims suggests for each (a strict command takes no default): its
     default by role, or the size the graph fixes (`implied`, runnable.implied_sizes)."""
     from onnx_roofline.shapes.dims import input_dim_names
@@ -156,7 +171,9 @@ def suggested_defaults(model: onnx.ModelProto, nodes: list[Node], unbound: Seque
     metadata = {entry.key: entry.value for entry in model.metadata_props}
     chosen = choose_defaults(model.graph, nodes, input_dim_names(model.graph), unbound, given, metadata)
     for dim, size in implied.items():
-        chosen[dim] = DimDefault(size, chosen[dim].role if dim in chosen else NO_ROLE, SOLVED, "the size the graph fixes")
+        chosen[dim] = DimDefault(
+            size, chosen[dim].role if dim in chosen else NO_ROLE, SOLVED, "the size the graph fixes"
+        )
     return chosen
 
 
@@ -201,7 +218,11 @@ class _Roles:
             if value.name in initialized or value.type.WhichOneof("value") != "tensor_type":
                 continue
             tensor_type = value.type.tensor_type
-            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tensor_type.shape.dim] if tensor_type.HasField("shape") else []
+            dims = (
+                [d.dim_value if d.HasField("dim_value") else d.dim_param or None for d in tensor_type.shape.dim]
+                if tensor_type.HasField("shape")
+                else []
+            )
             self.inputs[value.name] = (dtype_name(tensor_type.elem_type), dims)
         self.initialized = initialized
         self._consumers: dict[str, list[tuple[int, int]]] | None = None
@@ -239,7 +260,11 @@ class _Roles:
             if isinstance(name, str) and name not in found:
                 found[name] = role
 
-        tokens = [name for name, (dtype, dims) in self.inputs.items() if dtype in _INTEGERS and dims and self._is_token_input(name)]
+        tokens = [
+            name
+            for name, (dtype, dims) in self.inputs.items()
+            if dtype in _INTEGERS and dims and self._is_token_input(name)
+        ]
         token_ranks = {len(self.inputs[name][1]) for name in tokens}
         for name, (dtype, dims) in self.inputs.items():
             rank = len(dims)
@@ -254,7 +279,11 @@ class _Roles:
                     say(names[height], "image height")
                     say(names[width], "image width")
                     continue
-            if dtype in _FLOATS and (rank == 2 or (rank == 3 and isinstance(dims[1], int))) and self._reaches(name, _is_signal_op):
+            if (
+                dtype in _FLOATS
+                and (rank == 2 or (rank == 3 and isinstance(dims[1], int)))
+                and self._reaches(name, _is_signal_op)
+            ):
                 say(names[0], "batch")
                 say(names[-1], "audio samples" if rank == 2 or dims[1] in (1, 2) else "signal length")
                 continue
@@ -281,7 +310,9 @@ class _Roles:
             for position, slot in consumers.get(value, ()):
                 node = nodes[position]
                 visited += 1
-                if wanted(node, slot, self) or (slot == -1 and any(wanted(inner, -1, self) for inner in _body_nodes(node))):
+                if wanted(node, slot, self) or (
+                    slot == -1 and any(wanted(inner, -1, self) for inner in _body_nodes(node))
+                ):
                     return True
                 if through is not None and (node.domain or node.op_type not in through):
                     continue
@@ -300,12 +331,20 @@ class _Roles:
         fix; a dim a convolution or matrix product consumes against a constant weight takes the
         weight's size (weight_fixed). {dim: (size, why)}. A few scans of the op types, no more:
         this runs on every model."""
-        open_inputs = {name for name, (_, dims) in self.inputs.items() if any(self.dim_names.get((name, axis)) in unbound for axis in range(len(dims)))}
+        open_inputs = {
+            name
+            for name, (_, dims) in self.inputs.items()
+            if any(self.dim_names.get((name, axis)) in unbound for axis in range(len(dims)))
+        }
         if not open_inputs:
             return {}
         stated = self.weight_fixed(open_inputs, unbound)
         nodes = self.nodes
-        sources = {n.outputs[0]: n.inputs[0] for n in nodes if n.op_type == "Cast" and n.inputs and n.inputs[0] in open_inputs and n.outputs}
+        sources = {
+            n.outputs[0]: n.inputs[0]
+            for n in nodes
+            if n.op_type == "Cast" and n.inputs and n.inputs[0] in open_inputs and n.outputs
+        }
         sources.update((name, name) for name in open_inputs)
         for node in nodes:
             if node.op_type != "Reshape" or node.domain or len(node.inputs) < 2 or node.inputs[0] not in sources:
@@ -315,7 +354,10 @@ class _Roles:
             if target is None or -1 in target or 0 in target:
                 continue
             dims = self.inputs[name][1]
-            sizes = [d if isinstance(d, int) else given.get(self.dim_names.get((name, axis)) or "") for axis, d in enumerate(dims)]
+            sizes = [
+                d if isinstance(d, int) else given.get(self.dim_names.get((name, axis)) or "")
+                for axis, d in enumerate(dims)
+            ]
             open_axes = [axis for axis, size in enumerate(sizes) if size is None]
             if len(open_axes) != 1:
                 continue
@@ -347,7 +389,9 @@ class _Roles:
                         dim = self.dim_names.get((name, axis))
                         if dim in unbound and dim not in fixed and size > 0:
                             fixed[dim] = (size, why)
-                    elif not node.domain and node.op_type in _KEEPS_AXES and node.outputs and node.outputs[0] not in seen:
+                    elif (
+                        not node.domain and node.op_type in _KEEPS_AXES and node.outputs and node.outputs[0] not in seen
+                    ):
                         seen.add(node.outputs[0])
                         pending.append(node.outputs[0])
         return fixed
@@ -361,14 +405,23 @@ class _Roles:
             if weight is None or len(weight) != rank:
                 return None
             group = next((attr.i for attr in node.attributes if attr.name == "group"), 1) or 1
-            return 1, weight[1] * group, f"the input channels of the weight {list(weight)} of {label}" + (f" × group {group}" if group > 1 else "")
+            return (
+                1,
+                weight[1] * group,
+                f"the input channels of the weight {list(weight)} of {label}"
+                + (f" × group {group}" if group > 1 else ""),
+            )
         if node.op_type in ("MatMul", "Gemm") and slot == 0 and len(node.inputs) > 1:
             weight = self._weight_dims(node.inputs[1])
             if weight is None or len(weight) != 2 or (node.op_type == "Gemm" and rank != 2):
                 return None
             attrs = {attr.name: attr.i for attr in node.attributes}
             axis = (0 if attrs.get("transA") else 1) if node.op_type == "Gemm" else rank - 1
-            return axis, weight[1] if attrs.get("transB") else weight[0], f"the rows of the weight {list(weight)} of {label}"
+            return (
+                axis,
+                weight[1] if attrs.get("transB") else weight[0],
+                f"the rows of the weight {list(weight)} of {label}",
+            )
         return None
 
     def _weight_dims(self, name: str) -> tuple[int, ...] | None:
@@ -386,15 +439,19 @@ class _Roles:
     def _constant_vector(self, name: str) -> list[int] | None:
         """A small 1-D integer constant's values (a Reshape's target), or None."""
         constant = self.constants.get(name)
-        if constant is None or (isinstance(constant, onnx.TensorProto) and math.prod(constant.dims) > MAX_FOLDED_ELEMENTS):
+        if constant is None or (
+            isinstance(constant, onnx.TensorProto) and math.prod(constant.dims) > MAX_FOLDED_ELEMENTS
+        ):
             return None
         array = constant_array(constant)
         return [int(v) for v in array] if array is not None and array.ndim == 1 and array.dtype.kind in "iu" else None
 
 
 def _has_bodies(node: Node) -> bool:
-    return bool(node.attributes) and (node.op_type in ("If", "Loop", "Scan", "SequenceMap") or bool(node.domain)) and any(
-        attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in node.attributes
+    return (
+        bool(node.attributes)
+        and (node.op_type in ("If", "Loop", "Scan", "SequenceMap") or bool(node.domain))
+        and any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in node.attributes)
     )
 
 
@@ -404,7 +461,13 @@ def _body_nodes(node: Node) -> list[Node]:
     while pending:
         current = pending.pop()
         for attr in current.attributes if _has_bodies(current) else ():
-            for graph in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs if attr.type == onnx.AttributeProto.GRAPHS else ():
+            for graph in (
+                [attr.g]
+                if attr.type == onnx.AttributeProto.GRAPH
+                else attr.graphs
+                if attr.type == onnx.AttributeProto.GRAPHS
+                else ()
+            ):
                 inner = read_nodes(graph)
                 found += inner
                 pending += inner

@@ -16,4 +16,10 @@ class RootCause:
     reason: str
 
     def to_dict(self) -> dict:
-        return {"index": self.index, "name": self.name, "op_type": self.op_type, "domain": self.domain, "reason": self.reason}
+        return {
+            "index": self.index,
+            "name": self.name,
+            "op_type": self.op_type,
+            "domain": self.domain,
+            "reason": self.reason,
+        }

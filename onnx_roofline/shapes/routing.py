@@ -71,7 +71,9 @@ class ExpertLoad:
         """The expert rows a grouped kernel runs for `tokens` tokens: their T·k choices, or every
         expert padded to its capacity."""
         if self.kind == CAPACITY:
-            return experts * min(tokens, math.ceil(Fraction(self.factor).limit_denominator(10**6) * tokens * top_k / experts))
+            return experts * min(
+                tokens, math.ceil(Fraction(self.factor).limit_denominator(10**6) * tokens * top_k / experts)
+            )
         return tokens * top_k
 
     def describe(self, experts: int, top_k: int) -> str:
@@ -95,7 +97,9 @@ class ExpertSizing:
 
     def __init__(self, layers: Sequence[MoeLayer], load: ExpertLoad):
         self.load = load
-        self.selections = {e.selection: (layer, e.index) for layer in layers if layer.form == ROUTED for e in layer.routed}
+        self.selections = {
+            e.selection: (layer, e.index) for layer in layers if layer.form == ROUTED for e in layer.routed
+        }
         self.sized: dict[str, None] = {}  # node names, in the order met
 
     def count(self, node: Node, candidates: int) -> int | None:

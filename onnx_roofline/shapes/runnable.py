@@ -38,10 +38,10 @@ from collections.abc import Callable, Iterable, Mapping
 import numpy as np
 import onnx
 
-from onnx_roofline.shapes.completion import BROADCASTING
 from onnx_roofline.errors import DimensionConflict, DimensionError
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.tensors import Dim, TensorInfo, known
+from onnx_roofline.shapes.completion import BROADCASTING
 from onnx_roofline.shapes.traced import TracedSize
 
 WINDOW_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
@@ -49,8 +49,14 @@ WINDOW_OPS = {"Conv": 1, "ConvInteger": 1, "QLinearConv": 3}
 past the second give the kernel where no kernel_shape says it."""
 
 
-def check_runnable(nodes: Iterable[Node], values: Mapping[str, TensorInfo], dims: Mapping[str, int], dim_names: Mapping[tuple[str, int], str],
-                   defaulted: Iterable[str] = (), constant: Callable[[str], np.ndarray | None] | None = None) -> None:
+def check_runnable(
+    nodes: Iterable[Node],
+    values: Mapping[str, TensorInfo],
+    dims: Mapping[str, int],
+    dim_names: Mapping[tuple[str, int], str],
+    defaulted: Iterable[str] = (),
+    constant: Callable[[str], np.ndarray | None] | None = None,
+) -> None:
     """Raises DimensionError (DimensionConflict where a dim the graph fixes was bound otherwise) at
     the first node that cannot run. `dim_names`: the graph inputs' symbolic dims by (input, axis);
     `defaulted`: the dims that took a default, which the message marks (`seq=512 (default)`);
@@ -122,8 +128,8 @@ def _window_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | N
     if len(pads) != 2 * len(spatial) or len(dilations) != len(spatial):
         return None  # ONNX's inference refuses these: not this check's to word
     padded = [size + pads[axis] + pads[axis + len(spatial)] for axis, size in enumerate(spatial)]
-    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    if all(p >= e for p, e in zip(padded, extent)):
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=False)]
+    if all(p >= e for p, e in zip(padded, extent, strict=False)):
         return None
     return (f"its input {data.name!r} is {_by(spatial)} (padded {_by(padded)}), smaller than its {_by(extent)} window "
             f"(kernel {_by(kernel)}, dilations {dilations}); larger dims give it an output")  # fmt: skip
@@ -144,7 +150,10 @@ class _Traced(str):
 
 
 def _reshape_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | None:
-    data, result = values.get(node.inputs[0]) if node.inputs else None, values.get(node.outputs[0]) if node.outputs else None
+    data, result = (
+        values.get(node.inputs[0]) if node.inputs else None,
+        values.get(node.outputs[0]) if node.outputs else None,
+    )
     if not known(data) or not known(result) or data.numel == result.numel:
         return None
     return _Traced(f"its input {data.name!r} {list(data.shape)} has {data.numel:,} elements, its target {list(result.shape)} "
@@ -165,7 +174,10 @@ def _reshape_divides_problem(node: Node, values: Mapping[str, TensorInfo], dim_n
     if target is None or target.ndim != 1 or target.dtype.kind not in "iu" or -1 not in target.tolist():
         return None
     allow_zero = any(attr.name == "allowzero" and attr.i for attr in node.attributes)
-    sizes = [data.shape[axis] if size == 0 and not allow_zero and axis < len(data.shape) else size for axis, size in enumerate(target.tolist())]
+    sizes = [
+        data.shape[axis] if size == 0 and not allow_zero and axis < len(data.shape) else size
+        for axis, size in enumerate(target.tolist())
+    ]
     others = 1
     for size in sizes:
         others *= size if size != -1 else 1
@@ -242,15 +254,17 @@ def _pool_problem(node: Node, values: Mapping[str, TensorInfo], *_) -> str | Non
     if len(pads) != 2 * len(spatial) or len(strides) != len(spatial) or len(dilations) != len(spatial) or 0 in strides:
         return None
     padded = [size + pads[axis] + pads[axis + len(spatial)] for axis, size in enumerate(spatial)]
-    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
-    outputs = [int((p - e + (s - 1 if ceil else 0)) / s) + 1 for p, e, s in zip(padded, extent, strides)]
+    extent = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=False)]
+    outputs = [int((p - e + (s - 1 if ceil else 0)) / s) + 1 for p, e, s in zip(padded, extent, strides, strict=False)]
     if all(out >= 0 for out in outputs):
         return None
     return (f"its input {data.name!r} is {_by(spatial)} (padded {_by(padded)}), smaller than its {_by(extent)} window "
             f"(kernel {_by(kernel)}, strides {strides}): onnxruntime's output size would be negative")  # fmt: skip
 
 
-def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
+def _grouped_heads_problem(
+    node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_
+) -> str | None:
     heads = _kv_head(node, values)
     if heads is None or heads[2][3] == heads[3]:
         return None
@@ -260,7 +274,9 @@ def _grouped_heads_problem(node: Node, values: Mapping[str, TensorInfo], dim_nam
     return problem if dim is None else _Solvable(problem, dim, head, f"the head size of {_label(node)}")
 
 
-def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
+def _broadcast_problem(
+    node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_
+) -> str | None:
     """Inputs that do not broadcast (ONNX's inference fails: "Incompatible dimensions"): a size the
     exporter fixed (onnxsim's folded position table [1, 8, 32]) against a bound dim. Where that
     dim is a graph input's own, the size it must take is the graph's (a DimensionConflict)."""
@@ -277,19 +293,28 @@ def _broadcast_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: 
         if len(sizes) < 2:
             continue
         shown = ", ".join(f"{t.name!r} {list(t.shape)}" for t in inputs)
-        problem = (f"its inputs {shown} do not broadcast ({' against '.join(map(str, sorted(sizes)))} on axis {axis}): "
-                   f"a size the graph fixed when it was exported (traced) disagrees with these dims")
+        problem = (
+            f"its inputs {shown} do not broadcast ({' against '.join(map(str, sorted(sizes)))} on axis {axis}): "
+            f"a size the graph fixed when it was exported (traced) disagrees with these dims"
+        )
         spanning = [(t, dim_names.get((t.name, len(t.shape) + axis))) for t in inputs if len(t.shape) >= -axis]
         named = {dim for _, dim in spanning if dim is not None}
         fixed = [t for t, dim in spanning if dim is None and t.shape[axis] != 1]
         if len(named) != 1 or len({t.shape[axis] for t in fixed}) != 1:
             first, second = [t for t in inputs if len(t.shape) >= -axis and t.shape[axis] != 1][:2]
             return _Traced(problem, first.name, second.name, axis)
-        return _Solvable(problem, named.pop(), fixed[0].shape[axis], f"the size {fixed[0].name!r} {list(fixed[0].shape)} fixes, broadcast against it")
+        return _Solvable(
+            problem,
+            named.pop(),
+            fixed[0].shape[axis],
+            f"the size {fixed[0].name!r} {list(fixed[0].shape)} fixes, broadcast against it",
+        )
     return None
 
 
-def _channels_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_) -> str | None:
+def _channels_problem(
+    node: Node, values: Mapping[str, TensorInfo], dim_names: Mapping[tuple[str, int], str], *_
+) -> str | None:
     """An input whose channels are not its weight's (× group): ONNX's inference types the output
     from the weight alone, and onnxruntime refuses it. Where the channels are a graph input's dim,
     the weight fixes it (a DimensionConflict)."""
@@ -305,7 +330,11 @@ def _channels_problem(node: Node, values: Mapping[str, TensorInfo], dim_names: M
     problem = (f"its input {data.name!r} {list(data.shape)} has {data.shape[1]} channels where its weight {weight.name!r} {list(weight.shape)} "
                f"takes {channels}" + (f" ({weight.shape[1]} × group {group})" if group > 1 else ""))  # fmt: skip
     dim = dim_names.get((data.name, 1))
-    return problem if dim is None else _Solvable(problem, dim, channels, f"the input channels of the weight of {_label(node)}")
+    return (
+        problem
+        if dim is None
+        else _Solvable(problem, dim, channels, f"the input channels of the weight of {_label(node)}")
+    )
 
 
 def _convolution_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, constant) -> str | None:
@@ -323,7 +352,7 @@ def _expand_problem(node: Node, values: Mapping[str, TensorInfo], dim_names, con
     target = constant(node.inputs[1])
     if target is None or target.ndim != 1 or target.dtype.kind not in "iu":
         return None
-    for have, want in zip(reversed(data.shape), reversed(target.tolist())):
+    for have, want in zip(reversed(data.shape), reversed(target.tolist()), strict=False):
         if have != want and 1 not in (have, want):
             return (f"its input {data.name!r} {list(data.shape)} does not broadcast to its target {target.tolist()} ({have} against {want}): "
                     f"a size the graph holds (a table, a traced buffer) is shorter than these dims")  # fmt: skip
@@ -346,20 +375,29 @@ def implied_sizes(nodes: Iterable[Node], values: Mapping[str, TensorInfo]) -> di
     dim, from its query. What an error asking for them suggests."""
     implied = {}
     for node in nodes:
-        if node.domain == "com.microsoft" and node.op_type == "GroupQueryAttention" and (heads := _kv_head(node, values, symbolic=True)):
-            if isinstance(symbol := heads[2][3], str):
-                implied[symbol] = heads[3]
+        gqa = node.domain == "com.microsoft" and node.op_type == "GroupQueryAttention"
+        if gqa and (heads := _kv_head(node, values, symbolic=True)) and isinstance(symbol := heads[2][3], str):
+            implied[symbol] = heads[3]
     return implied
 
 
-def _kv_head(node: Node, values: Mapping[str, TensorInfo], symbolic: bool = False) -> tuple[TensorInfo, TensorInfo, tuple[Dim, ...], int] | None:
+def _kv_head(
+    node: Node, values: Mapping[str, TensorInfo], symbolic: bool = False
+) -> tuple[TensorInfo, TensorInfo, tuple[Dim, ...], int] | None:
     """(query, past key, its shape, the head size the query packs) of a GroupQueryAttention: query [B, S, H·dh],
     or packed QKV [B, S, (H + 2·Hkv)·dh] when key and value are absent. None where the query's
     width is not known, the past is absent or not of rank 4 (`symbolic`: its dims may be symbols)."""
     names = node.inputs
     query = values.get(names[0]) if names else None
     past = values.get(names[3]) if len(names) > 3 and names[3] else None
-    if query is None or past is None or not query.shape or not isinstance(query.shape[-1], int) or past.shape is None or len(past.shape) != 4:
+    if (
+        query is None
+        or past is None
+        or not query.shape
+        or not isinstance(query.shape[-1], int)
+        or past.shape is None
+        or len(past.shape) != 4
+    ):
         return None
     if not symbolic and not past.is_known:
         return None
@@ -386,9 +424,11 @@ def _label(node: Node) -> str:
 
 def _at(dims: Mapping[str, int], defaulted: Iterable[str] = ()) -> str:
     defaulted = set(defaulted)
-    return ", ".join(f"{k}={v}" + (" (default)" if k in defaulted else "") for k, v in sorted(dims.items())) or "its declared shapes"
+    return (
+        ", ".join(f"{k}={v}" + (" (default)" if k in defaulted else "") for k, v in sorted(dims.items()))
+        or "its declared shapes"
+    )
 
 
 def _by(sizes: Iterable[int]) -> str:
     return "×".join(map(str, sizes))
-

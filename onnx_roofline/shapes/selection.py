@@ -84,7 +84,13 @@ def count_axis(op_type: str, attributes: dict, data_rank: int) -> tuple[int, int
     return (0, 1) if axis is None else (axis % data_rank, data_rank)
 
 
-def fixed_count(output: str, axis: int, rank: int, consumers: Mapping[str, Sequence[Node]], value: Callable[[str], np.ndarray | None]) -> int | None:
+def fixed_count(
+    output: str,
+    axis: int,
+    rank: int,
+    consumers: Mapping[str, Sequence[Node]],
+    value: Callable[[str], np.ndarray | None],
+) -> int | None:
     """The count the graph itself fixes, where it does: a Split of the selection (through
     Transposes, Casts, Identities) along its count axis into constant sizes, as a TorchScript trace
     unrolls a loop over the selected elements (an MoE's `for expert in experts_hit`) for the count

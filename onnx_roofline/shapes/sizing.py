@@ -71,7 +71,9 @@ def sizing_from_keywords(sizing: Sizing | Mapping[str, int] | None, keywords: Ma
         raise TypeError(f"analyze() got an unexpected keyword argument {unknown[0]!r}")
     if isinstance(sizing, Sizing):
         if keywords:
-            raise TypeError(f"analyze(): give the sizing once: sizing= or the former {', '.join(sorted(keywords))}=, not both")
+            raise TypeError(
+                f"analyze(): give the sizing once: sizing= or the former {', '.join(sorted(keywords))}=, not both"
+            )
         return sizing
     if sizing is None and not keywords:
         return UNSIZED

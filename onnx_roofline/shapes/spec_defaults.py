@@ -12,14 +12,20 @@ import onnx
 from onnx_roofline.model.nodes import Node
 
 SPEC_DEFAULTS: dict[str, tuple[tuple[str, int], ...]] = {
-    "STFT": (("onesided", 1),),  # onnx 1.23's inference takes an absent onesided as 0: [.., frame_length, 2], not frame_length // 2 + 1
+    "STFT": (
+        ("onesided", 1),
+    ),  # onnx 1.23's inference takes an absent onesided as 0: [.., frame_length, 2], not frame_length // 2 + 1
 }
 """ai.onnx op → (attribute, the spec's default) that inference must be told."""
 
 
 def lacks_defaults(nodes: Iterable[Node]) -> bool:
     """Whether any node leaves out an attribute whose default inference misreads."""
-    return any(_missing(node.op_type, node.domain, (attr.name for attr in node.attributes)) for node in nodes if node.op_type in SPEC_DEFAULTS)
+    return any(
+        _missing(node.op_type, node.domain, (attr.name for attr in node.attributes))
+        for node in nodes
+        if node.op_type in SPEC_DEFAULTS
+    )
 
 
 def spell_out_defaults(stored: Iterable[onnx.NodeProto]) -> None:
@@ -32,7 +38,9 @@ def spell_out_defaults(stored: Iterable[onnx.NodeProto]) -> None:
 
 def with_defaults(node: onnx.NodeProto) -> onnx.NodeProto:
     """The node itself, or a copy with the misread defaults spelled out."""
-    if node.op_type not in SPEC_DEFAULTS or not _missing(node.op_type, node.domain, (attr.name for attr in node.attribute)):
+    if node.op_type not in SPEC_DEFAULTS or not _missing(
+        node.op_type, node.domain, (attr.name for attr in node.attribute)
+    ):
         return node
     copy = onnx.NodeProto()
     copy.CopyFrom(node)

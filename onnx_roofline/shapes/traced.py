@@ -102,6 +102,7 @@ def solve(
             if here is None or doubled is None or here == doubled:
                 continue
             sign = 1 if doubled > here else -1
+
             def signed(size: int, sign: int = sign) -> int | None:
                 return None if (value := at(size)) is None else sign * value
 

@@ -33,19 +33,31 @@ from typing import TYPE_CHECKING, cast
 
 from onnx_roofline.analysis import cyclic_gc_paused
 from onnx_roofline.costs.memory import KVCache, kv_caches
+from onnx_roofline.costs.roofline import place
 from onnx_roofline.model.nodes import METADATA_READS
 from onnx_roofline.report.costed import is_ok
 from onnx_roofline.report.model import DEPLOYED, OK, NodeResult, Report
 from onnx_roofline.report.units import duration, si
-from onnx_roofline.costs.roofline import place
 from onnx_roofline.views.digraph import CycleError, DiGraph
 from onnx_roofline.views.experts import group_experts
-from onnx_roofline.views.fusion import ATTENTION, READ_THROUGH, DROPPED, FOLDED, FREE, FusedGroup, FusedView, FusionPlan, fuse, plan_fusion
+from onnx_roofline.views.fusion import (
+    ATTENTION,
+    DROPPED,
+    FOLDED,
+    FREE,
+    READ_THROUGH,
+    FusedGroup,
+    FusedView,
+    FusionPlan,
+    fuse,
+    plan_fusion,
+)
 from onnx_roofline.views.kernel import KernelResult
 from onnx_roofline.views.load import fold_constant_operand_work
 from onnx_roofline.views.ops import VIEWS
 from onnx_roofline.views.prediction import DEFAULT_LAUNCH, predict
-from onnx_roofline.views.quantized import Quantized, note as quantized_note, quantize
+from onnx_roofline.views.quantized import Quantized, quantize
+from onnx_roofline.views.quantized import note as quantized_note
 
 if TYPE_CHECKING:
     from onnx_roofline.views.flash import AttentionMatch
@@ -59,7 +71,9 @@ def deployed_plan(report: Report) -> FusionPlan:
     return _plan(report, quantize(report), _caches(report))
 
 
-def deploy(report: Report, kv_cache: str = INPLACE, plan: FusionPlan | None = None, launch: str = DEFAULT_LAUNCH) -> Report:
+def deploy(
+    report: Report, kv_cache: str = INPLACE, plan: FusionPlan | None = None, launch: str = DEFAULT_LAUNCH
+) -> Report:
     """The deployed view of an as-written `report` (`plan`: deployed_plan of the same graph).
     Its `kv_cache` is the mode asked for where the model has a KV cache, None where it has none
     (a ResNet has nothing to copy: saying "KV cache copy" of it would mislead). Its `prediction`:
@@ -81,7 +95,9 @@ def _deploy(report: Report, kv_cache: str | None, plan: FusionPlan | None, launc
     updated = caches if quantized.report is report else _caches(quantized.report)
     costed, load_flops = fold_constant_operand_work(_with_cache_updates(quantized.report, plan, updated, inplace))
     view = fuse(costed, plan, kv_inplace=inplace, useful=True, special=True)
-    kernels, grouped = group_experts([_kernel(costed, position, group) for position, group in enumerate(_execution_order(view))], costed)
+    kernels, grouped = group_experts(
+        [_kernel(costed, position, group) for position, group in enumerate(_execution_order(view))], costed
+    )
     members = tuple(k.members for k in kernels)
     quantized_notes = tuple(filter(None, [quantized_note(quantized, kernels)]))
     deployed = Report(report.model, report.hardware, kernels, view=DEPLOYED, kv_cache=kv_cache, written=report,
@@ -211,18 +227,24 @@ def _kernel(report: Report, position: int, group: FusedGroup) -> KernelResult:
 
 def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: int = 0) -> tuple[str, ...]:
     """The assumptions this deployed estimate took, as the report prints and the JSON lists them."""
-    folded = [report.nodes[g.lead] for g, p in zip(view.nodes, view.plan.groups) if p.kind == FOLDED]
+    folded = [report.nodes[g.lead] for g, p in zip(view.nodes, view.plan.groups, strict=False) if p.kind == FOLDED]
     notes = []
     if folded:
         moved = sum(n.cost.bytes for n in folded if n.cost is not None)
         spent = sum(n.time_s for n in folded if n.time_s is not None)
-        notes.append(f"constant folding: {len(folded)} node(s) computed once at load ({si(moved, 'B')}, {duration(spent)} as written)")
+        notes.append(
+            f"constant folding: {len(folded)} node(s) computed once at load ({si(moved, 'B')}, {duration(spent)} as written)"
+        )
     if load_flops:
         notes.append(f"zero points: {si(load_flops, 'FLOP')} on constant weights folded at load")
     dropped = sum(p.kind == DROPPED for p in view.plan.groups)
     if dropped:
-        notes.append(f"masks and guards: {dropped} node(s) dropped, read only by attention kernels that generate what they compute")
-    attention = cast("list[AttentionMatch]", [p.attention for p in view.plan.groups if p.kind == ATTENTION])  # an attention group holds its match
+        notes.append(
+            f"masks and guards: {dropped} node(s) dropped, read only by attention kernels that generate what they compute"
+        )
+    attention = cast(
+        "list[AttentionMatch]", [p.attention for p in view.plan.groups if p.kind == ATTENTION]
+    )  # an attention group holds its match
     if attention:
         causal = sum(a.causal for a in attention)
         windows = sorted({a.window for a in attention if a.window})
@@ -237,7 +259,8 @@ def _notes(report: Report, view: FusedView, kv_cache: str | None, load_flops: in
                  else "transcendentals not timed: the hardware gives no special-function rate")  # fmt: skip
     if kv_cache is not None:
         notes.append(
-            f"KV cache {kv_cache}: " + ("the whole present cache written each step" if kv_cache == COPY else "only the new rows written")
+            f"KV cache {kv_cache}: "
+            + ("the whole present cache written each step" if kv_cache == COPY else "only the new rows written")
             + (f"; {caches} cache Concat(s) taken into attention" if caches else "")
         )
     return tuple(notes)
@@ -250,4 +273,14 @@ def both_views(report: Report, kv_cache: str = INPLACE) -> tuple[Report, Report]
     return report, deploy(report, kv_cache)
 
 
-__all__: Sequence[str] = ("COPY", "INPLACE", "KV_MODES", "KernelResult", "both_views", "deploy", "deployed_plan", "has_kv_cache", "kernel_count")
+__all__: Sequence[str] = (
+    "COPY",
+    "INPLACE",
+    "KV_MODES",
+    "KernelResult",
+    "both_views",
+    "deploy",
+    "deployed_plan",
+    "has_kv_cache",
+    "kernel_count",
+)

@@ -60,13 +60,17 @@ def group_experts(kernels: Sequence[KernelResult], written: Report) -> tuple[tup
     if summary is None:
         return tuple(kernels), ()
     kernels, notes = list(kernels), []
-    row = {n.graph_node.position: n.index for n in written.nodes if not n.scope and n.graph_node is not None}  # graph position → row
+    row = {
+        n.graph_node.position: n.index for n in written.nodes if not n.scope and n.graph_node is not None
+    }  # graph position → row
     for layer in summary.layers:
         experts = frozenset(row[i] for i in layer.layer.nodes)
         taken = [k for k in kernels if experts.intersection(k.members)]
         if not taken or layer.tokens is None or any(k.status != OK for k in taken):
             continue
-        merged = _grouped(taken, experts, layer, layer.tokens, summary.load, written, written.nodes[row[layer.layer.router]].name)
+        merged = _grouped(
+            taken, experts, layer, layer.tokens, summary.load, written, written.nodes[row[layer.layer.router]].name
+        )
         first = kernels.index(taken[0])
         kernels = [k for k in kernels if k not in taken]
         kernels.insert(first, merged)
@@ -115,7 +119,12 @@ def _traffic(nodes: Sequence[NodeResult], written: Report) -> tuple[dict, list]:
     produced = {t.name for n in nodes for t in n.outputs if t is not None}
     read = {t.name: t for n in nodes for t in n.inputs if t is not None and t.name not in produced}
     readers = _read_outside(written, {n.index for n in nodes})
-    writes = [t for n in nodes for t in n.outputs if t is not None and (t.name in readers or t.name in written.model.graph_outputs)]
+    writes = [
+        t
+        for n in nodes
+        for t in n.outputs
+        if t is not None and (t.name in readers or t.name in written.model.graph_outputs)
+    ]
     return read, writes
 
 
@@ -135,6 +144,8 @@ def _read_outside(written: Report, inside: set[int]) -> set[str]:
     def shape_only(node) -> bool:
         if node.op_type in METADATA_READS:
             return True
-        return node.op_type in SHAPE_PASSES and all(r.op_type in METADATA_READS for t in node.outputs if t is not None for r in readers.get(t.name, ()))
+        return node.op_type in SHAPE_PASSES and all(
+            r.op_type in METADATA_READS for t in node.outputs if t is not None for r in readers.get(t.name, ())
+        )
 
     return {name for name, nodes in readers.items() if any(n.index not in inside and not shape_only(n) for n in nodes)}

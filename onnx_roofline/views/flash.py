@@ -108,7 +108,9 @@ def _match_at(flow: Dataflow, graph_outputs: frozenset[str], softmax: int, cache
     mask = attention_mask(flow, inner_members, frozenset({first, second}), constant)
     graph_only = k_scales | _nan_guards(flow, inner_members)
     repeats = frozenset(i for i in members if _repeat_input(flow.node(i)) is not None)
-    return AttentionMatch(frozenset(members), first, second, q, k, v, o, tuple(updates), mask.causal, graph_only, repeats, mask.window)
+    return AttentionMatch(
+        frozenset(members), first, second, q, k, v, o, tuple(updates), mask.causal, graph_only, repeats, mask.window
+    )
 
 
 def _nan_guards(flow: Dataflow, members: frozenset[int]) -> frozenset[int]:
@@ -120,7 +122,9 @@ def _nan_guards(flow: Dataflow, members: frozenset[int]) -> frozenset[int]:
                                and condition.name in tests})  # fmt: skip
 
 
-def _absorb_cache(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, caches: Mapping, updates: list) -> str:
+def _absorb_cache(
+    flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, caches: Mapping, updates: list
+) -> str:
     """K or V read from a KV-cache Concat's output: the Concat joins the kernel, which then reads
     the past and the new rows (their layout ops absorbed) instead of the present."""
     cache = caches.get(tensor)
@@ -133,13 +137,21 @@ def _absorb_cache(flow: Dataflow, graph_outputs: frozenset[str], members: set[in
     return new
 
 
-def _absorb_split(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], roots: tuple[str, ...]) -> tuple[str, ...]:
+def _absorb_split(
+    flow: Dataflow, graph_outputs: frozenset[str], members: set[int], roots: tuple[str, ...]
+) -> tuple[str, ...]:
     """A Split (the QKV projection's) whose every output feeds only the kernel joins it: the kernel
     reads Q, K and V where the projection wrote them, one buffer read once."""
     producers = {flow.producer.get(name) for name in roots}
     for index in producers:
         node = flow.node(index) if index is not None else None
-        if index is None or node is None or node.op_type != "Split" or node.domain != "" or not _only_feeds(flow, graph_outputs, members, index):
+        if (
+            index is None
+            or node is None
+            or node.op_type != "Split"
+            or node.domain != ""
+            or not _only_feeds(flow, graph_outputs, members, index)
+        ):
             continue
         members.add(index)
         source = _absorb_inputs(flow, graph_outputs, members, name_of(node.inputs[0]))
@@ -186,7 +198,9 @@ def _input(flow: Dataflow, index: int, position: int) -> str:
     return name_of(flow.node(index).inputs[position])
 
 
-def _absorb_inputs(flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, repeats: bool = False) -> str:
+def _absorb_inputs(
+    flow: Dataflow, graph_outputs: frozenset[str], members: set[int], tensor: str, repeats: bool = False
+) -> str:
     """Walk up from a MatMul operand through layout ops and scalar scales that feed only the
     kernel (and, for K and V, `repeats` of their heads); adds them to `members` and returns the
     tensor the kernel actually reads."""

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.report.model import OK, Report, Totals
 from onnx_roofline.costs.roofline import UNKNOWN, Placement, place
 from onnx_roofline.model.tensors import KnownTensor, TensorInfo, known
+from onnx_roofline.report.model import OK, Report, Totals
 from onnx_roofline.views.dead import dead_nodes
 from onnx_roofline.views.digraph import DiGraph
 from onnx_roofline.views.flash import AttentionMatch, find_attention
@@ -38,7 +38,9 @@ if TYPE_CHECKING:
 
 SINGLE, EPILOGUE, ELEMENTWISE, ATTENTION, FOLDED = "single", "epilogue", "elementwise", "attention", "folded"
 DROPPED = "dropped"  # deployed: a mask or guard only attention kernels read, which generate it (dead.py)
-READ_THROUGH = "read-through"  # deployed: a DequantizeLinear its readers read through, or a Q undoing one (quantized.py)
+READ_THROUGH = (
+    "read-through"  # deployed: a DequantizeLinear its readers read through, or a Q undoing one (quantized.py)
+)
 FREE = frozenset({FOLDED, DROPPED, READ_THROUGH})  # kinds that cost nothing per run and launch nothing
 STORES = frozenset({"Split", "Transpose"})
 """Deployed: ops that only choose where a matrix op's output tiles are stored. The epilogue writes
@@ -120,7 +122,7 @@ class FusedView:
         return Totals.over(self.nodes)  # duck-typed: groups carry .cost and .placement
 
     def attention(self) -> list[tuple[PlannedGroup, FusedGroup]]:
-        return [(p, g) for p, g in zip(self.plan.groups, self.nodes) if p.kind == ATTENTION]
+        return [(p, g) for p, g in zip(self.plan.groups, self.nodes, strict=False) if p.kind == ATTENTION]
 
 
 # --- plan -------------------------------------------------------------------------------------
@@ -157,7 +159,9 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
                 drafts.place(index)
         drafts.link(index)
     consumers = flow.consumers
-    if read_through:  # a read-through DQ or Q runs nothing (its readers read the tensor it reads): nothing is written for it alone
+    if (
+        read_through
+    ):  # a read-through DQ or Q runs nothing (its readers read the tensor it reads): nothing is written for it alone
         consumers = {name: tuple(c for c in readers if c not in read_through) for name, readers in consumers.items()}
     return FusionPlan(drafts.finished(), flow.producer, consumers, graph_outputs)
 
@@ -198,7 +202,14 @@ class _Drafts:
         store = self.deployed and node.op_type in STORES and node.domain == ""
         reduction = self.deployed and is_row_reduction(node)
         quantize = self.deployed and is_quantize(node)  # joins its producer's kernel, whatever the op
-        fusible = node.op_type in elementwise_ops() or node.op_type in VIEWS or store or reduction or quantize or (self.deployed and is_tile_local(node))
+        fusible = (
+            node.op_type in elementwise_ops()
+            or node.op_type in VIEWS
+            or store
+            or reduction
+            or quantize
+            or (self.deployed and is_tile_local(node))
+        )
         whole_rows = reduction or index in self.feeders  # needs whole rows: no matrix op's epilogue holds them
         target = None
         for gid in self._fusible_producers(index, any_kernel=quantize or index in self.across) if fusible else ():
@@ -244,7 +255,11 @@ class _Drafts:
         never through a quantized tensor, which is stored between two QDQ units, but for an
         activation of `across`: the Q → DQ pair it reads through is removed."""
         node = self.flow.node(index)
-        inputs = node.inputs[:1] if node.op_type in VIEWS or node.op_type in STORES or node.op_type == "Slice" else node.inputs
+        inputs = (
+            node.inputs[:1]
+            if node.op_type in VIEWS or node.op_type in STORES or node.op_type == "Slice"
+            else node.inputs
+        )
         kinds = (EPILOGUE, ELEMENTWISE, SINGLE) if any_kernel else (EPILOGUE, ELEMENTWISE)
         gids = []
         for tensor in inputs:
@@ -295,7 +310,9 @@ class _Drafts:
 # --- cost -------------------------------------------------------------------------------------
 
 
-def fuse(report: Report, plan: FusionPlan, kv_inplace: bool = False, useful: bool = False, special: bool = False) -> FusedView:
+def fuse(
+    report: Report, plan: FusionPlan, kv_inplace: bool = False, useful: bool = False, special: bool = False
+) -> FusedView:
     """The fused view of `report` (a report of the graph `plan` was made from, at any dims).
     The deployed view also asks: `kv_inplace`, an absorbed KV-cache Concat writes only its new
     rows; `useful`, every kernel is timed on its useful FLOPs (a causal attention kernel's lower
@@ -314,7 +331,9 @@ class _Timing:
     special_rate: float | None  # transcendentals on the special-function units at this rate
 
 
-def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, timing: _Timing, kv_inplace: bool = False) -> FusedGroup:
+def _cost_group(
+    report: Report, plan: FusionPlan, group: PlannedGroup, tensors, timing: _Timing, kv_inplace: bool = False
+) -> FusedGroup:
     nodes = [report.nodes[group.members[0]]] if len(group.members) == 1 else [report.nodes[i] for i in group.members]
     lead = report.nodes[_lead(group, nodes)]
     label = "FlashAttention" if group.attention else lead.op_type + (f"+{len(nodes) - 1}" if len(nodes) > 1 else "")
@@ -333,8 +352,12 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     if group.attention:
         match = group.attention
         caches = match.caches
-        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v))] + [_windowed(tensors[c.past], match.window) for c in caches]
-        writes = [tensors[match.o]] + [_rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches]
+        reads = [tensors[name] for name in dict.fromkeys((match.q, match.k, match.v))] + [
+            _windowed(tensors[c.past], match.window) for c in caches
+        ]
+        writes = [tensors[match.o]] + [
+            _rows(tensors[c.present], tensors[c.new]) if kv_inplace else tensors[c.present] for c in caches
+        ]
         useful_flops = sum(n.cost.useful for n in costed if n.index not in match.graph_only)
         if timing.useful and match.causal:
             useful_flops = _causal_useful(report, match, useful_flops)
@@ -355,7 +378,16 @@ def _cost_group(report: Report, plan: FusionPlan, group: PlannedGroup, tensors, 
     ridge = (roof.peak if roof else cast(float, lead.peak)) / timing.bandwidth  # the lead is costed
     flops = cost.useful if timing.useful else cost.flops
     placement = kernel_placement(flops, cost.bytes, cost.bytes / timing.bandwidth, shares, ridge)
-    return FusedGroup(**base, status=OK, cost=cost, placement=placement, reads=tuple(reads), writes=tuple(writes), units=shares, roof=roof)
+    return FusedGroup(
+        **base,
+        status=OK,
+        cost=cost,
+        placement=placement,
+        reads=tuple(reads),
+        writes=tuple(writes),
+        units=shares,
+        roof=roof,
+    )
 
 
 NOTHING = Cost(bytes_read=0, bytes_written=0)
@@ -374,7 +406,9 @@ def _single(base: dict, node, timing: _Timing) -> FusedGroup:
     scale = node.cost.useful / node.cost.flops if timing.useful and node.cost.flops else 1.0
     shares = single_shares(node, scale, timing.special_rate)
     roof = shares[0] if node.cost.flops else None
-    compute = shares[0].time_s if len(shares) == 1 else busiest(shares)[0]  # one unit (no transcendentals timed): its own time
+    compute = (
+        shares[0].time_s if len(shares) == 1 else busiest(shares)[0]
+    )  # one unit (no transcendentals timed): its own time
     placement = node.placement
     if compute != placement.compute_time_s:
         flops = node.cost.useful if timing.useful else node.cost.flops
@@ -400,7 +434,9 @@ def _causal_useful(report: Report, match: AttentionMatch, total: int) -> int:
     lets through: with S queries, the last S of T positions, query i sees the P = T − S past keys
     and i + 1 new ones (S·P + S·(S+1)/2 of the S·T scores, the rules' causal count,
     rules/attention.py), or its last w keys under a sliding window (mask.visible_scores)."""
-    *_, queries, keys = cast(KnownTensor, report.nodes[match.scores].outputs[0]).shape  # Q·Kᵀ is costed: its scores known
+    *_, queries, keys = cast(
+        KnownTensor, report.nodes[match.scores].outputs[0]
+    ).shape  # Q·Kᵀ is costed: its scores known
     seen = visible_scores(queries, keys, match.window)
     return total * seen // (queries * keys) if queries * keys else total
 
@@ -418,9 +454,15 @@ def _lead(group: PlannedGroup, nodes) -> int:
     return max(nodes, key=lambda n: (not is_quantize(n), n.cost.flops if n.cost else -1)).index
 
 
-def _boundary(plan: FusionPlan, members: set[int], report: Report, tensors) -> tuple[list[TensorInfo], list[TensorInfo]]:
+def _boundary(
+    plan: FusionPlan, members: set[int], report: Report, tensors
+) -> tuple[list[TensorInfo], list[TensorInfo]]:
     """External inputs read once; outputs used outside (or graph outputs) written once; views alias."""
-    views = {name_of(report.nodes[i].outputs[0]): name_of(report.nodes[i].inputs[0]) for i in members if report.nodes[i].op_type in VIEWS}
+    views = {
+        name_of(report.nodes[i].outputs[0]): name_of(report.nodes[i].inputs[0])
+        for i in members
+        if report.nodes[i].op_type in VIEWS
+    }
 
     def root(name: str) -> str:
         while name in views:

@@ -8,8 +8,8 @@ from functools import cached_property
 from typing import cast
 
 from onnx_roofline.model.nodes import METADATA_READS
-from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.report.model import NodeResult, Report
 from onnx_roofline.views.digraph import DiGraph
 
 

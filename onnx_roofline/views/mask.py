@@ -39,7 +39,9 @@ class Mask:
     window: int | None = None  # keys each query sees under a sliding window (causal only)
 
 
-def attention_mask(flow: Dataflow, members: frozenset[int], matmuls: frozenset[int], constant: ConstantLookup | None = None) -> Mask:
+def attention_mask(
+    flow: Dataflow, members: frozenset[int], matmuls: frozenset[int], constant: ConstantLookup | None = None
+) -> Mask:
     """The mask of the attention pattern `members` (Q·Kᵀ and P·V: `matmuls`): every node upstream
     of what the nodes between the MatMuls read from outside the pattern is examined (not Q's or
     K's producers: earlier layers' masks say nothing of this one's; see the module docstring)."""
@@ -51,13 +53,17 @@ def attention_mask(flow: Dataflow, members: frozenset[int], matmuls: frozenset[i
     if any(flow.node(i).op_type == "Trilu" for i in upstream):
         return Mask(causal=True)
     positions = _Positions(flow)
-    positional = [i for i in upstream if flow.node(i).op_type in COMPARISONS and all(positions.of(t) for t in _operands(flow, i))]
+    positional = [
+        i for i in upstream if flow.node(i).op_type in COMPARISONS and all(positions.of(t) for t in _operands(flow, i))
+    ]
     if not positional:
         return Mask()
     ors = {i for i in upstream if flow.node(i).op_type == "Or"}
     if any(ors & flow.digraph.descendants(i) for i in positional):
         return Mask()
-    windows = [w for i in upstream if flow.node(i).op_type in COMPARISONS for w in [_window(flow, i, positions, constant)] if w]
+    windows = [
+        w for i in upstream if flow.node(i).op_type in COMPARISONS for w in [_window(flow, i, positions, constant)] if w
+    ]
     return Mask(causal=True, window=min(windows) if windows else None)
 
 
@@ -74,7 +80,9 @@ def scalar_constants(model: onnx.ModelProto | None) -> ConstantLookup:
             table = small_constant_table(model.graph)
         source = table.get(name)
         value = constant_array(source) if source is not None else None
-        return int(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.dtype.kind in "iuf" else None
+        return (
+            int(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.dtype.kind in "iuf" else None
+        )
 
     return lookup
 
@@ -104,7 +112,8 @@ class _Positions:
         if name not in self.memo:
             producer = self.flow.producer.get(name)
             self.memo[name] = producer is not None and (
-                self.flow.node(producer).op_type == "Range" or any(self.flow.node(a).op_type == "Range" for a in self.flow.digraph.ancestors(producer))
+                self.flow.node(producer).op_type == "Range"
+                or any(self.flow.node(a).op_type == "Range" for a in self.flow.digraph.ancestors(producer))
             )
         return self.memo[name]
 
@@ -135,7 +144,12 @@ def _window(flow: Dataflow, index: int, positions: _Positions, constant: Constan
 
 def _source(flow: Dataflow, name: str):
     """The node computing `name`'s value, past the ops that only reshape or retype it."""
-    while (producer := flow.producer_of(name)) is not None and producer.op_type in PASS_THROUGH and producer.inputs and producer.inputs[0] is not None:
+    while (
+        (producer := flow.producer_of(name)) is not None
+        and producer.op_type in PASS_THROUGH
+        and producer.inputs
+        and producer.inputs[0] is not None
+    ):
         name = producer.inputs[0].name
     return flow.producer_of(name)
 
@@ -143,7 +157,12 @@ def _source(flow: Dataflow, name: str):
 def _shift(flow: Dataflow, name: str, positions: _Positions, constant: ConstantLookup) -> int | None:
     """c where `name` is a position plus or minus the constant c (signed), else None."""
     node = _source(flow, name)
-    if node is None or node.op_type not in ("Add", "Sub") or len(node.inputs) != 2 or any(t is None for t in node.inputs):
+    if (
+        node is None
+        or node.op_type not in ("Add", "Sub")
+        or len(node.inputs) != 2
+        or any(t is None for t in node.inputs)
+    ):
         return None
     a, b = (t.name for t in node.inputs)
     if positions.of(a) and (value := constant(b)) is not None:
@@ -155,4 +174,8 @@ def _shift(flow: Dataflow, name: str, positions: _Positions, constant: ConstantL
 
 def _is_difference(flow: Dataflow, name: str, positions: _Positions) -> bool:
     node = _source(flow, name)
-    return node is not None and node.op_type == "Sub" and all(t is not None and positions.of(t.name) for t in node.inputs[:2])
+    return (
+        node is not None
+        and node.op_type == "Sub"
+        and all(t is not None and positions.of(t.name) for t in node.inputs[:2])
+    )

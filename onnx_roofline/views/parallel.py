@@ -25,7 +25,9 @@ from onnx_roofline.report.model import DEPLOYED, Report
 from onnx_roofline.views.graph import tensor_table
 from onnx_roofline.views.tensor_parallel import TensorParallelPlan
 
-OVERLAP = "none: each all-reduce waits for the row-parallel projection and the next kernel waits for it (added to the step)"
+OVERLAP = (
+    "none: each all-reduce waits for the row-parallel projection and the next kernel waits for it (added to the step)"
+)
 ACTIVATIONS = "peak activations per device taken whole (an upper bound: the split ones are 1/N)"
 
 
@@ -135,16 +137,32 @@ def per_device(view: Report, plan: TensorParallelPlan, devices: int, link: Inter
             continue
         members = [written.nodes[i] for i in getattr(row, "members", (row.index,))]
         flops = sum(m.cost.flops for m in members if m.cost is not None)
-        flop_share = sum((m.cost.flops * does(m) for m in members if m.cost is not None), Fraction(0)) / flops if flops else Fraction(1)
+        flop_share = (
+            sum((m.cost.flops * does(m) for m in members if m.cost is not None), Fraction(0)) / flops
+            if flops
+            else Fraction(1)
+        )
         moved = row.cost.bytes_read * part(row.inputs) + row.cost.bytes_written * part(row.outputs)
-        kernels.append(DeviceKernel(row.name, row.cost.flops * flop_share, moved, Fraction(row.placement.compute_time_s) * flop_share))
+        kernels.append(
+            DeviceKernel(
+                row.name, row.cost.flops * flop_share, moved, Fraction(row.placement.compute_time_s) * flop_share
+            )
+        )
     tensors = tensor_table(written)
     collectives = () if devices == 1 or link is None else tuple(
         collective(kind, tensors[name].nbytes, devices, link)
         for kind, names in ((ALL_REDUCE, plan.reduced), (ALL_GATHER, plan.gathered)) for name in names if tensors[name].is_known)  # fmt: skip
     memory = view.memory
-    read = {t.name: t.nbytes for row in view.nodes if not row.constant_foldable for t in row.inputs if t is not None and t.is_known}
-    saved = sum(n * (1 - shares[name]) for name, n in read.items() if name in plan.split_weights) if devices > 1 else 0  # the split weights' other shares
+    read = {
+        t.name: t.nbytes
+        for row in view.nodes
+        if not row.constant_foldable
+        for t in row.inputs
+        if t is not None and t.is_known
+    }
+    saved = (
+        sum(n * (1 - shares[name]) for name, n in read.items() if name in plan.split_weights) if devices > 1 else 0
+    )  # the split weights' other shares
     weights = memory.weight_bytes + memory.untaken_branch_weight_bytes - saved
     kv = memory.kv_cache_resident_bytes * plan.kv_share(devices)
     return DeviceRun(devices, tuple(kernels), collectives, view.hardware.memory_bandwidth, weights, kv,

@@ -55,7 +55,9 @@ def predict(report: Report, launch: str = DEFAULT_LAUNCH, collectives_s: float =
             continue
         q = _quantization(report, node)
         quantized += q > 1.0
-        seconds = kernel_time(node.placement.compute_time_s, node.placement.memory_time_s, achievable, q, _matrix_dtype(node))
+        seconds = kernel_time(
+            node.placement.compute_time_s, node.placement.memory_time_s, achievable, q, _matrix_dtype(node)
+        )
         per_kernel.append(seconds)
         launched.append(seconds)
     kernels_s = sum(t for t in per_kernel if t is not None)
@@ -77,7 +79,9 @@ def _matrix_dtype(node: NodeResult) -> str | None:
 
 
 def _per_dtype_words(achievable) -> str:
-    return "".join(f" ({dtype} GEMMs at {percent(fraction)})" for dtype, fraction in sorted(achievable.compute_fractions.items()))
+    return "".join(
+        f" ({dtype} GEMMs at {percent(fraction)})" for dtype, fraction in sorted(achievable.compute_fractions.items())
+    )
 
 
 def _launches(node: NodeResult) -> bool:
@@ -102,7 +106,9 @@ def _quantization(report: Report, node: NodeResult) -> float:
     else:
         batch, m, n = math.prod(shape[:-2]), shape[-2], shape[-1]
     k = lead.cost.flops // (2 * batch * m * n)
-    return wave_quantization(batch, m, n, k, cast("Achievable", report.hardware.achievable))  # predict() asks only with figures
+    return wave_quantization(
+        batch, m, n, k, cast("Achievable", report.hardware.achievable)
+    )  # predict() asks only with figures
 
 
 def _launch_words(launch: str, kernels: int, overhead: float | None, graph_launch: float) -> str:
@@ -123,7 +129,12 @@ def predict_device(run, view: Report, launch: str = DEFAULT_LAUNCH) -> float:
         return float(run.time_s)
     if run.devices == 1:
         return (view.prediction or predict(view, launch)).time_s + run.communication_s
-    rows = [row for row in view.nodes if row.status == OK and row.cost is not None and row.placement is not None]  # per_device's kernels
-    kernels = [kernel_time(float(k.compute_s), float(k.memory_s(run.bandwidth)), achievable, matrix_dtype=_matrix_dtype(row))
-               for row, k in zip(rows, run.kernels, strict=True) if _launches(row)]
+    rows = [
+        row for row in view.nodes if row.status == OK and row.cost is not None and row.placement is not None
+    ]  # per_device's kernels
+    kernels = [
+        kernel_time(float(k.compute_s), float(k.memory_s(run.bandwidth)), achievable, matrix_dtype=_matrix_dtype(row))
+        for row, k in zip(rows, run.kernels, strict=True)
+        if _launches(row)
+    ]
     return sum(kernels) + launch_time(kernels, launch, hardware.launch_overhead, achievable) + run.communication_s

@@ -133,7 +133,12 @@ def quantize(report: Report) -> Quantized:
         if node.index in through:  # a Q undoing a DQ: its output is the moved tensor
             constant.follow(node, sources[name_of(node.outputs[0])].tensor.name)
             continue
-        if node.op_type == DEQUANTIZE and node.domain in DOMAINS and node.status == OK and name_of(node.outputs[0]) in readable:
+        if (
+            node.op_type == DEQUANTIZE
+            and node.domain in DOMAINS
+            and node.status == OK
+            and name_of(node.outputs[0]) in readable
+        ):
             data = matched(node.inputs[0])
             quantized = sources[data.name].tensor if data.name in sources else data
             sources[name_of(node.outputs[0])] = _Source(quantized, node.inputs[1:], node)
@@ -254,8 +259,14 @@ def _reading(node: NodeResult, read: dict[str, _Source], hardware) -> NodeResult
     costed = cast("CostedNode", node)  # the view rewrites a costed reader, as it always assumed
     cost = costed.cost
     before, after = _distinct_bytes(node.inputs), _distinct_bytes(inputs)
-    share = min(1.0, cost.bytes_read / before) if before else 1.0  # a rule reading part of its inputs (Gather's rows) reads that part of the quantized ones
-    dequantize = 0 if integer else round(share * sum(cast("PlacedCost", s.node.cost).flops for s in read.values() if s.dequantizes))  # an ok DQ's
+    share = (
+        min(1.0, cost.bytes_read / before) if before else 1.0
+    )  # a rule reading part of its inputs (Gather's rows) reads that part of the quantized ones
+    dequantize = (
+        0
+        if integer
+        else round(share * sum(cast("PlacedCost", s.node.cost).flops for s in read.values() if s.dequantizes))
+    )  # an ok DQ's
     cost = dataclasses.replace(cost, bytes_read=max(cost.bytes_read + round(share * (after - before)), 0),
                                dequantize_flops=cost.dequantize_flops + dequantize)  # fmt: skip
     peak, unit, dtype = costed.peak, costed.unit, costed.dtype
@@ -321,7 +332,9 @@ def _moved(node: NodeResult, dtype: str | None, hardware) -> NodeResult:
     outputs = tuple(t if t is None else TensorInfo(t.name, t.shape, dtype) for t in node.outputs)
     before, after = _distinct_bytes(node.outputs), _distinct_bytes(outputs)
     costed = cast("CostedNode", node)  # a data-movement op the view rewrites is costed, as it always assumed
-    cost = dataclasses.replace(costed.cost, bytes_written=costed.cost.bytes_written * after // before if before else costed.cost.bytes_written)
+    cost = dataclasses.replace(
+        costed.cost, bytes_written=costed.cost.bytes_written * after // before if before else costed.cost.bytes_written
+    )
     placement = place(cost.flops, cost.bytes, costed.peak, hardware.memory_bandwidth)
     return dataclasses.replace(node, outputs=outputs, cost=cost, placement=placement)
 
@@ -330,5 +343,14 @@ def _distinct_bytes(tensors) -> int:
     return sum({t.name: t.nbytes for t in tensors if t is not None and t.is_known}.values())
 
 
-__all__ = ("ACTIVATIONS", "CLAMPS", "DEQUANTIZE", "QUANTIZE", "Quantized", "is_quantize", "note", "quantize",
-           "requantizing")
+__all__ = (
+    "ACTIVATIONS",
+    "CLAMPS",
+    "DEQUANTIZE",
+    "QUANTIZE",
+    "Quantized",
+    "is_quantize",
+    "note",
+    "quantize",
+    "requantizing",
+)

@@ -21,7 +21,9 @@ from onnx_roofline.report.model import NodeResult
 from onnx_roofline.views.graph import Dataflow
 from onnx_roofline.views.ops import elementwise_ops
 
-ROW_REDUCTIONS = frozenset({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"})
+ROW_REDUCTIONS = frozenset(
+    {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"}
+)
 TILE_LOCAL = frozenset({"Slice", "Concat"})
 PACKABLE = frozenset({"MatMul", "Gemm"})
 
@@ -48,7 +50,13 @@ def is_tile_local(node: NodeResult) -> bool:
 
 def packed_with(node: NodeResult) -> str | None:
     """The activation a packable projection reads (its first input), where its weight is constant."""
-    if node.domain != "" or node.op_type not in PACKABLE or not node.parameters or not node.inputs or node.inputs[0] is None:
+    if (
+        node.domain != ""
+        or node.op_type not in PACKABLE
+        or not node.parameters
+        or not node.inputs
+        or node.inputs[0] is None
+    ):
         return None
     return node.inputs[0].name
 

@@ -54,11 +54,19 @@ from onnx_roofline.views.ops import LAYOUT, elementwise_ops
 ATTENTION, MLP = "attention", "mlp"
 MS = "com.microsoft"
 PROJECTIONS = frozenset({("", "MatMul"), ("", "Gemm"), (MS, "MatMulNBits"), (MS, "Attention")})  # (domain, op type)
-ROW_WEIGHT_SLOTS = {"MatMul": (1,), "Gemm": (1,), "MatMulNBits": (1, 2, 3, 4)}  # split along K by a row projection; a bias stays whole
+ROW_WEIGHT_SLOTS = {
+    "MatMul": (1,),
+    "Gemm": (1,),
+    "MatMulNBits": (1, 2, 3, 4),
+}  # split along K by a row projection; a bias stays whole
 ATTENTION_OPS = frozenset({"Attention", "GroupQueryAttention", "MultiHeadAttention", "PackedMultiHeadAttention", "SparseAttention",
                            "PagedAttention", "DecoderMaskedMultiHeadAttention"})  # fmt: skip
-MLP_OPS = frozenset({"Cast", "Split", "Slice", "Concat"})  # besides elementwise ops and views: a packed gate_up split in two
-FUSED_ACTIVATIONS = frozenset({"Gelu", "BiasGelu", "FastGelu", "QuickGelu"})  # onnxruntime's, one output per input element
+MLP_OPS = frozenset(
+    {"Cast", "Split", "Slice", "Concat"}
+)  # besides elementwise ops and views: a packed gate_up split in two
+FUSED_ACTIVATIONS = frozenset(
+    {"Gelu", "BiasGelu", "FastGelu", "QuickGelu"}
+)  # onnxruntime's, one output per input element
 
 SPLIT_PATTERN = ("Megatron-LM: attention's Q, K, V and the MLP's up/gate split by columns, the output projection and the "
                  "MLP's down by rows, query heads divided, KV heads divided or replicated where the devices outnumber them; "
@@ -158,7 +166,10 @@ class TensorParallelPlan:
             "kv_heads": kv_heads,
             "embedding": name(self.embedding),
             "lm_head": name(self.lm_head),
-            "blocks": [{"kind": b.kind, "columns": [name(i) for i in b.columns], "rows": [name(i) for i in b.rows]} for b in self.blocks],
+            "blocks": [
+                {"kind": b.kind, "columns": [name(i) for i in b.columns], "rows": [name(i) for i in b.rows]}
+                for b in self.blocks
+            ],
             "replicated_projections": list(self.replicated_projections),
             "all_reduced": list(self.reduced),
             "all_gathered": list(self.gathered),
@@ -168,7 +179,9 @@ class TensorParallelPlan:
 def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
     """The Megatron split of an as-written report's graph (see the module docstring)."""
     flow = Dataflow.of(report)
-    weights = {w.name for w in report.model.weight_tensors} | {t.name for n in report.nodes if n.constant_foldable for t in n.outputs if t is not None}
+    weights = {w.name for w in report.model.weight_tensors} | {
+        t.name for n in report.nodes if n.constant_foldable for t in n.outputs if t is not None
+    }
     projections = [n.index for n in report.nodes if _is_projection(n, weights)]
     regions = {p: _region(flow, p, set(projections)) for p in projections}
     outputs = frozenset(report.model.graph_outputs)
@@ -176,7 +189,9 @@ def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
     for group in _meeting(projections, regions):
         inner = frozenset().union(*(regions[p][0] for p in group))
         ends = sorted(set().union(*(regions[p][1] for p in group)) - set(group))
-        leaves = {t.name for i in (*inner, *group) for t in report.nodes[i].outputs if t is not None and t.name in outputs}
+        leaves = {
+            t.name for i in (*inner, *group) for t in report.nodes[i].outputs if t is not None and t.name in outputs
+        }
         if not ends and leaves and len(group) == 1 and not _is_attention(report.nodes[group[0]]):
             lm_head = group[0] if lm_head is None else lm_head
             continue
@@ -189,7 +204,9 @@ def plan_tensor_parallel(report: Report) -> TensorParallelPlan:
         lm_head = None  # a lone vocabulary split of a graph with no blocks is not Megatron's
     embedding = _embedding(report, flow, weights) if blocks else None
     split = _split_tensors(report, flow, blocks, lm_head, embedding, weights)
-    reduced = ([_out(report, embedding)] if embedding is not None else []) + [_out(report, r) for b in blocks for r in b.rows]
+    reduced = ([_out(report, embedding)] if embedding is not None else []) + [
+        _out(report, r) for b in blocks for r in b.rows
+    ]
     hidden = _dims(report.nodes[blocks[0].rows[0]].outputs[0])[-1] if blocks else None
     return TensorParallelPlan(
         blocks=tuple(blocks),
@@ -279,7 +296,11 @@ def _caches(report: Report, members: Iterable[int]) -> dict[str, TensorInfo]:
     """The graph outputs a block writes that carry state to the next step: a KV cache, appended by
     a Concat or written by an attention op, by name."""
     outputs = frozenset(report.model.graph_outputs)
-    nodes = (report.nodes[i] for i in members if report.nodes[i].op_type == "Concat" or report.nodes[i].op_type in ATTENTION_OPS)
+    nodes = (
+        report.nodes[i]
+        for i in members
+        if report.nodes[i].op_type == "Concat" or report.nodes[i].op_type in ATTENTION_OPS
+    )
     return {t.name: t for n in nodes for t in n.outputs if t is not None and t.name in outputs}
 
 
@@ -308,11 +329,19 @@ def _embedding(report: Report, flow: Dataflow, weights: set[str]) -> int | None:
     """The Gather of a 2-D weight whose indices are the token ids (the first integer graph input,
     through views and casts)."""
     read = {t.name: t for t in _graph_inputs(report)}
-    tokens = next((name for name in report.model.graph_inputs if name in read and "int" in (read[name].dtype or "")), None)
+    tokens = next(
+        (name for name in report.model.graph_inputs if name in read and "int" in (read[name].dtype or "")), None
+    )
     for node in report.nodes:
         if node.op_type == "Gather" and node.domain == "" and node.status == OK and len(node.inputs) == 2:
             table, indices = node.inputs
-            if table is not None and table.name in weights and table.rank == 2 and indices is not None and _source(flow, indices.name) == tokens:
+            if (
+                table is not None
+                and table.name in weights
+                and table.rank == 2
+                and indices is not None
+                and _source(flow, indices.name) == tokens
+            ):
                 return node.index
     return None
 
@@ -338,8 +367,12 @@ def _split_tensors(report: Report, flow: Dataflow, blocks: list[Block], lm_head:
         parts = _column_parts(report, block)  # by a column's output width
         for c in block.columns:
             part = _part(parts, _first_output(nodes[c]))
-            split |= dict.fromkeys(_names(t for t in nodes[c].inputs[1:] if t is not None and t.name in weights), part)  # weights, biases
-            split |= {t.name: _part(parts, t) for t in nodes[c].outputs if t is not None}  # a fused Attention's output: plain
+            split |= dict.fromkeys(
+                _names(t for t in nodes[c].inputs[1:] if t is not None and t.name in weights), part
+            )  # weights, biases
+            split |= {
+                t.name: _part(parts, t) for t in nodes[c].outputs if t is not None
+            }  # a fused Attention's output: plain
         for i in block.inner:
             split |= {t.name: _part(parts, t) for t in nodes[i].outputs if t is not None}
             split |= {t.name: _part(parts, t) for t in nodes[i].inputs
@@ -347,7 +380,9 @@ def _split_tensors(report: Report, flow: Dataflow, blocks: list[Block], lm_head:
         split |= {name_of(nodes[r].inputs[slot]): PLAIN for r in block.rows for slot in ROW_WEIGHT_SLOTS.get(nodes[r].op_type, ())
                   if slot < len(nodes[r].inputs) and nodes[r].inputs[slot] is not None}  # fmt: skip
         cache = Part(0, 1, block.kv_heads or 1)
-        split |= dict.fromkeys(set(_caches(report, {*block.inner, *block.columns})) | _pasts(report, flow, block), cache)
+        split |= dict.fromkeys(
+            set(_caches(report, {*block.inner, *block.columns})) | _pasts(report, flow, block), cache
+        )
     for index in (lm_head, embedding):
         if index is not None:
             split |= dict.fromkeys(_names(t for t in nodes[index].inputs if t is not None and t.name in weights), PLAIN)
@@ -374,9 +409,17 @@ def _column_parts(report: Report, block: Block) -> dict[int, Part]:
 def _pasts(report: Report, flow: Dataflow, block: Block) -> set[str]:
     """The graph inputs a block's cache appends to: those its nodes read, directly or as copies."""
     inputs = frozenset(report.model.graph_inputs)
-    fused = [t for c in block.columns if _is_attention(report.nodes[c]) for t in report.nodes[c].inputs[4:5]]  # a fused Attention's past
-    read = {_source(flow, t.name) for t in (*(t for i in block.inner for t in report.nodes[i].inputs), *fused) if t is not None}
-    return {name for name in read if name in inputs} & {t.name for t in _graph_inputs(report) if t.rank is not None and t.rank >= 3}
+    fused = [
+        t for c in block.columns if _is_attention(report.nodes[c]) for t in report.nodes[c].inputs[4:5]
+    ]  # a fused Attention's past
+    read = {
+        _source(flow, t.name)
+        for t in (*(t for i in block.inner for t in report.nodes[i].inputs), *fused)
+        if t is not None
+    }
+    return {name for name in read if name in inputs} & {
+        t.name for t in _graph_inputs(report) if t.rank is not None and t.rank >= 3
+    }
 
 
 def _graph_inputs(report: Report):

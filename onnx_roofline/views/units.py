@@ -47,7 +47,9 @@ def unit_shares(nodes, scale: float = 1.0, special_rate: float | None = None) ->
         transcendentals += node.cost.transcendentals
     shares = [UnitShare(unit, dtype, flops, peak, flops / peak) for (unit, dtype, peak), flops in work.items()]
     if special_rate and transcendentals:
-        shares.append(UnitShare(SPECIAL, None, transcendentals * scale, special_rate, transcendentals * scale / special_rate))
+        shares.append(
+            UnitShare(SPECIAL, None, transcendentals * scale, special_rate, transcendentals * scale / special_rate)
+        )
     return tuple(shares)
 
 
@@ -65,14 +67,18 @@ def busiest(shares: Iterable[UnitShare]) -> tuple[float, UnitShare | None]:
 def single_shares(node, scale: float = 1.0, special_rate: float | None = None) -> tuple[UnitShare, ...]:
     """A lone node's shares: its own compute time (a control-flow node's is its body's sum) on its
     unit, scaled, beside its transcendentals on the special-function units."""
-    shares = [UnitShare(node.unit, node.dtype, node.cost.flops * scale, node.peak, node.placement.compute_time_s * scale)]
+    shares = [
+        UnitShare(node.unit, node.dtype, node.cost.flops * scale, node.peak, node.placement.compute_time_s * scale)
+    ]
     if special_rate and node.cost.transcendentals:
         work = node.cost.transcendentals * scale
         shares.append(UnitShare(SPECIAL, None, work, special_rate, work / special_rate))
     return tuple(shares)
 
 
-def kernel_placement(flops: int, bytes_moved: int, memory: float, shares: tuple[UnitShare, ...], ridge: float) -> Placement:
+def kernel_placement(
+    flops: int, bytes_moved: int, memory: float, shares: tuple[UnitShare, ...], ridge: float
+) -> Placement:
     """The roofline placement of a kernel doing `flops` (the FLOPs its intensity is about) over
     `shares` in `memory` seconds of traffic: compute time the busiest unit's, `ridge` the roof's
     own (the table's peak for the busiest FLOP unit over bandwidth), bound by the larger time."""

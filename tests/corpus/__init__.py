@@ -43,5 +43,12 @@ def cases(folder: Path = MODELS) -> list[dict[str, Any]]:
     for entry in manifest(folder):
         out.append({**entry, "id": entry["name"]})
         for variant in entry.get("variants", []):
-            out.append({**entry, "id": f"{entry['name']}@{variant['label']}", "dims": variant["dims"], "flops": variant["flops"]})
+            out.append(
+                {
+                    **entry,
+                    "id": f"{entry['name']}@{variant['label']}",
+                    "dims": variant["dims"],
+                    "flops": variant["flops"],
+                }
+            )
     return out

@@ -70,8 +70,13 @@ class ShapeCheck:
     def message(self) -> str:
         if self.error:
             return self.error
-        lines = [f"{len(self.wrong)} shape/dtype disagreements, {len(self.partly)} node outputs not fully inferred (of {self.observed} observed)"]
-        lines += [f"  #{d.index} {d.node} ({d.op_type}) {d.what} of {d.value}: inferred {d.inferred}, observed {d.observed}" for d in self.wrong[:8]]
+        lines = [
+            f"{len(self.wrong)} shape/dtype disagreements, {len(self.partly)} node outputs not fully inferred (of {self.observed} observed)"
+        ]
+        lines += [
+            f"  #{d.index} {d.node} ({d.op_type}) {d.what} of {d.value}: inferred {d.inferred}, observed {d.observed}"
+            for d in self.wrong[:8]
+        ]
         if self.partly:
             lines.append(f"  not fully inferred, first: {', '.join(self.partly[:4])}")
         return "\n".join(lines)
@@ -98,7 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="fnmatch pattern on model names")
     args = parser.parse_args(argv)
     entries = [e for e in cases() if not args.only or any(fnmatch.fnmatch(e["id"], p) for p in args.only)]
-    print("| model | generator | nodes | uncosted | shape disagreements | not inferred | bytes disagreements | matrix FLOPs Δ | root cause |")
+    print(
+        "| model | generator | nodes | uncosted | shape disagreements | not inferred | bytes disagreements | matrix FLOPs Δ | root cause |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     failing = 0
     for entry in entries:
@@ -106,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
         check = shapes(entry)
         if isinstance(report, Exception):
             failing += 1
-            print(f"| {entry['id']} | {entry['generator']} | {entry['nodes']} | — | — | — | — | — | analyze raised {type(report).__name__}: {str(report)[:300]} |")
+            print(
+                f"| {entry['id']} | {entry['generator']} | {entry['nodes']} | — | — | — | — | — | analyze raised {type(report).__name__}: {str(report)[:300]} |"
+            )
             continue
         bad = uncosted(report)
         expected = entry["flops"]["matrix"]
@@ -118,8 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             cause = f"first disagreement #{d.index} {d.node} ({d.op_type}) {d.what} of {d.value}: inferred {d.inferred}, observed {d.observed}"
         ok = not bad and check.passed and abs(delta) <= TOLERANCE
         failing += not ok
-        print(f"| {entry['id']} | {entry['generator']} | {len(report.nodes)} | {len(bad)} | {shape_cell} | {len(check.partly)} | "
-              f"{len(check.others)} | {delta:+.2%} | {cause.replace('|', '/')} |", flush=True)
+        print(
+            f"| {entry['id']} | {entry['generator']} | {len(report.nodes)} | {len(bad)} | {shape_cell} | {len(check.partly)} | "
+            f"{len(check.others)} | {delta:+.2%} | {cause.replace('|', '/')} |",
+            flush=True,
+        )
     print(f"\n{len(entries) - failing} of {len(entries)} graphs pass all three checks")
     return 1 if failing else 0
 

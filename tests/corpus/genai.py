@@ -32,6 +32,7 @@ DIMS = {
 # one new token per sequence after the past: a batch of 2 is allowed
 DECODE_DIMS = {**DIMS, "batch_size": 2, "sequence_length": 1, "total_sequence_length": sources.PAST + 1}
 
+
 def lfm2_config() -> transformers.Lfm2Config:
     """LFM2-like: a short-convolution layer (CausalConvWithState, a 3-tap carry) then an attention one."""
     return transformers.Lfm2Config(
@@ -59,7 +60,9 @@ def checkpoint(arch: str, folder: Path, config=None) -> torch.nn.Module:
     vocab = {f"t{i}": i for i in range(sources.VOCAB)}
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="t0"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="t0", bos_token="t0", eos_token="t0", pad_token="t0")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, unk_token="t0", bos_token="t0", eos_token="t0", pad_token="t0"
+    )
     fast.save_pretrained(folder)
     return model
 
@@ -67,8 +70,21 @@ def checkpoint(arch: str, folder: Path, config=None) -> torch.nn.Module:
 def build(folder: Path, out: Path, precision: str, cache: Path) -> onnx.ModelProto:
     """Run the builder as a user does (a subprocess: the module is a script); return its model.onnx
     with weights."""
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(folder), "-o", str(out),
-               "-p", precision, "-e", "cpu", "-c", str(cache)]
+    command = [
+        sys.executable,
+        "-m",
+        "onnxruntime_genai.models.builder",
+        "-i",
+        str(folder),
+        "-o",
+        str(out),
+        "-p",
+        precision,
+        "-e",
+        "cpu",
+        "-c",
+        str(cache),
+    ]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         raise RuntimeError(f"genai builder failed ({done.returncode}): {done.stderr[-2000:]}")

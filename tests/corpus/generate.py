@@ -78,13 +78,33 @@ def job(name: str):
 
 
 # e) transformers models (and the reduced ResNet) called with their masks, through both exporters
-EXPORTED = ("bert", "gpt2", "gpt2_past", "llama_past", "mistral_past", "bart_decoder_past", "t5_encoder", "vit", "whisper_encoder", "resnet")
+EXPORTED = (
+    "bert",
+    "gpt2",
+    "gpt2_past",
+    "llama_past",
+    "mistral_past",
+    "bart_decoder_past",
+    "t5_encoder",
+    "vit",
+    "whisper_encoder",
+    "resnet",
+)
 
 
 def _export_job(arch: str, exporter: str):
     def run(ctx: Context) -> Built:
         src = ctx.source(arch, exporter)
-        return Built(onnx.load(src.path), src.dims, src.flops, src.flop_method, "torch-export", src.tool, notes=src.notes, variants=src.variants)
+        return Built(
+            onnx.load(src.path),
+            src.dims,
+            src.flops,
+            src.flop_method,
+            "torch-export",
+            src.tool,
+            notes=src.notes,
+            variants=src.variants,
+        )
 
     return run
 
@@ -120,11 +140,29 @@ def _transformers_job(name: str, arch: str, model_type: str, fp16: bool, eager: 
         from tests.corpus import tools
 
         src = ctx.source(arch, eager=eager)
-        model = tools.transformers_optimized(src.path, model_type, ctx.path(f"{name}.onnx"), fp16=fp16, num_heads=S.HEADS, hidden_size=S.HIDDEN, use_gpu=gpu)
+        model = tools.transformers_optimized(
+            src.path,
+            model_type,
+            ctx.path(f"{name}.onnx"),
+            fp16=fp16,
+            num_heads=S.HEADS,
+            hidden_size=S.HIDDEN,
+            use_gpu=gpu,
+        )
         tool = f"onnxruntime.transformers.optimizer.optimize_model(model_type={model_type!r}, num_heads={S.HEADS}, hidden_size={S.HIDDEN}, use_gpu={gpu})"
         if fp16:
             tool += " + convert_float_to_float16(keep_io_types=True)"
-        return Built(model, src.dims, src.flops, src.flop_method, "ort-transformers-optimizer", tool, src.name, src.notes, src.variants)
+        return Built(
+            model,
+            src.dims,
+            src.flops,
+            src.flop_method,
+            "ort-transformers-optimizer",
+            tool,
+            src.name,
+            src.notes,
+            src.variants,
+        )
 
     return run
 
@@ -155,8 +193,16 @@ def _genai_job(arch: str, precision: str):
         built = genai.build(folder, ctx.path(f"genai_{arch}_{precision}"), precision, ctx.path("genai_cache"))
         tool = f"python -m onnxruntime_genai.models.builder -p {precision} -e cpu (onnxruntime-genai {version('onnxruntime-genai')})"
         notes = f"{arch} config: {S.LAYERS} layers, hidden {S.HIDDEN}, {S.HEADS} heads / {S.KV_HEADS} KV heads, vocab {S.VOCAB}"
-        return Built(built, dict(genai.DIMS), flops, S.FLOP_METHOD + " (HF model with DynamicCache)", "genai-builder", tool,
-                     notes=notes, variants=[decode])
+        return Built(
+            built,
+            dict(genai.DIMS),
+            flops,
+            S.FLOP_METHOD + " (HF model with DynamicCache)",
+            "genai-builder",
+            tool,
+            notes=notes,
+            variants=[decode],
+        )
 
     return run
 
@@ -193,7 +239,9 @@ def _quant_job(arch: str, kind: str):
             reader = _bert_reader() if arch == "bert" else _resnet_reader()
             model = tools.quantized_static_qdq(src.path, out, reader)
             tool = "onnxruntime.quantization.quantize_static(quant_format=QDQ, QInt8 activations and weights, 4 random calibration feeds)"
-        return Built(model, src.dims, src.flops, src.flop_method, "ort-quantization", tool, src.name, variants=src.variants)
+        return Built(
+            model, src.dims, src.flops, src.flop_method, "ort-quantization", tool, src.name, variants=src.variants
+        )
 
     return run
 
@@ -206,7 +254,9 @@ def _weight_only_job(arch: str, kind: str):
         model = tools.quantized_weight_only(src.path, ctx.path(f"{kind}_{arch}.onnx"), kind)
         config, options = tools.WEIGHT_ONLY[kind]
         tool = f"onnxruntime.quantization.matmul_nbits_quantizer.MatMulNBitsQuantizer({config}({', '.join(f'{k}={v}' for k, v in options.items())}))"
-        return Built(model, src.dims, src.flops, src.flop_method, "ort-quantization", tool, src.name, variants=src.variants)
+        return Built(
+            model, src.dims, src.flops, src.flop_method, "ort-quantization", tool, src.name, variants=src.variants
+        )
 
     return run
 
@@ -238,18 +288,34 @@ def _old_job(arch: str, opset: int):
         else:
             flops, method = S.count_flops(module, recipe.args()), S.FLOP_METHOD
             if recipe.decode is not None:
-                variants.append({"label": "decode", "dims": S.decode_dims(recipe.dims), "flops": S.count_flops(module, recipe.decode())})
+                variants.append(
+                    {
+                        "label": "decode",
+                        "dims": S.decode_dims(recipe.dims),
+                        "flops": S.count_flops(module, recipe.decode()),
+                    }
+                )
             S.eager_attention(module)
         path = ctx.path(f"opset{opset}_{arch}.onnx")
         model = S.export(recipe, "torchscript", path, opset=opset, training=training, module=module)
-        tool = f"torch.onnx.export(dynamo=False, opset_version={opset}" + (", training=TrainingMode.TRAINING)" if training else ")")
+        tool = f"torch.onnx.export(dynamo=False, opset_version={opset}" + (
+            ", training=TrainingMode.TRAINING)" if training else ")"
+        )
         notes = recipe.notes or "eager attention (no SDPA export before opset 14)"
         return Built(model, dict(recipe.dims), flops, method, "old-opset", tool, notes=notes, variants=variants)
 
     return run
 
 
-OLD = (("dropout_convnet", 9), ("loop_rnn", 11), ("gpt2", 9), ("bert", 10), ("gpt2_past", 11), ("llama_past", 11), ("resnet", 7))
+OLD = (
+    ("dropout_convnet", 9),
+    ("loop_rnn", 11),
+    ("gpt2", 9),
+    ("bert", 10),
+    ("gpt2_past", 11),
+    ("llama_past", 11),
+    ("resnet", 7),
+)
 for _arch, _opset in OLD:
     job(f"opset{_opset}_{_arch}")(_old_job(_arch, _opset))
 
@@ -267,10 +333,20 @@ def _convert_job(start: str, target: int):
             src = ctx.source(start)
             path, flops, method, dims, variants = src.path, src.flops, src.flop_method, src.dims, src.variants
         model = tools.version_converted(path, target)
-        source_opset = next(o.version for o in onnx.load(path, load_external_data=False).opset_import if o.domain in ("", "ai.onnx"))
+        source_opset = next(
+            o.version for o in onnx.load(path, load_external_data=False).opset_import if o.domain in ("", "ai.onnx")
+        )
         tool = f"onnx.version_converter.convert_version(model, {target}) from opset {source_opset}"
-        return Built(model, dims, flops, method, "version-converter", tool, start if start.startswith("opset") else f"ts_{start}",
-                     variants=variants)
+        return Built(
+            model,
+            dims,
+            flops,
+            method,
+            "version-converter",
+            tool,
+            start if start.startswith("opset") else f"ts_{start}",
+            variants=variants,
+        )
 
     return run
 
@@ -315,12 +391,17 @@ def emit(name: str, built: Built, out: Path, keep_data: bool) -> dict:
         "source": built.source,
         "dims": built.dims,
         "flops": {"matrix": built.flops, "method": built.flop_method},
-        "variants": [{"label": v["label"], "dims": v["dims"], "flops": {"matrix": v["flops"], "method": built.flop_method}} for v in built.variants],
+        "variants": [
+            {"label": v["label"], "dims": v["dims"], "flops": {"matrix": v["flops"], "method": built.flop_method}}
+            for v in built.variants
+        ],
         "nodes": len(model.graph.node),
         "opsets": {o.domain or "ai.onnx": o.version for o in model.opset_import},
         "ops": dict(sorted(ops.items())),
         "bytes": path.stat().st_size,
-        "versions": {d: version(d) for d in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript", "onnxruntime-genai")},
+        "versions": {
+            d: version(d) for d in ("torch", "transformers", "onnx", "onnxruntime", "onnxscript", "onnxruntime-genai")
+        },
         "notes": built.notes,
     }
     (out / f"{name}.json").write_text(json.dumps(entry, indent=1) + "\n")
@@ -330,8 +411,13 @@ def emit(name: str, built: Built, out: Path, keep_data: bool) -> dict:
 def _check_dims(name: str, dims: dict[str, int], built: Built) -> None:
     """Every symbolic dim of the graph inputs must be bound by ``dims``."""
     inits = {t.name for t in built.model.graph.initializer}
-    unbound = {d.dim_param for i in built.model.graph.input if i.name not in inits
-               for d in i.type.tensor_type.shape.dim if d.HasField("dim_param") and d.dim_param not in dims}
+    unbound = {
+        d.dim_param
+        for i in built.model.graph.input
+        if i.name not in inits
+        for d in i.type.tensor_type.shape.dim
+        if d.HasField("dim_param") and d.dim_param not in dims
+    }
     if unbound:
         raise ValueError(f"{name}: input dims {sorted(unbound)} are not bound by {dims}")
 
@@ -368,7 +454,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             size = entry["bytes"]
             warn = "  (over 1 MB)" if size > MAX_BYTES else ""
-            print(f"{name:32s} {entry['nodes']:5d} nodes {size:>9,} B {time.perf_counter() - began:6.1f} s{warn}", flush=True)
+            print(
+                f"{name:32s} {entry['nodes']:5d} nodes {size:>9,} B {time.perf_counter() - began:6.1f} s{warn}",
+                flush=True,
+            )
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)

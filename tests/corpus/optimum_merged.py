@@ -48,10 +48,26 @@ def _export(arch: str, folder: Path) -> dict[str, onnx.ModelProto]:
         model, config = transformers.GPT2LMHeadModel(S.gpt2_config()).eval(), GPT2OnnxConfig
     else:
         model, config = transformers.LlamaForCausalLM(S.llama_config()).eval(), LlamaOnnxConfig
-    paths = {key: folder / f"{arch}_{key}.onnx" for key in ("decoder_model", "decoder_with_past_model", "decoder_model_merged")}
-    export(model, config(model.config, task="text-generation", use_past=True, use_past_in_inputs=False), paths["decoder_model"])
-    export(model, config(model.config, task="text-generation", use_past=True, use_past_in_inputs=True), paths["decoder_with_past_model"])
-    merge_decoders(paths["decoder_model"], paths["decoder_with_past_model"], save_path=str(paths["decoder_model_merged"]), strict=False)
+    paths = {
+        key: folder / f"{arch}_{key}.onnx"
+        for key in ("decoder_model", "decoder_with_past_model", "decoder_model_merged")
+    }
+    export(
+        model,
+        config(model.config, task="text-generation", use_past=True, use_past_in_inputs=False),
+        paths["decoder_model"],
+    )
+    export(
+        model,
+        config(model.config, task="text-generation", use_past=True, use_past_in_inputs=True),
+        paths["decoder_with_past_model"],
+    )
+    merge_decoders(
+        paths["decoder_model"],
+        paths["decoder_with_past_model"],
+        save_path=str(paths["decoder_model_merged"]),
+        strict=False,
+    )
     return {key: onnx.load(path) for key, path in paths.items()}
 
 
@@ -86,24 +102,48 @@ def family(arch: str) -> dict[str, Built]:
     merged = models["decoder_model_merged"]
     return {
         f"optimum_{arch}_decoder_model_merged": Built(
-            merged, tool=tool, dims=step, values={"use_cache_branch": 1}, counterpart=f"optimum_{arch}_decoder_with_past_model",
-            feeds=_feeds(merged, 1, PAST, True), inputs={"attention_mask": [BATCH, PAST + 1]},
+            merged,
+            tool=tool,
+            dims=step,
+            values={"use_cache_branch": 1},
+            counterpart=f"optimum_{arch}_decoder_with_past_model",
+            feeds=_feeds(merged, 1, PAST, True),
+            inputs={"attention_mask": [BATCH, PAST + 1]},
             notes="optimum-onnx keeps the no-past graph's attention_mask declaration [batch_size, sequence_length]: bind its whole shape",
-            variants=[{"label": "no_cache", "dims": prompt, "values": {"use_cache_branch": 0}, "counterpart": f"optimum_{arch}_decoder_model",
-                       "inputs": {"attention_mask": [BATCH, PROMPT]}, "feeds": _feeds(merged, PROMPT, 0, False)}],
+            variants=[
+                {
+                    "label": "no_cache",
+                    "dims": prompt,
+                    "values": {"use_cache_branch": 0},
+                    "counterpart": f"optimum_{arch}_decoder_model",
+                    "inputs": {"attention_mask": [BATCH, PROMPT]},
+                    "feeds": _feeds(merged, PROMPT, 0, False),
+                }
+            ],
         ),  # fmt: skip
         f"optimum_{arch}_decoder_with_past_model": Built(
-            models["decoder_with_past_model"], tool=tool, dims=step, feeds=_feeds(models["decoder_with_past_model"], 1, PAST, None)
+            models["decoder_with_past_model"],
+            tool=tool,
+            dims=step,
+            feeds=_feeds(models["decoder_with_past_model"], 1, PAST, None),
         ),
         f"optimum_{arch}_decoder_model": Built(
-            models["decoder_model"], tool=tool, dims={"batch_size": BATCH, "sequence_length": PROMPT}, feeds=_feeds(models["decoder_model"], PROMPT, 0, None)
+            models["decoder_model"],
+            tool=tool,
+            dims={"batch_size": BATCH, "sequence_length": PROMPT},
+            feeds=_feeds(models["decoder_model"], PROMPT, 0, None),
         ),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.corpus.optimum_merged", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "shipped", help="output folder (tests/corpus/shipped)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent / "shipped",
+        help="output folder (tests/corpus/shipped)",
+    )
     args = parser.parse_args(argv)
     for arch in ARCHES:
         build_entries(family(arch), args.out, GENERATOR, strip_constants=True)

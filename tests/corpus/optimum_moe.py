@@ -76,13 +76,20 @@ def _export(arch: str, folder: Path) -> onnx.ModelProto:
     config = transformers.AutoConfig.for_model(arch, **CONFIGS[arch])
     config._attn_implementation = "eager"
     model = transformers.AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():  # GPT-OSS's router and biases start at zero or empty: every tensor distinct, every expert a chance
+    with (
+        torch.no_grad()
+    ):  # GPT-OSS's router and biases start at zero or empty: every tensor distinct, every expert a chance
         for weight in model.parameters():
             weight.normal_(0, 0.2)
-        for name, buffer in model.named_buffers():  # DeepSeek-V3's zero score-correction biases, alike in every layer, would be stored once: made distinct, too small to move the routing
+        for (
+            name,
+            buffer,
+        ) in model.named_buffers():  # DeepSeek-V3's zero score-correction biases, alike in every layer, would be stored once: made distinct, too small to move the routing
             if name.endswith("e_score_correction_bias"):
                 buffer.uniform_(0, 1e-4)
-    onnx_config = TasksManager.get_exporter_config_constructor("onnx", model, task="text-generation-with-past")(model.config, use_past_in_inputs=True)
+    onnx_config = TasksManager.get_exporter_config_constructor("onnx", model, task="text-generation-with-past")(
+        model.config, use_past_in_inputs=True
+    )
     path = folder / f"{arch}.onnx"
     with contextlib.redirect_stderr(sys.stdout):
         export(model, onnx_config, path)
@@ -97,7 +104,9 @@ def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     for value in model.graph.input:
         if value.name.startswith("past_key_values"):
             dims = value.type.tensor_type.shape.dim
-            feeds[value.name] = rng.standard_normal((BATCH, dims[1].dim_value, PAST, dims[3].dim_value)).astype(np.float32)
+            feeds[value.name] = rng.standard_normal((BATCH, dims[1].dim_value, PAST, dims[3].dim_value)).astype(
+                np.float32
+            )
     return {name: feed for name, feed in feeds.items() if name in {v.name for v in model.graph.input}}
 
 
@@ -107,7 +116,9 @@ def family(arch: str) -> dict[str, Built]:
     tool = "optimum-onnx 0.1.0: optimum.exporters.onnx.export, task text-generation-with-past, with the architecture's OnnxConfig and patcher"
     dims = {"batch_size": BATCH, "sequence_length": NEW, "past_sequence_length": PAST}
     selections = sum(node.op_type == "NonZero" for node in model.graph.node)
-    if arch != "gpt_oss" and selections != EXPERTS * LAYERS:  # DeepSeek-V3's trace keeps only the experts its dummy tokens hit
+    if (
+        arch != "gpt_oss" and selections != EXPERTS * LAYERS
+    ):  # DeepSeek-V3's trace keeps only the experts its dummy tokens hit
         raise SystemExit(f"{arch}: {selections} NonZero in the trace, not one per expert ({EXPERTS * LAYERS})")
     name = f"optimum_{arch}_decoder_with_past_model"
     built = Built(model, tool=tool, dims=dims, feeds=_feeds(model), notes=f"config: {CONFIGS[arch]}")
@@ -116,8 +127,12 @@ def family(arch: str) -> dict[str, Built]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.corpus.optimum_moe", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "moe", help="output folder (tests/corpus/moe)")
-    parser.add_argument("--only", action="append", default=[], help="an architecture (repeatable): " + ", ".join(CONFIGS))
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parent / "moe", help="output folder (tests/corpus/moe)"
+    )
+    parser.add_argument(
+        "--only", action="append", default=[], help="an architecture (repeatable): " + ", ".join(CONFIGS)
+    )
     args = parser.parse_args(argv)
     for arch in args.only or CONFIGS:
         build_entries(family(arch), args.out, GENERATOR, strip_constants=True)

@@ -53,7 +53,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
 
-os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")  # before onnxruntime loads, in run_ort (DESIGN: nothing leaves the machine)
+os.environ.setdefault(
+    "ORT_DISABLE_TELEMETRY", "1"
+)  # before onnxruntime loads, in run_ort (DESIGN: nothing leaves the machine)
 
 SEED = 0
 SIZE_THRESHOLD = 1024  # bytes: larger initializers go to <name>.onnx.data (exporters.strip's rule)
@@ -102,7 +104,9 @@ def save_stripped(model: onnx.ModelProto, path: Path, constants: bool = False) -
 
 
 def _nbytes(tensor: onnx.TensorProto) -> int:
-    return int(np.prod(tensor.dims, dtype=np.int64)) * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    return (
+        int(np.prod(tensor.dims, dtype=np.int64)) * np.dtype(helper.tensor_dtype_to_np_dtype(tensor.data_type)).itemsize
+    )
 
 
 def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -113,7 +117,7 @@ def run_ort(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, n
     options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds)))
+    return dict(zip(names, session.run(None, feeds), strict=False))
 
 
 def version(dist: str) -> str | None:
@@ -134,7 +138,14 @@ class Built:
         self.variants = list(variants)  # {"label", "dims", "values", "counterpart", "feeds"[, "inputs"]}
 
 
-def emit(name: str, built: Built, out: Path, keep_data: bool = False, generator: str = GENERATOR, strip_constants: bool = False) -> dict:
+def emit(
+    name: str,
+    built: Built,
+    out: Path,
+    keep_data: bool = False,
+    generator: str = GENERATOR,
+    strip_constants: bool = False,
+) -> dict:
     """Run ``built`` in onnxruntime at each binding, write ``<name>.onnx`` (weight-stripped) and
     ``<name>.json``; return the manifest entry."""
     onnx.checker.check_model(built.model)
@@ -153,8 +164,14 @@ def emit(name: str, built: Built, out: Path, keep_data: bool = False, generator:
         "counterpart": built.counterpart,
         "output_shapes": shapes,
         "variants": [
-            {"label": v["label"], "dims": v["dims"], "values": v.get("values", {}), "counterpart": v.get("counterpart"),
-             **({"inputs": v["inputs"]} if v.get("inputs") else {}), "output_shapes": _output_shapes(built.model, v["feeds"])}
+            {
+                "label": v["label"],
+                "dims": v["dims"],
+                "values": v.get("values", {}),
+                "counterpart": v.get("counterpart"),
+                **({"inputs": v["inputs"]} if v.get("inputs") else {}),
+                "output_shapes": _output_shapes(built.model, v["feeds"]),
+            }
             for v in built.variants
         ],
         "nodes": len(built.model.graph.node),
@@ -172,7 +189,9 @@ def emit(name: str, built: Built, out: Path, keep_data: bool = False, generator:
 def _dumps(entry: dict) -> str:
     """JSON, one key a line (as tests/corpus/models), a shape on one line."""
     text = json.dumps(entry, indent=1)
-    return re.sub(r"\[\s*((?:-?\d+,\s*)*-?\d+)\s*\]", lambda m: "[" + ", ".join(re.split(r",\s*", m.group(1))) + "]", text)
+    return re.sub(
+        r"\[\s*((?:-?\d+,\s*)*-?\d+)\s*\]", lambda m: "[" + ", ".join(re.split(r",\s*", m.group(1))) + "]", text
+    )
 
 
 def _output_shapes(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, list[int]]:
@@ -259,7 +278,9 @@ def _unify_onnx_outputs(model1: onnx.ModelProto, model2: onnx.ModelProto, strict
         out2 = model2.graph.output[idx] if idx < len(model2.graph.output) else None
         if out2 is not None and out1 == out2:
             continue
-        if out2 is None or not (out1.name == out2.name and out1.type.tensor_type.elem_type == out2.type.tensor_type.elem_type):
+        if out2 is None or not (
+            out1.name == out2.name and out1.type.tensor_type.elem_type == out2.type.tensor_type.elem_type
+        ):
             if strict or out1.name in names2:
                 raise ValueError(f"cannot match {out1.name} with {out2.name if out2 is not None else None}")
             dims = _dims(out1)
@@ -273,15 +294,29 @@ def _unify_onnx_outputs(model1: onnx.ModelProto, model2: onnx.ModelProto, strict
                 else:
                     empty.append(d)
             value = helper.make_tensor("const_tensor", out1.type.tensor_type.elem_type, empty, vals=[])
-            model2.graph.node.append(helper.make_node("Constant", [], [out1.name], name=f"Constant_{len(model2.graph.node) + 1}", value=value))
-            model2.graph.output.insert(idx, helper.make_tensor_value_info(out1.name, out1.type.tensor_type.elem_type, dims))
+            model2.graph.node.append(
+                helper.make_node(
+                    "Constant", [], [out1.name], name=f"Constant_{len(model2.graph.node) + 1}", value=value
+                )
+            )
+            model2.graph.output.insert(
+                idx, helper.make_tensor_value_info(out1.name, out1.type.tensor_type.elem_type, dims)
+            )
         else:
             model2.graph.output.remove(out2)
-            model2.graph.output.insert(idx, helper.make_tensor_value_info(out1.name, out1.type.tensor_type.elem_type, _dims(out1)))
+            model2.graph.output.insert(
+                idx, helper.make_tensor_value_info(out1.name, out1.type.tensor_type.elem_type, _dims(out1))
+            )
 
 
-def merge_decoders(decoder: onnx.ModelProto, decoder_with_past: onnx.ModelProto, *, strict: bool = True,
-                   shared: bool = True, graph_name: str = "merged") -> onnx.ModelProto:
+def merge_decoders(
+    decoder: onnx.ModelProto,
+    decoder_with_past: onnx.ModelProto,
+    *,
+    strict: bool = True,
+    shared: bool = True,
+    graph_name: str = "merged",
+) -> onnx.ModelProto:
     """optimum's ``merge_decoders(decoder, decoder_with_past, strict=...)``.
 
     - inputs: every input of the decoder, then those only the with-past decoder has (the
@@ -320,8 +355,11 @@ def merge_decoders(decoder: onnx.ModelProto, decoder_with_past: onnx.ModelProto,
             dim.dim_param = "attention_mask_sequence_length"
 
     def small(model):  # what optimum leaves in a branch: scalars, 1-D int32/int64
-        return [t for t in model.graph.initializer
-                if len(t.dims) == 0 or (len(t.dims) == 1 and t.data_type in (TensorProto.INT32, TensorProto.INT64))]
+        return [
+            t
+            for t in model.graph.initializer
+            if len(t.dims) == 0 or (len(t.dims) == 1 and t.data_type in (TensorProto.INT32, TensorProto.INT64))
+        ]
 
     if shared:
         outer = _deduplicated_cross_model_initializers([decoder, decoder_with_past], suffix=graph_name)
@@ -330,10 +368,18 @@ def merge_decoders(decoder: onnx.ModelProto, decoder_with_past: onnx.ModelProto,
         outer = []
         no_past_inits, with_past_inits = list(decoder.graph.initializer), list(decoder_with_past.graph.initializer)
     no_past = helper.make_graph(decoder.graph.node, "no_past", [], decoder.graph.output, initializer=no_past_inits)
-    with_past = helper.make_graph(decoder_with_past.graph.node, "with_past", [], decoder_with_past.graph.output, initializer=with_past_inits)
+    with_past = helper.make_graph(
+        decoder_with_past.graph.node, "with_past", [], decoder_with_past.graph.output, initializer=with_past_inits
+    )
     use_cache_branch = helper.make_tensor_value_info("use_cache_branch", TensorProto.BOOL, [1])
-    if_node = helper.make_node("If", ["use_cache_branch"], [o.name for o in no_past.output], name="optimum::if",
-                               then_branch=with_past, else_branch=no_past)
+    if_node = helper.make_node(
+        "If",
+        ["use_cache_branch"],
+        [o.name for o in no_past.output],
+        name="optimum::if",
+        then_branch=with_past,
+        else_branch=no_past,
+    )
     graph = helper.make_graph([if_node], graph_name, inputs + [use_cache_branch], no_past.output, initializer=outer)
     imports, domains = [], set()
     for imp in list(decoder.opset_import) + list(decoder_with_past.opset_import):
@@ -371,8 +417,16 @@ def _torchscript(module, args, names_in, names_out, axes, opset, outputs=None) -
 
     buf = io.BytesIO()
     with torch.no_grad(), quiet():
-        torch.onnx.export(module, args, buf, dynamo=False, input_names=names_in, output_names=names_out,
-                          dynamic_axes={k: v for k, v in axes.items() if k in names_in + names_out}, opset_version=opset)
+        torch.onnx.export(
+            module,
+            args,
+            buf,
+            dynamo=False,
+            input_names=names_in,
+            output_names=names_out,
+            dynamic_axes={k: v for k, v in axes.items() if k in names_in + names_out},
+            opset_version=opset,
+        )
     model = onnx.load_from_string(buf.getvalue())
     if outputs:
         set_io_shapes(model, outputs)
@@ -394,8 +448,14 @@ def _causal_lm_wrappers():
         def forward(self, input_ids, attention_mask, position_ids, *past):
             pairs = [(past[i], past[i + 1]) for i in range(0, len(past), 2)]
             cache = transformers.DynamicCache(ddp_cache_data=pairs) if pairs else transformers.DynamicCache()
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                             cache=cache, use_cache=True, return_dict=True)
+            out = self.model(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                position_ids=position_ids,
+                cache=cache,
+                use_cache=True,
+                return_dict=True,
+            )
             return (out.logits, *[t for layer in cache.layers for t in (layer.keys, layer.values)])
 
     return DecoderCall
@@ -439,15 +499,33 @@ def causal_lm_sources(arch: str):
 
     no_past_args, with_past_args = args(PROMPT, 0), args(1, PAST)
     names = ["input_ids", "attention_mask", "position_ids"]
-    shapes = {"logits": ["batch_size", "sequence_length", S.VOCAB],
-              **{n: ["batch_size", kv_heads, "past_sequence_length + 1", S.HEAD] for n in kv_out}}
-    decoder = _torchscript(call, no_past_args, names, ["logits", *kv_out],
-                           {**axes, "attention_mask": {0: "batch_size", 1: "sequence_length"}}, OPSET_DECODERS, shapes)
-    with_past = _torchscript(call, with_past_args, names + kv_in, ["logits", *kv_out],
-                             {**axes, "attention_mask": {0: "batch_size", 1: "past_sequence_length + 1"}}, OPSET_DECODERS, shapes)
-    feeds_no_past = dict(zip(names, (a.numpy() for a in no_past_args)))
-    feeds_with_past = dict(zip(names + kv_in, (a.numpy() for a in with_past_args)))
-    empty_past = {n: np.zeros((BATCH, kv_heads, 0, S.HEAD), np.float32) for n in kv_in}  # what optimum feeds the no-cache pass
+    shapes = {
+        "logits": ["batch_size", "sequence_length", S.VOCAB],
+        **{n: ["batch_size", kv_heads, "past_sequence_length + 1", S.HEAD] for n in kv_out},
+    }
+    decoder = _torchscript(
+        call,
+        no_past_args,
+        names,
+        ["logits", *kv_out],
+        {**axes, "attention_mask": {0: "batch_size", 1: "sequence_length"}},
+        OPSET_DECODERS,
+        shapes,
+    )
+    with_past = _torchscript(
+        call,
+        with_past_args,
+        names + kv_in,
+        ["logits", *kv_out],
+        {**axes, "attention_mask": {0: "batch_size", 1: "past_sequence_length + 1"}},
+        OPSET_DECODERS,
+        shapes,
+    )
+    feeds_no_past = dict(zip(names, (a.numpy() for a in no_past_args), strict=False))
+    feeds_with_past = dict(zip(names + kv_in, (a.numpy() for a in with_past_args), strict=False))
+    empty_past = {
+        n: np.zeros((BATCH, kv_heads, 0, S.HEAD), np.float32) for n in kv_in
+    }  # what optimum feeds the no-cache pass
     return decoder, with_past, feeds_no_past, feeds_with_past, empty_past
 
 
@@ -483,15 +561,29 @@ def whisper_sources():
             else:  # past: per layer decoder key, value, encoder key, value; the encoder output is not read
                 own = [(rest[i], rest[i + 1]) for i in range(0, len(rest), 4)]
                 cross = [(rest[i + 2], rest[i + 3]) for i in range(0, len(rest), 4)]
-                cache = transformers.EncoderDecoderCache(transformers.DynamicCache(ddp_cache_data=own), transformers.DynamicCache(ddp_cache_data=cross))
+                cache = transformers.EncoderDecoderCache(
+                    transformers.DynamicCache(ddp_cache_data=own), transformers.DynamicCache(ddp_cache_data=cross)
+                )
                 encoder_hidden_states = rest[2].new_zeros(input_ids.shape[0], 1, S.HIDDEN)
-            out = self.model(encoder_outputs=(encoder_hidden_states,), decoder_input_ids=input_ids, cache=cache,
-                             use_cache=True, return_dict=True)
+            out = self.model(
+                encoder_outputs=(encoder_hidden_states,),
+                decoder_input_ids=input_ids,
+                cache=cache,
+                use_cache=True,
+                return_dict=True,
+            )
             own_layers = cache.self_attention_cache.layers
             if len(rest) != 1:
                 return (out.logits, *[t for layer in own_layers for t in (layer.keys, layer.values)])
             cross_layers = cache.cross_attention_cache.layers
-            return (out.logits, *[t for a, b in zip(own_layers, cross_layers) for t in (a.keys, a.values, b.keys, b.values)])
+            return (
+                out.logits,
+                *[
+                    t
+                    for a, b in zip(own_layers, cross_layers, strict=False)
+                    for t in (a.keys, a.values, b.keys, b.values)
+                ],
+            )
 
     call = DecoderCall(model).eval()
     past_in = [f"past_key_values.{i}.{p}.{k}" for i in layers for p in ("decoder", "encoder") for k in ("key", "value")]
@@ -501,23 +593,51 @@ def whisper_sources():
         "input_ids": {0: "batch_size", 1: "decoder_sequence_length"},
         "encoder_hidden_states": {0: "batch_size", 1: "encoder_sequence_length / 2"},
         "logits": {0: "batch_size", 1: "decoder_sequence_length"},
-        **{n: {0: "batch_size", 2: "past_decoder_sequence_length" if ".decoder." in n else "encoder_sequence_length_out"} for n in past_in},
-        **{n: {0: "batch_size", 2: "past_decoder_sequence_length + 1" if ".decoder." in n else "encoder_sequence_length_out"} for n in all_out},
+        **{
+            n: {
+                0: "batch_size",
+                2: "past_decoder_sequence_length" if ".decoder." in n else "encoder_sequence_length_out",
+            }
+            for n in past_in
+        },
+        **{
+            n: {
+                0: "batch_size",
+                2: "past_decoder_sequence_length + 1" if ".decoder." in n else "encoder_sequence_length_out",
+            }
+            for n in all_out
+        },
     }
     gen = torch.Generator().manual_seed(SEED)
     ids = torch.randint(0, S.VOCAB, (BATCH, PROMPT), generator=gen)
     enc = torch.randn(BATCH, ENCODER, S.HIDDEN, generator=gen)
     shapes = {n: ["batch_size", S.HEADS, axes[n][2], S.HEAD] for n in all_out}
-    decoder = _torchscript(call, (ids, enc), ["input_ids", "encoder_hidden_states"], ["logits", *all_out], axes, OPSET_DECODERS,
-                           {"logits": ["batch_size", "decoder_sequence_length", S.VOCAB], **shapes})
+    decoder = _torchscript(
+        call,
+        (ids, enc),
+        ["input_ids", "encoder_hidden_states"],
+        ["logits", *all_out],
+        axes,
+        OPSET_DECODERS,
+        {"logits": ["batch_size", "decoder_sequence_length", S.VOCAB], **shapes},
+    )
     step = torch.randint(0, S.VOCAB, (BATCH, 1), generator=gen)
     past = [torch.randn(BATCH, S.HEADS, PAST if ".decoder." in n else ENCODER, S.HEAD, generator=gen) for n in past_in]
     with_past_axes = {**axes, "input_ids": {0: "batch_size"}, "logits": {0: "batch_size", 1: "1"}}
-    with_past = _torchscript(call, (step, *past), ["input_ids", *past_in], ["logits", *own_out], with_past_axes, OPSET_DECODERS,
-                             {"logits": ["batch_size", "1", S.VOCAB], **{n: shapes[n] for n in own_out}})
+    with_past = _torchscript(
+        call,
+        (step, *past),
+        ["input_ids", *past_in],
+        ["logits", *own_out],
+        with_past_axes,
+        OPSET_DECODERS,
+        {"logits": ["batch_size", "1", S.VOCAB], **{n: shapes[n] for n in own_out}},
+    )
     feeds_no_past = {"input_ids": ids.numpy(), "encoder_hidden_states": enc.numpy()}
-    feeds_with_past = {"input_ids": step.numpy(), **{n: t.numpy() for n, t in zip(past_in, past)}}
-    dummy_past = {n: np.zeros((BATCH, S.HEADS, 1, S.HEAD), np.float32) for n in past_in}  # ORTModelForSpeechSeq2Seq's first pass
+    feeds_with_past = {"input_ids": step.numpy(), **{n: t.numpy() for n, t in zip(past_in, past, strict=False)}}
+    dummy_past = {
+        n: np.zeros((BATCH, S.HEADS, 1, S.HEAD), np.float32) for n in past_in
+    }  # ORTModelForSpeechSeq2Seq's first pass
     return decoder, with_past, feeds_no_past, feeds_with_past, dummy_past
 
 
@@ -543,8 +663,11 @@ def decoder_family(arch: str) -> dict[str, Built]:
         seq, past_dim = "sequence_length", "past_sequence_length"
     names = {k: f"{arch}_decoder_{k}" for k in ("model", "with_past_model", "model_merged", "model_merged_dup")}
     base0, base1 = run_ort(decoder, feeds0), run_ort(with_past, feeds1)
-    flops_note = {"gpt2": "GPT-2-like", "llama": "Llama-like (4 query heads, 2 KV heads: GQA; RoPE; SwiGLU)",
-                  "whisper": "Whisper-like decoder (self- and cross-attention; the cross K/V computed from encoder_hidden_states without a past)"}[arch]
+    flops_note = {
+        "gpt2": "GPT-2-like",
+        "llama": "Llama-like (4 query heads, 2 KV heads: GQA; RoPE; SwiGLU)",
+        "whisper": "Whisper-like decoder (self- and cross-attention; the cross K/V computed from encoder_hidden_states without a past)",
+    }[arch]
     config = f"{flops_note}: tiny random config of tests/corpus/sources.py ({S.LAYERS} layers, hidden {S.HIDDEN}, {S.HEADS} heads, vocab {S.VOCAB}), seed {SEED}"
     tool_src = f"torch.onnx.export(dynamo=False, opset_version={OPSET_DECODERS}) with optimum's input/output and dynamic-axis names"
 
@@ -552,9 +675,23 @@ def decoder_family(arch: str) -> dict[str, Built]:
     if whisper:
         dims0 = {"batch_size": BATCH, seq: PROMPT, "encoder_sequence_length / 2": ENCODER}
         dims1 = {"batch_size": BATCH, past_dim: PAST, "encoder_sequence_length_out": ENCODER}
-        merged1 = {"batch_size": BATCH, seq: 1, past_dim: PAST, "encoder_sequence_length_out": ENCODER, "encoder_sequence_length / 2": ENCODER}
-        merged0 = {"batch_size": BATCH, seq: PROMPT, past_dim: 1, "encoder_sequence_length_out": 1, "encoder_sequence_length / 2": ENCODER}
-        extra1 = {"encoder_hidden_states": feeds0["encoder_hidden_states"]}  # a merged input the cache branch does not read
+        merged1 = {
+            "batch_size": BATCH,
+            seq: 1,
+            past_dim: PAST,
+            "encoder_sequence_length_out": ENCODER,
+            "encoder_sequence_length / 2": ENCODER,
+        }
+        merged0 = {
+            "batch_size": BATCH,
+            seq: PROMPT,
+            past_dim: 1,
+            "encoder_sequence_length_out": 1,
+            "encoder_sequence_length / 2": ENCODER,
+        }
+        extra1 = {
+            "encoder_hidden_states": feeds0["encoder_hidden_states"]
+        }  # a merged input the cache branch does not read
     else:
         dims0 = {"batch_size": BATCH, seq: PROMPT}
         dims1 = {"batch_size": BATCH, seq: 1, past_dim: PAST, "past_sequence_length + 1": PAST + 1}
@@ -566,32 +703,67 @@ def decoder_family(arch: str) -> dict[str, Built]:
     m_feeds0 = {**feeds0, **no_cache_past, "use_cache_branch": false}
 
     out = {
-        names["model"]: Built(decoder, tool=tool_src, dims=dims0, feeds=feeds0, notes=f"{config}. optimum's decoder_model.onnx (no past): the else-branch of {names['model_merged']}."),
-        names["with_past_model"]: Built(with_past, tool=tool_src, dims=dims1, feeds=feeds1,
-                                        notes=f"{config}. optimum's decoder_with_past_model.onnx, traced at one new token as optimum traces it: the then-branch of {names['model_merged']}."),
+        names["model"]: Built(
+            decoder,
+            tool=tool_src,
+            dims=dims0,
+            feeds=feeds0,
+            notes=f"{config}. optimum's decoder_model.onnx (no past): the else-branch of {names['model_merged']}.",
+        ),
+        names["with_past_model"]: Built(
+            with_past,
+            tool=tool_src,
+            dims=dims1,
+            feeds=feeds1,
+            notes=f"{config}. optimum's decoder_with_past_model.onnx, traced at one new token as optimum traces it: the then-branch of {names['model_merged']}.",
+        ),
     }
-    no_cache_note = ("the no-cache pass is fed a dummy past of length 1 (ORTModelForSpeechSeq2Seq's first pass), "
-                     "so the past length does not say which branch runs: only use_cache_branch does"
-                     if whisper else "the no-cache pass is fed an empty past (length 0), as ORTModelForCausalLM feeds it")
+    no_cache_note = (
+        "the no-cache pass is fed a dummy past of length 1 (ORTModelForSpeechSeq2Seq's first pass), "
+        "so the past length does not say which branch runs: only use_cache_branch does"
+        if whisper
+        else "the no-cache pass is fed an empty past (length 0), as ORTModelForCausalLM feeds it"
+    )
     for key, shared in (("model_merged", True), ("model_merged_dup", False)):
         merged = merge_decoders(decoder, with_past, strict=not whisper, shared=shared)
         _check_close(run_ort(merged, m_feeds1), base1, f"{names[key]} use_cache_branch=1 vs {names['with_past_model']}")
         got0 = run_ort(merged, m_feeds0)
         _check_close(got0, base0, f"{names[key]} use_cache_branch=0 vs {names['model']}")
-        layout = ("weights as outer initializers (<name>_merged_<k>) shared by both branches, optimum's layout"
-                  if shared else "each branch holds its own copy of every initializer (weights duplicated, none outer): not optimum's output, "
-                                 "the layout of a merge that keeps each graph's initializers in its branch")
-        tool = (f"optimum.onnx.merge_decoders(decoder, decoder_with_past{', strict=False' if whisper else ''}) as ported in {GENERATOR}"
-                + ("" if shared else ", without the initializer dedup"))
-        notes = (f"{config}. optimum's decoder_model_merged.onnx: If(use_cache_branch) then with_past else no_past; {layout}. "
-                 f"Main binding: one decode step after a {PAST}-token cache (use_cache_branch=1); variant no_cache: the "
-                 f"{PROMPT}-token prompt (use_cache_branch=0); {no_cache_note}.")
+        layout = (
+            "weights as outer initializers (<name>_merged_<k>) shared by both branches, optimum's layout"
+            if shared
+            else "each branch holds its own copy of every initializer (weights duplicated, none outer): not optimum's output, "
+            "the layout of a merge that keeps each graph's initializers in its branch"
+        )
+        tool = (
+            f"optimum.onnx.merge_decoders(decoder, decoder_with_past{', strict=False' if whisper else ''}) as ported in {GENERATOR}"
+            + ("" if shared else ", without the initializer dedup")
+        )
+        notes = (
+            f"{config}. optimum's decoder_model_merged.onnx: If(use_cache_branch) then with_past else no_past; {layout}. "
+            f"Main binding: one decode step after a {PAST}-token cache (use_cache_branch=1); variant no_cache: the "
+            f"{PROMPT}-token prompt (use_cache_branch=0); {no_cache_note}."
+        )
         if whisper:
             notes += " The then-branch emits present.{i}.encoder.* as Constants of an empty [0, heads, 1, head] tensor (merge with strict=False)."
-        out[names[key]] = Built(merged, tool=tool, dims=merged1, feeds=m_feeds1, values={"use_cache_branch": 1},
-                                counterpart=names["with_past_model"], notes=notes,
-                                variants=[{"label": "no_cache", "dims": merged0, "values": {"use_cache_branch": 0},
-                                           "counterpart": names["model"], "feeds": m_feeds0}])
+        out[names[key]] = Built(
+            merged,
+            tool=tool,
+            dims=merged1,
+            feeds=m_feeds1,
+            values={"use_cache_branch": 1},
+            counterpart=names["with_past_model"],
+            notes=notes,
+            variants=[
+                {
+                    "label": "no_cache",
+                    "dims": merged0,
+                    "values": {"use_cache_branch": 0},
+                    "counterpart": names["model"],
+                    "feeds": m_feeds0,
+                }
+            ],
+        )
     return out
 
 
@@ -619,7 +791,9 @@ def vad_module():
             t = torch.arange(filter_length, dtype=torch.float64)
             k = torch.arange(self.cutoff, dtype=torch.float64)[:, None]
             angle = 2 * torch.pi * k * t / filter_length
-            basis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * torch.hann_window(filter_length, periodic=True, dtype=torch.float64)
+            basis = torch.cat([torch.cos(angle), -torch.sin(angle)]) * torch.hann_window(
+                filter_length, periodic=True, dtype=torch.float64
+            )
             self.register_buffer("forward_basis_buffer", basis[:, None, :].float())
 
         def forward(self, x):
@@ -678,9 +852,19 @@ def vad() -> Built:
     gen = torch.Generator().manual_seed(SEED)
     x = torch.randn(BATCH, VAD_SAMPLES[16000], generator=gen)
     state = torch.zeros(2, BATCH, VAD_HIDDEN)
-    model = _torchscript(module, (x, state, torch.tensor(16000)), ["input", "state", "sr"], ["output", "stateN"],
-                         {"input": {0: "batch_size", 1: "samples"}, "state": {1: "batch_size"},
-                          "output": {0: "batch_size"}, "stateN": {1: "batch_size"}}, 16)
+    model = _torchscript(
+        module,
+        (x, state, torch.tensor(16000)),
+        ["input", "state", "sr"],
+        ["output", "stateN"],
+        {
+            "input": {0: "batch_size", 1: "samples"},
+            "state": {1: "batch_size"},
+            "output": {0: "batch_size"},
+            "stateN": {1: "batch_size"},
+        },
+        16,
+    )
 
     def feeds(sr):
         x = torch.randn(BATCH, VAD_SAMPLES[sr], generator=gen)
@@ -692,13 +876,25 @@ def vad() -> Built:
         return f
 
     return Built(
-        model, tool="torch.jit.script + torch.onnx.export(dynamo=False, opset_version=16), as silero-vad v5 is exported (opset 16)",
-        dims={"batch_size": BATCH, "samples": VAD_SAMPLES[16000]}, values={"sr": 16000}, feeds=feeds(16000),
-        variants=[{"label": "8k", "dims": {"batch_size": BATCH, "samples": VAD_SAMPLES[8000]}, "values": {"sr": 8000}, "feeds": feeds(8000)}],
-        notes=("silero-vad-like: inputs input [batch_size, samples], state [2, batch_size, 64], sr (int64 scalar); outputs output "
-               "[batch_size, 1], stateN. Emitted by torch (not onnx.helper): nested Ifs on Equal(sr, 16000) and Equal(sr, 8000), "
-               "the third branch zeros. Every weight is an outer initializer read only inside a branch. Window: 256 samples at "
-               "16 kHz, 128 at 8 kHz."),
+        model,
+        tool="torch.jit.script + torch.onnx.export(dynamo=False, opset_version=16), as silero-vad v5 is exported (opset 16)",
+        dims={"batch_size": BATCH, "samples": VAD_SAMPLES[16000]},
+        values={"sr": 16000},
+        feeds=feeds(16000),
+        variants=[
+            {
+                "label": "8k",
+                "dims": {"batch_size": BATCH, "samples": VAD_SAMPLES[8000]},
+                "values": {"sr": 8000},
+                "feeds": feeds(8000),
+            }
+        ],
+        notes=(
+            "silero-vad-like: inputs input [batch_size, samples], state [2, batch_size, 64], sr (int64 scalar); outputs output "
+            "[batch_size, 1], stateN. Emitted by torch (not onnx.helper): nested Ifs on Equal(sr, 16000) and Equal(sr, 8000), "
+            "the third branch zeros. Every weight is an outer initializer read only inside a branch. Window: 256 samples at "
+            "16 kHz, 128 at 8 kHz."
+        ),
     )
 
 
@@ -732,16 +928,30 @@ def loop_scripted() -> Built:
     module = torch.jit.script(randomize_(Refine(), SEED).eval())
     gen = torch.Generator().manual_seed(SEED)
     x = torch.randn(BATCH, LOOP_FEATURES, generator=gen)
-    model = _torchscript(module, (x, torch.tensor(LOOP_STEPS)), ["x", "steps"], ["logits"], {"x": {0: "batch"}, "logits": {0: "batch"}}, 17)
+    model = _torchscript(
+        module,
+        (x, torch.tensor(LOOP_STEPS)),
+        ["x", "steps"],
+        ["logits"],
+        {"x": {0: "batch"}, "logits": {0: "batch"}},
+        17,
+    )
     feeds = {"x": x.numpy(), "steps": np.array(LOOP_STEPS, np.int64)}
-    if not np.allclose(run_ort(model, feeds)["logits"], module(x, torch.tensor(LOOP_STEPS)).detach().numpy(), atol=1e-5):
+    if not np.allclose(
+        run_ort(model, feeds)["logits"], module(x, torch.tensor(LOOP_STEPS)).detach().numpy(), atol=1e-5
+    ):
         raise AssertionError("loop_scripted_gemm: onnxruntime and torch differ")
     return Built(
-        model, tool="torch.jit.script + torch.onnx.export(dynamo=False, opset_version=17)",
-        dims={"batch": BATCH}, values={"steps": LOOP_STEPS}, feeds=feeds,
-        notes=(f"Loop(M=steps, cond=true, h=x): body Gemm [batch, {LOOP_FEATURES}]x[{LOOP_FEATURES}, {LOOP_FEATURES}]^T + bias, Tanh, Add; "
-               f"then a Gemm to 10 classes outside. The trip count is a graph input: without --value steps=N it is unknown. "
-               f"Body matrix FLOPs per trip: 2*batch*{LOOP_FEATURES}*{LOOP_FEATURES}."),
+        model,
+        tool="torch.jit.script + torch.onnx.export(dynamo=False, opset_version=17)",
+        dims={"batch": BATCH},
+        values={"steps": LOOP_STEPS},
+        feeds=feeds,
+        notes=(
+            f"Loop(M=steps, cond=true, h=x): body Gemm [batch, {LOOP_FEATURES}]x[{LOOP_FEATURES}, {LOOP_FEATURES}]^T + bias, Tanh, Add; "
+            f"then a Gemm to 10 classes outside. The trip count is a graph input: without --value steps=N it is unknown. "
+            f"Body matrix FLOPs per trip: 2*batch*{LOOP_FEATURES}*{LOOP_FEATURES}."
+        ),
     )
 
 
@@ -772,25 +982,47 @@ def scan_jax() -> Built:
     def rank_only(name, rank):
         return helper.make_tensor_value_info(name, f32, [None] * rank)
 
-    body_in = [rank_only("scan_body_in_0", 2), rank_only("scan_body_in_1", 2), rank_only("scan_body_in_2", 1),
-               rank_only("scan_body_in_3", 2), rank_only("scan_body_in_4", 2)]  # Wx, Wh, b, h, x_t
+    body_in = [
+        rank_only("scan_body_in_0", 2),
+        rank_only("scan_body_in_1", 2),
+        rank_only("scan_body_in_2", 1),
+        rank_only("scan_body_in_3", 2),
+        rank_only("scan_body_in_4", 2),
+    ]  # Wx, Wh, b, h, x_t
     body_nodes = [
         helper.make_node("MatMul", ["scan_body_in_4", "scan_body_in_0"], ["dot_general_out_0"], name="dot_general_0"),
         helper.make_node("MatMul", ["scan_body_in_3", "scan_body_in_1"], ["dot_general_out_1"], name="dot_general_1"),
         helper.make_node("Add", ["dot_general_out_0", "dot_general_out_1"], ["add_out_0"], name="add_0"),
         helper.make_node("Add", ["add_out_0", "scan_body_in_2"], ["add_out_1"], name="add_1"),
         helper.make_node("Tanh", ["add_out_1"], ["tanh_out_0"], name="tanh_0"),
-        *[helper.make_node("Identity", [f"scan_body_in_{i}"], [f"const_out_{i}"], name=f"Identity_const_passthrough_{i}") for i in range(3)],
+        *[
+            helper.make_node(
+                "Identity", [f"scan_body_in_{i}"], [f"const_out_{i}"], name=f"Identity_const_passthrough_{i}"
+            )
+            for i in range(3)
+        ],
         helper.make_node("Identity", ["tanh_out_0"], ["tanh_out_0_dup"], name="Identity_dup_scan0"),
     ]
-    body_out = [rank_only("const_out_0", 2), rank_only("const_out_1", 2), rank_only("const_out_2", 1),
-                rank_only("tanh_out_0", 2), rank_only("tanh_out_0_dup", 2)]
+    body_out = [
+        rank_only("const_out_0", 2),
+        rank_only("const_out_1", 2),
+        rank_only("const_out_2", 1),
+        rank_only("tanh_out_0", 2),
+        rank_only("tanh_out_0_dup", 2),
+    ]
     body = helper.make_graph(body_nodes, "scan_body_0", body_in, body_out)
     nodes = [
         helper.make_node("Identity", ["xs"], ["xs_dyn"], name="ScanXSProxy_0"),
-        helper.make_node("Scan", ["const_0", "const_1", "const_2", "h0", "xs_dyn"],
-                         ["scan_const_raw_0", "scan_const_raw_1", "scan_const_raw_2", "scan_carry_raw_0", "scan_y_raw_0"],
-                         name="scan_0", body=body, num_scan_inputs=1, scan_input_axes=[0], scan_output_axes=[0]),
+        helper.make_node(
+            "Scan",
+            ["const_0", "const_1", "const_2", "h0", "xs_dyn"],
+            ["scan_const_raw_0", "scan_const_raw_1", "scan_const_raw_2", "scan_carry_raw_0", "scan_y_raw_0"],
+            name="scan_0",
+            body=body,
+            num_scan_inputs=1,
+            scan_input_axes=[0],
+            scan_output_axes=[0],
+        ),
         helper.make_node("Identity", ["scan_carry_raw_0"], ["h"], name="ScanOut_0"),
         helper.make_node("Identity", ["scan_y_raw_0"], ["ys"], name="ScanOut_1"),
     ]
@@ -802,7 +1034,9 @@ def scan_jax() -> Built:
         value_info=[rank_only("xs_dyn", 3), rank_only("scan_const_raw_0", 2), rank_only("scan_const_raw_1", 2), rank_only("scan_const_raw_2", 1),
                     rank_only("scan_carry_raw_0", 2), rank_only("scan_y_raw_0", 3)],
     )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], producer_name="jax2onnx", ir_version=10)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 21)], producer_name="jax2onnx", ir_version=10
+    )
     h0 = rng.standard_normal((BATCH, SCAN_HIDDEN)).astype(np.float32)
     xs = rng.standard_normal((SCAN_STEPS, BATCH, SCAN_IN)).astype(np.float32)
     h, ys = h0, []
@@ -813,11 +1047,15 @@ def scan_jax() -> Built:
     if not (np.allclose(got["h"], h, atol=1e-5) and np.allclose(got["ys"], np.stack(ys), atol=1e-5)):
         raise AssertionError("scan_jax_rnn: onnxruntime and the numpy cell differ")
     return Built(
-        model, tool="onnx.helper, in the layout of jax2onnx 0.7.5's lax.scan plugin (to_onnx, opset 21)",
-        dims={"B": BATCH, "T": SCAN_STEPS}, feeds={"h0": h0, "xs": xs},
-        notes=(f"RNN cell over the leading axis of xs [T, B, {SCAN_IN}]: h' = tanh(x_t Wx + h Wh + b), hidden {SCAN_HIDDEN}; "
-               f"trip count T from xs's shape. Weights enter the body as loop-carried state (the scan's consts), not as "
-               f"outer-scope names or body initializers. Body matrix FLOPs per trip: 2*B*{SCAN_IN}*{SCAN_HIDDEN} + 2*B*{SCAN_HIDDEN}*{SCAN_HIDDEN}."),
+        model,
+        tool="onnx.helper, in the layout of jax2onnx 0.7.5's lax.scan plugin (to_onnx, opset 21)",
+        dims={"B": BATCH, "T": SCAN_STEPS},
+        feeds={"h0": h0, "xs": xs},
+        notes=(
+            f"RNN cell over the leading axis of xs [T, B, {SCAN_IN}]: h' = tanh(x_t Wx + h Wh + b), hidden {SCAN_HIDDEN}; "
+            f"trip count T from xs's shape. Weights enter the body as loop-carried state (the scan's consts), not as "
+            f"outer-scope names or body initializers. Body matrix FLOPs per trip: 2*B*{SCAN_IN}*{SCAN_HIDDEN} + 2*B*{SCAN_HIDDEN}*{SCAN_HIDDEN}."
+        ),
     )
 
 
@@ -836,7 +1074,7 @@ def jobs():
             return family
 
         for key in ("model", "with_past_model", "model_merged", "model_merged_dup"):
-            out[f"{arch}_decoder_{key}"] = (lambda get=get, key=f"{arch}_decoder_{key}": get()[key])
+            out[f"{arch}_decoder_{key}"] = lambda get=get, key=f"{arch}_decoder_{key}": get()[key]
     out["vad_sr_if"] = vad
     out["loop_scripted_gemm"] = loop_scripted
     out["scan_jax_rnn"] = scan_jax
@@ -867,15 +1105,25 @@ def build_entries(built: dict[str, Built], out_dir: str | Path, generator: str =
     for name, one in built.items():
         entry = emit(name, one, out, keep_data, generator, strip_constants)
         warn = "  (over 300 kB)" if entry["bytes"] > MAX_BYTES else ""
-        print(f"{name:36s} {entry['nodes']:4d} nodes ({entry['nodes_with_bodies']:4d} with bodies) {entry['bytes']:>8,} B "
-              f"{time.perf_counter() - began:5.1f} s{warn}", flush=True)
+        print(
+            f"{name:36s} {entry['nodes']:4d} nodes ({entry['nodes_with_bodies']:4d} with bodies) {entry['bytes']:>8,} B "
+            f"{time.perf_counter() - began:5.1f} s{warn}",
+            flush=True,
+        )
         entries.append(entry)
     return entries
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.corpus.shipped_control_flow", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "shipped", help="output folder (tests/corpus/shipped)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tests.corpus.shipped_control_flow", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=Path(__file__).resolve().parent / "shipped",
+        help="output folder (tests/corpus/shipped)",
+    )
     parser.add_argument("--keep-data", action="store_true", help="keep the weights files (<name>.onnx.data)")
     parser.add_argument("--only", action="append", default=[], help="a model name (repeatable)")
     parser.add_argument("--list", action="store_true", help="list the model names and exit")

@@ -106,22 +106,42 @@ class Layer:
     bias_outside: int = 0  # FLOPs of a bias the converter wrote as its own Add
 
 
-def conv_layer(name: str, n: int, cin: int, cout: int, out: tuple[int, ...], kernel: tuple[int, ...],
-               group: int = 1, bias: str = "node") -> Layer:
+def conv_layer(
+    name: str,
+    n: int,
+    cin: int,
+    cout: int,
+    out: tuple[int, ...],
+    kernel: tuple[int, ...],
+    group: int = 1,
+    bias: str = "node",
+) -> Layer:
     """``bias``: "node" (an input of the Conv), "add" (a separate Add) or "none"."""
     macs = n * cout * prod(out) * (cin // group) * prod(kernel)
     outputs = n * cout * prod(out)
     flops = 2 * macs + (outputs if bias == "node" else 0)
-    formula = f"2*{n}*{cout}*{'*'.join(map(str, out))}*({cin}/{group})*{'*'.join(map(str, kernel))}" + (f" + {outputs} (bias)" if bias == "node" else "")
+    formula = f"2*{n}*{cout}*{'*'.join(map(str, out))}*({cin}/{group})*{'*'.join(map(str, kernel))}" + (
+        f" + {outputs} (bias)" if bias == "node" else ""
+    )
     return Layer(name, "Conv", formula, flops, outputs if bias == "add" else 0)
 
 
-def conv_transpose_layer(name: str, n: int, cin: int, cout: int, inp: tuple[int, ...], out: tuple[int, ...],
-                         kernel: tuple[int, ...], bias: str = "node") -> Layer:
+def conv_transpose_layer(
+    name: str,
+    n: int,
+    cin: int,
+    cout: int,
+    inp: tuple[int, ...],
+    out: tuple[int, ...],
+    kernel: tuple[int, ...],
+    bias: str = "node",
+) -> Layer:
     macs = n * cin * prod(inp) * cout * prod(kernel)
     outputs = n * cout * prod(out)
     flops = 2 * macs + (outputs if bias == "node" else 0)
-    formula = f"2*{n}*{cin}*{'*'.join(map(str, inp))}*{cout}*{'*'.join(map(str, kernel))}" + (f" + {outputs} (bias)" if bias == "node" else "")
+    formula = f"2*{n}*{cin}*{'*'.join(map(str, inp))}*{cout}*{'*'.join(map(str, kernel))}" + (
+        f" + {outputs} (bias)" if bias == "node" else ""
+    )
     return Layer(name, "ConvTranspose", formula, flops, outputs if bias == "add" else 0)
 
 
@@ -136,8 +156,16 @@ def flops_entry(layers: list[Layer], at: dict, method: str) -> dict:
         "at": at,
         "matrix": sum(layer.flops for layer in layers),
         "bias_outside": sum(layer.bias_outside for layer in layers),
-        "layers": [{"name": l.name, "op": l.op, "flops": l.flops, "formula": l.formula,
-                    **({"bias_outside": l.bias_outside} if l.bias_outside else {})} for l in layers],
+        "layers": [
+            {
+                "name": layer.name,
+                "op": layer.op,
+                "flops": layer.flops,
+                "formula": layer.formula,
+                **({"bias_outside": layer.bias_outside} if layer.bias_outside else {}),
+            }
+            for layer in layers
+        ],
         "method": method,
     }
 
@@ -156,8 +184,9 @@ IMAGE_POOL_AFTER = "conv1"  # MaxPool k2 s2 after conv1's ReLU
 IMAGE_FEATURES, IMAGE_CLASSES = 32, 10
 
 
-def image_flops(n: int, h: int, w: int, same: bool = False, conv_bias: str = "node", fc_bias: str = "node",
-                fc_op: str = "Gemm") -> list[Layer]:
+def image_flops(
+    n: int, h: int, w: int, same: bool = False, conv_bias: str = "node", fc_bias: str = "node", fc_op: str = "Gemm"
+) -> list[Layer]:
     """The classifier's matrix layers at ``[n, 3, h, w]``: torch's explicit pads, or Keras' ``same``."""
     layers = []
     for name, cin, cout, k, s, p, g in IMAGE_CONVS:
@@ -176,8 +205,12 @@ MLP_IN, MLP_HIDDEN, MLP_OUT = 64, 128, 10
 
 
 def mlp_flops(batch: int) -> list[Layer]:
-    return [gemm_layer("fc1", batch, MLP_IN, MLP_HIDDEN), gemm_layer("fc2", batch, MLP_HIDDEN, MLP_HIDDEN),
-            gemm_layer("fc2 (again)", batch, MLP_HIDDEN, MLP_HIDDEN), gemm_layer("fc3", batch, MLP_HIDDEN, MLP_OUT)]
+    return [
+        gemm_layer("fc1", batch, MLP_IN, MLP_HIDDEN),
+        gemm_layer("fc2", batch, MLP_HIDDEN, MLP_HIDDEN),
+        gemm_layer("fc2 (again)", batch, MLP_HIDDEN, MLP_HIDDEN),
+        gemm_layer("fc3", batch, MLP_HIDDEN, MLP_OUT),
+    ]
 
 
 # The VAD front end: input [batch, samples] -> Unsqueeze -> Pad reflect (VAD_PAD each side) ->
@@ -193,10 +226,12 @@ def vad_flops(batch: int, samples: int) -> list[Layer]:
     t1 = conv_out(samples, VAD_FFT, VAD_HOP, 2 * VAD_PAD)
     t2 = conv_out(t1, 3, 1, 2)
     t3 = conv_out(t2, 3, 2, 2)
-    return [conv_layer("stft", batch, 1, 2 * VAD_BINS, (t1,), (VAD_FFT,), bias="none"),
-            conv_layer("conv1", batch, VAD_BINS, VAD_CHANNELS, (t2,), (3,)),
-            conv_layer("conv2", batch, VAD_CHANNELS, VAD_CHANNELS, (t3,), (3,)),
-            gemm_layer("fc", batch, VAD_CHANNELS, 1)]
+    return [
+        conv_layer("stft", batch, 1, 2 * VAD_BINS, (t1,), (VAD_FFT,), bias="none"),
+        conv_layer("conv1", batch, VAD_BINS, VAD_CHANNELS, (t2,), (3,)),
+        conv_layer("conv2", batch, VAD_CHANNELS, VAD_CHANNELS, (t3,), (3,)),
+        gemm_layer("fc", batch, VAD_CHANNELS, 1),
+    ]
 
 
 # vad_sr: an If on sr == 16000 picks the front end; both make [batch, 16, T] features.
@@ -211,14 +246,21 @@ def vad_sr_flops(batch: int, samples: int, sr: int) -> list[Layer]:
     pad, kernel, hop = VAD_SR_BRANCHES[sr]
     t1 = conv_out(samples, kernel, hop, 2 * pad)
     t2 = conv_out(t1, 3, 1, 2)
-    return [conv_layer(f"sr{sr}/stft", batch, 1, VAD_SR_FILTERS, (t1,), (kernel,), bias="none"),
-            conv_layer(f"sr{sr}/conv", batch, VAD_SR_FILTERS, VAD_CHANNELS, (t2,), (3,)),
-            gemm_layer("fc", batch, VAD_CHANNELS, 1)]
+    return [
+        conv_layer(f"sr{sr}/stft", batch, 1, VAD_SR_FILTERS, (t1,), (kernel,), bias="none"),
+        conv_layer(f"sr{sr}/conv", batch, VAD_SR_FILTERS, VAD_CHANNELS, (t2,), (3,)),
+        gemm_layer("fc", batch, VAD_CHANNELS, 1),
+    ]
 
 
 # The DB-like text detector of p2o_det (PaddlePaddle): conv3x3 + BatchNorm + ReLU stages (no conv
 # bias, as PaddleOCR's backbones), a neck conv, two ConvTranspose k2 s2 up to the input size, Sigmoid.
-DET_STAGES = [("stage1", 3, 8, 2), ("stage2", 8, 16, 2), ("stage3", 16, 16, 1), ("neck", 16, 8, 1)]  # name, cin, cout, stride
+DET_STAGES = [
+    ("stage1", 3, 8, 2),
+    ("stage2", 8, 16, 2),
+    ("stage3", 16, 16, 1),
+    ("neck", 16, 8, 1),
+]  # name, cin, cout, stride
 DET_UPS = [("up1", 8, 8), ("up2", 8, 1)]  # ConvTranspose k2 s2 with bias; BatchNorm + ReLU after up1
 DET_SIZES = [(224, 224), (736, 960)]  # the default side, and the size an OCR package feeds its detector
 
@@ -245,8 +287,16 @@ def _dtype_bits(data_type: int) -> int:
     return 8 * np.dtype(helper.tensor_dtype_to_np_dtype(data_type)).itemsize
 
 
-INTEGER_TYPES = {TensorProto.INT8, TensorProto.INT16, TensorProto.INT32, TensorProto.INT64,
-                 TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+INTEGER_TYPES = {
+    TensorProto.INT8,
+    TensorProto.INT16,
+    TensorProto.INT32,
+    TensorProto.INT64,
+    TensorProto.UINT8,
+    TensorProto.UINT16,
+    TensorProto.UINT32,
+    TensorProto.UINT64,
+}
 
 
 def _constant_tensor(node: onnx.NodeProto) -> tuple[int, list[int]]:
@@ -256,9 +306,14 @@ def _constant_tensor(node: onnx.NodeProto) -> tuple[int, list[int]]:
         return attr.t.data_type, list(attr.t.dims)
     if attr.name == "sparse_value":
         return attr.sparse_tensor.values.data_type, list(attr.sparse_tensor.dims)
-    return {"value_float": (TensorProto.FLOAT, []), "value_int": (TensorProto.INT64, []),
-            "value_floats": (TensorProto.FLOAT, [len(attr.floats)]), "value_ints": (TensorProto.INT64, [len(attr.ints)]),
-            "value_string": (TensorProto.STRING, []), "value_strings": (TensorProto.STRING, [len(attr.strings)])}[attr.name]
+    return {
+        "value_float": (TensorProto.FLOAT, []),
+        "value_int": (TensorProto.INT64, []),
+        "value_floats": (TensorProto.FLOAT, [len(attr.floats)]),
+        "value_ints": (TensorProto.INT64, [len(attr.ints)]),
+        "value_string": (TensorProto.STRING, []),
+        "value_strings": (TensorProto.STRING, [len(attr.strings)]),
+    }[attr.name]
 
 
 def weight_census(model: onnx.ModelProto) -> dict:
@@ -279,11 +334,17 @@ def weight_census(model: onnx.ModelProto) -> dict:
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx"):
                 found.append((node.output[0], *_constant_tensor(node), "Constant"))
             for attr in node.attribute:
-                for sub in ([attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)):
+                for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
                     visit(sub, f"{where}/{node.name or node.op_type}/{attr.name}")
         for name, data_type, shape, kind in found:
-            entry = {"name": name, "where": where, "kind": kind, "dtype": helper.tensor_dtype_to_string(data_type).removeprefix("TensorProto."),
-                     "shape": shape, "bytes": prod(shape) * _dtype_bits(data_type) // 8}
+            entry = {
+                "name": name,
+                "where": where,
+                "kind": kind,
+                "dtype": helper.tensor_dtype_to_string(data_type).removeprefix("TensorProto."),
+                "shape": shape,
+                "bytes": prod(shape) * _dtype_bits(data_type) // 8,
+            }
             small_int = data_type in INTEGER_TYPES and len(shape) <= 1 and prod(shape) <= SMALL_INT_ELEMENTS
             (shape_constants if small_int else weights).append(entry)
 
@@ -292,13 +353,23 @@ def weight_census(model: onnx.ModelProto) -> dict:
         "count": len(weights),
         "bytes": sum(w["bytes"] for w in weights),
         "elements": sum(prod(w["shape"]) for w in weights),
-        "by_kind": {kind: {"count": sum(w["kind"] == kind for w in weights), "bytes": sum(w["bytes"] for w in weights if w["kind"] == kind)}
-                    for kind in ("initializer", "Constant")},
-        "rule": (f"initializers and Constant-node tensors in every graph and subgraph, each once, bytes = elements x "
-                 f"element size; integer tensors of rank <= 1 with <= {SMALL_INT_ELEMENTS} elements are shape constants, not weights"),
+        "by_kind": {
+            kind: {
+                "count": sum(w["kind"] == kind for w in weights),
+                "bytes": sum(w["bytes"] for w in weights if w["kind"] == kind),
+            }
+            for kind in ("initializer", "Constant")
+        },
+        "rule": (
+            f"initializers and Constant-node tensors in every graph and subgraph, each once, bytes = elements x "
+            f"element size; integer tensors of rank <= 1 with <= {SMALL_INT_ELEMENTS} elements are shape constants, not weights"
+        ),
         "tensors": weights,
-        "shape_constants": {"count": len(shape_constants), "bytes": sum(s["bytes"] for s in shape_constants),
-                            "tensors": [f"{s['where']}:{s['name']} {s['kind']} {s['dtype']}{s['shape']}" for s in shape_constants]},
+        "shape_constants": {
+            "count": len(shape_constants),
+            "bytes": sum(s["bytes"] for s in shape_constants),
+            "tensors": [f"{s['where']}:{s['name']} {s['kind']} {s['dtype']}{s['shape']}" for s in shape_constants],
+        },
     }
 
 
@@ -315,7 +386,7 @@ def set_dims(model: onnx.ModelProto, shapes: dict[str, list[Dim]]) -> None:
         shape = ios[name].type.tensor_type.shape
         if len(shape.dim) != len(dims):
             raise ValueError(f"{name}: rank {len(shape.dim)}, asked {dims}")
-        for d, want in zip(shape.dim, dims):
+        for d, want in zip(shape.dim, dims, strict=False):
             d.Clear()
             if isinstance(want, int):
                 d.dim_value = want
@@ -327,7 +398,9 @@ def set_dims(model: onnx.ModelProto, shapes: dict[str, list[Dim]]) -> None:
 def initializers_to_constants(model: onnx.ModelProto) -> None:
     """Move every initializer of the main graph into a ``Constant`` node at the top of the graph, its
     output named as the initializer was (what paddle2onnx writes without its optimizer)."""
-    nodes = [helper.make_node("Constant", [], [t.name], name=f"Constant_{t.name}", value=t) for t in model.graph.initializer]
+    nodes = [
+        helper.make_node("Constant", [], [t.name], name=f"Constant_{t.name}", value=t) for t in model.graph.initializer
+    ]
     for node in reversed(nodes):
         model.graph.node.insert(0, node)
     del model.graph.initializer[:]
@@ -343,7 +416,9 @@ def _torch_image_net(nhwc: bool):
     class ImageNet(nn.Module):
         def __init__(self):
             super().__init__()
-            self.convs = nn.ModuleDict({name: nn.Conv2d(cin, cout, k, s, p, groups=g) for name, cin, cout, k, s, p, g in IMAGE_CONVS})
+            self.convs = nn.ModuleDict(
+                {name: nn.Conv2d(cin, cout, k, s, p, groups=g) for name, cin, cout, k, s, p, g in IMAGE_CONVS}
+            )
             self.fc = nn.Linear(IMAGE_FEATURES, IMAGE_CLASSES)
 
         def forward(self, x):
@@ -369,7 +444,11 @@ def _torch_mlp():
     class MLP(nn.Module):
         def __init__(self):
             super().__init__()
-            self.fc1, self.fc2, self.fc3 = nn.Linear(MLP_IN, MLP_HIDDEN), nn.Linear(MLP_HIDDEN, MLP_HIDDEN), nn.Linear(MLP_HIDDEN, MLP_OUT)
+            self.fc1, self.fc2, self.fc3 = (
+                nn.Linear(MLP_IN, MLP_HIDDEN),
+                nn.Linear(MLP_HIDDEN, MLP_HIDDEN),
+                nn.Linear(MLP_HIDDEN, MLP_OUT),
+            )
 
         def forward(self, x):
             x = x.reshape(-1, MLP_IN) * 0.5
@@ -407,15 +486,25 @@ def _torch_vad():
     return VAD().eval()
 
 
-def torch_export(module, example: tuple, names: tuple[list[str], list[str]], dynamic: dict, opset: int = 17) -> onnx.ModelProto:
+def torch_export(
+    module, example: tuple, names: tuple[list[str], list[str]], dynamic: dict, opset: int = 17
+) -> onnx.ModelProto:
     """TorchScript export (``dynamo=False``), as most torch models shipped inside packages were made."""
     import torch
 
     with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         path = Path(tmp) / "m.onnx"
-        torch.onnx.export(module, example, str(path), dynamo=False, input_names=names[0], output_names=names[1],
-                          dynamic_axes=dynamic, opset_version=opset)
+        torch.onnx.export(
+            module,
+            example,
+            str(path),
+            dynamo=False,
+            input_names=names[0],
+            output_names=names[1],
+            dynamic_axes=dynamic,
+            opset_version=opset,
+        )
         return onnx.load(path)
 
 
@@ -446,9 +535,23 @@ def vad_sr_model() -> onnx.ModelProto:
             _const(p + "conv_b", (rng.standard_normal(VAD_CHANNELS) * 0.1).astype(np.float32)),
             helper.make_node("Unsqueeze", ["input", p + "axes"], [p + "x3"], name=p + "Unsqueeze"),
             helper.make_node("Pad", [p + "x3", p + "pads"], [p + "padded"], name=p + "Pad", mode="reflect"),
-            helper.make_node("Conv", [p + "padded", p + "stft_w"], [p + "spec"], name=p + "stft/Conv", kernel_shape=[kernel], strides=[hop]),
+            helper.make_node(
+                "Conv",
+                [p + "padded", p + "stft_w"],
+                [p + "spec"],
+                name=p + "stft/Conv",
+                kernel_shape=[kernel],
+                strides=[hop],
+            ),
             helper.make_node("Relu", [p + "spec"], [p + "act"], name=p + "Relu"),
-            helper.make_node("Conv", [p + "act", p + "conv_w", p + "conv_b"], [p + "feats"], name=p + "conv/Conv", kernel_shape=[3], pads=[1, 1]),
+            helper.make_node(
+                "Conv",
+                [p + "act", p + "conv_w", p + "conv_b"],
+                [p + "feats"],
+                name=p + "conv/Conv",
+                kernel_shape=[3],
+                pads=[1, 1],
+            ),
         ]
         out = helper.make_tensor_value_info(p + "feats", TensorProto.FLOAT, None)
         return helper.make_graph(nodes, f"sr{sr}", [], [out])
@@ -464,11 +567,18 @@ def vad_sr_model() -> onnx.ModelProto:
         helper.make_node("Sigmoid", ["logit"], ["prob"], name="Sigmoid"),
     ]
     graph = helper.make_graph(
-        nodes, "vad_sr",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", None]), helper.make_tensor_value_info("sr", TensorProto.INT64, [])],
+        nodes,
+        "vad_sr",
+        [
+            helper.make_tensor_value_info("input", TensorProto.FLOAT, ["batch", None]),
+            helper.make_tensor_value_info("sr", TensorProto.INT64, []),
+        ],
         [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["batch", 1])],
-        [numpy_helper.from_array(fc_w, "fc.weight"), numpy_helper.from_array(fc_b, "fc.bias")])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8, producer_name="tests.corpus.shipped_sizes")
+        [numpy_helper.from_array(fc_w, "fc.weight"), numpy_helper.from_array(fc_b, "fc.bias")],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8, producer_name="tests.corpus.shipped_sizes"
+    )
 
 
 # --- converters, each in its own interpreter -----------------------------------------------------------
@@ -547,7 +657,14 @@ def run_converter(python: str, script: str, work: Path, spec: dict) -> dict:
     (work / "det").mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "ORT_DISABLE_TELEMETRY": "1", "PYTHONHASHSEED": "0"}
     (work / "convert.py").write_text(textwrap.dedent(script))  # a file: Paddle's dy2static reads the source
-    result = subprocess.run([python, "convert.py", str(work), json.dumps(spec)], check=False, env=env, cwd=work, capture_output=True, text=True)
+    result = subprocess.run(
+        [python, "convert.py", str(work), json.dumps(spec)],
+        check=False,
+        env=env,
+        cwd=work,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode:
         raise RuntimeError(f"{python} failed:\n{result.stderr[-3000:]}")
     return json.loads((work / "versions.json").read_text())
@@ -574,7 +691,9 @@ def ort_error(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> str | Non
         return str(error).strip().splitlines()[0][:300]
 
 
-def smallest_runnable(model: onnx.ModelProto, feeds_at: Callable[[int], dict], upto: int = 256) -> tuple[int, str | None]:
+def smallest_runnable(
+    model: onnx.ModelProto, feeds_at: Callable[[int], dict], upto: int = 256
+) -> tuple[int, str | None]:
     """The smallest length onnxruntime runs (checking every length from 1), and its error at length 1."""
     first_error = ort_error(model, feeds_at(1))
     for length in range(1, upto + 1):
@@ -638,35 +757,80 @@ def job(name: str):
     return register
 
 
-def image_expect(input_name: str, shape: list[int], dims: dict | None, roles: dict, same: bool = False,
-                 fc_bias: str = "node", fc_op: str = "Gemm") -> dict:
+def image_expect(
+    input_name: str,
+    shape: list[int],
+    dims: dict | None,
+    roles: dict,
+    same: bool = False,
+    fc_bias: str = "node",
+    fc_op: str = "Gemm",
+) -> dict:
     at = {"input_shapes": {input_name: shape}, **({"dims": dims} if dims else {})}
     nhwc = shape[-1] == 3
     n, h, w = (shape[0], shape[1], shape[2]) if nhwc else (shape[0], shape[2], shape[3])
-    method = ("formula in tests/corpus/shipped_sizes.py (image_flops): 2*N*Cout*Hout*Wout*(Cin/group)*kH*kW per Conv, "
-              "2*M*K*N per Gemm/MatMul, + one FLOP per output for a bias input of the node")
-    return {"image_side": IMAGE_SIDE, "batch": 1, "layout": "NHWC" if nhwc else "NCHW", "roles": roles,
-            "flops": [flops_entry(image_flops(n, h, w, same, fc_bias=fc_bias, fc_op=fc_op), at, method)]}
+    method = (
+        "formula in tests/corpus/shipped_sizes.py (image_flops): 2*N*Cout*Hout*Wout*(Cin/group)*kH*kW per Conv, "
+        "2*M*K*N per Gemm/MatMul, + one FLOP per output for a bias input of the node"
+    )
+    return {
+        "image_side": IMAGE_SIDE,
+        "batch": 1,
+        "layout": "NHWC" if nhwc else "NCHW",
+        "roles": roles,
+        "flops": [flops_entry(image_flops(n, h, w, same, fc_bias=fc_bias, fc_op=fc_op), at, method)],
+    }
 
 
 IMAGE_STYLES: dict[str, tuple[list[Dim], list[Dim], str]] = {
     # style: input dims [N, 3, H, W], output dims [N, 10], what writes them
-    "named": (["batch", 3, "height", "width"], ["batch", 10], "the named counterpart: torch.onnx.export with dynamic_axes names"),
-    "empty": ([None, 3, None, None], [None, 10], "empty dims (neither dim_param nor dim_value), as converters that only know 'unknown' write them"),
-    "qmark": (["?", 3, "?", "?"], ["?", 10], "every unknown dim named '?': by the letter of ONNX one symbol, so N = H = W; the converter means three unknowns"),
-    "unk": (["unk__12", 3, "unk__13", "unk__14"], ["unk__15", 10], "tf2onnx's names for unknown dims (unk__N, a counter)"),
-    "p2o": (["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"], ["p2o.DynamicDimension.3", 10],
-            "paddle2onnx 1.x's names for dynamic dims (p2o.DynamicDimension.k; 2.x writes DynamicDimension.k)"),
-    "neg1": ([-1, 3, -1, -1], [-1, 10], ("dim_value: -1, as paddle2onnx <= 1.0 wrote dynamic dims (Paddle2ONNX issues #269, #928, #1137); "
-                                         "the torch fallback for a paddle2onnx export (p2o_det_neg1 is the converter's graph)")),
+    "named": (
+        ["batch", 3, "height", "width"],
+        ["batch", 10],
+        "the named counterpart: torch.onnx.export with dynamic_axes names",
+    ),
+    "empty": (
+        [None, 3, None, None],
+        [None, 10],
+        "empty dims (neither dim_param nor dim_value), as converters that only know 'unknown' write them",
+    ),
+    "qmark": (
+        ["?", 3, "?", "?"],
+        ["?", 10],
+        "every unknown dim named '?': by the letter of ONNX one symbol, so N = H = W; the converter means three unknowns",
+    ),
+    "unk": (
+        ["unk__12", 3, "unk__13", "unk__14"],
+        ["unk__15", 10],
+        "tf2onnx's names for unknown dims (unk__N, a counter)",
+    ),
+    "p2o": (
+        ["p2o.DynamicDimension.0", 3, "p2o.DynamicDimension.1", "p2o.DynamicDimension.2"],
+        ["p2o.DynamicDimension.3", 10],
+        "paddle2onnx 1.x's names for dynamic dims (p2o.DynamicDimension.k; 2.x writes DynamicDimension.k)",
+    ),
+    "neg1": (
+        [-1, 3, -1, -1],
+        [-1, 10],
+        (
+            "dim_value: -1, as paddle2onnx <= 1.0 wrote dynamic dims (Paddle2ONNX issues #269, #928, #1137); "
+            "the torch fallback for a paddle2onnx export (p2o_det_neg1 is the converter's graph)"
+        ),
+    ),
 }
-IMAGE_ROLES = {"named": {"batch": "batch", "height": "image height", "width": "image width"},
-               "qmark": {"?": "batch, image height and image width (one name)"},
-               "unk": {"unk__12": "batch", "unk__13": "image height", "unk__14": "image width", "unk__15": "batch (output)"},
-               "p2o": {"p2o.DynamicDimension.0": "batch", "p2o.DynamicDimension.1": "image height", "p2o.DynamicDimension.2": "image width",
-                       "p2o.DynamicDimension.3": "batch (output)"},
-               "empty": {"x[0]": "batch", "x[2]": "image height", "x[3]": "image width"},
-               "neg1": {"x[0]": "batch", "x[2]": "image height", "x[3]": "image width"}}
+IMAGE_ROLES = {
+    "named": {"batch": "batch", "height": "image height", "width": "image width"},
+    "qmark": {"?": "batch, image height and image width (one name)"},
+    "unk": {"unk__12": "batch", "unk__13": "image height", "unk__14": "image width", "unk__15": "batch (output)"},
+    "p2o": {
+        "p2o.DynamicDimension.0": "batch",
+        "p2o.DynamicDimension.1": "image height",
+        "p2o.DynamicDimension.2": "image width",
+        "p2o.DynamicDimension.3": "batch (output)",
+    },
+    "empty": {"x[0]": "batch", "x[2]": "image height", "x[3]": "image width"},
+    "neg1": {"x[0]": "batch", "x[2]": "image height", "x[3]": "image width"},
+}
 
 
 def _image_export(ctx: Context, nhwc: bool) -> onnx.ModelProto:
@@ -694,9 +858,11 @@ def _check_torch_flops(net, nhwc: bool) -> None:
     x = torch.zeros(1, IMAGE_SIDE, IMAGE_SIDE, 3) if nhwc else torch.zeros(1, 3, IMAGE_SIDE, IMAGE_SIDE)
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         net(x)
-    no_bias = sum(l.flops for l in image_flops(1, IMAGE_SIDE, IMAGE_SIDE, conv_bias="none", fc_bias="none"))
+    no_bias = sum(layer.flops for layer in image_flops(1, IMAGE_SIDE, IMAGE_SIDE, conv_bias="none", fc_bias="none"))
     if counter.get_total_flops() != no_bias:
-        raise AssertionError(f"image net: FlopCounterMode {counter.get_total_flops()} != formula without bias {no_bias}")
+        raise AssertionError(
+            f"image net: FlopCounterMode {counter.get_total_flops()} != formula without bias {no_bias}"
+        )
 
 
 def _image_job(style: str, nhwc: bool = False):
@@ -712,10 +878,21 @@ def _image_job(style: str, nhwc: bool = False):
         if nhwc and style in ("empty", "neg1"):
             roles = {"x[0]": "batch", "x[1]": "image height", "x[2]": "image width"}
         ran = image_runs(ctx, model, nhwc)
-        notes = how + ("; the input is NHWC and a Transpose(perm 0,3,1,2) makes it NCHW, as tf2onnx writes Keras models" if nhwc else "")
+        notes = how + (
+            "; the input is NHWC and a Transpose(perm 0,3,1,2) makes it NCHW, as tf2onnx writes Keras models"
+            if nhwc
+            else ""
+        )
         counterpart = None if style == "named" else ("sz_img_nhwc_named" if nhwc else "sz_img_named")
-        return Built(model, "torch-export+dims", f"{TORCH_TOOL}; graph input/output dims rewritten ({style})",
-                     image_expect("x", shape, named, roles), ran, notes, counterpart)
+        return Built(
+            model,
+            "torch-export+dims",
+            f"{TORCH_TOOL}; graph input/output dims rewritten ({style})",
+            image_expect("x", shape, named, roles),
+            ran,
+            notes,
+            counterpart,
+        )
 
     return run
 
@@ -746,18 +923,33 @@ def const_cnn(ctx: Context) -> Built:
     set_dims(model, {"x": ["batch", 3, "height", "width"], "logits": ["batch", 10]})
     initializers_to_constants(model)
     ran = image_runs(ctx, model, False)
-    notes = ("sz_img_named with every initializer moved into a Constant node at the top of the graph (paddle2onnx writes "
-             "weights this way). The Reshape(-1, 32) shape is an int64 Constant TorchScript wrote: a shape constant, not a weight.")
-    return Built(model, "torch-export+constants", f"{TORCH_TOOL}; initializers rewritten as Constant nodes",
-                 image_expect("x", [1, 3, IMAGE_SIDE, IMAGE_SIDE], {"batch": 1, "height": IMAGE_SIDE, "width": IMAGE_SIDE}, IMAGE_ROLES["named"]),
-                 ran, notes, "sz_img_named")
+    notes = (
+        "sz_img_named with every initializer moved into a Constant node at the top of the graph (paddle2onnx writes "
+        "weights this way). The Reshape(-1, 32) shape is an int64 Constant TorchScript wrote: a shape constant, not a weight."
+    )
+    return Built(
+        model,
+        "torch-export+constants",
+        f"{TORCH_TOOL}; initializers rewritten as Constant nodes",
+        image_expect(
+            "x",
+            [1, 3, IMAGE_SIDE, IMAGE_SIDE],
+            {"batch": 1, "height": IMAGE_SIDE, "width": IMAGE_SIDE},
+            IMAGE_ROLES["named"],
+        ),
+        ran,
+        notes,
+        "sz_img_named",
+    )
 
 
 def _mlp_export(ctx: Context) -> onnx.ModelProto:
     def make():
         import torch
 
-        return torch_export(_torch_mlp(), (torch.randn(2, 8, 8),), (["x"], ["logits"]), {"x": {0: "batch"}, "logits": {0: "batch"}})
+        return torch_export(
+            _torch_mlp(), (torch.randn(2, 8, 8),), (["x"], ["logits"]), {"x": {0: "batch"}, "logits": {0: "batch"}}
+        )
 
     return ctx.once("mlp", make)
 
@@ -774,12 +966,23 @@ def _mlp_job(constants: bool):
             runs.append({"input_shapes": {"x": [batch, 8, 8]}})
         method = "formula in tests/corpus/shipped_sizes.py (mlp_flops): 2*M*K*N + M*N per Gemm"
         expect = {"roles": {"batch": "batch"}, "flops": [flops_entry(mlp_flops(1), {"dims": {"batch": 1}}, method)]}
-        notes = ("fc2 is applied twice: one weight tensor read by two Gemms, counted once. The input scale (* 0.5) is a float "
-                 "scalar Constant TorchScript wrote: a weight of 4 bytes by the rule; the Reshape shape is an int64 Constant: not a weight.")
+        notes = (
+            "fc2 is applied twice: one weight tensor read by two Gemms, counted once. The input scale (* 0.5) is a float "
+            "scalar Constant TorchScript wrote: a weight of 4 bytes by the rule; the Reshape shape is an int64 Constant: not a weight."
+        )
         if constants:
-            return Built(model, "torch-export+constants", f"{TORCH_TOOL}; initializers rewritten as Constant nodes", expect, runs,
-                         "sz_init_mlp with every initializer moved into a Constant node. " + notes, "sz_init_mlp")
-        return Built(model, "torch-export", TORCH_TOOL, expect, runs, "The initializer counterpart of sz_const_mlp. " + notes)
+            return Built(
+                model,
+                "torch-export+constants",
+                f"{TORCH_TOOL}; initializers rewritten as Constant nodes",
+                expect,
+                runs,
+                "sz_init_mlp with every initializer moved into a Constant node. " + notes,
+                "sz_init_mlp",
+            )
+        return Built(
+            model, "torch-export", TORCH_TOOL, expect, runs, "The initializer counterpart of sz_const_mlp. " + notes
+        )
 
     return run
 
@@ -792,8 +995,12 @@ def _vad_job(named: bool):
     def run(ctx: Context) -> Built:
         import torch
 
-        model = torch_export(_torch_vad(), (torch.randn(1, 512),), (["input"], ["prob"]),
-                             {"input": {0: "batch", 1: "samples"}, "prob": {0: "batch"}})
+        model = torch_export(
+            _torch_vad(),
+            (torch.randn(1, 512),),
+            (["input"], ["prob"]),
+            {"input": {0: "batch", 1: "samples"}, "prob": {0: "batch"}},
+        )
         set_dims(model, {"input": ["batch", "samples" if named else None], "prob": ["batch", 1]})
         smallest, error_at_1 = smallest_runnable(model, lambda n: {"input": _rand([1, n])})
         if smallest != VAD_MIN_SAMPLES:
@@ -805,19 +1012,34 @@ def _vad_job(named: bool):
         samples_role = {"samples" if named else "input[1]": "audio samples"}
         expect = {
             "roles": {"batch": "batch", **samples_role},
-            "min_runnable": {"samples": VAD_MIN_SAMPLES, "why": f"Pad mode=reflect pads {VAD_PAD} on each side of the samples axis, "
-                             f"and a reflect pad must be smaller than the axis", "onnxruntime_error_at_1": error_at_1},
-            "flops": [flops_entry(vad_flops(1, 512), {"input_shapes": {"input": [1, 512]}}, method),
-                      flops_entry(vad_flops(1, 16000), {"input_shapes": {"input": [1, 16000]}}, method)],
+            "min_runnable": {
+                "samples": VAD_MIN_SAMPLES,
+                "why": f"Pad mode=reflect pads {VAD_PAD} on each side of the samples axis, "
+                f"and a reflect pad must be smaller than the axis",
+                "onnxruntime_error_at_1": error_at_1,
+            },
+            "flops": [
+                flops_entry(vad_flops(1, 512), {"input_shapes": {"input": [1, 512]}}, method),
+                flops_entry(vad_flops(1, 16000), {"input_shapes": {"input": [1, 16000]}}, method),
+            ],
         }
-        notes = ("A VAD-like front end: a reflect Pad (its pads built by the TorchScript exporter from int64 Constants through "
-                 "ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast), an STFT "
-                 f"as a Conv1d (kernel {VAD_FFT}, hop {VAD_HOP}), magnitude, two Conv1d, mean over time, Gemm, Sigmoid. "
-                 f"onnxruntime cannot run it below {VAD_MIN_SAMPLES} samples (checked length by length).")
+        notes = (
+            "A VAD-like front end: a reflect Pad (its pads built by the TorchScript exporter from int64 Constants through "
+            "ConstantOfShape, Concat, Reshape, Slice, Transpose and Cast), an STFT "
+            f"as a Conv1d (kernel {VAD_FFT}, hop {VAD_HOP}), magnitude, two Conv1d, mean over time, Gemm, Sigmoid. "
+            f"onnxruntime cannot run it below {VAD_MIN_SAMPLES} samples (checked length by length)."
+        )
         if named:
             return Built(model, "torch-export", TORCH_TOOL, expect, runs, "The named counterpart of sz_vad. " + notes)
-        return Built(model, "torch-export+dims", f"{TORCH_TOOL}; the samples dim emptied", expect, runs,
-                     "The samples dim has no name (empty). " + notes, "sz_vad_named")
+        return Built(
+            model,
+            "torch-export+dims",
+            f"{TORCH_TOOL}; the samples dim emptied",
+            expect,
+            runs,
+            "The samples dim has no name (empty). " + notes,
+            "sz_vad_named",
+        )
 
     return run
 
@@ -844,14 +1066,23 @@ def vad_sr(ctx: Context) -> Built:
     method = "formula in tests/corpus/shipped_sizes.py (vad_sr_flops): the taken branch's Convs, then the Gemm"
     expect = {
         "roles": {"batch": "batch", "input[1]": "audio samples"},
-        "values_needed": {"sr": "selects the If branch (16000: then_branch, else: else_branch); give it with --value sr=16000"},
-        "min_runnable": {"by_sr": minimum, "why": "a reflect pad must be smaller than the samples axis (32 at 16 kHz, 16 at 8 kHz)"},
-        "flops": [flops_entry(vad_sr_flops(1, 512, sr), {"input_shapes": {"input": [1, 512]}, "values": {"sr": sr}}, method)
-                  for sr in VAD_SR_BRANCHES],
+        "values_needed": {
+            "sr": "selects the If branch (16000: then_branch, else: else_branch); give it with --value sr=16000"
+        },
+        "min_runnable": {
+            "by_sr": minimum,
+            "why": "a reflect pad must be smaller than the samples axis (32 at 16 kHz, 16 at 8 kHz)",
+        },
+        "flops": [
+            flops_entry(vad_sr_flops(1, 512, sr), {"input_shapes": {"input": [1, 512]}, "values": {"sr": sr}}, method)
+            for sr in VAD_SR_BRANCHES
+        ],
     }
-    notes = ("Silero-like: the sample rate is an int64 scalar input; If(sr == 16000) picks a front end whose weights are "
-             "Constant nodes inside its branch; the classifier's weights are main-graph initializers. Weights counted over both "
-             "branches. The scalar 16000 compared with sr is an integer constant: not a weight.")
+    notes = (
+        "Silero-like: the sample rate is an int64 scalar input; If(sr == 16000) picks a front end whose weights are "
+        "Constant nodes inside its branch; the classifier's weights are main-graph initializers. Weights counted over both "
+        "branches. The scalar 16000 compared with sr is an integer constant: not a weight."
+    )
     return Built(model, "onnx.helper", "onnx.helper.make_model (opset 17, IR 8)", expect, runs, notes)
 
 
@@ -891,31 +1122,66 @@ def _p2o_job(style: str):
             ort_run(model, {"x": _rand([1, 3, h, w])})
             runs.append({"input_shapes": {"x": [1, 3, h, w]}})
         dims = [d.dim_param or d.dim_value for d in base.graph.input[0].type.tensor_type.shape.dim]
-        roles = {"named": {"batch": "batch", "height": "image height", "width": "image width"},
-                 "neg1": {"x[0]": "batch", "x[2]": "image height", "x[3]": "image width"},
-                 "converter": {dims[0]: "batch", dims[2]: "image height", dims[3]: "image width"}}[style]
-        method = ("formula in tests/corpus/shipped_sizes.py (det_flops): Conv 2*N*Cout*Hout*Wout*Cin*9 (no bias), ConvTranspose "
-                  "2*N*Cin*Hin*Win*Cout*4; their biases are separate Adds (bias_outside)")
-        expect = {"image_side": IMAGE_SIDE, "batch": 1, "layout": "NCHW", "roles": roles,
-                  "flops": [flops_entry(det_flops(1, h, w), {"input_shapes": {"x": [1, 3, h, w]}}, method) for h, w in DET_SIZES]}
+        roles = {
+            "named": {"batch": "batch", "height": "image height", "width": "image width"},
+            "neg1": {"x[0]": "batch", "x[2]": "image height", "x[3]": "image width"},
+            "converter": {dims[0]: "batch", dims[2]: "image height", dims[3]: "image width"},
+        }[style]
+        method = (
+            "formula in tests/corpus/shipped_sizes.py (det_flops): Conv 2*N*Cout*Hout*Wout*Cin*9 (no bias), ConvTranspose "
+            "2*N*Cin*Hin*Win*Cout*4; their biases are separate Adds (bias_outside)"
+        )
+        expect = {
+            "image_side": IMAGE_SIDE,
+            "batch": 1,
+            "layout": "NCHW",
+            "roles": roles,
+            "flops": [
+                flops_entry(det_flops(1, h, w), {"input_shapes": {"x": [1, 3, h, w]}}, method) for h, w in DET_SIZES
+            ],
+        }
         _check_det_graph(model)
-        tool = (f"paddle.jit.save (paddlepaddle {versions['paddlepaddle']}, InputSpec [None, 3, None, None]) + paddle2onnx "
-                f"{versions['paddle2onnx']} export(opset_version=11, optimize_tool='None'), i.e. the CLI's --optimize_tool None")
-        notes = ("A DB-like text detector: weights, BatchNorm statistics and biases are Constant nodes, as paddle2onnx writes them "
-                 "without an optimizer (with onnxoptimizer/polygraphy they become initializers). The stage convs have no bias "
-                 "(BatchNorm follows); each ConvTranspose reads its weight through an Identity and adds its bias as Reshape + Add "
-                 "(bias_outside). The int64 Constants are shape constants, not weights: two [4] Reshape shapes, and two empty "
-                 "int64[0] (full_int_array) that no node reads.")
+        tool = (
+            f"paddle.jit.save (paddlepaddle {versions['paddlepaddle']}, InputSpec [None, 3, None, None]) + paddle2onnx "
+            f"{versions['paddle2onnx']} export(opset_version=11, optimize_tool='None'), i.e. the CLI's --optimize_tool None"
+        )
+        notes = (
+            "A DB-like text detector: weights, BatchNorm statistics and biases are Constant nodes, as paddle2onnx writes them "
+            "without an optimizer (with onnxoptimizer/polygraphy they become initializers). The stage convs have no bias "
+            "(BatchNorm follows); each ConvTranspose reads its weight through an Identity and adds its bias as Reshape + Add "
+            "(bias_outside). The int64 Constants are shape constants, not weights: two [4] Reshape shapes, and two empty "
+            "int64[0] (full_int_array) that no node reads."
+        )
         if style == "converter":
             notes = f"Dims as the converter wrote them: input {dims}, output dims DynamicDimension.3-5. " + notes
             return Built(model, "paddle2onnx", tool, expect, runs, notes, "sz_p2o_det_named", versions)
         if style == "neg1":
-            notes = ("sz_p2o_det with its dynamic I/O dims written dim_value: -1, as paddle2onnx <= 1.0 wrote them "
-                     "(Paddle2ONNX issues #269, #928, #1137); onnx.checker full_check accepts it and onnxruntime runs it. " + notes)
-            return Built(model, "paddle2onnx+dims", tool + "; I/O dims rewritten to -1", expect, runs, notes, "sz_p2o_det_named", versions)
-        return Built(model, "paddle2onnx+dims", tool + "; I/O dims named batch/height/width", expect, runs,
-                     "The named counterpart of sz_p2o_det and sz_p2o_det_neg1 (output dims named as the input's: the "
-                     "detector's map is the input's size when H and W are multiples of 4). " + notes, None, versions)
+            notes = (
+                "sz_p2o_det with its dynamic I/O dims written dim_value: -1, as paddle2onnx <= 1.0 wrote them "
+                "(Paddle2ONNX issues #269, #928, #1137); onnx.checker full_check accepts it and onnxruntime runs it. "
+                + notes
+            )
+            return Built(
+                model,
+                "paddle2onnx+dims",
+                tool + "; I/O dims rewritten to -1",
+                expect,
+                runs,
+                notes,
+                "sz_p2o_det_named",
+                versions,
+            )
+        return Built(
+            model,
+            "paddle2onnx+dims",
+            tool + "; I/O dims named batch/height/width",
+            expect,
+            runs,
+            "The named counterpart of sz_p2o_det and sz_p2o_det_neg1 (output dims named as the input's: the "
+            "detector's map is the input's size when H and W are multiples of 4). " + notes,
+            None,
+            versions,
+        )
 
     return run
 
@@ -923,7 +1189,9 @@ def _p2o_job(style: str):
 def _check_det_graph(model: onnx.ModelProto) -> None:
     """The FLOP formula assumes what the converter wrote: 4 Convs and 2 ConvTransposes, none with a bias input."""
     matrix = [n for n in model.graph.node if n.op_type in ("Conv", "ConvTranspose")]
-    if [n.op_type for n in matrix] != ["Conv"] * len(DET_STAGES) + ["ConvTranspose"] * len(DET_UPS) or any(len(n.input) != 2 for n in matrix):
+    if [n.op_type for n in matrix] != ["Conv"] * len(DET_STAGES) + ["ConvTranspose"] * len(DET_UPS) or any(
+        len(n.input) != 2 for n in matrix
+    ):
         raise AssertionError(f"paddle2onnx wrote another graph: {[(n.op_type, len(n.input)) for n in matrix]}")
 
 
@@ -954,28 +1222,49 @@ def _tf_job(named: bool):
         dims = [d.dim_param for d in base.graph.input[0].type.tensor_type.shape.dim]
         out_dims = [d.dim_param or d.dim_value for d in base.graph.output[0].type.tensor_type.shape.dim]
         if named:
-            set_dims(model, {"image": ["batch", "height", "width", 3], base.graph.output[0].name: ["batch", IMAGE_CLASSES]})
+            set_dims(
+                model, {"image": ["batch", "height", "width", 3], base.graph.output[0].name: ["batch", IMAGE_CLASSES]}
+            )
         same_outputs(ort_run(model, {"image": ref_x}), [ref_y], "tf2onnx export vs Keras")
         ort_run(model, {"image": _rand([1, IMAGE_SIDE, IMAGE_SIDE, 3])})
-        runs = [{"input_shapes": {"image": list(ref_x.shape)}, "check": "outputs equal Keras' own"},
-                {"input_shapes": {"image": [1, IMAGE_SIDE, IMAGE_SIDE, 3]}}]
-        roles = ({"batch": "batch", "height": "image height", "width": "image width"} if named
-                 else {dims[0]: "batch", dims[1]: "image height", dims[2]: "image width", out_dims[0]: "batch (output)"})
+        runs = [
+            {"input_shapes": {"image": list(ref_x.shape)}, "check": "outputs equal Keras' own"},
+            {"input_shapes": {"image": [1, IMAGE_SIDE, IMAGE_SIDE, 3]}},
+        ]
+        roles = (
+            {"batch": "batch", "height": "image height", "width": "image width"}
+            if named
+            else {dims[0]: "batch", dims[1]: "image height", dims[2]: "image width", out_dims[0]: "batch (output)"}
+        )
         ops = [n.op_type for n in model.graph.node]
         fc_op = "MatMul" if "MatMul" in ops else "Gemm"
         fc_bias = "add" if fc_op == "MatMul" else "node"
         dims_at = {"batch": 1, "height": IMAGE_SIDE, "width": IMAGE_SIDE} if named else None
-        expect = image_expect("image", [1, IMAGE_SIDE, IMAGE_SIDE, 3], dims_at, roles, same=True, fc_bias=fc_bias, fc_op=fc_op)
-        tool = (f"tf.keras (keras {versions['keras']}, tensorflow-cpu {versions['tensorflow-cpu']}) + tf2onnx {versions['tf2onnx']} "
-                f"convert.from_keras(opset=13, input_signature (None, None, None, 3))")
-        notes = (f"The image classifier in Keras (padding 'same'; at 224 the sizes equal the torch model's), converted by tf2onnx: "
-                 f"input [{', '.join(dims[:3])}, 3] then a Transpose to NCHW; the Dense layer is {fc_op}"
-                 f"{' + Add' if fc_bias == 'add' else ''}. tf2onnx {versions['tf2onnx']} writes the weights as initializers, "
-                 f"not Constant nodes (checked), so this model covers dims and layout, not Constant weights. "
-                 f"The Squeeze axes initializer is an int64 shape constant.")
+        expect = image_expect(
+            "image", [1, IMAGE_SIDE, IMAGE_SIDE, 3], dims_at, roles, same=True, fc_bias=fc_bias, fc_op=fc_op
+        )
+        tool = (
+            f"tf.keras (keras {versions['keras']}, tensorflow-cpu {versions['tensorflow-cpu']}) + tf2onnx {versions['tf2onnx']} "
+            f"convert.from_keras(opset=13, input_signature (None, None, None, 3))"
+        )
+        notes = (
+            f"The image classifier in Keras (padding 'same'; at 224 the sizes equal the torch model's), converted by tf2onnx: "
+            f"input [{', '.join(dims[:3])}, 3] then a Transpose to NCHW; the Dense layer is {fc_op}"
+            f"{' + Add' if fc_bias == 'add' else ''}. tf2onnx {versions['tf2onnx']} writes the weights as initializers, "
+            f"not Constant nodes (checked), so this model covers dims and layout, not Constant weights. "
+            f"The Squeeze axes initializer is an int64 shape constant."
+        )
         if named:
-            return Built(model, "tf2onnx+dims", tool + "; I/O dims named batch/height/width", expect, runs,
-                         "The named counterpart of sz_tf2onnx_nhwc. " + notes, None, versions)
+            return Built(
+                model,
+                "tf2onnx+dims",
+                tool + "; I/O dims named batch/height/width",
+                expect,
+                runs,
+                "The named counterpart of sz_tf2onnx_nhwc. " + notes,
+                None,
+                versions,
+            )
         return Built(model, "tf2onnx", tool, expect, runs, notes, "sz_tf2onnx_nhwc_named", versions)
 
     return run
@@ -1002,8 +1291,14 @@ def io_dims(values) -> dict:
         if not v.type.HasField("tensor_type"):
             continue
         t = v.type.tensor_type
-        dims = None if not t.HasField("shape") else [
-            d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else None for d in t.shape.dim]
+        dims = (
+            None
+            if not t.HasField("shape")
+            else [
+                d.dim_value if d.HasField("dim_value") else d.dim_param if d.HasField("dim_param") else None
+                for d in t.shape.dim
+            ]
+        )
         out[v.name] = {"dtype": helper.tensor_dtype_to_string(t.elem_type).removeprefix("TensorProto."), "dims": dims}
     return out
 
@@ -1058,10 +1353,14 @@ def emit(name: str, built: Built, out: Path, keep_data: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.corpus.shipped_sizes", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="output folder (tests/corpus/shipped)")
-    parser.add_argument("--only", action="append", default=[], help="fnmatch pattern on model names without sz_ (repeatable)")
+    parser.add_argument(
+        "--only", action="append", default=[], help="fnmatch pattern on model names without sz_ (repeatable)"
+    )
     parser.add_argument("--list", action="store_true", help="list the model names and exit")
     parser.add_argument("--keep-data", action="store_true", help="keep the weights file of a stripped model")
-    parser.add_argument("--paddle-python", help="an interpreter with paddlepaddle, paddle2onnx (and packaging): makes p2o_det*")
+    parser.add_argument(
+        "--paddle-python", help="an interpreter with paddlepaddle, paddle2onnx (and packaging): makes p2o_det*"
+    )
     parser.add_argument("--tf-python", help="an interpreter with tensorflow and tf2onnx: makes tf2onnx_nhwc*")
     args = parser.parse_args(argv)
     names = [n for n in JOBS if not args.only or any(fnmatch.fnmatch(n, p) for p in args.only)]
@@ -1085,7 +1384,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"sz_{name}: FAILED: {type(error).__name__}: {error}", file=sys.stderr)
                 continue
             w = entry["weights"]
-            print(f"sz_{name}: {entry['bytes']:,} B, {entry['nodes']} nodes, weights {w['count']} tensors / {w['bytes']:,} B")
+            print(
+                f"sz_{name}: {entry['bytes']:,} B, {entry['nodes']} nodes, weights {w['count']} tensors / {w['bytes']:,} B"
+            )
     return 1 if failed else 0
 
 

@@ -16,9 +16,9 @@ import inspect
 import io
 import logging
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import onnx
 import torch
@@ -104,8 +104,13 @@ def t5_config() -> transformers.T5Config:
 
 def vit_config() -> transformers.ViTConfig:
     return transformers.ViTConfig(
-        image_size=IMAGE, patch_size=4, num_channels=3, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, intermediate_size=2 * HIDDEN,
+        image_size=IMAGE,
+        patch_size=4,
+        num_channels=3,
+        hidden_size=HIDDEN,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS,
+        intermediate_size=2 * HIDDEN,
     )
 
 
@@ -199,7 +204,9 @@ class CachedCall(nn.Module):
 
     def forward(self, input_ids, attention_mask, *past):
         cache = transformers.DynamicCache(ddp_cache_data=[(past[i], past[i + 1]) for i in range(0, len(past), 2)])
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask, cache=cache, use_cache=True, return_dict=True).logits
+        logits = self.model(
+            input_ids=input_ids, attention_mask=attention_mask, cache=cache, use_cache=True, return_dict=True
+        ).logits
         return (logits, *[t for layer in cache.layers for t in (layer.keys, layer.values)])
 
 
@@ -217,7 +224,9 @@ class DecoderStepCall(nn.Module):
     def forward(self, decoder_input_ids, encoder_hidden_states, encoder_attention_mask, *past):
         own = [(past[i], past[i + 1]) for i in range(0, len(past), 4)]
         cross = [(past[i + 2], past[i + 3]) for i in range(0, len(past), 4)]
-        cache = transformers.EncoderDecoderCache(transformers.DynamicCache(ddp_cache_data=own), transformers.DynamicCache(ddp_cache_data=cross))
+        cache = transformers.EncoderDecoderCache(
+            transformers.DynamicCache(ddp_cache_data=own), transformers.DynamicCache(ddp_cache_data=cross)
+        )
         out = self.model(
             attention_mask=encoder_attention_mask, encoder_outputs=(encoder_hidden_states,),
             decoder_input_ids=decoder_input_ids, cache=cache, use_cache=True, return_dict=True,
@@ -297,7 +306,9 @@ def recipes() -> dict[str, Recipe]:
     bart_past = {}
     for i in range(LAYERS):
         bart_past.update({f"past.{i}.decoder.{k}": ["batch", HEADS, "past_sequence", HEAD] for k in ("key", "value")})
-        bart_past.update({f"past.{i}.encoder.{k}": ["batch", HEADS, "encoder_sequence", HEAD] for k in ("key", "value")})
+        bart_past.update(
+            {f"past.{i}.encoder.{k}": ["batch", HEADS, "encoder_sequence", HEAD] for k in ("key", "value")}
+        )
 
     def bart_args(sequence=SEQUENCE):
         gen = torch.Generator().manual_seed(SEED)
@@ -312,67 +323,105 @@ def recipes() -> dict[str, Recipe]:
 
     return {
         "bert": Recipe(
-            "bert", lambda: EncoderCall(hf_model(transformers.BertModel, bert_config())),
-            lambda: (_ids(), mask(SEQUENCE)), text,
-            {"last_hidden_state": ["batch", "sequence", HIDDEN], "pooler_output": ["batch", HIDDEN]}, seq_dims,
+            "bert",
+            lambda: EncoderCall(hf_model(transformers.BertModel, bert_config())),
+            lambda: (_ids(), mask(SEQUENCE)),
+            text,
+            {"last_hidden_state": ["batch", "sequence", HIDDEN], "pooler_output": ["batch", HIDDEN]},
+            seq_dims,
         ),
         "gpt2": Recipe(
-            "gpt2", lambda: LogitsCall(hf_model(transformers.GPT2LMHeadModel, gpt2_config())),
-            lambda: (_ids(), mask(SEQUENCE)), text, {"logits": ["batch", "sequence", VOCAB]}, seq_dims,
+            "gpt2",
+            lambda: LogitsCall(hf_model(transformers.GPT2LMHeadModel, gpt2_config())),
+            lambda: (_ids(), mask(SEQUENCE)),
+            text,
+            {"logits": ["batch", "sequence", VOCAB]},
+            seq_dims,
         ),
         "gpt2_past": Recipe(
-            "gpt2_past", lambda: CachedCall(hf_model(transformers.GPT2LMHeadModel, gpt2_config())),
-            lambda: cached_args(HEADS), {**cached, **kv(HEADS)},
-            {"logits": ["batch", "sequence", VOCAB], **kv(HEADS, out=True)}, past_dims,
+            "gpt2_past",
+            lambda: CachedCall(hf_model(transformers.GPT2LMHeadModel, gpt2_config())),
+            lambda: cached_args(HEADS),
+            {**cached, **kv(HEADS)},
+            {"logits": ["batch", "sequence", VOCAB], **kv(HEADS, out=True)},
+            past_dims,
             decode=lambda: cached_args(HEADS, sequence=1),
         ),
         "llama_past": Recipe(
-            "llama_past", lambda: CachedCall(hf_model(transformers.LlamaForCausalLM, llama_config())),
-            lambda: cached_args(KV_HEADS), {**cached, **kv(KV_HEADS)},
-            {"logits": ["batch", "sequence", VOCAB], **kv(KV_HEADS, out=True)}, past_dims,
+            "llama_past",
+            lambda: CachedCall(hf_model(transformers.LlamaForCausalLM, llama_config())),
+            lambda: cached_args(KV_HEADS),
+            {**cached, **kv(KV_HEADS)},
+            {"logits": ["batch", "sequence", VOCAB], **kv(KV_HEADS, out=True)},
+            past_dims,
             notes="grouped-query attention (4 query heads, 2 KV heads), RoPE, position ids from the cache length",
             decode=lambda: cached_args(KV_HEADS, sequence=1),
         ),
         "mistral_past": Recipe(
-            "mistral_past", lambda: CachedCall(hf_model(transformers.MistralForCausalLM, llama_config(transformers.MistralConfig))),
-            lambda: cached_args(KV_HEADS), {**cached, **kv(KV_HEADS)},
-            {"logits": ["batch", "sequence", VOCAB], **kv(KV_HEADS, out=True)}, past_dims,
+            "mistral_past",
+            lambda: CachedCall(hf_model(transformers.MistralForCausalLM, llama_config(transformers.MistralConfig))),
+            lambda: cached_args(KV_HEADS),
+            {**cached, **kv(KV_HEADS)},
+            {"logits": ["batch", "sequence", VOCAB], **kv(KV_HEADS, out=True)},
+            past_dims,
             notes="Mistral: grouped-query attention with a sliding-window mask",
             decode=lambda: cached_args(KV_HEADS, sequence=1),
         ),
         "t5_encoder": Recipe(
-            "t5_encoder", lambda: HiddenCall(hf_model(transformers.T5EncoderModel, t5_config())),
-            lambda: (_ids(), mask(SEQUENCE)), text, {"last_hidden_state": ["batch", "sequence", HIDDEN]}, seq_dims,
+            "t5_encoder",
+            lambda: HiddenCall(hf_model(transformers.T5EncoderModel, t5_config())),
+            lambda: (_ids(), mask(SEQUENCE)),
+            text,
+            {"last_hidden_state": ["batch", "sequence", HIDDEN]},
+            seq_dims,
             notes="relative position bias computed from the positions (buckets by log distance)",
         ),
         "bart_decoder_past": Recipe(
-            "bart_decoder_past", lambda: DecoderStepCall(hf_model(transformers.BartForConditionalGeneration, bart_config())),
+            "bart_decoder_past",
+            lambda: DecoderStepCall(hf_model(transformers.BartForConditionalGeneration, bart_config())),
             bart_args,
-            {"decoder_input_ids": ["batch", "sequence"], "encoder_hidden_states": ["batch", "encoder_sequence", HIDDEN],
-             "encoder_attention_mask": ["batch", "encoder_sequence"], **bart_past},
-            {"logits": ["batch", "sequence", VOCAB],
-             **{f"present.{i}.decoder.{k}": ["batch", HEADS, "past_sequence + sequence", HEAD] for i in range(LAYERS) for k in ("key", "value")}},
+            {
+                "decoder_input_ids": ["batch", "sequence"],
+                "encoder_hidden_states": ["batch", "encoder_sequence", HIDDEN],
+                "encoder_attention_mask": ["batch", "encoder_sequence"],
+                **bart_past,
+            },
+            {
+                "logits": ["batch", "sequence", VOCAB],
+                **{
+                    f"present.{i}.decoder.{k}": ["batch", HEADS, "past_sequence + sequence", HEAD]
+                    for i in range(LAYERS)
+                    for k in ("key", "value")
+                },
+            },
             {**seq_dims, "past_sequence": PAST, "encoder_sequence": ENCODER},
             notes="decoder step of an encoder-decoder with self- and cross-attention caches",
             decode=lambda: bart_args(sequence=1),
         ),  # fmt: skip
         "vit": Recipe(
-            "vit", lambda: VisionCall(hf_model(transformers.ViTModel, vit_config())),
+            "vit",
+            lambda: VisionCall(hf_model(transformers.ViTModel, vit_config())),
             lambda: (torch.randn(BATCH, 3, IMAGE, IMAGE, generator=torch.Generator().manual_seed(SEED)),),
             {"pixel_values": ["batch", 3, IMAGE, IMAGE]},
             {"last_hidden_state": ["batch", (IMAGE // 4) ** 2 + 1, HIDDEN], "pooler_output": ["batch", HIDDEN]},
             {"batch": BATCH},
         ),
         "whisper_encoder": Recipe(
-            "whisper_encoder", lambda: AudioEncoderCall(hf_model(transformers.WhisperModel, whisper_config()).encoder),
+            "whisper_encoder",
+            lambda: AudioEncoderCall(hf_model(transformers.WhisperModel, whisper_config()).encoder),
             lambda: (torch.randn(BATCH, 16, 64, generator=torch.Generator().manual_seed(SEED)),),
-            {"input_features": ["batch", 16, 64]}, {"last_hidden_state": ["batch", 32, HIDDEN]}, {"batch": BATCH},
+            {"input_features": ["batch", 16, 64]},
+            {"last_hidden_state": ["batch", 32, HIDDEN]},
+            {"batch": BATCH},
             notes="Conv1d front end (stride 2) and a transformer encoder",
         ),
         "resnet": Recipe(
-            "resnet", small_resnet,
+            "resnet",
+            small_resnet,
             lambda: (torch.randn(BATCH, 3, RESNET_IMAGE, RESNET_IMAGE, generator=torch.Generator().manual_seed(SEED)),),
-            {"pixel_values": ["batch", 3, RESNET_IMAGE, RESNET_IMAGE]}, {"logits": ["batch", 10]}, {"batch": BATCH},
+            {"pixel_values": ["batch", 3, RESNET_IMAGE, RESNET_IMAGE]},
+            {"logits": ["batch", 10]},
+            {"batch": BATCH},
             notes="reduced ResNet-50: 7x7 stem, one bottleneck per stage of the first two, BatchNorm (folded by the exporters)",
         ),
     }
@@ -393,7 +442,7 @@ def count_flops(module: nn.Module, args: tuple) -> int:
             module(*args)
         return int(counter.get_total_flops())
     finally:
-        for m, impl in zip(models, before):
+        for m, impl in zip(models, before, strict=False):
             if impl != "eager":
                 m.set_attn_implementation(impl)
 
@@ -418,8 +467,14 @@ def eager_attention(module: nn.Module) -> nn.Module:
     return module
 
 
-def export(recipe: Recipe, exporter: str, path: Path, opset: int | None = None, training: bool = False,
-           module: nn.Module | None = None) -> onnx.ModelProto:
+def export(
+    recipe: Recipe,
+    exporter: str,
+    path: Path,
+    opset: int | None = None,
+    training: bool = False,
+    module: nn.Module | None = None,
+) -> onnx.ModelProto:
     """Export ``recipe`` with ``torch.onnx.export`` (``exporter``: "dynamo" or "torchscript");
     returns the model with its weights (also saved at ``path``). Symbolic axes get the recipe's
     names: TorchScript through ``dynamic_axes``; dynamo through ``Dim.DYNAMIC`` on each symbolic
@@ -430,14 +485,25 @@ def export(recipe: Recipe, exporter: str, path: Path, opset: int | None = None, 
     names_in, names_out = list(recipe.inputs), list(recipe.outputs)
     with torch.no_grad(), quiet():
         if exporter == "dynamo":
-            specs = [{i: torch.export.Dim.DYNAMIC for i, d in enumerate(s) if isinstance(d, str)} or None for s in recipe.inputs.values()]
+            specs = [
+                {i: torch.export.Dim.DYNAMIC for i, d in enumerate(s) if isinstance(d, str)} or None
+                for s in recipe.inputs.values()
+            ]
             params = list(inspect.signature(module.forward).parameters.values())
             fixed = sum(p.kind != p.VAR_POSITIONAL for p in params)
             if any(p.kind == p.VAR_POSITIONAL for p in params):
                 specs = [*specs[:fixed], tuple(specs[fixed:])]
             kwargs = {} if opset is None else {"opset_version": opset}
-            program = torch.onnx.export(module, args, dynamo=True, input_names=names_in, output_names=names_out,
-                                        dynamic_shapes=tuple(specs), verbose=False, **kwargs)
+            program = torch.onnx.export(
+                module,
+                args,
+                dynamo=True,
+                input_names=names_in,
+                output_names=names_out,
+                dynamic_shapes=tuple(specs),
+                verbose=False,
+                **kwargs,
+            )
             model = program.model_proto
             set_io_shapes(model, recipe.inputs)
             for node in model.graph.node:  # machine-specific paths, and most of the file's bytes
@@ -445,14 +511,25 @@ def export(recipe: Recipe, exporter: str, path: Path, opset: int | None = None, 
                 del node.metadata_props[:]
                 node.metadata_props.extend(keep)
         else:
-            axes = {n: {i: d for i, d in enumerate(s) if isinstance(d, str)} for n, s in {**recipe.inputs, **recipe.outputs}.items()}
+            axes = {
+                n: {i: d for i, d in enumerate(s) if isinstance(d, str)}
+                for n, s in {**recipe.inputs, **recipe.outputs}.items()
+            }
             buf = io.BytesIO()
             kwargs = {} if opset is None else {"opset_version": opset}
             if training:
                 kwargs["training"] = torch.onnx.TrainingMode.TRAINING
                 kwargs["do_constant_folding"] = False
-            torch.onnx.export(module, args, buf, dynamo=False, input_names=names_in, output_names=names_out,
-                              dynamic_axes={n: a for n, a in axes.items() if a}, **kwargs)
+            torch.onnx.export(
+                module,
+                args,
+                buf,
+                dynamo=False,
+                input_names=names_in,
+                output_names=names_out,
+                dynamic_axes={n: a for n, a in axes.items() if a},
+                **kwargs,
+            )
             model = onnx.load_from_string(buf.getvalue())
     path.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, path)
@@ -466,13 +543,17 @@ def source(recipe: Recipe, exporter: str, work: Path, opset: int | None = None, 
     flops = count_flops(module, recipe.args())
     variants = []
     if recipe.decode is not None:
-        variants.append({"label": "decode", "dims": decode_dims(recipe.dims), "flops": count_flops(module, recipe.decode())})
+        variants.append(
+            {"label": "decode", "dims": decode_dims(recipe.dims), "flops": count_flops(module, recipe.decode())}
+        )
     if eager:
         eager_attention(module)
     tag = "ts" if exporter == "torchscript" else "dynamo"
     suffix = ("" if opset is None else f"_opset{opset}") + ("_eager" if eager else "")
     path = work / f"{tag}_{recipe.name}{suffix}.onnx"
     export(recipe, exporter, path, opset=opset, module=module)
-    tool = f"torch.onnx.export(dynamo={exporter == 'dynamo'}" + ("" if opset is None else f", opset_version={opset}") + ")"
+    tool = (
+        f"torch.onnx.export(dynamo={exporter == 'dynamo'}" + ("" if opset is None else f", opset_version={opset}") + ")"
+    )
     notes = "; ".join(filter(None, [recipe.notes, "exported with eager attention" if eager else ""]))
     return Source(f"{tag}_{recipe.name}{suffix}", path, dict(recipe.dims), flops, FLOP_METHOD, tool, notes, variants)

@@ -67,7 +67,9 @@ def quantized_weight_only(path: Path, out: Path, kind: str) -> onnx.ModelProto:
     every MatMul on a constant weight becomes a com.microsoft MatMulNBits."""
     from onnxruntime.quantization import matmul_nbits_quantizer as nbits
 
-    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(logging.WARNING)  # an INFO line per MatMul
+    logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(
+        logging.WARNING
+    )  # an INFO line per MatMul
     config, options = WEIGHT_ONLY[kind]
     quantizer = nbits.MatMulNBitsQuantizer(onnx.load(path), algo_config=getattr(nbits, config)(**options))
     quantizer.process()
@@ -79,7 +81,9 @@ class RandomReader:
     """A calibration data reader: ``count`` random feeds at the given shapes (token ids below ``vocab``,
     masks all ones, floats standard normal), seeded."""
 
-    def __init__(self, inputs: dict[str, tuple[str, tuple[int, ...]]], count: int = 4, vocab: int = 1000, seed: int = 0):
+    def __init__(
+        self, inputs: dict[str, tuple[str, tuple[int, ...]]], count: int = 4, vocab: int = 1000, seed: int = 0
+    ):
         rng = np.random.default_rng(seed)
         self.feeds = []
         for _ in range(count):
@@ -106,8 +110,14 @@ def quantized_static_qdq(path: Path, out: Path, reader: RandomReader) -> onnx.Mo
     with ``reader``, int8 weights and activations."""
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
-    quantize_static(str(path), str(out), reader, quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+    quantize_static(
+        str(path),
+        str(out),
+        reader,
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+    )
     return onnx.load(out)
 
 

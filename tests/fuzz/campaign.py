@@ -91,15 +91,50 @@ DEFAULT_COMMANDS = ("analyze", "inspect", "check")
 OUTCOMES = ("hang", "memory", "signal", "traceback", "outside-open", "bad-exit", "messy-stderr", "silent-pass", "ok")
 FAILURES = OUTCOMES[:-1]
 MEMORY_SIGNS = ("MemoryError", "Unable to allocate", "std::bad_alloc", "out of memory", "Cannot allocate memory")
-SYSTEM_PREFIXES = ("/lib/", "/lib64/", "/usr/lib/", "/usr/lib64/", "/usr/local/lib/", "/usr/share/locale/",
-                   "/usr/share/zoneinfo/", "/usr/lib/locale/")
-SYSTEM_FILES = {"/etc/ld.so.cache", "/etc/ld.so.preload", "/etc/localtime", "/etc/locale.alias", "/dev/null", "/dev/urandom",
-                "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/self/maps", "/proc/self/status", "/proc/self/stat",
-                "/proc/self/cgroup", "/proc/self/mountinfo", "/proc/self/auxv", "/proc/self/exe", "/proc/self/fd",
-                "/proc/self/task", "/proc/self/statm", "/sys/fs/cgroup/cpu.max", "/sys/fs/cgroup/memory.max",
-                "/sys/fs/cgroup/cpu/cpu.cfs_quota_us", "/sys/fs/cgroup/cpu/cpu.cfs_period_us", "/sys/fs/cgroup/cpu.weight"}
-SYSTEM_PATTERNS = [re.compile(p) for p in (r"^/sys/devices/system/cpu/(possible|online|present|cpu\d+/.*|cpufreq/.*)$",
-                                           r"^/sys/devices/system/node/.*$", r"^/proc/self/task/\d+/(stat|comm)$")]
+SYSTEM_PREFIXES = (
+    "/lib/",
+    "/lib64/",
+    "/usr/lib/",
+    "/usr/lib64/",
+    "/usr/local/lib/",
+    "/usr/share/locale/",
+    "/usr/share/zoneinfo/",
+    "/usr/lib/locale/",
+)
+SYSTEM_FILES = {
+    "/etc/ld.so.cache",
+    "/etc/ld.so.preload",
+    "/etc/localtime",
+    "/etc/locale.alias",
+    "/dev/null",
+    "/dev/urandom",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+    "/proc/stat",
+    "/proc/self/maps",
+    "/proc/self/status",
+    "/proc/self/stat",
+    "/proc/self/cgroup",
+    "/proc/self/mountinfo",
+    "/proc/self/auxv",
+    "/proc/self/exe",
+    "/proc/self/fd",
+    "/proc/self/task",
+    "/proc/self/statm",
+    "/sys/fs/cgroup/cpu.max",
+    "/sys/fs/cgroup/memory.max",
+    "/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+    "/sys/fs/cgroup/cpu/cpu.cfs_period_us",
+    "/sys/fs/cgroup/cpu.weight",
+}
+SYSTEM_PATTERNS = [
+    re.compile(p)
+    for p in (
+        r"^/sys/devices/system/cpu/(possible|online|present|cpu\d+/.*|cpufreq/.*)$",
+        r"^/sys/devices/system/node/.*$",
+        r"^/proc/self/task/\d+/(stat|comm)$",
+    )
+]
 
 
 # --- configuration --------------------------------------------------------------------------------
@@ -121,8 +156,11 @@ class Config:
 def seed_models(repo: Path) -> list[Path]:
     """The models mutants grow from: the committed fixtures and both corpora (converter and
     optimizer outputs; the shipped control-flow and size models)."""
-    return [path for pattern in ("fixtures/*.onnx", "tests/corpus/models/*.onnx", "tests/corpus/shipped/*.onnx")
-            for path in sorted(repo.glob(pattern))]
+    return [
+        path
+        for pattern in ("fixtures/*.onnx", "tests/corpus/models/*.onnx", "tests/corpus/shipped/*.onnx")
+        for path in sorted(repo.glob(pattern))
+    ]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -172,17 +210,38 @@ def limits(memory: int):
 def tool_env(home: Path, tmp: Path) -> dict[str, str]:
     """A clean environment: no telemetry, no user site, no bytecode written into the repository,
     one thread per pool (two runs share two cores), a private empty HOME and TMPDIR."""
-    return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TMPDIR": str(tmp), "LANG": "C.UTF-8",
-            "ORT_DISABLE_TELEMETRY": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONNOUSERSITE": "1", "PYTHONHASHSEED": "0",
-            "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "LANG": "C.UTF-8",
+        "ORT_DISABLE_TELEMETRY": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONNOUSERSITE": "1",
+        "PYTHONHASHSEED": "0",
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONFAULTHANDLER": "1",
+    }
 
 
-def spawn(argv: list[str], cwd: Path, env: dict, timeout: float, memory: int, stdout, stderr) -> tuple[int | None, bool, float, float]:
+def spawn(
+    argv: list[str], cwd: Path, env: dict, timeout: float, memory: int, stdout, stderr
+) -> tuple[int | None, bool, float, float]:
     """Run argv in its own session; kill the group at the deadline. (rc, timed_out, wall_s, maxrss MiB)
     — rc is negative for a signal, as subprocess reports it; the RSS covers reaped descendants."""
     start = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                            preexec_fn=limits(memory), start_new_session=True)  # noqa: PLW1509 (workers are single-threaded)
+    proc = subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        preexec_fn=limits(memory),
+        start_new_session=True,
+    )  # noqa: PLW1509 (workers are single-threaded)
     timed_out = False
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -208,8 +267,20 @@ def run_tool(cfg: Config, command: str, model: Path, scratch: Path, extra: tuple
     argv = [cfg.python, "-m", "onnx_roofline", *COMMANDS[command], str(model), *extra]
     trace_prefix = run_dir / "trace"
     if cfg.strace:
-        argv = [cfg.strace, "-ff", "-qq", "-y", "-s", "4096", "--seccomp-bpf", "-e", "trace=open,openat,openat2,creat",
-                "-o", str(trace_prefix), *argv]
+        argv = [
+            cfg.strace,
+            "-ff",
+            "-qq",
+            "-y",
+            "-s",
+            "4096",
+            "--seccomp-bpf",
+            "-e",
+            "trace=open,openat,openat2,creat",
+            "-o",
+            str(trace_prefix),
+            *argv,
+        ]
     with open(run_dir / "stdout", "wb") as out, open(run_dir / "stderr", "wb") as err:
         rc, timed_out, wall, rss = spawn(argv, cfg.repo, tool_env(home, tmp), cfg.timeout, cfg.memory, out, err)
     stderr = (run_dir / "stderr").read_bytes()[-65536:].decode("utf-8", "replace")
@@ -228,7 +299,9 @@ def run_tool(cfg: Config, command: str, model: Path, scratch: Path, extra: tuple
 
 # --- which files a run opened ---------------------------------------------------------------------
 
-LINE = re.compile(r"^(?P<call>open|openat|openat2|creat)\((?P<args>.*)\) = (?P<ret>-?\d+)(?:<(?P<real>.*)>)?(?P<rest>.*)$")
+LINE = re.compile(
+    r"^(?P<call>open|openat|openat2|creat)\((?P<args>.*)\) = (?P<ret>-?\d+)(?:<(?P<real>.*)>)?(?P<rest>.*)$"
+)
 ARG_AT = re.compile(r'^(?P<dirfd>AT_FDCWD|-?\d+)(?:<(?P<dir>.*?)>)?, "(?P<path>(?:[^"\\]|\\.)*)"(?P<rest>.*)$')
 ARG_PLAIN = re.compile(r'^"(?P<path>(?:[^"\\]|\\.)*)"(?P<rest>.*)$')
 
@@ -255,8 +328,15 @@ def parse_trace(path: Path, cwd: Path) -> list[dict]:
         asked = os.path.normpath(os.path.join(base, asked))
         landed = os.path.normpath(unescape(m["real"])) if m["real"] and int(m["ret"]) >= 0 else None
         writes = any(flag in args["rest"] for flag in ("O_WRONLY", "O_RDWR", "O_CREAT")) or m["call"] == "creat"
-        found.append({"asked": asked, "landed": landed, "ok": int(m["ret"]) >= 0, "write": writes,
-                      "pid": path.suffix.lstrip(".")})
+        found.append(
+            {
+                "asked": asked,
+                "landed": landed,
+                "ok": int(m["ret"]) >= 0,
+                "write": writes,
+                "pid": path.suffix.lstrip("."),
+            }
+        )
     return found
 
 
@@ -264,16 +344,23 @@ class Allowlist:
     """What a run may open (see the module docstring for why each entry is there)."""
 
     def __init__(self, cfg: Config, folder: Path, tmp: Path):
-        self.prefixes = tuple(p.rstrip("/") + "/" for p in python_prefixes(cfg.python)) + SYSTEM_PREFIXES + (
-            str(cfg.repo / "onnx_roofline") + "/",)
+        self.prefixes = (
+            tuple(p.rstrip("/") + "/" for p in python_prefixes(cfg.python))
+            + SYSTEM_PREFIXES
+            + (str(cfg.repo / "onnx_roofline") + "/",)
+        )
         self.exact = SYSTEM_FILES | {str(cfg.repo), str(cfg.repo / "onnx_roofline")}
         self.private = (str(folder) + "/", str(tmp) + "/")
         self.private_exact = {str(folder), str(tmp)}
 
     def allowed(self, path: str) -> bool:
         path = re.sub(r"^/proc/\d+/", "/proc/self/", path)
-        return (path in self.exact or path in self.private_exact or path.startswith(self.prefixes + self.private)
-                or any(p.match(path) for p in SYSTEM_PATTERNS))
+        return (
+            path in self.exact
+            or path in self.private_exact
+            or path.startswith(self.prefixes + self.private)
+            or any(p.match(path) for p in SYSTEM_PATTERNS)
+        )
 
     def ok(self, opened: dict) -> bool:
         return self.allowed(opened["asked"]) and (opened["landed"] is None or self.allowed(opened["landed"]))
@@ -283,9 +370,11 @@ class Allowlist:
 
 ORACLE_CODE = {
     "checker": "import onnx,sys; onnx.checker.check_model(sys.argv[1], full_check=True)",
-    "ort": ("import onnxruntime as ort,sys; o=ort.SessionOptions(); o.log_severity_level=3; o.intra_op_num_threads=1;"
-            "o.graph_optimization_level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL;"
-            "ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider'])"),
+    "ort": (
+        "import onnxruntime as ort,sys; o=ort.SessionOptions(); o.log_severity_level=3; o.intra_op_num_threads=1;"
+        "o.graph_optimization_level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL;"
+        "ort.InferenceSession(sys.argv[1], o, providers=['CPUExecutionProvider'])"
+    ),
 }
 
 
@@ -312,8 +401,16 @@ def materialize(data: bytes, symlinks: dict[str, str], folder: Path, cap: int = 
             entry = {e.key: e.value for e in t.external_data}
             location = entry.get("location", "")
             parts = Path(location).parts
-            if (not location or location.startswith(("/", "~")) or ".." in parts or "\x00" in location or "\\" in location
-                    or location in HOSTILE_LOCATIONS or parts[0] in symlinks or location in symlinks):
+            if (
+                not location
+                or location.startswith(("/", "~"))
+                or ".." in parts
+                or "\x00" in location
+                or "\\" in location
+                or location in HOSTILE_LOCATIONS
+                or parts[0] in symlinks
+                or location in symlinks
+            ):
                 continue
             try:
                 count = 1
@@ -345,8 +442,15 @@ def oracle(cfg: Config, data: bytes, symlinks: dict[str, str], scratch: Path) ->
         home = folder / f".home-{name}"
         home.mkdir()
         with open(folder / f".err-{name}", "wb") as err:
-            rc, timed_out, _, _ = spawn([cfg.python, "-c", code, str(path)], folder, tool_env(home, home), cfg.timeout,
-                                        cfg.memory, subprocess.DEVNULL, err)
+            rc, timed_out, _, _ = spawn(
+                [cfg.python, "-c", code, str(path)],
+                folder,
+                tool_env(home, home),
+                cfg.timeout,
+                cfg.memory,
+                subprocess.DEVNULL,
+                err,
+            )
         tail = (folder / f".err-{name}").read_bytes()[-2000:].decode("utf-8", "replace").strip().splitlines()
         if timed_out:
             verdict[name] = "unknown: timeout"
@@ -451,7 +555,16 @@ class Campaign:
         try:
             mutant = mutant_for(seed, model)
         except NotApplicable as exc:
-            return [{"mutant": mid, "seed": seed, "model": model.name, "label": "none", "outcome": "skipped", "detail": str(exc)}]
+            return [
+                {
+                    "mutant": mid,
+                    "seed": seed,
+                    "model": model.name,
+                    "label": "none",
+                    "outcome": "skipped",
+                    "detail": str(exc),
+                }
+            ]
         scratch = self.work / mid
         shutil.rmtree(scratch, ignore_errors=True)
         path = write(mutant, scratch / "model")
@@ -474,12 +587,28 @@ class Campaign:
                     if rejects(verdict):
                         outcome = "silent-pass"
             seed_verdict = self.seed_verdicts.get(str(model))
-            record = {"mutant": mid, "seed": seed, "model": model.name, "model_path": str(model), "label": mutant.label,
-                      "detail": mutant.detail, "symlinks": mutant.symlinks, "size": len(mutant.data()),
-                      "command": command, "extra_args": list(extra), "outcome": outcome, "rc": run.rc, "wall_s": round(run.wall_s, 2),
-                      "maxrss_mib": round(run.maxrss_mib), "said": said, "stderr_tail": run.stderr[-3000:],
-                      "opens": run.opens[:20], "home_written": run.home_written[:20], "oracle": verdict,
-                      "seed_oracle": seed_verdict}
+            record = {
+                "mutant": mid,
+                "seed": seed,
+                "model": model.name,
+                "model_path": str(model),
+                "label": mutant.label,
+                "detail": mutant.detail,
+                "symlinks": mutant.symlinks,
+                "size": len(mutant.data()),
+                "command": command,
+                "extra_args": list(extra),
+                "outcome": outcome,
+                "rc": run.rc,
+                "wall_s": round(run.wall_s, 2),
+                "maxrss_mib": round(run.maxrss_mib),
+                "said": said,
+                "stderr_tail": run.stderr[-3000:],
+                "opens": run.opens[:20],
+                "home_written": run.home_written[:20],
+                "oracle": verdict,
+                "seed_oracle": seed_verdict,
+            }
             record["place"] = failure_place(run, outcome, self.cfg.repo, mutant.label)
             records.append(record)
         if any(r["outcome"] != "ok" for r in records) or self.cfg.keep_ok:
@@ -500,8 +629,12 @@ def _run_in_worker(seed: int, model: Path) -> list[dict]:
     return _WORKER.run_mutant(seed, model)
 
 
-def run_jobs(cfg: Config, jobs: list[tuple[int, Path]], workers: int,
-             progress: Callable[[int, int, list[dict]], None] | None = None) -> list[dict]:
+def run_jobs(
+    cfg: Config,
+    jobs: list[tuple[int, Path]],
+    workers: int,
+    progress: Callable[[int, int, list[dict]], None] | None = None,
+) -> list[dict]:
     """Every (seed, model) mutant run through the commands by `workers` processes: their records,
     in the order they finish. `progress(done, total, records)` after each mutant."""
     (cfg.out / "work").mkdir(parents=True, exist_ok=True)
@@ -526,38 +659,83 @@ def summarize(records: list[dict], cfg: Config, seeds: list[int], wall: float) -
     for r in runs:
         if r["outcome"] == "ok":
             continue
-        entry = places.setdefault(r["place"], {"place": r["place"], "outcome": r["outcome"], "count": 0, "commands": Counter(),
-                                               "labels": Counter(), "models": Counter(), "example": None})
+        entry = places.setdefault(
+            r["place"],
+            {
+                "place": r["place"],
+                "outcome": r["outcome"],
+                "count": 0,
+                "commands": Counter(),
+                "labels": Counter(),
+                "models": Counter(),
+                "example": None,
+            },
+        )
         entry["count"] += 1
         entry["commands"][r["command"]] += 1
         entry["labels"][r["label"]] += 1
         entry["models"][r["model"]] += 1
         if entry["example"] is None or r["size"] < entry["example"]["size"]:  # the smallest mutant reproduces it
-            entry["example"] = {k: r.get(k) for k in ("mutant", "seed", "model", "model_path", "label", "detail", "command",
-                                                       "extra_args", "rc", "size", "stderr_tail", "opens", "oracle", "symlinks", "said")}
+            entry["example"] = {
+                k: r.get(k)
+                for k in (
+                    "mutant",
+                    "seed",
+                    "model",
+                    "model_path",
+                    "label",
+                    "detail",
+                    "command",
+                    "extra_args",
+                    "rc",
+                    "size",
+                    "stderr_tail",
+                    "opens",
+                    "oracle",
+                    "symlinks",
+                    "said",
+                )
+            }
     by_class: dict[str, Counter] = defaultdict(Counter)
     for r in runs:
         by_class[r["label"].split("/")[0]][r["outcome"]] += 1
     return {
-        "config": {"repo": str(cfg.repo), "commands": list(cfg.commands), "timeout_s": cfg.timeout, "memory_bytes": cfg.memory,
-                   "strace": cfg.strace, "oracle": cfg.oracle, "seeds": f"{seeds[0]}-{seeds[-1]}" if seeds else "", "mutants": len(seeds),
-                   "models": [m.name for m in seed_models(cfg.repo)], "wall_s": round(wall, 1),
-                   "finished": datetime.datetime.now().isoformat(timespec="seconds")},
+        "config": {
+            "repo": str(cfg.repo),
+            "commands": list(cfg.commands),
+            "timeout_s": cfg.timeout,
+            "memory_bytes": cfg.memory,
+            "strace": cfg.strace,
+            "oracle": cfg.oracle,
+            "seeds": f"{seeds[0]}-{seeds[-1]}" if seeds else "",
+            "mutants": len(seeds),
+            "models": [m.name for m in seed_models(cfg.repo)],
+            "wall_s": round(wall, 1),
+            "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+        },
         "counts": {o: sum(r["outcome"] == o for r in runs) for o in OUTCOMES},
         "counts_by_command": {c: dict(Counter(r["outcome"] for r in runs if r["command"] == c)) for c in cfg.commands},
         "counts_by_mutation_class": {k: dict(v) for k, v in sorted(by_class.items())},
         "silent_pass_said_something": sum(r["outcome"] == "silent-pass" and r["said"] for r in runs),
         "failures": sorted(
-            ({**p, "commands": dict(p["commands"]), "labels": dict(p["labels"]), "models": dict(p["models"])} for p in places.values()),
-            key=lambda p: (FAILURES.index(p["outcome"]), -p["count"])),
+            (
+                {**p, "commands": dict(p["commands"]), "labels": dict(p["labels"]), "models": dict(p["models"])}
+                for p in places.values()
+            ),
+            key=lambda p: (FAILURES.index(p["outcome"]), -p["count"]),
+        ),
     }
 
 
 def table(summary: dict) -> str:
     """The summary for people: counts, then one line per distinct failure place."""
     config = summary["config"]
-    lines = [f"# fuzz campaign on {config['repo']}: {config['mutants']} mutants, {', '.join(config['commands'])}; {config['wall_s']} s", "",
-             "| outcome | runs |", "|---|---|"]
+    lines = [
+        f"# fuzz campaign on {config['repo']}: {config['mutants']} mutants, {', '.join(config['commands'])}; {config['wall_s']} s",
+        "",
+        "| outcome | runs |",
+        "|---|---|",
+    ]
     lines += [f"| {o} | {n} |" for o, n in summary["counts"].items()]
     lines += ["", "| mutation class | " + " | ".join(OUTCOMES) + " |", "|---|" + "---|" * len(OUTCOMES)]
     for name, counts in summary["counts_by_mutation_class"].items():
@@ -565,7 +743,9 @@ def table(summary: dict) -> str:
     lines += ["", "| # | outcome | runs | place | example (mutant, command) |", "|---|---|---|---|---|"]
     for i, f in enumerate(summary["failures"], 1):
         ex = f["example"]
-        lines.append(f"| {i} | {f['outcome']} | {f['count']} | `{f['place'][:140]}` | {ex['mutant']} {ex['label']}, {ex['command']} |")
+        lines.append(
+            f"| {i} | {f['outcome']} | {f['count']} | `{f['place'][:140]}` | {ex['mutant']} {ex['label']}, {ex['command']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -579,13 +759,34 @@ def export_repro(summary: dict, cfg: Config, kept: Path, target: Path, top: int)
         folder = target / f"{i:02d}-{f['outcome']}-{ex['mutant']}"
         shutil.rmtree(folder, ignore_errors=True)
         shutil.copytree(kept / ex["mutant"], folder, symlinks=True)
-        argv = ["python", "-m", "onnx_roofline", *COMMANDS[ex["command"]], str(folder / "mutant.onnx"), *(ex.get("extra_args") or [])]
+        argv = [
+            "python",
+            "-m",
+            "onnx_roofline",
+            *COMMANDS[ex["command"]],
+            str(folder / "mutant.onnx"),
+            *(ex.get("extra_args") or []),
+        ]
         (folder / "stderr.txt").write_text(ex["stderr_tail"])
-        index.append({"rank": i, "outcome": f["outcome"], "place": f["place"], "runs": f["count"], "path": str(folder / "mutant.onnx"),
-                      "command": " ".join(argv), "command_as_run": f"prlimit --as={cfg.memory} -- {' '.join(argv)}",
-                      "mutation": ex["label"], "detail": ex["detail"], "seed_model": ex["model"],
-                      "seed": ex["seed"], "regenerate": f"python -m tests.fuzz.mutate {ex['model_path']} --seed {ex['seed']} --out DIR",
-                      "rc": ex["rc"], "oracle": ex["oracle"], "stderr_last_lines": ex["stderr_tail"].strip().splitlines()[-4:]})
+        index.append(
+            {
+                "rank": i,
+                "outcome": f["outcome"],
+                "place": f["place"],
+                "runs": f["count"],
+                "path": str(folder / "mutant.onnx"),
+                "command": " ".join(argv),
+                "command_as_run": f"prlimit --as={cfg.memory} -- {' '.join(argv)}",
+                "mutation": ex["label"],
+                "detail": ex["detail"],
+                "seed_model": ex["model"],
+                "seed": ex["seed"],
+                "regenerate": f"python -m tests.fuzz.mutate {ex['model_path']} --seed {ex['seed']} --out DIR",
+                "rc": ex["rc"],
+                "oracle": ex["oracle"],
+                "stderr_last_lines": ex["stderr_tail"].strip().splitlines()[-4:],
+            }
+        )
     (target / "index.json").write_text(json.dumps(index, indent=1))
 
 
@@ -594,8 +795,17 @@ def resummarize(cfg: Config, args) -> int:
     records = [json.loads(line) for line in (cfg.out / "runs.jsonl").read_text().splitlines()]
     for r in records:
         if r["outcome"] in FAILURES:
-            run = Run(r["command"], r["rc"], r["outcome"] == "hang", r["wall_s"], r["maxrss_mib"], r["stderr_tail"], 0,
-                      r["opens"], r["home_written"])
+            run = Run(
+                r["command"],
+                r["rc"],
+                r["outcome"] == "hang",
+                r["wall_s"],
+                r["maxrss_mib"],
+                r["stderr_tail"],
+                0,
+                r["opens"],
+                r["home_written"],
+            )
             r["place"] = failure_place(run, r["outcome"], cfg.repo, r["label"])
     return report(records, cfg, sorted({r["seed"] for r in records}), 0.0, args)
 
@@ -613,10 +823,18 @@ def report(records: list[dict], cfg: Config, seeds: list[int], wall: float, args
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", default="0-199", help="mutant seeds, e.g. 0-199,500 (mutant N grows from seed model N mod count)")
-    parser.add_argument("--per-model", action="store_true", help="every seed on every seed model (seeds x models mutants)")
-    parser.add_argument("--repo", type=Path, default=HERE_REPO, help="the repository whose CLI and seed models are used")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--seeds", default="0-199", help="mutant seeds, e.g. 0-199,500 (mutant N grows from seed model N mod count)"
+    )
+    parser.add_argument(
+        "--per-model", action="store_true", help="every seed on every seed model (seeds x models mutants)"
+    )
+    parser.add_argument(
+        "--repo", type=Path, default=HERE_REPO, help="the repository whose CLI and seed models are used"
+    )
     parser.add_argument("--models", help="a glob of seed models instead of the repo's fixtures and corpus")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--python", default=sys.executable)
@@ -628,16 +846,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-oracle", action="store_true")
     parser.add_argument("--repro", type=Path, help="also export the smallest mutant of each failure place here")
     parser.add_argument("--repro-top", type=int, default=30)
-    parser.add_argument("--from-runs", action="store_true",
-                        help="run nothing: summarize OUT/runs.jsonl again (failure places recomputed), export --repro")
+    parser.add_argument(
+        "--from-runs",
+        action="store_true",
+        help="run nothing: summarize OUT/runs.jsonl again (failure places recomputed), export --repro",
+    )
     args = parser.parse_args(argv)
 
     repo = args.repo.resolve()
     strace = None if args.no_strace else shutil.which("strace")
     if not args.no_strace and not strace:
-        print("campaign: strace not found; opens outside the folder are not checked (apt-get install -y strace)", file=sys.stderr)
-    cfg = Config(repo, args.out.resolve(), args.python, tuple(args.commands.split(",")), args.timeout,
-                 int(args.memory_gib * GiB), strace, not args.no_oracle)
+        print(
+            "campaign: strace not found; opens outside the folder are not checked (apt-get install -y strace)",
+            file=sys.stderr,
+        )
+    cfg = Config(
+        repo,
+        args.out.resolve(),
+        args.python,
+        tuple(args.commands.split(",")),
+        args.timeout,
+        int(args.memory_gib * GiB),
+        strace,
+        not args.no_oracle,
+    )
     models = sorted(Path().glob(args.models)) if args.models else seed_models(repo)
     models = [m.resolve() for m in models]
     seeds = parse_seeds(args.seeds)
@@ -654,7 +886,10 @@ def main(argv: list[str] | None = None) -> int:
             log.flush()
             counts.update(r["outcome"] for r in batch)
             if done % 10 == 0 or done == total:
-                print(f"campaign: {done}/{total} mutants, {time.monotonic() - started:.0f} s: {dict(counts)}", file=sys.stderr)
+                print(
+                    f"campaign: {done}/{total} mutants, {time.monotonic() - started:.0f} s: {dict(counts)}",
+                    file=sys.stderr,
+                )
 
         records = run_jobs(cfg, jobs, args.jobs, progress)
     return report(records, cfg, seeds, time.monotonic() - started, args)

@@ -50,18 +50,52 @@ INVALID_TYPES = [0, max(VALID_TYPES) + 1, 40, 99, 255, 2**31 - 1, -1]
 # External locations a stranger could write: empty, escaping, absolute, special files, URL-ish,
 # Windows-ish, a null byte, the model itself; plus one legitimate (absent) file inside the folder.
 HOSTILE_LOCATIONS = [
-    "", "../x", "../../../../../../../../etc/passwd", "/etc/passwd", "/etc/shadow", "/proc/self/environ",
-    "/dev/zero", "/tmp/fuzz-absolute.bin", "sub/../../x", "./../x", "..", ".", "/", "~/.ssh/id_rsa",
-    "file:///etc/passwd", "..\\x", "x\x00/../../etc/passwd", "mutant.onnx", "a/b/weights.bin",
+    "",
+    "../x",
+    "../../../../../../../../etc/passwd",
+    "/etc/passwd",
+    "/etc/shadow",
+    "/proc/self/environ",
+    "/dev/zero",
+    "/tmp/fuzz-absolute.bin",
+    "sub/../../x",
+    "./../x",
+    "..",
+    ".",
+    "/",
+    "~/.ssh/id_rsa",
+    "file:///etc/passwd",
+    "..\\x",
+    "x\x00/../../etc/passwd",
+    "mutant.onnx",
+    "a/b/weights.bin",
 ]
 # Real symlinks planted in the mutant's folder: the name is inside, its target is not.
 SYMLINKS = [("link.bin", "/etc/passwd"), ("etc_dir/passwd", None), ("zero.bin", "/dev/zero"), ("up.bin", "../x")]
-CONTRIB_OPS = [("com.microsoft", "Attention"), ("com.microsoft", "GroupQueryAttention"), ("com.microsoft", "MatMulNBits"),
-               ("com.microsoft", "SkipLayerNormalization"), ("com.microsoft", "FusedMatMul"), ("com.microsoft", "QuickGelu"),
-               ("com.microsoft.nchwc", "Conv"), ("ai.onnx.ml", "TreeEnsembleClassifier"), ("ai.onnx.ml", "LabelEncoder"),
-               ("ai.onnx.ml", "TreeEnsembleRegressor"), ("ai.onnx.preview.training", "Gradient")]
-BOGUS_OPS = [("", "NoSuchOp"), ("", ""), ("", "relu"), ("", "Rélu"), ("com.example", "Custom"), ("", "If"), ("", "Loop"),
-             ("", "Scan"), ("", "Constant")]
+CONTRIB_OPS = [
+    ("com.microsoft", "Attention"),
+    ("com.microsoft", "GroupQueryAttention"),
+    ("com.microsoft", "MatMulNBits"),
+    ("com.microsoft", "SkipLayerNormalization"),
+    ("com.microsoft", "FusedMatMul"),
+    ("com.microsoft", "QuickGelu"),
+    ("com.microsoft.nchwc", "Conv"),
+    ("ai.onnx.ml", "TreeEnsembleClassifier"),
+    ("ai.onnx.ml", "LabelEncoder"),
+    ("ai.onnx.ml", "TreeEnsembleRegressor"),
+    ("ai.onnx.preview.training", "Gradient"),
+]
+BOGUS_OPS = [
+    ("", "NoSuchOp"),
+    ("", ""),
+    ("", "relu"),
+    ("", "Rélu"),
+    ("com.example", "Custom"),
+    ("", "If"),
+    ("", "Loop"),
+    ("", "Scan"),
+    ("", "Constant"),
+]
 SCHEMAS = [s for s in onnx.defs.get_all_schemas() if not s.deprecated]
 
 
@@ -139,7 +173,9 @@ def pick(rng: np.random.Generator, items: Sequence):
 
 
 def opset_of(model: ModelProto, domain: str = "") -> int:
-    return next((o.version for o in model.opset_import if o.domain in (domain, "ai.onnx" if domain == "" else domain)), 0)
+    return next(
+        (o.version for o in model.opset_import if o.domain in (domain, "ai.onnx" if domain == "" else domain)), 0
+    )
 
 
 def unique(graph_like, stem: str) -> str:
@@ -168,8 +204,11 @@ def m_op_type(m: ModelProto, rng) -> tuple[str, str]:
     r = rng.random()
     if r < 0.6:
         n_in, n_out = len(node.input), len(node.output)
-        fits = [s for s in SCHEMAS if s.min_input <= n_in <= s.max_input and s.min_output <= n_out <= s.max_output
-                and s.name != node.op_type]
+        fits = [
+            s
+            for s in SCHEMAS
+            if s.min_input <= n_in <= s.max_input and s.min_output <= n_out <= s.max_output and s.name != node.op_type
+        ]
         schema = pick(rng, fits)
         node.domain, node.op_type, variant = schema.domain, schema.name, "same_arity"
     elif r < 0.8:
@@ -209,7 +248,11 @@ def _set_attr_value(attr: AttributeProto, kind: int, rng) -> None:
 def m_attribute(m: ModelProto, rng) -> tuple[str, str]:
     """Change an attribute's value, its type, remove it, make its ints huge or negative, or add one."""
     candidates = [(w, n) for w, n in all_nodes(m) if n.op_type != "Constant"]
-    with_attrs = [(w, n) for w, n in candidates if any(a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute)]
+    with_attrs = [
+        (w, n)
+        for w, n in candidates
+        if any(a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS) for a in n.attribute)
+    ]
     variant = pick(rng, ["value", "type", "remove", "huge", "huge", "add_schema", "add_unknown", "ref_attr"])
     if variant.startswith("add") or not with_attrs:
         where, node = pick(rng, candidates)
@@ -221,18 +264,35 @@ def m_attribute(m: ModelProto, rng) -> tuple[str, str]:
             variant, name = "add_unknown", pick(rng, ["axis", "fuzz_unknown", "perm", "to", "group", ""])
         attr = node.attribute.add()
         attr.name = name
-        _set_attr_value(attr, int(pick(rng, [AttributeProto.INT, AttributeProto.INTS, AttributeProto.FLOAT, AttributeProto.STRING])), rng)
-        return variant, f"{where} node {node.name!r} ({node.op_type}): added {name}={helper.get_attribute_value(attr)!r}"[:300]
+        _set_attr_value(
+            attr,
+            int(pick(rng, [AttributeProto.INT, AttributeProto.INTS, AttributeProto.FLOAT, AttributeProto.STRING])),
+            rng,
+        )
+        return (
+            variant,
+            f"{where} node {node.name!r} ({node.op_type}): added {name}={helper.get_attribute_value(attr)!r}"[:300],
+        )
     where, node = pick(rng, with_attrs)
-    index = pick(rng, [i for i, a in enumerate(node.attribute) if a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS)])
+    index = pick(
+        rng, [i for i, a in enumerate(node.attribute) if a.type not in (AttributeProto.GRAPH, AttributeProto.GRAPHS)]
+    )
     attr = node.attribute[index]
     before = f"{attr.name}={_show(attr)}"
     if variant == "remove":
         del node.attribute[index]
         return variant, f"{where} node {node.name!r} ({node.op_type}): removed {before}"
     if variant == "type":
-        _set_attr_value(attr, int(pick(rng, [t for t in AttributeProto.AttributeType.values()
-                                            if t not in (attr.type, 0, 10, 11, 12, 13, 14)])), rng)
+        _set_attr_value(
+            attr,
+            int(
+                pick(
+                    rng,
+                    [t for t in AttributeProto.AttributeType.values() if t not in (attr.type, 0, 10, 11, 12, 13, 14)],
+                )
+            ),
+            rng,
+        )
     elif variant == "huge" or (variant == "value" and attr.type in (AttributeProto.INT, AttributeProto.INTS)):
         if attr.type == AttributeProto.INTS and len(attr.ints):
             attr.ints[int(rng.integers(len(attr.ints)))] = int(pick(rng, EDGE_INTS))
@@ -242,7 +302,10 @@ def m_attribute(m: ModelProto, rng) -> tuple[str, str]:
         attr.ref_attr_name = "fuzz_ref"  # only meaningful inside a function body
     else:
         _set_attr_value(attr, attr.type, rng)
-    return variant, f"{where} node {node.name!r} ({node.op_type}): {before} -> {attr.name}={_show(attr)} (type {attr.type})"
+    return (
+        variant,
+        f"{where} node {node.name!r} ({node.op_type}): {before} -> {attr.name}={_show(attr)} (type {attr.type})",
+    )
 
 
 def _show(attr: AttributeProto) -> str:
@@ -299,7 +362,11 @@ def _shape(vi: ValueInfoProto) -> str:
     tt = vi.type.tensor_type
     if not tt.HasField("shape"):
         return "shape now absent"
-    return "shape now [" + ", ".join(str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?" for d in tt.shape.dim) + "]"
+    return (
+        "shape now ["
+        + ", ".join(str(d.dim_value) if d.HasField("dim_value") else d.dim_param or "?" for d in tt.shape.dim)
+        + "]"
+    )
 
 
 def m_elem_type(m: ModelProto, rng) -> tuple[str, str]:
@@ -314,7 +381,11 @@ def m_elem_type(m: ModelProto, rng) -> tuple[str, str]:
         where, t = pick(rng, tensors(m))
         old, t.data_type = t.data_type, new
         return variant, f"{where} {t.name!r}: data_type {old} -> {new}"
-    where, node = pick(rng, [(w, n) for w, n in all_nodes(m) if n.op_type in ("Cast", "CastLike", "EyeLike", "RandomNormal")] or all_nodes(m))
+    where, node = pick(
+        rng,
+        [(w, n) for w, n in all_nodes(m) if n.op_type in ("Cast", "CastLike", "EyeLike", "RandomNormal")]
+        or all_nodes(m),
+    )
     attr = next((a for a in node.attribute if a.name in ("to", "dtype")), None) or node.attribute.add()
     attr.name, attr.type = attr.name or "to", AttributeProto.INT
     attr.i = int(pick(rng, VALID_TYPES + INVALID_TYPES))
@@ -323,10 +394,16 @@ def m_elem_type(m: ModelProto, rng) -> tuple[str, str]:
 
 def m_opset(m: ModelProto, rng) -> tuple[str, str]:
     """The default opset moved, removed or duplicated; opset_import emptied; a used domain dropped; IR version."""
-    variant = pick(rng, ["version", "version", "remove_default", "empty", "duplicate", "drop_used_domain", "ir_version", "ir_version"])
+    variant = pick(
+        rng,
+        ["version", "version", "remove_default", "empty", "duplicate", "drop_used_domain", "ir_version", "ir_version"],
+    )
     default = next((o for o in m.opset_import if o.domain in ("", "ai.onnx")), None)
     if variant == "version" and default is not None:
-        old, default.version = default.version, int(pick(rng, [1, 6, 7, 9, 11, 13, 16, 0, -1, 99, 10**6, int(rng.integers(1, 24))]))
+        old, default.version = (
+            default.version,
+            int(pick(rng, [1, 6, 7, 9, 11, 13, 16, 0, -1, 99, 10**6, int(rng.integers(1, 24))])),
+        )
         return variant, f"default opset {old} -> {default.version}"
     if variant == "remove_default" and default is not None:
         m.opset_import.remove(default)
@@ -353,8 +430,21 @@ def m_init_data(m: ModelProto, rng) -> tuple[str, str]:
     not match, string_data, typed fields of the wrong count, sparse initializers with impossible dims."""
     stored = tensors(m)
     inline = [(w, t) for w, t in stored if t.raw_data]
-    variant = pick(rng, ["raw_truncated", "raw_truncated", "raw_extended", "dims", "dims", "string_data",
-                         "typed_count", "raw_and_typed", "sparse", "sparse"])
+    variant = pick(
+        rng,
+        [
+            "raw_truncated",
+            "raw_truncated",
+            "raw_extended",
+            "dims",
+            "dims",
+            "string_data",
+            "typed_count",
+            "raw_and_typed",
+            "sparse",
+            "sparse",
+        ],
+    )
     if variant.startswith("raw") and not inline:
         variant = "dims"
     where, t = pick(rng, inline if variant.startswith("raw") else stored)
@@ -378,15 +468,22 @@ def m_init_data(m: ModelProto, rng) -> tuple[str, str]:
             del t.dims[:]
         else:
             axis = int(rng.integers(len(t.dims)))
-            t.dims[axis] = {"scale": t.dims[axis] * 1000 + 1, "huge": int(pick(rng, HUGE_DIMS)),
-                            "negative": int(pick(rng, NEGATIVE_DIMS)), "zero": 0}[how]
+            t.dims[axis] = {
+                "scale": t.dims[axis] * 1000 + 1,
+                "huge": int(pick(rng, HUGE_DIMS)),
+                "negative": int(pick(rng, NEGATIVE_DIMS)),
+                "zero": 0,
+            }[how]
         return f"dims_{how}", f"{where} {t.name!r}: dims {old} -> {list(t.dims)}"
     if variant == "string_data":
         t.ClearField("raw_data")
         t.string_data.extend([b"fuzz", b"", b"\xff"][: int(rng.integers(1, 4))])
         if rng.random() < 0.5:
             t.data_type = TensorProto.STRING
-        return variant, f"{where} {t.name!r}: string_data {list(t.string_data)} with data_type {t.data_type}, dims {list(t.dims)}"
+        return (
+            variant,
+            f"{where} {t.name!r}: string_data {list(t.string_data)} with data_type {t.data_type}, dims {list(t.dims)}",
+        )
     if variant == "typed_count":
         t.ClearField("raw_data")
         for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
@@ -403,7 +500,12 @@ def _sparse(m: ModelProto, rng) -> tuple[str, str]:
     name = pick(rng, [t.name for t in m.graph.initializer] or [unique(m, "sparse")])
     how = pick(rng, ["huge_dims", "index_out_of_range", "count_mismatch", "negative_dims", "rank_mismatch"])
     dims = {"huge_dims": [2**40, 2**40], "negative_dims": [-4, 8], "rank_mismatch": [4, 8]}.get(how, [4, 8])
-    values = helper.make_tensor(name, TensorProto.FLOAT, [3 if how != "count_mismatch" else 2], [1.0, 2.0, 3.0][: 3 if how != "count_mismatch" else 2])
+    values = helper.make_tensor(
+        name,
+        TensorProto.FLOAT,
+        [3 if how != "count_mismatch" else 2],
+        [1.0, 2.0, 3.0][: 3 if how != "count_mismatch" else 2],
+    )
     indices = [0, 5, 2**40 if how == "index_out_of_range" else 31]
     idx = helper.make_tensor(name + "_idx", TensorProto.INT64, [3, 1] if how == "rank_mismatch" else [3], indices)
     sparse = helper.make_sparse_tensor(values, idx, dims)
@@ -468,8 +570,14 @@ def _wrap_in_if(m: ModelProto, rng, node_index: int) -> tuple[NodeProto, GraphPr
         inner.output.extend(f"{o}__{branch}" if o else "" for o in node.output)
         outs = [helper.make_empty_tensor_value_info(o) for o in inner.output if o]
         branches.append(helper.make_graph([inner], f"{branch}_branch", [], outs))
-    wrapper = helper.make_node("If", [cond], [o for o in node.output if o], name=f"fuzz_if_{node.name or node_index}",
-                               then_branch=branches[0], else_branch=branches[1])
+    wrapper = helper.make_node(
+        "If",
+        [cond],
+        [o for o in node.output if o],
+        name=f"fuzz_if_{node.name or node_index}",
+        then_branch=branches[0],
+        else_branch=branches[1],
+    )
     g.node.remove(node)
     g.node.insert(node_index, wrapper)
     return wrapper, branches[0], branches[1]
@@ -481,8 +589,21 @@ def m_body(m: ModelProto, rng) -> tuple[str, str]:
     axis, a Loop of 2^62 trips."""
     g = m.graph
     plain = [i for i, n in enumerate(g.node) if n.op_type not in ("If", "Loop", "Scan") and all(n.output) and n.input]
-    variant = pick(rng, ["if_wrap", "if_no_outputs", "if_no_outputs", "if_ghost", "if_value_info", "if_branch_mismatch",
-                         "scan_zero_axis", "scan_zero_axis", "scan_bad_axes", "loop_huge_trip"])
+    variant = pick(
+        rng,
+        [
+            "if_wrap",
+            "if_no_outputs",
+            "if_no_outputs",
+            "if_ghost",
+            "if_value_info",
+            "if_branch_mismatch",
+            "scan_zero_axis",
+            "scan_zero_axis",
+            "scan_bad_axes",
+            "loop_huge_trip",
+        ],
+    )
     if variant.startswith("if") and plain:
         index = pick(rng, plain)
         name = g.node[index].name
@@ -516,21 +637,37 @@ def _add_scan(m: ModelProto, rng, variant: str) -> str:
     scan axes are out of range."""
     g = m.graph
     width = int(pick(rng, [4, 1, 0]))
-    xs, init, state_out, ys = (unique(m, s) for s in ("fuzz_scan_xs", "fuzz_scan_init", "fuzz_scan_state", "fuzz_scan_ys"))
+    xs, init, state_out, ys = (
+        unique(m, s) for s in ("fuzz_scan_xs", "fuzz_scan_init", "fuzz_scan_state", "fuzz_scan_ys")
+    )
     g.initializer.append(helper.make_tensor(xs, TensorProto.FLOAT, [0, width], []))
     g.initializer.append(helper.make_tensor(init, TensorProto.FLOAT, [width], [0.0] * width))
     body = helper.make_graph(
-        [helper.make_node("Add", ["s", "x_t"], ["s_next"]), helper.make_node("Identity", ["x_t"], ["y_t"])], "scan_body",
-        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [width]), helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [width])],
-        [helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [width]), helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [width])])
+        [helper.make_node("Add", ["s", "x_t"], ["s_next"]), helper.make_node("Identity", ["x_t"], ["y_t"])],
+        "scan_body",
+        [
+            helper.make_tensor_value_info("s", TensorProto.FLOAT, [width]),
+            helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [width]),
+        ],
+        [
+            helper.make_tensor_value_info("s_next", TensorProto.FLOAT, [width]),
+            helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [width]),
+        ],
+    )
     attrs = {"num_scan_inputs": 1}
     if variant == "scan_bad_axes":
-        attrs[pick(rng, ["scan_input_axes", "scan_output_axes", "scan_input_directions"])] = [int(pick(rng, [5, -9, 2**40]))]
+        attrs[pick(rng, ["scan_input_axes", "scan_output_axes", "scan_input_directions"])] = [
+            int(pick(rng, [5, -9, 2**40]))
+        ]
         if rng.random() < 0.3:
             attrs["num_scan_inputs"] = int(pick(rng, [0, 2, 2**31 - 1]))
     g.node.append(helper.make_node("Scan", [init, xs], [state_out, ys], name="fuzz_scan", body=body, **attrs))
-    g.output.extend([helper.make_tensor_value_info(state_out, TensorProto.FLOAT, None),
-                     helper.make_tensor_value_info(ys, TensorProto.FLOAT, None)])
+    g.output.extend(
+        [
+            helper.make_tensor_value_info(state_out, TensorProto.FLOAT, None),
+            helper.make_tensor_value_info(ys, TensorProto.FLOAT, None),
+        ]
+    )
     return f"Scan over {xs!r} [0, {width}] {attrs}"
 
 
@@ -539,15 +676,29 @@ def _add_loop(m: ModelProto, rng) -> str:
     g = m.graph
     trips = int(pick(rng, [2**62, 2**63 - 1, 10**12]))
     names = {s: unique(m, f"fuzz_loop_{s}") for s in ("M", "cond", "acc", "out")}
-    g.initializer.extend([helper.make_tensor(names["M"], TensorProto.INT64, [], [trips]),
-                          helper.make_tensor(names["cond"], TensorProto.BOOL, [], [True]),
-                          helper.make_tensor(names["acc"], TensorProto.FLOAT, [4], [0.0] * 4)])
+    g.initializer.extend(
+        [
+            helper.make_tensor(names["M"], TensorProto.INT64, [], [trips]),
+            helper.make_tensor(names["cond"], TensorProto.BOOL, [], [True]),
+            helper.make_tensor(names["acc"], TensorProto.FLOAT, [4], [0.0] * 4),
+        ]
+    )
     body = helper.make_graph(
-        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Add", ["a", "a"], ["a_out"])], "loop_body",
-        [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c", TensorProto.BOOL, []),
-         helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), helper.make_tensor_value_info("a_out", TensorProto.FLOAT, [4])])
-    g.node.append(helper.make_node("Loop", [names["M"], names["cond"], names["acc"]], [names["out"]], name="fuzz_loop", body=body))
+        [helper.make_node("Identity", ["c"], ["c_out"]), helper.make_node("Add", ["a", "a"], ["a_out"])],
+        "loop_body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, [4]),
+        ],
+        [
+            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("a_out", TensorProto.FLOAT, [4]),
+        ],
+    )
+    g.node.append(
+        helper.make_node("Loop", [names["M"], names["cond"], names["acc"]], [names["out"]], name="fuzz_loop", body=body)
+    )
     g.output.append(helper.make_tensor_value_info(names["out"], TensorProto.FLOAT, [4]))
     return f"Loop of {trips} trips"
 
@@ -557,11 +708,25 @@ def m_function(m: ModelProto, rng) -> tuple[str, str]:
     never produces, shadowing a standard op, recursive, with an attribute reference nobody fills,
     with its domain not imported, defined twice."""
     g = m.graph
-    plain = [i for i, n in enumerate(g.node) if n.op_type not in ("If", "Loop", "Scan") and all(n.output) and all(n.input)]
+    plain = [
+        i for i, n in enumerate(g.node) if n.op_type not in ("If", "Loop", "Scan") and all(n.output) and all(n.input)
+    ]
     index = pick(rng, plain)
     node = g.node[index]
-    variant = pick(rng, ["wrap", "wrap", "no_opset", "missing_output", "shadow_standard", "recursive", "ref_attr",
-                         "domain_unimported", "duplicate"])
+    variant = pick(
+        rng,
+        [
+            "wrap",
+            "wrap",
+            "no_opset",
+            "missing_output",
+            "shadow_standard",
+            "recursive",
+            "ref_attr",
+            "domain_unimported",
+            "duplicate",
+        ],
+    )
     domain, fname = ("", node.op_type) if variant == "shadow_standard" else ("fuzz.local", f"F_{node.op_type}")
     inner = NodeProto()
     inner.CopyFrom(node)
@@ -591,7 +756,9 @@ def m_function(m: ModelProto, rng) -> tuple[str, str]:
         twin.node.append(helper.make_node("Identity", [formal_in[0]], [formal_out[0]]))
         m.functions.append(twin)
     if variant != "shadow_standard":
-        call = helper.make_node(fname, list(node.input), list(node.output), name=f"fuzz_call_{node.name}", domain=domain)
+        call = helper.make_node(
+            fname, list(node.input), list(node.output), name=f"fuzz_call_{node.name}", domain=domain
+        )
         g.node.remove(node)
         g.node.insert(index, call)
         if variant != "domain_unimported" and not any(o.domain == domain for o in m.opset_import):
@@ -603,12 +770,16 @@ def m_duplicate(m: ModelProto, rng) -> tuple[str, str]:
     """Names declared twice: a graph input, an input with another type, an initializer that is also
     an input of another shape, an initializer, a graph output, a node output that is a graph input."""
     g = m.graph
-    variant = pick(rng, ["input", "input_retyped", "initializer_as_input", "initializer", "output", "node_writes_input"])
+    variant = pick(
+        rng, ["input", "input_retyped", "initializer_as_input", "initializer", "output", "node_writes_input"]
+    )
     if variant in ("input", "input_retyped") and g.input:
         copy = ValueInfoProto()
         copy.CopyFrom(pick(rng, list(g.input)))
         if variant == "input_retyped" and copy.type.HasField("tensor_type"):
-            copy.type.tensor_type.elem_type = TensorProto.INT8 if copy.type.tensor_type.elem_type != TensorProto.INT8 else TensorProto.FLOAT
+            copy.type.tensor_type.elem_type = (
+                TensorProto.INT8 if copy.type.tensor_type.elem_type != TensorProto.INT8 else TensorProto.FLOAT
+            )
         g.input.append(copy)
         return variant, f"graph input {copy.name!r} declared twice"
     if variant == "initializer_as_input" and g.initializer:
@@ -646,8 +817,11 @@ def m_topology(m: ModelProto, rng) -> tuple[str, str]:
             raise NotApplicable("no input to redirect")
         nodes[earlier].input[0] = nodes[later].output[0]
         return variant, f"node {nodes[earlier].name!r} reads {nodes[later].output[0]!r}, written after it"
-    order = {"shuffle": list(rng.permutation(len(nodes))), "reverse": list(range(len(nodes)))[::-1],
-             "last_first": [len(nodes) - 1, *range(len(nodes) - 1)]}[variant]
+    order = {
+        "shuffle": list(rng.permutation(len(nodes))),
+        "reverse": list(range(len(nodes)))[::-1],
+        "last_first": [len(nodes) - 1, *range(len(nodes) - 1)],
+    }[variant]
     copies = []
     for i in order:
         n = NodeProto()
@@ -678,11 +852,11 @@ def m_bytes(m: ModelProto, rng) -> Mutant:
         detail = f"random bytes inserted at {at}"
     elif variant == "zero_span":
         at, n = int(rng.integers(0, size)), int(rng.integers(1, 257))
-        data[at:at + n] = bytes(len(data[at:at + n]))
+        data[at : at + n] = bytes(len(data[at : at + n]))
         detail = f"{n} bytes zeroed at {at}"
     else:
         at, n = int(rng.integers(0, size)), int(rng.integers(1, 4097))
-        data[at:at] = data[at:at + n]
+        data[at:at] = data[at : at + n]
         detail = f"{n} bytes at {at} repeated"
     return Mutant(f"bytes/{variant}", detail, None, raw=bytes(data))
 

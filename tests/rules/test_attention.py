@@ -20,7 +20,8 @@ def sdpa(batch, heads, q_len, kv_len, qk_dim, v_dim, masks=0):
         2 * scores * qk_dim  # Q·Kᵀ
         + scores  # scale
         + masks * scores  # one add/select per score per mask source
-        + 4 * scores - 2 * rows  # softmax
+        + 4 * scores
+        - 2 * rows  # softmax
         + 2 * scores * v_dim  # P·V
     )
 
@@ -46,7 +47,11 @@ def test_attention_small_case_by_hand():
 def test_attention_4d_gqa_counts_every_query_head():
     inputs = [("q", "float16", [2, 12, 16, 64]), ("k", "float16", [2, 4, 16, 64]), ("v", "float16", [2, 4, 16, 64])]
     gqa = analyze_node("Attention", inputs, [("y", "float16", [2, 12, 16, 64])], opset=23)
-    mha_inputs = [("q", "float16", [2, 12, 16, 64]), ("k", "float16", [2, 12, 16, 64]), ("v", "float16", [2, 12, 16, 64])]
+    mha_inputs = [
+        ("q", "float16", [2, 12, 16, 64]),
+        ("k", "float16", [2, 12, 16, 64]),
+        ("v", "float16", [2, 12, 16, 64]),
+    ]
     mha = analyze_node("Attention", mha_inputs, [("y", "float16", [2, 12, 16, 64])], opset=23)
     assert gqa.cost.flops == mha.cost.flops == sdpa(2, 12, 16, 16, 64, 64)  # 12 query heads score all keys
     assert gqa.cost.bytes_read == (2 * 12 * 16 * 64 + 2 * 2 * 4 * 16 * 64) * 2  # K, V have 4 heads only
@@ -387,7 +392,11 @@ def test_group_query_attention_prompt_with_rotary_and_packed_qkv():
 
 def test_group_query_attention_int8_cache_dequantizes():
     kwargs = dict(
-        outputs=[("y", "float16", [1, 1, 256]), ("present_k", "int8", [1, 2, 64, 64]), ("present_v", "int8", [1, 2, 64, 64])],
+        outputs=[
+            ("y", "float16", [1, 1, 256]),
+            ("present_k", "int8", [1, 2, 64, 64]),
+            ("present_v", "int8", [1, 2, 64, 64]),
+        ],
         attrs={"num_heads": 4, "kv_num_heads": 2},
         initializers={"total": np.array(64, dtype=np.int32)},
         domain=MS,

@@ -50,7 +50,12 @@ def test_skip_layer_norm_gamma_only_and_sum_output():
 def test_skip_simplified_layer_norm():
     node = analyze_node(
         "SkipSimplifiedLayerNormalization",
-        [("x", "float16", [B, S, D]), ("skip", "float16", [B, S, D]), ("gamma", "float16", [D]), ("bias", "float16", [D])],
+        [
+            ("x", "float16", [B, S, D]),
+            ("skip", "float16", [B, S, D]),
+            ("gamma", "float16", [D]),
+            ("bias", "float16", [D]),
+        ],
         ["y"],
         domain=MS,
     )

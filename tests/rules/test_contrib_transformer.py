@@ -82,7 +82,9 @@ def test_gated_rms_norm(activation, gate):
     n, rows = 2 * 8 * 256, 2 * 8 * 4  # groups of C = 64
     inputs = [("x", f16, [2, 8, 256]), ("scale", f16, [64]), ("gate", f16, [2, 8, 256])]
     node = analyze_node("GatedRMSNorm", inputs, ["y"], {"activation": activation}, domain=MS)
-    assert node.cost.flops == 4 * n + 2 * rows + n + gate[0] * n  # RMS norm with scale, the gating multiply, the activation
+    assert (
+        node.cost.flops == 4 * n + 2 * rows + n + gate[0] * n
+    )  # RMS norm with scale, the gating multiply, the activation
     assert node.cost.transcendentals == rows + gate[1] * n
 
 
@@ -108,7 +110,13 @@ def test_swiglu_packed_gate(limit, per_element):
 
 @pytest.mark.parametrize("training, per_element", [(False, 2), (True, 2 + 2)])
 def test_bias_dropout(training, per_element):
-    inputs = [("x", f16, ACT), ("bias", f16, [64]), ("residual", f16, ACT), ("ratio", f32, []), ("training", "bool", [])]
+    inputs = [
+        ("x", f16, ACT),
+        ("bias", f16, [64]),
+        ("residual", f16, ACT),
+        ("ratio", f32, []),
+        ("training", "bool", []),
+    ]
     constants = {"ratio": np.array(0.1, np.float32), "training": np.array(training)}
     node = analyze_node("BiasDropout", inputs, ["y", "mask"], initializers=constants, domain=MS)
     assert node.cost.flops == per_element * ACT_N  # bias and residual adds, the dropout in training
@@ -132,7 +140,10 @@ def test_gemm_float8_scaled_with_gelu():
 def test_gemm_float8_with_c():
     m, k, n = 16, 64, 256
     inputs = [("a", f16, [m, k]), ("b", f16, [k, n]), ("c", f16, [n])]
-    assert analyze_node("GemmFloat8", inputs, ["y"], {"beta": 1.0, "dtype": 10}, domain=MS).cost.flops == 2 * m * k * n + m * n
+    assert (
+        analyze_node("GemmFloat8", inputs, ["y"], {"beta": 1.0, "dtype": 10}, domain=MS).cost.flops
+        == 2 * m * k * n + m * n
+    )
     # beta defaults to 0: C is not added
     assert analyze_node("GemmFloat8", inputs, ["y"], {"dtype": 10}, domain=MS).cost.flops == 2 * m * k * n
 
@@ -148,7 +159,9 @@ def test_matmul_nbits_qkv():
     nq, nkv = 128, 32
     inputs = [("a", f16, [2, 8, K]), ("skip", f16, [2, 8, K]), ("norm", f16, [K]), *_packed(nq), "", ("bk", u8, [nkv, 2, 16]),
               ("sk", f16, [nkv * 2]), "", ("bv", u8, [nkv, 2, 16]), ("sv", f16, [nkv * 2])]  # fmt: skip
-    node = analyze_node("MatMulNBitsQkv", inputs, ["q", "k", "v", "sum"], {"K": K, "Nq": nq, "Nkv": nkv, "block_size": 32}, domain=MS)
+    node = analyze_node(
+        "MatMulNBitsQkv", inputs, ["q", "k", "v", "sum"], {"K": K, "Nq": nq, "Nkv": nkv, "block_size": 32}, domain=MS
+    )
     norm = M * K + 4 * M * K + 2 * M  # the skip add, then RMSNorm with scale
     projections = sum(2 * M * K * n for n in (nq, nkv, nkv))  # the products
     assert node.cost.flops == norm + projections
@@ -161,7 +174,9 @@ def test_matmul_nbits_mlp():
     n = 128
     inputs = [("a", f16, [2, 8, K]), "", ("norm", f16, [K]), *_packed(n), ("gate_bias", f16, [n]), ("bu", u8, [n, 2, 16]),
               ("su", f16, [n * 2])]  # fmt: skip
-    node = analyze_node("MatMulNBitsMlp", inputs, ["y"], {"K": K, "N": n, "block_size": 32, "activation": "silu"}, domain=MS)
+    node = analyze_node(
+        "MatMulNBitsMlp", inputs, ["y"], {"K": K, "N": n, "block_size": 32, "activation": "silu"}, domain=MS
+    )
     norm = 4 * M * K + 2 * M  # RMSNorm, no skip
     projections = 2 * (2 * M * K * n) + M * n  # gate and up, the gate's bias
     assert node.cost.flops == norm + projections + M * n + M * n  # silu (x·σ) and the gating product
@@ -257,12 +272,16 @@ def test_sparse_attention_prefill_in_place_buffers():
               ("lengths", i32, [1])]  # fmt: skip
     attrs = {"num_heads": heads, "kv_num_heads": kv_heads, "sparse_block_size": 16}
     total = {"total": np.array(seq, np.int32)}
-    node = analyze_node("SparseAttention", inputs, ["y", "present_k", "present_v"], attrs, initializers=total, domain=MS)
+    node = analyze_node(
+        "SparseAttention", inputs, ["y", "present_k", "present_v"], attrs, initializers=total, domain=MS
+    )
     assert node.cost.flops == sdpa(1, heads, seq, seq, head, head, masks=1)  # T = total = 8, the causal block mask
     row = kv_heads * head * 2  # one position of one buffer, fp16
     assert node.cost.bytes_written == seq * heads * head * 2 + 2 * seq * row  # y, the 8 new rows of each buffer
     qkv = seq * (heads + 2 * kv_heads) * head * 2
-    assert node.cost.bytes_read == qkv + 0 + (9 + 36 + 1 + 1) * 4  # no past rows to read; the block mask, total, lengths
+    assert (
+        node.cost.bytes_read == qkv + 0 + (9 + 36 + 1 + 1) * 4
+    )  # no past rows to read; the block mask, total, lengths
 
 
 PAGED = {"num_heads": 8, "kv_num_heads": 2}
@@ -345,7 +364,9 @@ def test_gated_relative_position_bias():
 def test_remove_padding_reads_the_real_tokens():
     counts = {"counts": np.array([3, 5], np.int32)}
     outputs = ["y", "offsets", "cumulated", "max"]
-    node = analyze_node("RemovePadding", [("x", f16, [2, 8, 64]), ("counts", i32, [2])], outputs, initializers=counts, domain=MS)
+    node = analyze_node(
+        "RemovePadding", [("x", f16, [2, 8, 64]), ("counts", i32, [2])], outputs, initializers=counts, domain=MS
+    )
     assert node.cost.flops == 0
     assert node.cost.bytes_read == (3 + 5) * 64 * 2 + 2 * 4  # the 8 real rows, the counts
     assert node.cost.bytes_written == 8 * 64 * 2 + (2 * 8 + 3 + 1) * 4

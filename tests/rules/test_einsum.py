@@ -12,7 +12,12 @@ from tests.conftest import one_node_model
 
 CASES = [
     # (equation, operand shapes, FLOPs, unit)
-    ("ij,jk,kl->il", [[32, 64], [64, 128], [128, 16]], 2 * 32 * 64 * 128 + 2 * 32 * 128 * 16, "matrix"),  # (AB)C: 655,360
+    (
+        "ij,jk,kl->il",
+        [[32, 64], [64, 128], [128, 16]],
+        2 * 32 * 64 * 128 + 2 * 32 * 128 * 16,
+        "matrix",
+    ),  # (AB)C: 655,360
     ("ij,jk->ik", [[32, 64], [64, 16]], 2 * 32 * 64 * 16, "matrix"),  # a MatMul: 2·M·K·N
     ("bij,bjk->bik", [[2, 32, 64], [2, 64, 16]], 2 * 2 * 32 * 64 * 16, "matrix"),  # batched
     ("...ij,...jk->...ik", [[2, 32, 64], [1, 64, 16]], 2 * 2 * 32 * 64 * 16, "matrix"),  # ellipsis broadcasts 1 → 2

@@ -31,10 +31,28 @@ UNARY = [
     ("Ceil", "float32", None, 21, 1, 0),
     ("Round", "float32", None, 21, 1, 0),
     ("Sign", "float32", None, 21, 1, 0),
-    *[(op, "float32", None, 21, 0, 1) for op in (
-        "Sqrt", "Exp", "Log", "Erf", "Tanh", "Sigmoid",
-        "Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh",
-    )],
+    *[
+        (op, "float32", None, 21, 0, 1)
+        for op in (
+            "Sqrt",
+            "Exp",
+            "Log",
+            "Erf",
+            "Tanh",
+            "Sigmoid",
+            "Sin",
+            "Cos",
+            "Tan",
+            "Asin",
+            "Acos",
+            "Atan",
+            "Sinh",
+            "Cosh",
+            "Asinh",
+            "Acosh",
+            "Atanh",
+        )
+    ],
     ("Relu", "float32", None, 21, 1, 0),  # max(0, x)
     ("LeakyRelu", "float32", None, 21, 2, 0),  # multiply, select
     ("ThresholdedRelu", "float32", None, 21, 1, 0),  # compare-select

@@ -7,8 +7,13 @@ from tests.conftest import analyze_node
 
 def test_nll_none_reads_only_the_picked_log_probabilities():
     # input [N=4, C=5, d=3], target [4, 3]: S = 12 samples
-    node = analyze_node("NegativeLogLikelihoodLoss", [("x", "float32", [4, 5, 3]), ("t", "int64", [4, 3])],
-                        [("loss", "float32", [4, 3])], attrs={"reduction": "none"}, opset=13)
+    node = analyze_node(
+        "NegativeLogLikelihoodLoss",
+        [("x", "float32", [4, 5, 3]), ("t", "int64", [4, 3])],
+        [("loss", "float32", [4, 3])],
+        attrs={"reduction": "none"},
+        opset=13,
+    )
     assert node.cost.flops == 12  # one negation per sample
     assert node.cost.bytes_read == 12 * 8 + 12 * 4  # the target, and one of the 5 classes per sample
     assert node.cost.bytes_written == 12 * 4
@@ -29,8 +34,13 @@ def test_nll_weighted_mean_with_ignore_index():
 
 
 def test_nll_sum():
-    node = analyze_node("NegativeLogLikelihoodLoss", [("x", "float32", [6, 3]), ("t", "int64", [6])],
-                        [("loss", "float32", [])], attrs={"reduction": "sum"}, opset=13)
+    node = analyze_node(
+        "NegativeLogLikelihoodLoss",
+        [("x", "float32", [6, 3]), ("t", "int64", [6])],
+        [("loss", "float32", [])],
+        attrs={"reduction": "sum"},
+        opset=13,
+    )
     assert node.cost.flops == 6 + 5
 
 

@@ -18,14 +18,23 @@ def test_deform_conv_with_bias_and_mask():
     sampled = 1 * 2 * 9 * (3 * 3)  # N · C · taps · output positions
     assert plain.cost.flops == conv + 4 * 2 * sampled  # bilinear: 4 neighbours, a multiply-add each
     assert plain.unit == "matrix"
-    full = analyze_node("DeformConv", DEFORM_INPUTS + [("b", "float32", [4]), ("mask", "float32", [1, 9, 3, 3])],
-                        [("y", "float32", [1, 4, 3, 3])], opset=22)
+    full = analyze_node(
+        "DeformConv",
+        DEFORM_INPUTS + [("b", "float32", [4]), ("mask", "float32", [1, 9, 3, 3])],
+        [("y", "float32", [1, 4, 3, 3])],
+        opset=22,
+    )
     assert full.cost.flops == conv + 4 * 3 * 3 + 4 * 2 * sampled + sampled  # + bias, + mask multiply
 
 
 def test_deform_conv_grouped():
-    node = analyze_node("DeformConv", [DEFORM_INPUTS[0], ("w", "float32", [4, 1, 3, 3]), DEFORM_INPUTS[2]],
-                        [("y", "float32", [1, 4, 3, 3])], attrs={"group": 2}, opset=22)
+    node = analyze_node(
+        "DeformConv",
+        [DEFORM_INPUTS[0], ("w", "float32", [4, 1, 3, 3]), DEFORM_INPUTS[2]],
+        [("y", "float32", [1, 4, 3, 3])],
+        attrs={"group": 2},
+        opset=22,
+    )
     assert node.cost.flops == 2 * (1 * 9) * (4 * 9) + 4 * 2 * (2 * 9 * 9)  # sampling still per input channel
 
 
@@ -35,9 +44,16 @@ def test_tfidf_vectorizer_counts_candidate_ngrams():
         "TfIdfVectorizer",
         [("x", "int64", [2, 6])],
         [("y", "float32", [2, 4])],
-        attrs={"mode": "TFIDF", "min_gram_length": 1, "max_gram_length": 2, "max_skip_count": 1,
-               "ngram_counts": [0, 2], "ngram_indexes": [0, 1, 2, 3], "pool_int64s": [1, 2, 1, 2, 2, 3],
-               "weights": [1.0, 1.0, 0.5, 0.5]},
+        attrs={
+            "mode": "TFIDF",
+            "min_gram_length": 1,
+            "max_gram_length": 2,
+            "max_skip_count": 1,
+            "ngram_counts": [0, 2],
+            "ngram_indexes": [0, 1, 2, 3],
+            "pool_int64s": [1, 2, 1, 2, 2, 3],
+            "weights": [1.0, 1.0, 0.5, 0.5],
+        },
         opset=9,
     )
     per_row = 6 + (6 - 1) + (6 - 2)  # unigrams; bigrams at skip distances 1 and 2
@@ -50,8 +66,12 @@ def test_causal_conv_with_state_silu():
     # input [B=2, C=4, L=8], K = 3 taps, past_state [2, 4, 2]
     node = analyze_node(
         "CausalConvWithState",
-        [("x", "float32", [2, 4, 8]), ("w", "float32", [4, 1, 3]), ("b", "float32", [4]),
-         ("past", "float32", [2, 4, 2])],
+        [
+            ("x", "float32", [2, 4, 8]),
+            ("w", "float32", [4, 1, 3]),
+            ("b", "float32", [4]),
+            ("past", "float32", [2, 4, 2]),
+        ],
         [("y", "float32", [2, 4, 8]), ("present", "float32", [2, 4, 2])],
         attrs={"activation": "silu"},
         opset=27,
@@ -68,15 +88,25 @@ def test_linear_attention_gated_delta_gqa():
     # B=1, T=3; 4 query heads, 2 KV heads; dk = 8, dv = 6
     node = analyze_node(
         "LinearAttention",
-        [("q", "float32", [1, 3, 4 * 8]), ("k", "float32", [1, 3, 2 * 8]), ("v", "float32", [1, 3, 2 * 6]), "",
-         ("decay", "float32", [1, 3, 2]), ("beta", "float32", [1, 3, 2])],
+        [
+            ("q", "float32", [1, 3, 4 * 8]),
+            ("k", "float32", [1, 3, 2 * 8]),
+            ("v", "float32", [1, 3, 2 * 6]),
+            "",
+            ("decay", "float32", [1, 3, 2]),
+            ("beta", "float32", [1, 3, 2]),
+        ],
         [("o", "float32", [1, 3, 4 * 6]), ("state", "float32", [1, 2, 8, 6])],
         attrs={"q_num_heads": 4, "kv_num_heads": 2},
         opset=27,
     )
-    per_kv_head = (8 * 6  # exp(g)·S
-                   + 2 * 8 * 6 + 6 + 6  # Sᵀk, v − Sᵀk, β·(…)
-                   + 2 * 8 * 6)  # S + k ⊗ v
+    per_kv_head = (
+        8 * 6  # exp(g)·S
+        + 2 * 8 * 6
+        + 6
+        + 6  # Sᵀk, v − Sᵀk, β·(…)
+        + 2 * 8 * 6
+    )  # S + k ⊗ v
     per_q_head = 2 * 8 * 6 + 6  # scale · qᵀS
     assert node.cost.flops == 3 * (2 * per_kv_head + 4 * per_q_head)
     assert node.cost.transcendentals == 3 * 2  # one exp per decay value
@@ -134,9 +164,15 @@ def test_flex_attention_score_mod_adds_its_subgraph():
     out_type = helper.make_tensor_value_info("capped", TensorProto.FLOAT, ["B", "H", "L", "S"])
     cap = helper.make_tensor("cap", TensorProto.FLOAT, [], [30.0])
     soft_cap = helper.make_graph(
-        [helper.make_node("Div", ["scores", "cap"], ["scaled"]), helper.make_node("Tanh", ["scaled"], ["t"]),
-         helper.make_node("Mul", ["t", "cap"], ["capped"])],
-        "soft_cap", [scores_type], [out_type], initializer=[cap],
+        [
+            helper.make_node("Div", ["scores", "cap"], ["scaled"]),
+            helper.make_node("Tanh", ["scaled"], ["t"]),
+            helper.make_node("Mul", ["t", "cap"], ["capped"]),
+        ],
+        "soft_cap",
+        [scores_type],
+        [out_type],
+        initializer=[cap],
     )
     base = flex()
     node = flex(soft_cap)
@@ -148,11 +184,16 @@ def test_flex_attention_score_mod_adds_its_subgraph():
 def test_flex_attention_uncostable_modifier_is_not_zero():
     scores_type = helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["B", "H", "L", "S"])
     out_type = helper.make_tensor_value_info("out", TensorProto.FLOAT, ["B", "H", "L", "S"])
-    unknown = helper.make_graph([helper.make_node("NoSuchOp", ["scores"], ["out"], domain="example")],
-                                "mystery", [scores_type], [out_type])
-    model = one_node_model("FlexAttention", [("q", "float32", [1, 2, 3, 4]), ("k", "float32", [1, 1, 5, 4]),
-                                             ("v", "float32", [1, 1, 5, 6])],
-                           [("y", "float32", [1, 2, 3, 6])], attrs={"score_mod": unknown}, opset=26,
-                           domain="ai.onnx.preview")
+    unknown = helper.make_graph(
+        [helper.make_node("NoSuchOp", ["scores"], ["out"], domain="example")], "mystery", [scores_type], [out_type]
+    )
+    model = one_node_model(
+        "FlexAttention",
+        [("q", "float32", [1, 2, 3, 4]), ("k", "float32", [1, 1, 5, 4]), ("v", "float32", [1, 1, 5, 6])],
+        [("y", "float32", [1, 2, 3, 6])],
+        attrs={"score_mod": unknown},
+        opset=26,
+        domain="ai.onnx.preview",
+    )
     (node,) = analyze(model).nodes
     assert node.status != "ok" and "score_mod" in node.reason

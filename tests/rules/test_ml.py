@@ -22,8 +22,12 @@ def test_binarizer():
 
 
 def test_scaler_reads_its_scale_and_offset():
-    node = ml_node("Scaler", [("x", "float32", [3, 4])], [("y", "float32", [3, 4])],
-                   {"scale": [1.0, 2.0, 3.0, 4.0], "offset": [0.0, 0.0, 1.0, 1.0]})
+    node = ml_node(
+        "Scaler",
+        [("x", "float32", [3, 4])],
+        [("y", "float32", [3, 4])],
+        {"scale": [1.0, 2.0, 3.0, 4.0], "offset": [0.0, 0.0, 1.0, 1.0]},
+    )
     assert node.cost.flops == 2 * 12  # (x − offset)·scale
     assert node.cost.bytes_read == 12 * 4 + (4 + 4) * 4  # X, then the 8 float attribute values
 
@@ -35,35 +39,48 @@ def test_normalizer_l2():
 
 
 def test_imputer_and_one_hot_encoder():
-    imputer = ml_node("Imputer", [("x", "float32", [2, 3])], [("y", "float32", [2, 3])],
-                      {"imputed_value_floats": [0.0], "replaced_value_float": float("nan")})
+    imputer = ml_node(
+        "Imputer",
+        [("x", "float32", [2, 3])],
+        [("y", "float32", [2, 3])],
+        {"imputed_value_floats": [0.0], "replaced_value_float": float("nan")},
+    )
     assert imputer.cost.flops == 6  # one compare-select per element
     assert imputer.cost.bytes_read == 6 * 4 + 4
-    encoder = ml_node("OneHotEncoder", [("x", "int64", [2, 3])], [("y", "float32", [2, 3, 4])],
-                      {"cats_int64s": [1, 2, 3, 4]})
+    encoder = ml_node(
+        "OneHotEncoder", [("x", "int64", [2, 3])], [("y", "float32", [2, 3, 4])], {"cats_int64s": [1, 2, 3, 4]}
+    )
     assert encoder.cost.flops == 6  # one category lookup per input element
     assert encoder.cost.bytes_read == 6 * 8 + 4 * 8
     assert encoder.cost.bytes_written == 2 * 3 * 4 * 4
 
 
 def test_label_encoder_int_to_int():
-    node = ml_node("LabelEncoder", [("x", "int64", [10])], [("y", "int64", [10])],
-                   {"keys_int64s": [1, 2, 3], "values_int64s": [4, 5, 6]}, version=2)
+    node = ml_node(
+        "LabelEncoder",
+        [("x", "int64", [10])],
+        [("y", "int64", [10])],
+        {"keys_int64s": [1, 2, 3], "values_int64s": [4, 5, 6]},
+        version=2,
+    )
     assert node.cost.flops == 10  # one hash lookup per element
     assert node.cost.bytes_read == 10 * 8 + (3 + 3) * 8  # X and the table
 
 
 def test_array_feature_extractor_reads_the_selected_columns():
-    node = ml_node("ArrayFeatureExtractor", [("x", "float32", [3, 4]), ("i", "int64", [2])],
-                   [("z", "float32", [3, 2])])
+    node = ml_node("ArrayFeatureExtractor", [("x", "float32", [3, 4]), ("i", "int64", [2])], [("z", "float32", [3, 2])])
     assert node.cost.flops == 0
     assert node.cost.bytes_read == 3 * 2 * 4 + 2 * 8  # the 6 picked values, the 2 indices
     assert node.cost.bytes_written == 3 * 2 * 4
 
 
 def test_feature_vectorizer_is_a_copy():
-    node = ml_node("FeatureVectorizer", [("a", "float32", [2, 3]), ("b", "float32", [2, 1])],
-                   [("y", "float32", [2, 4])], {"inputdimensions": [3, 1]})
+    node = ml_node(
+        "FeatureVectorizer",
+        [("a", "float32", [2, 3]), ("b", "float32", [2, 1])],
+        [("y", "float32", [2, 4])],
+        {"inputdimensions": [3, 1]},
+    )
     assert node.cost.flops == 0
     assert node.cost.bytes_read == (6 + 2) * 4  # the inputs; inputdimensions is shape metadata
 
@@ -74,8 +91,12 @@ def test_linear_classifier_softmax():
         "LinearClassifier",
         [("x", "float32", [5, 4])],
         [("label", "int64", [5]), ("scores", "float32", [5, 3])],
-        {"coefficients": [0.1] * 12, "intercepts": [0.0] * 3, "classlabels_ints": [0, 1, 2],
-         "post_transform": "SOFTMAX"},
+        {
+            "coefficients": [0.1] * 12,
+            "intercepts": [0.0] * 3,
+            "classlabels_ints": [0, 1, 2],
+            "post_transform": "SOFTMAX",
+        },
     )
     per_row = 2 * 4 * 3 + 3 + 2  # GEMM row, intercepts, argmax over 3 scores
     softmax = 4 * 3 - 2  # per row of 3
@@ -86,8 +107,12 @@ def test_linear_classifier_softmax():
 
 
 def test_linear_regressor():
-    node = ml_node("LinearRegressor", [("x", "float32", [5, 4])], [("y", "float32", [5, 2])],
-                   {"coefficients": [0.5] * 8, "intercepts": [1.0, 2.0], "targets": 2})
+    node = ml_node(
+        "LinearRegressor",
+        [("x", "float32", [5, 4])],
+        [("y", "float32", [5, 2])],
+        {"coefficients": [0.5] * 8, "intercepts": [1.0, 2.0], "targets": 2},
+    )
     assert node.cost.flops == 5 * (2 * 4 * 2 + 2)
 
 
@@ -97,8 +122,15 @@ def test_svm_classifier_rbf():
         "SVMClassifier",
         [("x", "float32", [2, 3])],
         [("label", "int64", [2]), ("scores", "float32", [2, 1])],
-        {"vectors_per_class": [2, 1], "support_vectors": [0.0] * 9, "coefficients": [1.0] * 3,
-         "rho": [0.1], "kernel_type": "RBF", "kernel_params": [0.5, 0.0, 3.0], "classlabels_ints": [0, 1]},
+        {
+            "vectors_per_class": [2, 1],
+            "support_vectors": [0.0] * 9,
+            "coefficients": [1.0] * 3,
+            "rho": [0.1],
+            "kernel_type": "RBF",
+            "kernel_params": [0.5, 0.0, 3.0],
+            "classlabels_ints": [0, 1],
+        },
     )
     kernels = 3 * (3 * 3 + 1)  # per vector: subtract, square, add per feature; × −gamma
     decision = 2 * (2 - 1) * 3 + 1 + 1 + 1  # Σ coef·k over both classes' vectors, rho, vote, argmax
@@ -107,8 +139,12 @@ def test_svm_classifier_rbf():
 
 
 def test_svm_regressor_linear():
-    node = ml_node("SVMRegressor", [("x", "float32", [4, 3])], [("y", "float32", [4, 1])],
-                   {"coefficients": [1.0, 2.0, 3.0], "rho": [0.5], "n_supports": 0})
+    node = ml_node(
+        "SVMRegressor",
+        [("x", "float32", [4, 3])],
+        [("y", "float32", [4, 1])],
+        {"coefficients": [1.0, 2.0, 3.0], "rho": [0.5], "n_supports": 0},
+    )
     assert node.cost.flops == 4 * (2 * 3 + 1)  # a dot product and rho per sample
 
 
@@ -131,19 +167,28 @@ def _tree_ensemble_attrs():
 
 
 def test_tree_ensemble_counts_levels_from_the_attributes():
-    node = ml_node("TreeEnsemble", [("x", "float32", [3, 2])], [("y", "float32", [3, 1])],
-                   _tree_ensemble_attrs(), version=5)
+    node = ml_node(
+        "TreeEnsemble", [("x", "float32", [3, 2])], [("y", "float32", [3, 1])], _tree_ensemble_attrs(), version=5
+    )
     per_row = (2 + 1) + (1 + 1)  # per tree: a compare per level, an add for the leaf's weight
     assert node.cost.flops == 3 * per_row
     attribute_bytes = (
-        2 * 8 + 4 * 8  # tree_roots, nodes_featureids
-        + 4 * 4 + 4 * 1  # nodes_splits (float), nodes_modes (uint8)
+        2 * 8
+        + 4 * 8  # tree_roots, nodes_featureids
+        + 4 * 4
+        + 4 * 1  # nodes_splits (float), nodes_modes (uint8)
         + 4 * 4 * 8  # true/false node ids and leaf flags
-        + 6 * 8 + 6 * 4  # leaf_targetids, leaf_weights
+        + 6 * 8
+        + 6 * 4  # leaf_targetids, leaf_weights
     )
     assert node.cost.bytes_read == 3 * 2 * 4 + attribute_bytes
-    average = ml_node("TreeEnsemble", [("x", "float32", [3, 2])], [("y", "float32", [3, 1])],
-                      {**_tree_ensemble_attrs(), "aggregate_function": 0}, version=5)
+    average = ml_node(
+        "TreeEnsemble",
+        [("x", "float32", [3, 2])],
+        [("y", "float32", [3, 1])],
+        {**_tree_ensemble_attrs(), "aggregate_function": 0},
+        version=5,
+    )
     assert average.cost.flops == 3 * per_row + 3  # one divide per output score
 
 
@@ -159,30 +204,54 @@ LEGACY_TREE = {  # one tree: 0 → (1, 2), 1 → (3, 4); 2, 3, 4 leaves
 
 
 def test_tree_ensemble_regressor_legacy():
-    attrs = {**LEGACY_TREE, "n_targets": 2, "aggregate_function": "AVERAGE", "base_values": [0.5, 0.5],
-             "target_treeids": [0, 0, 0, 0], "target_nodeids": [2, 3, 3, 4], "target_ids": [0, 0, 1, 1],
-             "target_weights": [1.0, 2.0, 3.0, 4.0]}
+    attrs = {
+        **LEGACY_TREE,
+        "n_targets": 2,
+        "aggregate_function": "AVERAGE",
+        "base_values": [0.5, 0.5],
+        "target_treeids": [0, 0, 0, 0],
+        "target_nodeids": [2, 3, 3, 4],
+        "target_ids": [0, 0, 1, 1],
+        "target_weights": [1.0, 2.0, 3.0, 4.0],
+    }
     node = ml_node("TreeEnsembleRegressor", [("x", "float32", [4, 3])], [("y", "float32", [4, 2])], attrs, version=3)
     per_row = 2 + 2 + 2 + 2  # depth 2, leaf 3's two votes, two base values, two AVERAGE divides
     assert node.cost.flops == 4 * per_row
 
 
 def test_tree_ensemble_classifier_legacy_logistic():
-    attrs = {**LEGACY_TREE, "classlabels_int64s": [0, 1, 2], "post_transform": "LOGISTIC",
-             "class_treeids": [0, 0, 0], "class_nodeids": [2, 3, 4], "class_ids": [0, 1, 2],
-             "class_weights": [1.0, 1.0, 1.0]}
-    node = ml_node("TreeEnsembleClassifier", [("x", "float32", [4, 3])],
-                   [("label", "int64", [4]), ("scores", "float32", [4, 3])], attrs, version=3)
+    attrs = {
+        **LEGACY_TREE,
+        "classlabels_int64s": [0, 1, 2],
+        "post_transform": "LOGISTIC",
+        "class_treeids": [0, 0, 0],
+        "class_nodeids": [2, 3, 4],
+        "class_ids": [0, 1, 2],
+        "class_weights": [1.0, 1.0, 1.0],
+    }
+    node = ml_node(
+        "TreeEnsembleClassifier",
+        [("x", "float32", [4, 3])],
+        [("label", "int64", [4]), ("scores", "float32", [4, 3])],
+        attrs,
+        version=3,
+    )
     assert node.cost.flops == 4 * (2 + 1 + 2)  # depth 2, one vote, argmax over 3 scores
     assert node.cost.transcendentals == 4 * 3  # a sigmoid per score
 
 
 def test_string_keyed_maps_and_strings_are_not_costed():
-    zipmap = one_node_model("ZipMap", [("x", "float32", [2, 3])], ["z"], attrs={"classlabels_strings": ["a", "b", "c"]},
-                            domain=ML)
+    zipmap = one_node_model(
+        "ZipMap", [("x", "float32", [2, 3])], ["z"], attrs={"classlabels_strings": ["a", "b", "c"]}, domain=ML
+    )
     (node,) = analyze(zipmap).nodes
     assert node.status == "data-dependent" and node.cost is None  # string keys have no static size
-    mapper = one_node_model("CategoryMapper", [("x", "int64", [4])], ["y"],
-                            attrs={"cats_int64s": [1, 2], "cats_strings": ["a", "b"]}, domain=ML)
+    mapper = one_node_model(
+        "CategoryMapper",
+        [("x", "int64", [4])],
+        ["y"],
+        attrs={"cats_int64s": [1, 2], "cats_strings": ["a", "b"]},
+        domain=ML,
+    )
     (node,) = analyze(mapper).nodes
     assert node.status == "data-dependent"

@@ -8,9 +8,9 @@ import pytest
 from onnx import TensorProto, helper
 
 from onnx_roofline import analyze
-from onnx_roofline.model.status import Uncostable
 from onnx_roofline.costs.rules import lookup
 from onnx_roofline.model.op_node import OpNode
+from onnx_roofline.model.status import Uncostable
 from onnx_roofline.model.tensors import TensorInfo
 from tests.conftest import analyze_node, one_node_model
 
@@ -41,8 +41,12 @@ SEQ = TensorInfo("seq", None, None)  # a sequence value: no tensor shape
 
 
 def test_reshape_reads_only_its_shape_input():
-    node = analyze_node("Reshape", [("x", "float32", [2, 3, 4]), ("shape", "int64", [2])], ["y"],
-                        initializers={"shape": np.array([6, 4], I64)})
+    node = analyze_node(
+        "Reshape",
+        [("x", "float32", [2, 3, 4]), ("shape", "int64", [2])],
+        ["y"],
+        initializers={"shape": np.array([6, 4], I64)},
+    )
     assert costs(node) == (0, 2 * 8, 0)  # the 2 int64 dims of `shape`; no data moves
     assert node.outputs[0].shape == (6, 4)
 
@@ -50,21 +54,33 @@ def test_reshape_reads_only_its_shape_input():
 def test_squeeze_axes_attribute_then_input():
     old = analyze_node("Squeeze", [("x", "float32", [1, 3])], ["y"], attrs={"axes": [0]}, opset=11)
     assert costs(old) == (0, 0, 0)  # axes as an attribute: nothing to read
-    new = analyze_node("Squeeze", [("x", "float32", [1, 3]), ("axes", "int64", [1])], ["y"],
-                       initializers={"axes": np.array([0], I64)}, opset=13)
+    new = analyze_node(
+        "Squeeze",
+        [("x", "float32", [1, 3]), ("axes", "int64", [1])],
+        ["y"],
+        initializers={"axes": np.array([0], I64)},
+        opset=13,
+    )
     assert costs(new) == (0, 1 * 8, 0)
 
 
 def test_unsqueeze_and_flatten():
-    node = analyze_node("Unsqueeze", [("x", "float32", [3]), ("axes", "int64", [2])], ["y"],
-                        initializers={"axes": np.array([0, 2], I64)})
+    node = analyze_node(
+        "Unsqueeze",
+        [("x", "float32", [3]), ("axes", "int64", [2])],
+        ["y"],
+        initializers={"axes": np.array([0, 2], I64)},
+    )
     assert costs(node) == (0, 2 * 8, 0)
     assert costs(analyze_node("Flatten", [("x", "float32", [2, 3, 4])], ["y"])) == (0, 0, 0)
 
 
 def test_constant_is_free_and_its_consumer_pays():
-    report = analyze(one_node_model("Constant", [], [("c", "float32", [2, 3])],
-                                    attrs={"value": helper.make_tensor("v", 1, [2, 3], [0.0] * 6)}))
+    report = analyze(
+        one_node_model(
+            "Constant", [], [("c", "float32", [2, 3])], attrs={"value": helper.make_tensor("v", 1, [2, 3], [0.0] * 6)}
+        )
+    )
     (node,) = report.nodes
     assert node.status == "ok" and costs(node) == (0, 0, 0)
 
@@ -86,26 +102,42 @@ def test_split_across_opsets():
     outs = [("a", "float32", [1, 4]), ("b", "float32", [2, 4])]
     attr = analyze_node("Split", [("x", "float32", [3, 4])], outs, attrs={"axis": 0, "split": [1, 2]}, opset=11)
     assert costs(attr) == (0, 12 * 4, 12 * 4)
-    inp = analyze_node("Split", [("x", "float32", [3, 4]), ("split", "int64", [2])], outs, attrs={"axis": 0},
-                       initializers={"split": np.array([1, 2], I64)}, opset=13)
+    inp = analyze_node(
+        "Split",
+        [("x", "float32", [3, 4]), ("split", "int64", [2])],
+        outs,
+        attrs={"axis": 0},
+        initializers={"split": np.array([1, 2], I64)},
+        opset=13,
+    )
     assert costs(inp) == (0, 12 * 4 + 2 * 8, 12 * 4)  # plus the `split` sizes
     num = analyze_node("Split", [("x", "float32", [4, 4])], ["a", "b"], attrs={"axis": 0, "num_outputs": 2}, opset=18)
     assert costs(num) == (0, 16 * 4, 16 * 4)
 
 
 def test_expand_and_tile_read_the_input_once():
-    expand = analyze_node("Expand", [("x", "float32", [3, 1]), ("shape", "int64", [2])], ["y"],
-                          initializers={"shape": np.array([3, 4], I64)})
+    expand = analyze_node(
+        "Expand",
+        [("x", "float32", [3, 1]), ("shape", "int64", [2])],
+        ["y"],
+        initializers={"shape": np.array([3, 4], I64)},
+    )
     assert costs(expand) == (0, 3 * 4 + 2 * 8, 12 * 4)
-    tile = analyze_node("Tile", [("x", "float32", [2, 3]), ("r", "int64", [2])], ["y"],
-                        initializers={"r": np.array([2, 2], I64)})
+    tile = analyze_node(
+        "Tile", [("x", "float32", [2, 3]), ("r", "int64", [2])], ["y"], initializers={"r": np.array([2, 2], I64)}
+    )
     assert costs(tile) == (0, 6 * 4 + 2 * 8, 24 * 4)
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge", "wrap"])
 def test_pad_every_mode_is_a_copy(mode):
-    node = analyze_node("Pad", [("x", "float32", [3, 3]), ("pads", "int64", [4])], ["y"], attrs={"mode": mode},
-                        initializers={"pads": np.array([1, 1, 1, 1], I64)})
+    node = analyze_node(
+        "Pad",
+        [("x", "float32", [3, 3]), ("pads", "int64", [4])],
+        ["y"],
+        attrs={"mode": mode},
+        initializers={"pads": np.array([1, 1, 1, 1], I64)},
+    )
     assert costs(node) == (0, 9 * 4 + 4 * 8, 25 * 4)
 
 
@@ -119,16 +151,24 @@ def test_depth_to_space_trilu_reverse_sequence_copy():
     assert costs(d2s) == (0, 32 * 4, 32 * 4)
     trilu = analyze_node("Trilu", [("x", "float32", [3, 3])], ["y"])
     assert costs(trilu) == (0, 9 * 4, 9 * 4)
-    rev = analyze_node("ReverseSequence", [("x", "float32", [4, 2]), ("lens", "int64", [2])], ["y"],
-                       attrs={"batch_axis": 1, "time_axis": 0})
+    rev = analyze_node(
+        "ReverseSequence",
+        [("x", "float32", [4, 2]), ("lens", "int64", [2])],
+        ["y"],
+        attrs={"batch_axis": 1, "time_axis": 0},
+    )
     assert costs(rev) == (0, 8 * 4 + 2 * 8, 8 * 4)
 
 
 def test_dropout_inference_and_training():
     infer = analyze_node("Dropout", [("x", "float32", [4])], ["y", ("mask", "bool", [4])])
     assert costs(infer) == (0, 4 * 4, 4 * 4 + 4 * 1)  # a copy; the bool mask written too
-    train = analyze_node("Dropout", [("x", "float32", [4]), ("ratio", "float32", []), ("training", "bool", [])],
-                         ["y"], initializers={"ratio": np.array(0.5, np.float32), "training": np.array(True)})
+    train = analyze_node(
+        "Dropout",
+        [("x", "float32", [4]), ("ratio", "float32", []), ("training", "bool", [])],
+        ["y"],
+        initializers={"ratio": np.array(0.5, np.float32), "training": np.array(True)},
+    )
     assert costs(train) == (2 * 4, 4 * 4 + 4 + 1, 4 * 4)  # compare + scale per element
 
 
@@ -160,18 +200,28 @@ def test_gather_elements_and_nd():
 
 
 def test_slice_reads_what_it_keeps():
-    node = analyze_node("Slice", [("x", "float32", [10, 20]), ("s", "int64", [1]), ("e", "int64", [1]),
-                                  ("a", "int64", [1])], ["y"],
-                        initializers={"s": np.array([2], I64), "e": np.array([5], I64), "a": np.array([0], I64)})
+    node = analyze_node(
+        "Slice",
+        [("x", "float32", [10, 20]), ("s", "int64", [1]), ("e", "int64", [1]), ("a", "int64", [1])],
+        ["y"],
+        initializers={"s": np.array([2], I64), "e": np.array([5], I64), "a": np.array([0], I64)},
+    )
     assert node.outputs[0].shape == (3, 20)
     assert costs(node) == (0, 3 * 20 * 4 + 3 * 8, 3 * 20 * 4)
 
 
 def test_slice_with_steps_and_with_attributes():
-    steps = analyze_node("Slice", [("x", "float32", [10]), ("s", "int64", [1]), ("e", "int64", [1]),
-                                   ("a", "int64", [1]), ("st", "int64", [1])], ["y"],
-                         initializers={"s": np.array([0], I64), "e": np.array([10], I64), "a": np.array([0], I64),
-                                       "st": np.array([2], I64)})
+    steps = analyze_node(
+        "Slice",
+        [("x", "float32", [10]), ("s", "int64", [1]), ("e", "int64", [1]), ("a", "int64", [1]), ("st", "int64", [1])],
+        ["y"],
+        initializers={
+            "s": np.array([0], I64),
+            "e": np.array([10], I64),
+            "a": np.array([0], I64),
+            "st": np.array([2], I64),
+        },
+    )
     assert costs(steps) == (0, 5 * 4 + 4 * 8, 5 * 4)  # every other element kept
     attrs = analyze_node("Slice", [("x", "float32", [10])], ["y"], attrs={"starts": [1], "ends": [4]}, opset=9)
     assert costs(attrs) == (0, 3 * 4, 3 * 4)
@@ -179,14 +229,23 @@ def test_slice_with_steps_and_with_attributes():
 
 def test_compress_reads_the_kept_slices():
     # the kept count depends on the condition's values: costed where the graph declares the shape
-    node = analyze_node("Compress", [("x", "float32", [3, 2]), ("c", "bool", [3])], [("y", "float32", [2, 2])],
-                        attrs={"axis": 0}, initializers={"c": np.array([True, False, True])})
+    node = analyze_node(
+        "Compress",
+        [("x", "float32", [3, 2]), ("c", "bool", [3])],
+        [("y", "float32", [2, 2])],
+        attrs={"axis": 0},
+        initializers={"c": np.array([True, False, True])},
+    )
     assert costs(node) == (0, 4 * 4 + 3 * 1, 4 * 4)
 
 
 def test_center_crop_pad_reads_the_surviving_part():
-    node = analyze_node("CenterCropPad", [("x", "float32", [4, 6]), ("shape", "int64", [2])], ["y"],
-                        initializers={"shape": np.array([3, 8], I64)})
+    node = analyze_node(
+        "CenterCropPad",
+        [("x", "float32", [4, 6]), ("shape", "int64", [2])],
+        ["y"],
+        initializers={"shape": np.array([3, 8], I64)},
+    )
     assert costs(node) == (0, 3 * 6 * 4 + 2 * 8, 3 * 8 * 4)  # rows cropped 4→3, columns padded 6→8
 
 
@@ -209,8 +268,12 @@ def test_scatter_elements_max_and_legacy_scatter():
 
 
 def test_col2im_adds_every_column_element():
-    node = analyze_node("Col2Im", [("x", "float32", [1, 4, 9]), ("img", "int64", [2]), ("blk", "int64", [2])],
-                        ["y"], initializers={"img": np.array([4, 4], I64), "blk": np.array([2, 2], I64)})
+    node = analyze_node(
+        "Col2Im",
+        [("x", "float32", [1, 4, 9]), ("img", "int64", [2]), ("blk", "int64", [2])],
+        ["y"],
+        initializers={"img": np.array([4, 4], I64), "blk": np.array([2, 2], I64)},
+    )
     assert node.outputs[0].shape == (1, 1, 4, 4)
     assert costs(node) == (36, 36 * 4 + 2 * 8 + 2 * 8, 16 * 4)  # 1·(2·2) rows × 3·3 positions added
 
@@ -234,15 +297,23 @@ def test_constant_of_shape_reads_its_shape():
 
 
 def test_range_adds_once_per_element():
-    node = analyze_node("Range", [("a", "int64", []), ("b", "int64", []), ("d", "int64", [])], ["y"],
-                        initializers={"a": np.array(0, I64), "b": np.array(10, I64), "d": np.array(2, I64)})
+    node = analyze_node(
+        "Range",
+        [("a", "int64", []), ("b", "int64", []), ("d", "int64", [])],
+        ["y"],
+        initializers={"a": np.array(0, I64), "b": np.array(10, I64), "d": np.array(2, I64)},
+    )
     assert node.outputs[0].shape == (5,)
     assert costs(node) == (5, 3 * 8, 5 * 8)
 
 
 def test_one_hot():
-    node = analyze_node("OneHot", [("i", "int64", [4]), ("depth", "int64", []), ("v", "float32", [2])], ["y"],
-                        initializers={"depth": np.array(5, I64)})
+    node = analyze_node(
+        "OneHot",
+        [("i", "int64", [4]), ("depth", "int64", []), ("v", "float32", [2])],
+        ["y"],
+        initializers={"depth": np.array(5, I64)},
+    )
     assert costs(node) == (0, 4 * 8 + 8 + 2 * 4, 4 * 5 * 4)
 
 
@@ -252,8 +323,9 @@ def test_non_zero_compares_every_element():
 
 
 def test_unique_sorts():
-    cost = direct("Unique", [t("x", [8])], [t("y", [5]), t("i", [5], "int64"), t("inv", [8], "int64"),
-                                              t("c", [5], "int64")])
+    cost = direct(
+        "Unique", [t("x", [8])], [t("y", [5]), t("i", [5], "int64"), t("inv", [8], "int64"), t("c", [5], "int64")]
+    )
     assert cost.flops == 8 * 3  # n·ceil(log2 n), n = 8
     rows = direct("Unique", [t("x", [4, 3])], [t("y", [2, 3])], axis=0)
     assert rows.flops == 4 * 2 * 3  # 4 rows sorted, each compare 3 elements
@@ -280,8 +352,7 @@ def test_det():
 
 
 def test_non_max_suppression_counts_every_pair():
-    cost = direct("NonMaxSuppression", [t("boxes", [1, 6, 4]), t("scores", [1, 2, 6])],
-                  [t("sel", [3, 3], "int64")])
+    cost = direct("NonMaxSuppression", [t("boxes", [1, 6, 4]), t("scores", [1, 2, 6])], [t("sel", [3, 3], "int64")])
     # per class: 6 threshold compares + 6·ceil(log2 6) = 18 sort compares + 15 pairs × 13; per box 3
     assert cost.flops == 2 * (6 + 18 + 15 * 13) + 6 * 3
 
@@ -290,8 +361,13 @@ def test_non_max_suppression_counts_every_pair():
 
 
 def _resize(mode, x_shape, scales, **attrs):
-    return analyze_node("Resize", [("x", "float32", x_shape), "", ("scales", "float32", [4])], ["y"],
-                        attrs={"mode": mode, **attrs}, initializers={"scales": np.array(scales, np.float32)})
+    return analyze_node(
+        "Resize",
+        [("x", "float32", x_shape), "", ("scales", "float32", [4])],
+        ["y"],
+        attrs={"mode": mode, **attrs},
+        initializers={"scales": np.array(scales, np.float32)},
+    )
 
 
 def test_resize_upsample_by_mode():
@@ -312,18 +388,28 @@ def test_resize_downsample_reads_the_taps_and_antialias_widens_them():
 
 
 def test_resize_crop_of_unchanged_size_interpolates():
-    node = analyze_node("Resize", [("x", "float32", [1, 1, 4, 4]), ("roi", "float32", [8]), "",
-                                   ("sizes", "int64", [4])], ["y"],
-                        attrs={"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"},
-                        initializers={"roi": np.array([0, 0, 0.25, 0.25, 1, 1, 0.75, 0.75], np.float32),
-                                      "sizes": np.array([1, 1, 4, 4], I64)})
+    node = analyze_node(
+        "Resize",
+        [("x", "float32", [1, 1, 4, 4]), ("roi", "float32", [8]), "", ("sizes", "int64", [4])],
+        ["y"],
+        attrs={"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize"},
+        initializers={
+            "roi": np.array([0, 0, 0.25, 0.25, 1, 1, 0.75, 0.75], np.float32),
+            "sizes": np.array([1, 1, 4, 4], I64),
+        },
+    )
     assert node.cost.flops == 2 * 4 * 16  # both spatial axes cropped: bilinear on 16 outputs
 
 
 def test_upsample_opset_9():
-    node = analyze_node("Upsample", [("x", "float32", [1, 1, 2, 2]), ("scales", "float32", [4])], ["y"],
-                        attrs={"mode": "linear"}, initializers={"scales": np.array([1, 1, 2, 2], np.float32)},
-                        opset=9)
+    node = analyze_node(
+        "Upsample",
+        [("x", "float32", [1, 1, 2, 2]), ("scales", "float32", [4])],
+        ["y"],
+        attrs={"mode": "linear"},
+        initializers={"scales": np.array([1, 1, 2, 2], np.float32)},
+        opset=9,
+    )
     assert costs(node) == (2 * 4 * 16, 4 * 4 + 4 * 4, 16 * 4)
 
 
@@ -339,16 +425,23 @@ def test_grid_sample_by_mode():
 
 
 def test_affine_grid():
-    node = analyze_node("AffineGrid", [("theta", "float32", [2, 2, 3]), ("size", "int64", [4])], ["grid"],
-                        initializers={"size": np.array([2, 3, 5, 6], I64)})
+    node = analyze_node(
+        "AffineGrid",
+        [("theta", "float32", [2, 2, 3]), ("size", "int64", [4])],
+        ["grid"],
+        initializers={"size": np.array([2, 3, 5, 6], I64)},
+    )
     assert node.outputs[0].shape == (2, 5, 6, 2)
     assert costs(node) == (4 * 120, 12 * 4 + 4 * 8, 120 * 4)  # x' = t0·x + t1·y + t2: 2 multiply-adds
 
 
 def _roi_align(**attrs):
-    return analyze_node("RoiAlign", [("x", "float32", [1, 2, 10, 10]), ("rois", "float32", [3, 4]),
-                                     ("bi", "int64", [3])], ["y"],
-                        attrs={"output_height": 2, "output_width": 2, **attrs})
+    return analyze_node(
+        "RoiAlign",
+        [("x", "float32", [1, 2, 10, 10]), ("rois", "float32", [3, 4]), ("bi", "int64", [3])],
+        ["y"],
+        attrs={"output_height": 2, "output_width": 2, **attrs},
+    )
 
 
 def test_roi_align():
@@ -361,8 +454,12 @@ def test_roi_align():
 
 
 def test_max_roi_pool_lower_bound():
-    node = analyze_node("MaxRoiPool", [("x", "float32", [1, 2, 10, 10]), ("rois", "float32", [3, 5])], ["y"],
-                        attrs={"pooled_shape": [2, 2]})
+    node = analyze_node(
+        "MaxRoiPool",
+        [("x", "float32", [1, 2, 10, 10]), ("rois", "float32", [3, 5])],
+        ["y"],
+        attrs={"pooled_shape": [2, 2]},
+    )
     assert costs(node) == (0, 24 * 4 + 15 * 4, 24 * 4)
 
 
@@ -400,8 +497,9 @@ def test_string_ops_are_reported_not_zeroed():
 def _string_model():
     x = helper.make_tensor_value_info("x", TensorProto.STRING, [3])
     y = helper.make_tensor_value_info("y", TensorProto.STRING, [3])
-    graph = helper.make_graph([helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER")],
-                              "g", [x], [y])
+    graph = helper.make_graph(
+        [helper.make_node("StringNormalizer", ["x"], ["y"], case_change_action="LOWER")], "g", [x], [y]
+    )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)])
 
 

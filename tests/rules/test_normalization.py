@@ -63,9 +63,7 @@ def test_gpt2_layer_norm_is_memory_bound():
 
 
 def test_rms_norm():
-    node = analyze_node(
-        "RMSNormalization", [X, ("scale", "float32", [8])], [("y", "float32", [2, 3, 8])], opset=23
-    )
+    node = analyze_node("RMSNormalization", [X, ("scale", "float32", [8])], [("y", "float32", [2, 3, 8])], opset=23)
     rows = 6
     assert node.cost.flops == 2 * N + 2 * rows + 2 * N  # mean of squares, ε and 1/rms, ·1/rms ·scale
     assert node.cost.transcendentals == rows
@@ -151,9 +149,7 @@ def test_lp_normalization(p, transcendentals):
     ],
 )
 def test_lrn(size, window_adds):
-    node = analyze_node(
-        "LRN", [("x", "float32", [1, 5, 2, 2])], [("y", "float32", [1, 5, 2, 2])], {"size": size}
-    )
+    node = analyze_node("LRN", [("x", "float32", [1, 5, 2, 2])], [("y", "float32", [1, 5, 2, 2])], {"size": size})
     n, positions = 20, 4
     assert node.cost.flops == 4 * n + positions * window_adds  # square, ·alpha/size, +bias, divide; window sums
     assert node.cost.transcendentals == n  # one pow per element

@@ -193,7 +193,13 @@ def test_qgemm_to_float():
 def test_dynamic_quantize_matmul():
     node = analyze_node(
         "DynamicQuantizeMatMul",
-        [("a", "float32", [B, S, D]), ("b", "int8", [D, 3072]), ("bs", "float32", [1]), "", ("bias", "float32", [3072])],
+        [
+            ("a", "float32", [B, S, D]),
+            ("b", "int8", [D, 3072]),
+            ("bs", "float32", [1]),
+            "",
+            ("bias", "float32", [3072]),
+        ],
         [("y", "float32", [B, S, 3072])],  # given: onnxruntime's symbolic inference leaves it unknown
         domain=MS,
     )
@@ -333,18 +339,34 @@ def test_qlinear_add_broadcast():
 def test_qlinear_mul_without_zero_points():
     node = analyze_node(
         "QLinearMul",
-        [("a", "int8", [8, 8]), ("as", "float32", []), "", ("b", "int8", [8, 8]), ("bs", "float32", []), "", ("cs", "float32", [])],
+        [
+            ("a", "int8", [8, 8]),
+            ("as", "float32", []),
+            "",
+            ("b", "int8", [8, 8]),
+            ("bs", "float32", []),
+            "",
+            ("cs", "float32", []),
+        ],
         ["y"],
         domain=MS,
     )
     assert node.cost.flops == (1 + 1 + 1 + 4) * 64
 
 
-@pytest.mark.parametrize(("op", "attrs", "per", "transcendental"), [("QLinearSigmoid", {}, 7, 1), ("QLinearLeakyRelu", {"alpha": 0.1}, 9, 0)])
+@pytest.mark.parametrize(
+    ("op", "attrs", "per", "transcendental"), [("QLinearSigmoid", {}, 7, 1), ("QLinearLeakyRelu", {"alpha": 0.1}, 9, 0)]
+)
 def test_qlinear_activations(op, attrs, per, transcendental):
     node = analyze_node(
         op,
-        [("x", "uint8", [B, S, D]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])],
+        [
+            ("x", "uint8", [B, S, D]),
+            ("xs", "float32", []),
+            ("xz", "uint8", []),
+            ("ys", "float32", []),
+            ("yz", "uint8", []),
+        ],
         [("y", "uint8", [B, S, D])],  # given: symbolic inference leaves QLinearSigmoid unknown
         attrs,
         domain=MS,
@@ -357,7 +379,13 @@ def test_qlinear_activations(op, attrs, per, transcendental):
 def test_qlinear_softmax(opset, rows):
     node = analyze_node(
         "QLinearSoftmax",
-        [("x", "uint8", [B, S, D]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])],
+        [
+            ("x", "uint8", [B, S, D]),
+            ("xs", "float32", []),
+            ("xz", "uint8", []),
+            ("ys", "float32", []),
+            ("yz", "uint8", []),
+        ],
         [("y", "uint8", [B, S, D])],
         {"opset": opset, "axis": -1 if opset >= 13 else 1},
         domain=MS,
@@ -369,7 +397,13 @@ def test_qlinear_softmax(opset, rows):
 def test_qlinear_global_average_pool():
     node = analyze_node(
         "QLinearGlobalAveragePool",
-        [("x", "uint8", [1, 64, 7, 7]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])],
+        [
+            ("x", "uint8", [1, 64, 7, 7]),
+            ("xs", "float32", []),
+            ("xz", "uint8", []),
+            ("ys", "float32", []),
+            ("yz", "uint8", []),
+        ],
         [("y", "uint8", [1, 64, 1, 1])],
         domain=MS,
     )
@@ -380,7 +414,13 @@ def test_qlinear_global_average_pool():
 def test_qlinear_average_pool():
     node = analyze_node(
         "QLinearAveragePool",
-        [("x", "uint8", [1, 8, 8, 8]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])],
+        [
+            ("x", "uint8", [1, 8, 8, 8]),
+            ("xs", "float32", []),
+            ("xz", "uint8", []),
+            ("ys", "float32", []),
+            ("yz", "uint8", []),
+        ],
         [("y", "uint8", [1, 8, 4, 4])],
         {"kernel_shape": [2, 2], "strides": [2, 2]},
         domain=MS,
@@ -392,7 +432,13 @@ def test_qlinear_average_pool():
 def test_qlinear_reduce_mean():
     node = analyze_node(
         "QLinearReduceMean",
-        [("x", "uint8", [4, 32]), ("xs", "float32", []), ("xz", "uint8", []), ("ys", "float32", []), ("yz", "uint8", [])],
+        [
+            ("x", "uint8", [4, 32]),
+            ("xs", "float32", []),
+            ("xz", "uint8", []),
+            ("ys", "float32", []),
+            ("yz", "uint8", []),
+        ],
         [("y", "uint8", [4, 1])],
         {"axes": [1], "keepdims": 1},
         domain=MS,

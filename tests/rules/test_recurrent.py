@@ -29,8 +29,12 @@ def test_rnn_forward_defaults():
 def test_rnn_bias_relu_and_clip():
     node = analyze_node(
         "RNN",
-        [("X", "float32", [5, 3, 4]), ("W", "float32", [1, 6, 4]), ("R", "float32", [1, 6, 6]),
-         ("B", "float32", [1, 12])],
+        [
+            ("X", "float32", [5, 3, 4]),
+            ("W", "float32", [1, 6, 4]),
+            ("R", "float32", [1, 6, 6]),
+            ("B", "float32", [1, 12]),
+        ],
         [("Y", "float32", [5, 1, 3, 6])],
         attrs={"hidden_size": 6, "activations": ["Relu"], "clip": 1.0},
     )
@@ -39,8 +43,12 @@ def test_rnn_bias_relu_and_clip():
     assert node.cost.transcendentals == 0
 
 
-GRU_INPUTS = [("X", "float32", [2, 1, 3]), ("W", "float32", [2, 12, 3]), ("R", "float32", [2, 12, 4]),
-              ("B", "float32", [2, 24])]
+GRU_INPUTS = [
+    ("X", "float32", [2, 1, 3]),
+    ("W", "float32", [2, 12, 3]),
+    ("R", "float32", [2, 12, 4]),
+    ("B", "float32", [2, 24]),
+]
 
 
 def test_gru_bidirectional_both_reset_orders():
@@ -52,18 +60,24 @@ def test_gru_bidirectional_both_reset_orders():
         + 4 * 4  # (1 − z) ⊙ h + z ⊙ H: subtract, two multiplies, add
     )
     for linear_before_reset in (0, 1):
-        node = analyze_node("GRU", GRU_INPUTS, [("Y", "float32", [2, 2, 1, 4])],
-                            attrs={"hidden_size": 4, "direction": "bidirectional",
-                                   "linear_before_reset": linear_before_reset})
+        node = analyze_node(
+            "GRU",
+            GRU_INPUTS,
+            [("Y", "float32", [2, 2, 1, 4])],
+            attrs={"hidden_size": 4, "direction": "bidirectional", "linear_before_reset": linear_before_reset},
+        )
         assert node.cost.flops == 2 * 1 * 2 * per_step  # steps × batch × directions
         assert node.cost.transcendentals == 2 * 1 * 2 * (2 * 4 + 4)  # sigmoid on z, r; tanh on h
 
 
 def test_gru_other_activations():
     # f = HardSigmoid (4 FLOPs) on z and r, g = Softsign (3 FLOPs) on h, per direction
-    node = analyze_node("GRU", GRU_INPUTS, [("Y", "float32", [2, 2, 1, 4])],
-                        attrs={"hidden_size": 4, "direction": "bidirectional",
-                               "activations": ["HardSigmoid", "Softsign"] * 2})
+    node = analyze_node(
+        "GRU",
+        GRU_INPUTS,
+        [("Y", "float32", [2, 2, 1, 4])],
+        attrs={"hidden_size": 4, "direction": "bidirectional", "activations": ["HardSigmoid", "Softsign"] * 2},
+    )
     per_step = 2 * 7 * 12 + 2 * 12 + 4 + 16 + 4 * 2 * 4 + 3 * 4
     assert node.cost.flops == 4 * per_step
     assert node.cost.transcendentals == 0
@@ -73,8 +87,16 @@ def test_lstm_peepholes_layout_1():
     # layout 1: X [B=2, T=3, I=5]; H = 4; G = 4 gates
     node = analyze_node(
         "LSTM",
-        [("X", "float32", [2, 3, 5]), ("W", "float32", [1, 16, 5]), ("R", "float32", [1, 16, 4]),
-         ("B", "float32", [1, 32]), "", "", "", ("P", "float32", [1, 12])],
+        [
+            ("X", "float32", [2, 3, 5]),
+            ("W", "float32", [1, 16, 5]),
+            ("R", "float32", [1, 16, 4]),
+            ("B", "float32", [1, 32]),
+            "",
+            "",
+            "",
+            ("P", "float32", [1, 12]),
+        ],
         [("Y", "float32", [2, 3, 1, 4])],
         attrs={"hidden_size": 4, "layout": 1},
     )
@@ -90,18 +112,23 @@ def test_lstm_peepholes_layout_1():
 
 
 def test_lstm_constant_sequence_lens_and_input_forget():
-    inputs = [("X", "float32", [4, 2, 2]), ("W", "float32", [1, 12, 2]), ("R", "float32", [1, 12, 3]), "",
-              ("sequence_lens", "int32", [2])]
+    inputs = [
+        ("X", "float32", [4, 2, 2]),
+        ("W", "float32", [1, 12, 2]),
+        ("R", "float32", [1, 12, 3]),
+        "",
+        ("sequence_lens", "int32", [2]),
+    ]
     lens = {"sequence_lens": np.array([4, 1], np.int32)}
-    node = analyze_node("LSTM", inputs, [("Y", "float32", [4, 1, 2, 3])], attrs={"hidden_size": 3},
-                        initializers=lens)
+    node = analyze_node("LSTM", inputs, [("Y", "float32", [4, 1, 2, 3])], attrs={"hidden_size": 3}, initializers=lens)
     batch_steps = 4 + 1  # element 0 runs 4 steps, element 1 one
     per_step = 2 * (2 + 3) * 12 + 3 * 3 + 3
     assert node.cost.flops == batch_steps * per_step
     assert node.cost.transcendentals == batch_steps * 5 * 3
 
-    coupled = analyze_node("LSTM", inputs, [("Y", "float32", [4, 1, 2, 3])],
-                           attrs={"hidden_size": 3, "input_forget": 1}, initializers=lens)
+    coupled = analyze_node(
+        "LSTM", inputs, [("Y", "float32", [4, 1, 2, 3])], attrs={"hidden_size": 3, "input_forget": 1}, initializers=lens
+    )
     assert coupled.cost.flops == batch_steps * (per_step + 3)  # i = 1 − f: a subtract per unit
     assert coupled.cost.transcendentals == batch_steps * 4 * 3  # no sigmoid on i
 
@@ -109,8 +136,13 @@ def test_lstm_constant_sequence_lens_and_input_forget():
 def test_runtime_sequence_lens_counts_every_step():
     node = analyze_node(
         "RNN",
-        [("X", "float32", [5, 3, 4]), ("W", "float32", [1, 6, 4]), ("R", "float32", [1, 6, 6]), "",
-         ("sequence_lens", "int32", [3])],
+        [
+            ("X", "float32", [5, 3, 4]),
+            ("W", "float32", [1, 6, 4]),
+            ("R", "float32", [1, 6, 6]),
+            "",
+            ("sequence_lens", "int32", [3]),
+        ],
         [("Y", "float32", [5, 1, 3, 6])],
         attrs={"hidden_size": 6},
     )

@@ -67,9 +67,7 @@ def test_reduce_everything_by_default():
 
 
 def test_reduce_noop_with_empty_axes_is_a_copy():
-    node = analyze_node(
-        "ReduceSum", [X], [("y", "float32", [2, 3, 4])], {"noop_with_empty_axes": 1}, opset=13
-    )
+    node = analyze_node("ReduceSum", [X], [("y", "float32", [2, 3, 4])], {"noop_with_empty_axes": 1}, opset=13)
     assert node.cost.flops == 0
     assert node.cost.bytes == 2 * N * 4
 

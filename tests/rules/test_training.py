@@ -51,7 +51,8 @@ def test_momentum_standard_and_nesterov():
 
 
 def test_gradient_is_not_costed_with_a_reason():
-    model = one_node_model("Gradient", [("x", "float32", [3])], [("dy_dx", "float32", [3])],
-                           attrs={"xs": ["x"], "y": "y"}, domain=TRAINING)
+    model = one_node_model(
+        "Gradient", [("x", "float32", [3])], [("dy_dx", "float32", [3])], attrs={"xs": ["x"], "y": "y"}, domain=TRAINING
+    )
     (node,) = analyze(model).nodes
     assert node.status == "rule-error" and "differentiated" in node.reason

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from onnx_roofline.model import files
 from onnx_roofline.errors import RooflineError
+from onnx_roofline.model import files
 from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.model import OK, SCHEMA_VERSION, NodeResult, Report
 
@@ -42,9 +42,19 @@ class NodeFigures:
     @classmethod
     def of(cls, node: NodeResult) -> NodeFigures:
         cost = node.cost
-        return cls(node.index, node.name, node.op_type, node.bound, node.time_s,
-                   cost.bytes if cost else None, cost.flops if cost else None, node.status, node.reason, module_path(node),
-                   node.constant_foldable)
+        return cls(
+            node.index,
+            node.name,
+            node.op_type,
+            node.bound,
+            node.time_s,
+            cost.bytes if cost else None,
+            cost.flops if cost else None,
+            node.status,
+            node.reason,
+            module_path(node),
+            node.constant_foldable,
+        )
 
     def value(self, metric: str) -> float | int | None:
         return getattr(self, metric)
@@ -114,7 +124,9 @@ def compare(before: Sequence[NodeFigures], after: Sequence[NodeFigures]) -> Comp
 
 def _parse(data: Any, origin: str) -> Baseline:
     def fail(problem: str) -> BaselineError:
-        return BaselineError(f"baseline {origin}: {problem} (make one with `onnx-roofline analyze MODEL --format json`)")
+        return BaselineError(
+            f"baseline {origin}: {problem} (make one with `onnx-roofline analyze MODEL --format json`)"
+        )
 
     if not isinstance(data, dict) or "schema_version" not in data:
         raise fail("not an onnx-roofline report")
@@ -124,10 +136,15 @@ def _parse(data: Any, origin: str) -> Baseline:
         totals = data["totals"]
         nodes = tuple(
             NodeFigures(
-                index=_typed(n["index"], int), name=_typed(n["name"], str), op_type=_typed(n["op_type"], str),
-                bound=_typed(n["bound"], str), latency=_optional(n["time_s"], float),
-                bytes=_optional(n["bytes"], int), flops=_optional(n["flops"], int),
-                status=_typed(n["status"], str), reason=_optional(n.get("reason"), str),
+                index=_typed(n["index"], int),
+                name=_typed(n["name"], str),
+                op_type=_typed(n["op_type"], str),
+                bound=_typed(n["bound"], str),
+                latency=_optional(n["time_s"], float),
+                bytes=_optional(n["bytes"], int),
+                flops=_optional(n["flops"], int),
+                status=_typed(n["status"], str),
+                reason=_optional(n.get("reason"), str),
                 module=_optional(n.get("module"), str) or "",
                 foldable=n.get("constant_foldable", False) is True,
             )
@@ -137,8 +154,11 @@ def _parse(data: Any, origin: str) -> Baseline:
             path=origin,
             hardware=_typed(data["hardware"]["name"], str),
             dims=dict(_typed(data["model"]["dims"], dict)),
-            totals={"latency": _typed(totals["time_s"], float), "bytes": _typed(totals["bytes"], int),
-                    "flops": _typed(totals["flops"], int)},
+            totals={
+                "latency": _typed(totals["time_s"], float),
+                "bytes": _typed(totals["bytes"], int),
+                "flops": _typed(totals["flops"], int),
+            },
             nodes=nodes,
         )
     except KeyError as exc:

@@ -11,37 +11,58 @@ from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
-from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, analyze_from_options, deployed_from, protected_files
-from onnx_roofline.shapes.dims import parse_dim
-from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
-from onnx_roofline.commands.listing import COMMAND_HELP
+from onnx_roofline.commands.arguments import (
+    add_memory_argument,
+    add_model_arguments,
+    add_view_arguments,
+    analyze_from_options,
+    deployed_from,
+    protected_files,
+)
 from onnx_roofline.commands.gate.baseline import Baseline, dims_text, ensure_comparable, load_baseline
 from onnx_roofline.commands.gate.evaluate import evaluate
 from onnx_roofline.commands.gate.policy import Policy, PolicyError, load_policy
 from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
 from onnx_roofline.commands.gate.render import RENDERERS, render_junit
+from onnx_roofline.commands.listing import COMMAND_HELP
+from onnx_roofline.errors import EXIT_FAIL, EXIT_OK
 from onnx_roofline.report.output import check_destinations, write_text
+from onnx_roofline.shapes.dims import parse_dim
 
 DEFAULT_HW = "h100"
 
 # (policy key, parser, metavar, help): each flag is its policy key with dashes, parsed the same way.
 LIMITS: tuple[tuple[str, Callable, str, str], ...] = (
     ("max_latency", parse_duration, "TIME", "predicted latency budget: 2ms, 500us, 0.002s, 1.5e-3 (s)"),
-    ("max_memory_bound_share", partial(parse_fraction, over_one=False), "SHARE",
-     "most of the predicted time memory-bound nodes may take: 0.6 or 60%%"),
+    (
+        "max_memory_bound_share",
+        partial(parse_fraction, over_one=False),
+        "SHARE",
+        "most of the predicted time memory-bound nodes may take: 0.6 or 60%%",
+    ),
     ("max_bytes", parse_amount, "BYTES", "most bytes the model may move: 1.5e9, 1.5GB, 2GiB"),
     ("max_flops", parse_amount, "FLOPS", "most FLOPs the model may do: 3e11, 300GFLOP"),
     ("max_unsupported", parse_count, "N", "most nodes with no cost rule (or whose rule failed)"),
     ("max_unknown_shape", parse_count, "N", "most nodes whose shapes could not be inferred"),
-    ("max_uncosted", parse_count, "N", "most nodes not costed, whatever the reason (default 0 when no such limit is set)"),
-    ("max_regression", partial(parse_fraction, over_one=True), "GROWTH",
-     "tolerated growth of latency, bytes and FLOPs over --baseline: 5%% or 0.05 (default 0)"),
+    (
+        "max_uncosted",
+        parse_count,
+        "N",
+        "most nodes not costed, whatever the reason (default 0 when no such limit is set)",
+    ),
+    (
+        "max_regression",
+        partial(parse_fraction, over_one=True),
+        "GROWTH",
+        "tolerated growth of latency, bytes and FLOPs over --baseline: 5%% or 0.05 (default 0)",
+    ),
 )
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "check", help=COMMAND_HELP["check"],
+        "check",
+        help=COMMAND_HELP["check"],
         description="Analyze MODEL and check it against limits from --policy and flags. "
         "Exit 0: every check passed; 1: a check failed; 2: bad input (model, policy, baseline, flag).",
     )
@@ -52,26 +73,36 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--policy", metavar="FILE", help="TOML policy, or a pyproject.toml with [tool.onnx-roofline]")
     for key, parse, metavar, text in LIMITS:
         parser.add_argument("--" + key.replace("_", "-"), type=_argument(parse), metavar=metavar, help=text)
-    parser.add_argument("--no-unsupported", action="store_true",
-                        help="fail if any node could not be costed: the default, unless the policy or "
-                        "--max-unsupported/--max-unknown-shape allow some")
+    parser.add_argument(
+        "--no-unsupported",
+        action="store_true",
+        help="fail if any node could not be costed: the default, unless the policy or "
+        "--max-unsupported/--max-unknown-shape allow some",
+    )
     parser.add_argument("--baseline", metavar="REPORT", help="a saved `analyze --format json` report to compare with")
     parser.add_argument("--format", choices=("table", "json", "github", "text"), default="table",
                         help="output format (default: table, as every command names it; `text` is its former name)")  # fmt: skip
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout"
+    )
     parser.add_argument("--junit", metavar="FILE", help="also write a JUnit XML report to FILE")
-    parser.add_argument("--top", type=_argument(parse_count), default=5, metavar="N",
-                        help="nodes named per failed check (default: 5)")
+    parser.add_argument(
+        "--top", type=_argument(parse_count), default=5, metavar="N", help="nodes named per failed check (default: 5)"
+    )
 
 
 def run(options: argparse.Namespace) -> int:
-    check_destinations({"-o": options.output, "--junit": options.junit}, protect=[p for p in (options.model, options.policy) if p])  # before the analysis
+    check_destinations(
+        {"-o": options.output, "--junit": options.junit}, protect=[p for p in (options.model, options.policy) if p]
+    )  # before the analysis
     policy = _policy(options)
     baseline = load_baseline(policy.baseline) if policy.baseline else None
     report = analyze_from_options(_analysis_options(options, policy, baseline))
     if baseline is not None:
         ensure_comparable(baseline, report)
-    deployed = deployed_from(report, options) if report.view == "written" else None  # the footprint every command judges by
+    deployed = (
+        deployed_from(report, options) if report.view == "written" else None
+    )  # the footprint every command judges by
     result = evaluate(report, policy, baseline, top=options.top, deployed=deployed)
     protect = protected_files(options, options.policy, policy.baseline, report=report)
     if options.junit:
@@ -112,7 +143,15 @@ def _analysis_options(options: argparse.Namespace, policy: Policy, baseline: Bas
             print(f"onnx-roofline: note: dims from the baseline {baseline.path}: {dims_text(taken)}", file=sys.stderr)
     fraction = options.nonzero_fraction if options.nonzero_fraction is not None else policy.nonzero_fraction
     load = options.expert_load or policy.expert_load
-    return argparse.Namespace(**{**vars(options), "dim": dims, "hw": options.hw or policy.hw or DEFAULT_HW, "nonzero_fraction": fraction, "expert_load": load})
+    return argparse.Namespace(
+        **{
+            **vars(options),
+            "dim": dims,
+            "hw": options.hw or policy.hw or DEFAULT_HW,
+            "nonzero_fraction": fraction,
+            "expert_load": load,
+        }
+    )
 
 
 def _argument(parse: Callable) -> Callable:

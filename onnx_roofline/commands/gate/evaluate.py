@@ -21,11 +21,17 @@ from onnx_roofline.report.units import duration
 
 KIND = {"latency": "time", "bytes": "bytes", "flops": "flops"}  # metric → how its values read
 PREDICTED = "predicted latency"  # the budget's check, where the deployed view is planned
-NAME = {"latency": "latency bound", "bytes": "bytes moved", "flops": "FLOPs"}  # metric → for people: sums over the gated view's nodes
+NAME = {
+    "latency": "latency bound",
+    "bytes": "bytes moved",
+    "flops": "FLOPs",
+}  # metric → for people: sums over the gated view's nodes
 MEMORY_SHARE = "memory-bound time share"
 
 
-def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, top: int = 5, deployed: Report | None = None) -> GateResult:
+def evaluate(
+    report: Report, policy: Policy, baseline: Baseline | None = None, top: int = 5, deployed: Report | None = None
+) -> GateResult:
     """`deployed`: the report's deployed view, where it is written, whose footprint the memory line
     gives (findings.held_memory: what every command judges fits by)."""
     gate = _Gate(tuple(NodeFigures.of(n) for n in report.nodes), top)
@@ -42,10 +48,19 @@ def evaluate(report: Report, policy: Policy, baseline: Baseline | None = None, t
         comparison = compare(baseline.nodes, gate.nodes)
         checks += [_regression(gate, metric, baseline, comparison, policy) for metric in METRICS]
     return GateResult(
-        model=report.model.path, hardware=report.hardware.key, dims=dict(report.model.dims), checks=tuple(checks),
-        baseline=baseline.path if baseline else None, comparison=comparison, view=report.view,
-        assumed=report.model.assumed, dim_roles=dict(report.model.dim_roles), implausible=report.model.implausible,
-        qualifiers=tuple(qualifiers(report)), memory=held_memory(report, deployed), latency=head,
+        model=report.model.path,
+        hardware=report.hardware.key,
+        dims=dict(report.model.dims),
+        checks=tuple(checks),
+        baseline=baseline.path if baseline else None,
+        comparison=comparison,
+        view=report.view,
+        assumed=report.model.assumed,
+        dim_roles=dict(report.model.dim_roles),
+        implausible=report.model.implausible,
+        qualifiers=tuple(qualifiers(report)),
+        memory=held_memory(report, deployed),
+        latency=head,
     )
 
 
@@ -76,7 +91,9 @@ class _Gate:
     def metric(self, id: str, title: str, metric: str, nodes: Sequence[NodeFigures], limit) -> Check:
         """A sum of latency, bytes or FLOPs over `nodes` against its limit."""
         measured = _sum(nodes, metric)
-        return self.limit(id, title, KIND[metric], measured, limit, self.ranked(nodes, metric, measured), _caveat(nodes))
+        return self.limit(
+            id, title, KIND[metric], measured, limit, self.ranked(nodes, metric, measured), _caveat(nodes)
+        )
 
     def time_share(self, id: str, title: str, nodes: Sequence[NodeFigures], limit: float) -> Check:
         """The part of the model's predicted time that `nodes` take."""
@@ -116,7 +133,9 @@ def _model_checks(gate: _Gate, hardware: str, policy: Policy, head: Headline) ->
     if policy.max_latency:
         budget = policy.latency_budget(hardware)
         if budget is None:
-            why = f"no latency budget for {hardware} (the policy names {', '.join(policy.max_latency)}, and no `default`)"
+            why = (
+                f"no latency budget for {hardware} (the policy names {', '.join(policy.max_latency)}, and no `default`)"
+            )
             checks.append(_skipped("latency", PREDICTED, "time", None, why))
         elif head.predicted_s is not None:
             checks.append(_predicted_latency(gate, head, budget))
@@ -129,7 +148,9 @@ def _model_checks(gate: _Gate, hardware: str, policy: Policy, head: Headline) ->
         if limit is not None:
             checks.append(gate.metric(metric, NAME[metric], metric, gate.nodes, limit))
     if policy.max_unsupported is not None:
-        checks.append(gate.uncosted("unsupported", "unsupported nodes", (UNSUPPORTED, RULE_ERROR), policy.max_unsupported))
+        checks.append(
+            gate.uncosted("unsupported", "unsupported nodes", (UNSUPPORTED, RULE_ERROR), policy.max_unsupported)
+        )
     if policy.max_unknown_shape is not None:
         checks.append(gate.uncosted("unknown_shape", "unknown-shape nodes", (UNKNOWN_SHAPE,), policy.max_unknown_shape))
     if policy.max_uncosted is not None:
@@ -153,7 +174,9 @@ def _group_checks(
                 continue
             id, title = f"{family}[{name}].{metric}", f"{label} {NAME.get(metric, 'time share')}"
             if not group:
-                checks.append(_skipped(id, title, KIND.get(metric, "share"), limit, f"no node matches {family} {name!r}"))
+                checks.append(
+                    _skipped(id, title, KIND.get(metric, "share"), limit, f"no node matches {family} {name!r}")
+                )
             elif metric == "time_share":
                 checks.append(gate.time_share(id, title, group, limit))
             else:
@@ -171,13 +194,17 @@ def _regression(gate: _Gate, metric: str, baseline: Baseline, comparison: Compar
     if growth is None:
         text = f"{name} grew from nothing to {formatted(kind, after)} against the baseline"
     else:
-        text = (f"{name} {formatted('growth', growth)} against the baseline ({formatted(kind, before)} → "
-                f"{formatted(kind, after)}), {'more than' if failed else 'within'} the {formatted('growth', tolerance)} allowed")
+        text = (
+            f"{name} {formatted('growth', growth)} against the baseline ({formatted(kind, before)} → "
+            f"{formatted(kind, after)}), {'more than' if failed else 'within'} the {formatted('growth', tolerance)} allowed"
+        )
     deltas = [(a, (a.value(metric) or 0) - (b.value(metric) or 0)) for b, a in comparison.pairs]
     deltas += [(a, a.value(metric) or 0) for a in comparison.added]
     grew = sorted(((n, d) for n, d in deltas if d > 0), key=lambda nd: (-nd[1], nd[0].index))
     increase = after - before
-    contributors = tuple(Contributor(n, kind, d, d / increase if increase > 0 else None, growth=True) for n, d in grew[: gate.top])
+    contributors = tuple(
+        Contributor(n, kind, d, d / increase if increase > 0 else None, growth=True) for n, d in grew[: gate.top]
+    )
     status = FAIL if failed else PASS
     return Check(f"regression.{metric}", f"{name} regression", status, "growth", growth, tolerance, text, contributors)
 

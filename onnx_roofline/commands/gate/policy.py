@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from onnx_roofline.model import files
-from onnx_roofline.errors import HardwareSpecError, RooflineError
 from onnx_roofline.commands.gate.quantities import parse_amount, parse_count, parse_duration, parse_fraction
 from onnx_roofline.costs.hardware import load_hardware
+from onnx_roofline.errors import HardwareSpecError, RooflineError
+from onnx_roofline.model import files
 
 DEFAULT_HW = "default"  # the `max_latency` table's entry for hardware it does not name
 METRICS = ("latency", "bytes", "flops")  # what a baseline regression is measured on
@@ -127,7 +127,7 @@ def _selected_share(value: Any) -> float:
     from onnx_roofline.shapes.selection import parse_fraction as parse_selected
 
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected a number in [0, 1] or a ratio such as \"1/8\", got {value!r}")
+        raise ValueError(f'expected a number in [0, 1] or a ratio such as "1/8", got {value!r}')
     return parse_selected(str(value))
 
 

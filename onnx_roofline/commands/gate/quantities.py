@@ -52,7 +52,9 @@ def parse_amount(value: object) -> int:
         if not match:
             raise ValueError(f"malformed amount {value!r}: {expected}")
         prefix = (match.group(2) or "").lower()
-        scale = 1.0 if not prefix else (1024 ** (1 + "kmgtp".index(prefix[0])) if prefix.endswith("i") else _PREFIX[prefix])
+        scale = (
+            1.0 if not prefix else (1024 ** (1 + "kmgtp".index(prefix[0])) if prefix.endswith("i") else _PREFIX[prefix])
+        )
         amount = float(match.group(1)) * scale
     else:
         amount = _number(value, f"malformed amount {value!r}: {expected}")

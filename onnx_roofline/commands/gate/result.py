@@ -14,9 +14,9 @@ from onnx_roofline.commands.gate.baseline import Comparison, NodeFigures
 from onnx_roofline.costs.memory import Footprint
 from onnx_roofline.report.findings import Finding, Headline
 from onnx_roofline.report.model import Assumed
+from onnx_roofline.report.units import duration, percent, si
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
-from onnx_roofline.report.units import duration, percent, si
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -47,9 +47,16 @@ class Contributor:
     growth: bool = False  # `value` is how much the node grew against the baseline (a regression's culprit)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.node.index, "name": self.node.name, "op_type": self.node.op_type,
-                "kind": self.kind, "value": self.value, "share": self.share, "note": self.note,
-                "constant_foldable": self.node.foldable}
+        return {
+            "index": self.node.index,
+            "name": self.node.name,
+            "op_type": self.node.op_type,
+            "kind": self.kind,
+            "value": self.value,
+            "share": self.share,
+            "note": self.note,
+            "constant_foldable": self.node.foldable,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,9 +71,16 @@ class Check:
     contributors: tuple[Contributor, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "status": self.status, "kind": self.kind,
-                "measured": self.measured, "limit": self.limit, "message": self.message,
-                "contributors": [c.to_dict() for c in self.contributors]}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "status": self.status,
+            "kind": self.kind,
+            "measured": self.measured,
+            "limit": self.limit,
+            "message": self.message,
+            "contributors": [c.to_dict() for c in self.contributors],
+        }
 
 
 @dataclass(frozen=True)
@@ -79,11 +93,17 @@ class GateResult:
     comparison: Comparison | None = None
     view: str = "written"  # the report's view: its times every node its own kernel (as written), or the deployed bound
     assumed: Assumed | None = None  # the data-dependent size the figures assume (report.model.assumed), where one is
-    dim_roles: Mapping[str, DimDefault] = field(default_factory=dict)  # the defaults taken, each with its role (report.model.dim_roles)
+    dim_roles: Mapping[str, DimDefault] = field(
+        default_factory=dict
+    )  # the defaults taken, each with its role (report.model.dim_roles)
     implausible: tuple[Implausible, ...] = ()  # a node the defaults cannot run (report.model.implausible)
     qualifiers: tuple[Finding, ...] = ()  # what the figures rest on (findings.qualifiers): said beside the verdict
-    memory: Footprint | None = None  # the footprint and whether it fits, as every command judges it (findings.held_memory)
-    latency: Headline | None = None  # the floor (deployed bound), the predicted time, every node its own kernel (findings.headline)
+    memory: Footprint | None = (
+        None  # the footprint and whether it fits, as every command judges it (findings.held_memory)
+    )
+    latency: Headline | None = (
+        None  # the floor (deployed bound), the predicted time, every node its own kernel (findings.headline)
+    )
 
     @property
     def passed(self) -> bool:
@@ -103,9 +123,13 @@ class GateResult:
             "kind": "check",
             "passed": self.passed,
             "summary": {"checks": len(self.checks), "failed": len(self.failed), "skipped": len(self.skipped)},
-            "model": {"path": self.model, "dims": dict(sorted(self.dims.items())), "nonzero_fraction": self.assumed and self.assumed.nonzero_fraction,
-                      "dim_roles": {name: self.dim_roles[name].to_dict() for name in sorted(self.dim_roles)},
-                      "implausible": [flag.to_dict() for flag in self.implausible]},
+            "model": {
+                "path": self.model,
+                "dims": dict(sorted(self.dims.items())),
+                "nonzero_fraction": self.assumed and self.assumed.nonzero_fraction,
+                "dim_roles": {name: self.dim_roles[name].to_dict() for name in sorted(self.dim_roles)},
+                "implausible": [flag.to_dict() for flag in self.implausible],
+            },
             "hardware": self.hardware,
             "view": self.view,
             "qualifiers": [{"label": line.label, "text": line.text} for line in self.qualifiers],
@@ -124,6 +148,7 @@ def _comparison_dict(path: str | None, comparison: Comparison) -> dict[str, Any]
         "path": path,
         "added": [ref(n) for n in comparison.added],
         "removed": [ref(n) for n in comparison.removed],
-        "bound_changed": [{**ref(after), "before": before.bound, "after": after.bound}
-                          for before, after in comparison.bound_changed],
+        "bound_changed": [
+            {**ref(after), "before": before.bound, "after": after.bound} for before, after in comparison.bound_changed
+        ],
     }

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import onnx
 
+from onnx_roofline.commands.verify.timing import RESOLUTION_S, Profile, profile
 from onnx_roofline.report.costed import ok_rows
 from onnx_roofline.report.model import Report
-from onnx_roofline.commands.verify.timing import RESOLUTION_S, Profile, profile
 
 AT_OR_ABOVE = "at-or-above-bound"
 CACHE_RESIDENT = "cache-resident"
@@ -129,7 +129,10 @@ class TimingCheck:
         rows: dict[str, list[JudgedTiming]] = {}
         for node in self.judged():
             rows.setdefault(node.op_type, []).append(node)
-        result = [OpTypeTiming(op, len(ns), sum(n.measured_s for n in ns), sum(n.bound_s for n in ns)) for op, ns in rows.items()]
+        result = [
+            OpTypeTiming(op, len(ns), sum(n.measured_s for n in ns), sum(n.bound_s for n in ns))
+            for op, ns in rows.items()
+        ]
         return sorted(result, key=lambda r: -r.measured_s)
 
     def to_dict(self) -> dict[str, Any]:
@@ -159,16 +162,29 @@ class TimingCheck:
         }
 
 
-def check_timing(report: Report, model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int = 10, warmup: int = 3,
-                 margin: float = DEFAULT_MARGIN, optimize: bool = False, threads: int | None = None) -> TimingCheck:
+def check_timing(
+    report: Report,
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    runs: int = 10,
+    warmup: int = 3,
+    margin: float = DEFAULT_MARGIN,
+    optimize: bool = False,
+    threads: int | None = None,
+) -> TimingCheck:
     from onnx_roofline.commands.verify.calibrate import cache_bandwidth, last_level_cache_bytes
 
     measured = profile(model, feeds, runs=runs, warmup=warmup, optimize=optimize, threads=threads)
     return judge(report, measured, margin, cache_bandwidth(threads=threads).rate, last_level_cache_bytes())
 
 
-def judge(report: Report, measured: Profile, margin: float = DEFAULT_MARGIN,
-          cache_bandwidth: float | None = None, cache_bytes: int | None = None) -> TimingCheck:
+def judge(
+    report: Report,
+    measured: Profile,
+    margin: float = DEFAULT_MARGIN,
+    cache_bandwidth: float | None = None,
+    cache_bytes: int | None = None,
+) -> TimingCheck:
     nodes = []
     for kernel in measured.kernels:
         if not kernel.originals:
@@ -186,19 +202,31 @@ def judge(report: Report, measured: Profile, margin: float = DEFAULT_MARGIN,
         else:
             floor_s = _cache_floor(results[0], cache_bandwidth, cache_bytes)
             verdict = CACHE_RESIDENT if floor_s is not None and not _beats(kernel.seconds, floor_s, margin) else BEATS
-        nodes.append(NodeTiming(
-            kernel=kernel.name,
-            nodes=kernel.originals,
-            names=tuple(r.name for r in results),
-            op_type="+".join(r.op_type for r in results),
-            measured_s=kernel.seconds,
-            bound_s=bound_s,
-            bound=results[0].bound if len(results) == 1 else None,
-            verdict=verdict,
-            cache_floor_s=floor_s,
-        ))
-    return TimingCheck(report.hardware.name, margin, measured.runs, measured.warmup, measured.optimized,
-                       tuple(nodes), measured.not_run, measured.unattributed, cache_bandwidth, cache_bytes)
+        nodes.append(
+            NodeTiming(
+                kernel=kernel.name,
+                nodes=kernel.originals,
+                names=tuple(r.name for r in results),
+                op_type="+".join(r.op_type for r in results),
+                measured_s=kernel.seconds,
+                bound_s=bound_s,
+                bound=results[0].bound if len(results) == 1 else None,
+                verdict=verdict,
+                cache_floor_s=floor_s,
+            )
+        )
+    return TimingCheck(
+        report.hardware.name,
+        margin,
+        measured.runs,
+        measured.warmup,
+        measured.optimized,
+        tuple(nodes),
+        measured.not_run,
+        measured.unattributed,
+        cache_bandwidth,
+        cache_bytes,
+    )
 
 
 def _beats(measured_s: float, bound_s: float, margin: float) -> bool:

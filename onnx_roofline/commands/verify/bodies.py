@@ -21,7 +21,11 @@ CERTAIN = ("--value", "its condition is a constant")
 
 def inline_taken_branches(model: onnx.ModelProto, report: Report) -> onnx.ModelProto:
     """A copy of `model` with every If the run takes a known branch of replaced by that branch."""
-    taken = {branch.node: branch.taken for branch in report.model.branches if branch.other is None and (branch.why.startswith(CERTAIN) or branch.implied)}
+    taken = {
+        branch.node: branch.taken
+        for branch in report.model.branches
+        if branch.other is None and (branch.why.startswith(CERTAIN) or branch.implied)
+    }
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
     if taken:
@@ -47,7 +51,7 @@ def _inlined(graph: onnx.GraphProto, scope: str, taken: dict[str, str], initiali
         nodes.extend(_inlined(branch, f"{name}/{attribute}", taken, initializers))
         nodes.extend(
             onnx.helper.make_node("Identity", [inner.name], [outer], name=f"{name}/{attribute}/output_{slot}")
-            for slot, (inner, outer) in enumerate(zip(branch.output, node.output))
+            for slot, (inner, outer) in enumerate(zip(branch.output, node.output, strict=False))
             if outer and inner.name != outer
         )
     return nodes

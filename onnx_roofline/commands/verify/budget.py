@@ -12,15 +12,16 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from onnx_roofline.report.model import Report
-from onnx_roofline.report.units import si
-from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 from onnx_roofline.commands.verify.errors import VerifyError
 from onnx_roofline.commands.verify.limits import Budget
+from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
+from onnx_roofline.report.model import Report
+from onnx_roofline.report.units import si
 
 PROTOBUF_LIMIT = 2**31 - 1  # onnxruntime takes the model as one serialized protobuf
-FED_TYPES = frozenset({onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-                       onnx.TensorProto.DOUBLE})
+FED_TYPES = frozenset(
+    {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+)
 """The external weights fed as arrays (bfloat16 as its bits: run.runtime_feeds); the others
 (indices, quantized and packed weights, which some onnxruntime kernels need constant) go inline
 into the model the session loads."""
@@ -36,17 +37,33 @@ class Cost:
     weights: int  # bytes of every initializer
 
 
-def check(report: Report, model: onnx.ModelProto, feeds: Mapping[str, tuple[tuple[int, ...], np.dtype]],
-          constants: Mapping[str, np.ndarray], budget: Budget, chunk: int) -> Cost:
+def check(
+    report: Report,
+    model: onnx.ModelProto,
+    feeds: Mapping[str, tuple[tuple[int, ...], np.dtype]],
+    constants: Mapping[str, np.ndarray],
+    budget: Budget,
+    chunk: int,
+) -> Cost:
     """The predicted cost, or a VerifyError naming the limit it passes and what passes it. Memory,
     as the run spends it (verify/run.py): the fed weights once; the others inline in the model and
     in its session, twice; the feeds; and a run's outputs (`chunk` bytes) beside what is alive in it."""
 
     weights = sum(tensor_bytes(t) for t in model.graph.initializer)
-    fed = sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL and t.data_type in FED_TYPES)
+    fed = sum(
+        tensor_bytes(t)
+        for t in model.graph.initializer
+        if t.data_location == onnx.TensorProto.EXTERNAL and t.data_type in FED_TYPES
+    )
     inputs = sum(math.prod(shape) * np.dtype(dtype).itemsize for shape, dtype in feeds.values())
-    cost = Cost(report.totals.flops, fed + 2 * (weights - fed) + inputs + 2 * chunk, node_runs(model.graph, constants), weights)
-    inlined = weights - fed - sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
+    cost = Cost(
+        report.totals.flops, fed + 2 * (weights - fed) + inputs + 2 * chunk, node_runs(model.graph, constants), weights
+    )
+    inlined = (
+        weights
+        - fed
+        - sum(tensor_bytes(t) for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL)
+    )
     if model.ByteSize() + inlined > PROTOBUF_LIMIT:  # the external weights that are not fed go into the model
         raise VerifyError(
             f"the model onnxruntime loads, with its integer, quantized and packed weights inline ({si(weights - fed, 'B')}), "
@@ -57,8 +74,13 @@ def check(report: Report, model: onnx.ModelProto, feeds: Mapping[str, tuple[tupl
     weights_alone = f"its weights alone take {si(held, 'B')}, which no dim changes: raise it, or verify a smaller model"
     for value, limit, flag, what, fix in (
         (cost.flops, budget.max_flops, "--max-flops", "FLOPs", smaller),
-        (cost.memory, budget.max_memory, "--max-memory", "bytes of memory (weights, feeds, activations)",
-         weights_alone if held > budget.max_memory else smaller),
+        (
+            cost.memory,
+            budget.max_memory,
+            "--max-memory",
+            "bytes of memory (weights, feeds, activations)",
+            weights_alone if held > budget.max_memory else smaller,
+        ),
         (cost.node_runs, budget.max_node_runs, "--max-node-runs", "node runs", smaller),
     ):
         if value > limit:
@@ -76,7 +98,15 @@ def node_runs(graph: onnx.GraphProto, constants: Mapping[str, np.ndarray], repea
     whose trip count is not known before the run (absent, or computed from data) cannot be bounded
     and is refused; one fed by a graph input runs at most once (verify feeds small integers 0/1)."""
     known = {**constants, **{t.name: t for t in graph.initializer}}
-    known.update({n.output[0]: a.t for n in graph.node if n.op_type == "Constant" and n.output for a in n.attribute if a.name == "value"})
+    known.update(
+        {
+            n.output[0]: a.t
+            for n in graph.node
+            if n.op_type == "Constant" and n.output
+            for a in n.attribute
+            if a.name == "value"
+        }
+    )
     inputs = {value.name for value in graph.input}
     total = 0
     for node in graph.node:

@@ -50,14 +50,20 @@ class Calibration:
         import onnxruntime as ort
 
         when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        method = (f"onnxruntime {ort.__version__} CPUExecutionProvider, "
-                  f"{self.threads or 'default'} intra-op threads, profiler kernel time")
-        notes = (f"Measured on {platform.node()} ({_cpu_name()}, {os.cpu_count()} logical CPUs, "
-                 f"last-level cache {_llc_text()}) at {when}. Peaks are attainable MatMul rates, not "
-                 "datasheet figures; they sit under `vector` because a CPU has no matrix engine. "
-                 + "; ".join(f"{k}: best {_si(m.rate)}, median {_si(m.median)} over {m.runs} runs" for k, m in
-                             [*self.peaks.items(), ("bandwidth", self.bandwidth)])
-                 + (". Not measured: " + "; ".join(f"{k} ({v})" for k, v in self.skipped.items()) if self.skipped else ""))
+        method = (
+            f"onnxruntime {ort.__version__} CPUExecutionProvider, "
+            f"{self.threads or 'default'} intra-op threads, profiler kernel time"
+        )
+        notes = (
+            f"Measured on {platform.node()} ({_cpu_name()}, {os.cpu_count()} logical CPUs, "
+            f"last-level cache {_llc_text()}) at {when}. Peaks are attainable MatMul rates, not "
+            "datasheet figures; they sit under `vector` because a CPU has no matrix engine. "
+            + "; ".join(
+                f"{k}: best {_si(m.rate)}, median {_si(m.median)} over {m.runs} runs"
+                for k, m in [*self.peaks.items(), ("bandwidth", self.bandwidth)]
+            )
+            + (". Not measured: " + "; ".join(f"{k} ({v})" for k, v in self.skipped.items()) if self.skipped else "")
+        )
         lines = [
             "# Written by `onnx-roofline calibrate`: measured, not taken from a datasheet.",
             f"name = {_quote(name)}",
@@ -76,12 +82,19 @@ class Calibration:
         return "\n".join(lines)
 
 
-def calibrate(runs: int = 5, warmup: int = 2, matmul_size: int = DEFAULT_MATMUL_SIZE,
-              stream_bytes: int = DEFAULT_STREAM_BYTES, threads: int | None = None) -> Calibration:
+def calibrate(
+    runs: int = 5,
+    warmup: int = 2,
+    matmul_size: int = DEFAULT_MATMUL_SIZE,
+    stream_bytes: int = DEFAULT_STREAM_BYTES,
+    threads: int | None = None,
+) -> Calibration:
     peaks, skipped = {}, {}
     for dtype, elem in MATMUL_DTYPES.items():
         try:
-            peaks[dtype] = max((_matmul(elem, n, runs, warmup, threads) for n in matmul_sizes(matmul_size)), key=lambda m: m.rate)
+            peaks[dtype] = max(
+                (_matmul(elem, n, runs, warmup, threads) for n in matmul_sizes(matmul_size)), key=lambda m: m.rate
+            )
         except _NotNative as exc:
             skipped[dtype] = str(exc)
     if "fp32" not in peaks:
@@ -117,8 +130,13 @@ def _matmul(elem: int, n: int, runs: int, warmup: int, threads: int | None) -> M
     except Exception as exc:  # onnxruntime has no kernel for this dtype
         raise _NotNative(f"no CPU MatMul kernel: {str(exc).splitlines()[0][:120]}") from None
     flops = 2 * n**3
-    return Measurement(f"MatMul [{n}x{n}]x[{n}x{n}] {np.dtype(dtype).name}, 2·n³ = {flops:.4g} FLOP",
-                       flops / min(times), flops / statistics.median(times), runs, warmup)
+    return Measurement(
+        f"MatMul [{n}x{n}]x[{n}x{n}] {np.dtype(dtype).name}, 2·n³ = {flops:.4g} FLOP",
+        flops / min(times),
+        flops / statistics.median(times),
+        runs,
+        warmup,
+    )
 
 
 def _stream(nbytes: int, runs: int, warmup: int, threads: int | None) -> Measurement:
@@ -128,8 +146,13 @@ def _stream(nbytes: int, runs: int, warmup: int, threads: int | None) -> Measure
     feeds = {"a": np.ones(n, dtype=np.float32), "b": np.ones(n, dtype=np.float32)}
     times = _kernel_seconds(model, feeds, runs, warmup, threads)
     moved = 3 * 4 * n
-    return Measurement(f"Add of float32 [{n}] arrays ({4 * n / 2**20:.0f} MiB each), 2 reads + 1 write = {moved:.4g} B",
-                       moved / min(times), moved / statistics.median(times), runs, warmup)
+    return Measurement(
+        f"Add of float32 [{n}] arrays ({4 * n / 2**20:.0f} MiB each), 2 reads + 1 write = {moved:.4g} B",
+        moved / min(times),
+        moved / statistics.median(times),
+        runs,
+        warmup,
+    )
 
 
 CACHE_PROBE_BYTES = (256 * 2**10, 2**20, 4 * 2**20, 16 * 2**20)  # per array: inside L2 up to inside a large L3
@@ -144,7 +167,9 @@ def cache_bandwidth(runs: int = 10, warmup: int = 3, threads: int | None = None)
 
 
 def _model(nodes, inputs, outputs) -> onnx.ModelProto:
-    return helper.make_model(helper.make_graph(nodes, "calibrate", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(
+        helper.make_graph(nodes, "calibrate", inputs, outputs), opset_imports=[helper.make_opsetid("", 17)]
+    )
 
 
 def _kernel_seconds(model: onnx.ModelProto, feeds, runs: int, warmup: int, threads: int | None) -> list[float]:

@@ -24,17 +24,23 @@ from typing import Any, cast
 import onnx
 from onnx import helper
 
-from onnx_roofline.costs import rules
-from onnx_roofline.model.schemas import opsets
-from onnx_roofline.report.model import NodeResult, Report
-from onnx_roofline.model.op_node import KnownNode, OpNode
-from onnx_roofline.report.costed import is_ok
-from onnx_roofline.model.constants import constant_array, constant_table
-from onnx_roofline.model.tensors import TensorInfo, dtype_name, sequence_of
 from onnx_roofline.commands.verify.conventions import DEFAULT_OPS, OBSERVERS, attribute_bytes, distinct_bytes
+from onnx_roofline.costs import rules
+from onnx_roofline.model.constants import constant_array, constant_table
+from onnx_roofline.model.op_node import KnownNode, OpNode
+from onnx_roofline.model.schemas import opsets
+from onnx_roofline.model.tensors import TensorInfo, dtype_name, sequence_of
+from onnx_roofline.report.costed import is_ok
+from onnx_roofline.report.model import NodeResult, Report
 
 DEFAULT, RULE_SPECIFIC = "default", "rule-specific"
-CHECKED, BOUNDS_ONLY, NOT_COSTED, NOT_OBSERVED, NOT_CHECKED = "checked", "bounds-only", "not-costed", "not-observed", "not-checked"
+CHECKED, BOUNDS_ONLY, NOT_COSTED, NOT_OBSERVED, NOT_CHECKED = (
+    "checked",
+    "bounds-only",
+    "not-costed",
+    "not-observed",
+    "not-checked",
+)
 UNCHECKED = frozenset({NOT_COSTED, NOT_OBSERVED})
 """The outcomes of a node the verdict counts as unchecked. NOT_CHECKED is not among them: a
 control-flow node's body rows are checked as rows of their own, a call onnx cannot inline at its
@@ -86,7 +92,10 @@ class Comparison:
 def observed_infos(model: onnx.ModelProto, arrays: Mapping[str, Any]) -> dict[str, TensorInfo]:
     """TensorInfo of what the runtime used: initializers as declared (the run used exactly those),
     feeds (or any values) from their arrays."""
-    infos = {t.name: TensorInfo(t.name, tuple(int(d) for d in t.dims), dtype_name(t.data_type)) for t in model.graph.initializer}
+    infos = {
+        t.name: TensorInfo(t.name, tuple(int(d) for d in t.dims), dtype_name(t.data_type))
+        for t in model.graph.initializer
+    }
     infos.update((name, observed_info(name, array)) for name, array in arrays.items())
     return infos
 
@@ -96,12 +105,17 @@ def observed_info(name: str, array: Any) -> TensorInfo:
     analysis describes one: a dim they differ in unknown."""
     if isinstance(array, list):
         dtypes = {_dtype(element) for element in array}
-        return sequence_of(name, [tuple(int(d) for d in element.shape) for element in array], dtypes.pop() if len(dtypes) == 1 else None)
+        return sequence_of(
+            name,
+            [tuple(int(d) for d in element.shape) for element in array],
+            dtypes.pop() if len(dtypes) == 1 else None,
+        )
     return TensorInfo(name, tuple(int(d) for d in array.shape), _dtype(array))
 
 
-def compare(report: Report, model: onnx.ModelProto, observed: Mapping[str, TensorInfo],
-            folded: Mapping[str, Any] | None = None) -> Comparison:
+def compare(
+    report: Report, model: onnx.ModelProto, observed: Mapping[str, TensorInfo], folded: Mapping[str, Any] | None = None
+) -> Comparison:
     """`model` is the graph the report analyzed (as loaded, weights need not be present); `folded`
     the values the shapes pass folded (its `ShapeResult.folded`), so that re-run rules see the same
     constants the analysis gave them."""
@@ -140,9 +154,11 @@ def _compare_tensor(node: NodeResult, inferred: TensorInfo, seen: TensorInfo) ->
         issues.append(Disagreement(**where, what="shape", inferred=_elements(inferred), observed=_elements(seen)))
     elif inferred.shape is not None and seen.shape is not None:
         wrong_rank = len(inferred.shape) != len(seen.shape)
-        if wrong_rank or any(isinstance(d, int) and d != o for d, o in zip(inferred.shape, seen.shape)):
+        if wrong_rank or any(isinstance(d, int) and d != o for d, o in zip(inferred.shape, seen.shape, strict=False)):
             issues.append(Disagreement(**where, what="shape", inferred=list(inferred.shape), observed=list(seen.shape)))
-    if inferred.dtype is not None and inferred.dtype != seen.dtype and not (seen.sequence and not seen.elements):  # an empty sequence shows none
+    if (
+        inferred.dtype is not None and inferred.dtype != seen.dtype and not (seen.sequence and not seen.elements)
+    ):  # an empty sequence shows none
         issues.append(Disagreement(**where, what="dtype", inferred=inferred.dtype, observed=seen.dtype))
     return issues, complete
 
@@ -173,38 +189,67 @@ class _ByteCheck:
             return NodeCheck(**base, outcome=NOT_COSTED, reason=node.reason or node.status), []
         inputs = [None if t is None else observed.get(t.name) for t in node.inputs]
         outputs = [None if t is None else observed.get(t.name) for t in node.outputs]
-        missing = [t.name for t, o in zip((*node.inputs, *node.outputs), (*inputs, *outputs)) if t is not None and o is None]
+        missing = [
+            t.name
+            for t, o in zip((*node.inputs, *node.outputs), (*inputs, *outputs), strict=False)
+            if t is not None and o is None
+        ]
         if missing:
             return NodeCheck(**base, outcome=NOT_OBSERVED, reason=f"no runtime tensor for {missing[0]!r}"), []
         where: dict[str, Any] = dict(index=node.index, node=node.name, op_type=node.op_type, value=None)
         proto = cast(onnx.NodeProto, node.proto)  # a costed row keeps its graph's node
         if any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in proto.attribute):
-            return NodeCheck(**base, outcome=NOT_CHECKED, reason="control flow: its body's nodes are rows of their own, checked where the run exposes them"), []
+            return NodeCheck(
+                **base,
+                outcome=NOT_CHECKED,
+                reason="control flow: its body's nodes are rows of their own, checked where the run exposes them",
+            ), []
         rule = rules.lookup(node.domain, node.op_type, self.opsets.get(node.domain))
         if rule is None:  # a model-local function's call, costed by its body
-            return NodeCheck(**base, outcome=NOT_CHECKED, reason="a function call: the values inside it are not exposed by the run"), []
+            return NodeCheck(
+                **base, outcome=NOT_CHECKED, reason="a function call: the values inside it are not exposed by the run"
+            ), []
         try:
-            rerun = rule.formula(cast(KnownNode, OpNode(proto, self.opsets.get(node.domain), inputs, outputs, self.constant)))  # a run's tensors are known
+            rerun = rule.formula(
+                cast(KnownNode, OpNode(proto, self.opsets.get(node.domain), inputs, outputs, self.constant))
+            )  # a run's tensors are known
         except Exception as exc:  # a rule that fails on the real shapes is itself a finding
-            issue = Disagreement(**where, what="rule", inferred="costed", observed=f"rule fails on the observed tensors: {exc}")
+            issue = Disagreement(
+                **where, what="rule", inferred="costed", observed=f"rule fails on the observed tensors: {exc}"
+            )
             return NodeCheck(**base, outcome=CHECKED, basis=None), [issue]
         default = (distinct_bytes(inputs), sum(t.nbytes for t in outputs if t is not None))
         ceiling = (default[0] + attribute_bytes(proto), default[1])
-        claims = (node.cost.bytes_read // node.trips, node.cost.bytes_written // node.trips)  # a body row's figures are over its trips
+        claims = (
+            node.cost.bytes_read // node.trips,
+            node.cost.bytes_written // node.trips,
+        )  # a body row's figures are over its trips
         bases, issues = [], []
         for slot, field in enumerate(("bytes_read", "bytes_written")):
-            basis, expected = _expected(node, rule.doc, (rerun.bytes_read, rerun.bytes_written)[slot], slot, inputs, outputs, default)
+            basis, expected = _expected(
+                node, rule.doc, (rerun.bytes_read, rerun.bytes_written)[slot], slot, inputs, outputs, default
+            )
             bases.append(basis)
             if basis == RULE_SPECIFIC and not 0 <= claims[slot] <= ceiling[slot]:
-                issues.append(Disagreement(**where, what=field, inferred=claims[slot], observed=ceiling[slot], basis=basis,
-                                           note="outside [0, every input/output once]"))
+                issues.append(
+                    Disagreement(
+                        **where,
+                        what=field,
+                        inferred=claims[slot],
+                        observed=ceiling[slot],
+                        basis=basis,
+                        note="outside [0, every input/output once]",
+                    )
+                )
             elif claims[slot] != expected:
                 issues.append(Disagreement(**where, what=field, inferred=claims[slot], observed=expected, basis=basis))
         outcome = BOUNDS_ONLY if RULE_SPECIFIC in bases else CHECKED
         return NodeCheck(**base, outcome=outcome, basis=(bases[0], bases[1])), issues
 
 
-def _expected(node: NodeResult, doc: str, recomputed: int | None, slot: int, inputs, outputs, default: tuple[int, int]) -> tuple[str, int]:
+def _expected(
+    node: NodeResult, doc: str, recomputed: int | None, slot: int, inputs, outputs, default: tuple[int, int]
+) -> tuple[str, int]:
     """(basis, the byte count field `slot` must have: 0 read, 1 written), first match wins (module doc).
     `recomputed` is the rule's own figure on the observed tensors (None: left to the framework)."""
     standard = node.domain == ""

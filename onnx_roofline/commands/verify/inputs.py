@@ -9,11 +9,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from onnx_roofline.shapes.dims import bind
-from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.commands.verify.errors import VerifyError
 from onnx_roofline.commands.verify.run import FED_AS_BITS
 from onnx_roofline.commands.verify.texts import texts, vocabulary
+from onnx_roofline.model.tensors import dtype_name
+from onnx_roofline.shapes.dims import bind
 
 SMALL_INT_RANGE = 2  # integer inputs with no table to index: 0/1 is valid as ids, positions, flags
 _VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Cast"}
@@ -38,7 +38,9 @@ def bound_inputs(
         for dim in tensor_type.shape.dim:
             if not dim.HasField("dim_value"):
                 what = dim.dim_param or "an unnamed dim"
-                raise VerifyError(f"input {value.name!r}: {what} is unbound; verify needs every dim (--dim NAME=N or --input)")
+                raise VerifyError(
+                    f"input {value.name!r}: {what} is unbound; verify needs every dim (--dim NAME=N or --input)"
+                )
             shape.append(dim.dim_value)
         result[value.name] = (tuple(shape), helper.tensor_dtype_to_np_dtype(tensor_type.elem_type))
     return result
@@ -61,7 +63,12 @@ def index_ranges(graph: onnx.GraphProto) -> dict[str, int]:
             for node in consumers.get(name, []):
                 if node.op_type in _VIEWS and node.input[0] == name:
                     frontier.extend(o for o in node.output if o not in seen)
-                elif node.op_type == "Gather" and len(node.input) > 1 and node.input[1] == name and node.input[0] in tables:
+                elif (
+                    node.op_type == "Gather"
+                    and len(node.input) > 1
+                    and node.input[1] == name
+                    and node.input[0] in tables
+                ):
                     axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
                     size = tables[node.input[0]][axis]
                     ranges[value.name] = min(size, ranges.get(value.name, size))
@@ -84,8 +91,12 @@ def make_feeds(
     feeds = {}
     for name, (shape, dtype) in bound_inputs(model, dims, input_shapes).items():
         if dtype.type.__module__ == "ml_dtypes" and dtype_name(helper.np_dtype_to_tensor_dtype(dtype)) in FED_AS_BITS:
-            feeds[name] = rng.standard_normal(size=shape).astype(np.float32).astype(dtype)  # bfloat16, float8: fed as bits (run.runtime_feeds)
-        elif "mask" in name.lower() and (dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)):
+            feeds[name] = (
+                rng.standard_normal(size=shape).astype(np.float32).astype(dtype)
+            )  # bfloat16, float8: fed as bits (run.runtime_feeds)
+        elif "mask" in name.lower() and (
+            dtype == np.bool_ or np.issubdtype(dtype, np.integer) or np.issubdtype(dtype, np.floating)
+        ):
             feeds[name] = np.ones(shape, dtype=dtype)
         elif dtype == np.bool_:
             feeds[name] = rng.integers(0, 2, size=shape).astype(np.bool_)

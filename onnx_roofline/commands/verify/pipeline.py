@@ -18,26 +18,27 @@ from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from onnx_roofline.model import files
 from onnx_roofline.analysis import analyze
-from onnx_roofline.shapes.sizing import Sizing
-from onnx_roofline.shapes.defaults import derived_dims
-from onnx_roofline.model.inlining import inline_functions
-from onnx_roofline.shapes.dims import bind, symbolic_dims
-from onnx_roofline.costs.hardware import Hardware
-from onnx_roofline.shapes.input_values import bind_values, value_arrays
-from onnx_roofline.model.loader import load_model
-from onnx_roofline.report.model import Report
-from onnx_roofline.shapes.engine import infer
-from onnx_roofline.commands.verify.bodies import expose_loop_values, implied_values, inline_taken_branches, unstacked
 from onnx_roofline.commands.verify import budget as budgets
+from onnx_roofline.commands.verify.bodies import expose_loop_values, implied_values, inline_taken_branches, unstacked
 from onnx_roofline.commands.verify.compare import UNCHECKED, Comparison, NodeCheck, compare, observed_infos
 from onnx_roofline.commands.verify.inputs import bound_inputs, make_feeds
+from onnx_roofline.commands.verify.limits import DEFAULT_BUDGET, Budget
 from onnx_roofline.commands.verify.locales import with_installed_locales
 from onnx_roofline.commands.verify.retries import Attempts, with_retries
 from onnx_roofline.commands.verify.run import chunk_bytes, observe
 from onnx_roofline.commands.verify.sizes import FoundSize, at_run_sizes
 from onnx_roofline.commands.verify.weights import materialize
+from onnx_roofline.costs.hardware import Hardware
+from onnx_roofline.model import files
+from onnx_roofline.model.inlining import inline_functions
+from onnx_roofline.model.loader import load_model
+from onnx_roofline.report.model import Report
+from onnx_roofline.shapes.defaults import derived_dims
+from onnx_roofline.shapes.dims import bind, symbolic_dims
+from onnx_roofline.shapes.engine import infer
+from onnx_roofline.shapes.input_values import bind_values, value_arrays
+from onnx_roofline.shapes.sizing import Sizing
 
 if TYPE_CHECKING:
     from onnx_roofline.commands.verify.attainment import TimingCheck  # imported where timing is asked for
@@ -66,7 +67,7 @@ class Verification:
 
     @property
     def verdict(self) -> str:
-        """"invalid" where a runtime would refuse the model (the analysis' conformance check, as
+        """ "invalid" where a runtime would refuse the model (the analysis' conformance check, as
         `check` fails it: nothing is run); "pass" only where every node was checked; "incomplete"
         where nothing disagrees but some node was not; "fail" where something disagrees, or some
         node was not checked and `strict`."""
@@ -85,7 +86,7 @@ def verify(
     seed: int = 0,
     threads: int | None = None,
     timing: Mapping[str, Any] | None = None,
-    budget: budgets.Budget = budgets.Budget(),
+    budget: Budget = DEFAULT_BUDGET,
     values: Mapping[str, Sequence[float] | float] | None = None,
     strict: bool = False,
 ) -> Verification:
@@ -96,7 +97,10 @@ def verify(
     (its verdict is otherwise "incomplete")."""
     values = dict(values or {})
     proto = load_model(model)
-    dims = {**derived_dims(symbolic_dims(proto.graph), dims or {}), **(dims or {})}  # `past + sequence` from the two given, fed so
+    dims = {
+        **derived_dims(symbolic_dims(proto.graph), dims or {}),
+        **(dims or {}),
+    }  # `past + sequence` from the two given, fed so
     inlined = _inlined(proto) if proto.functions else None
     given = dict(values)
 
@@ -107,7 +111,10 @@ def verify(
         if inlined is None:
             return analyze(model, hw, sizing)
         report = analyze(inlined, hw, sizing)
-        return dataclasses.replace(report, model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)))
+        return dataclasses.replace(
+            report,
+            model=dataclasses.replace(report.model, path=None if isinstance(model, onnx.ModelProto) else str(model)),
+        )
 
     report = analyzed()
     proto = proto if inlined is None else inlined
@@ -123,15 +130,26 @@ def verify(
     budgets.check(report, proto, bound_inputs(proto, dims, input_shapes), folded, budget, chunk)
     proto = inline_taken_branches(proto, report)  # the branches taken: their values observed, their rows checked
     proto, stacked = expose_loop_values(proto, report)  # a Loop's or Scan's body values, as extra scan outputs
-    output_bytes = {t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None}
+    output_bytes = {
+        t.name: t.nbytes if t.is_known else None for node in report.nodes for t in node.outputs if t is not None
+    }
     runnable = with_installed_locales(proto)  # a StringNormalizer's locale this system has (locales.py)
 
     def run(at_seed: int):
         weights = materialize(proto, base_dir, at_seed)
         feeds = {**make_feeds(proto, dims, input_shapes, at_seed), **value_arrays(proto, values)}
-        return weights, feeds, {**observed_infos(proto, feeds), **observe(runnable, feeds, weights.arrays, output_bytes, chunk, threads=threads)}
+        return (
+            weights,
+            feeds,
+            {
+                **observed_infos(proto, feeds),
+                **observe(runnable, feeds, weights.arrays, output_bytes, chunk, threads=threads),
+            },
+        )
 
-    (weights, feeds, observed), attempts = with_retries(run, seed, report)  # another seed where onnxruntime fails on these values
+    (weights, feeds, observed), attempts = with_retries(
+        run, seed, report
+    )  # another seed where onnxruntime fails on these values
     observed.update(unstacked(observed, stacked))
     report, sizes = at_run_sizes(report, observed, analyzed)
     comparison = compare(report, proto, observed, folded)
@@ -150,4 +168,3 @@ def _inlined(model: onnx.ModelProto) -> onnx.ModelProto | None:
         return inline_functions(model)
     except Exception:  # onnx's C++ raises several types; the calls stay as they are
         return None
-

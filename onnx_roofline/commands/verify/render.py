@@ -6,11 +6,11 @@ import json
 from collections import Counter
 from typing import Any
 
-from onnx_roofline.model.conformance import refusal
-from onnx_roofline.report.units import duration, percent, si
 from onnx_roofline.commands.verify.attainment import AT_OR_ABOVE, BEATS, CACHE_RESIDENT, FUSED, TimingCheck
 from onnx_roofline.commands.verify.compare import BOUNDS_ONLY, CHECKED, NOT_CHECKED, NOT_COSTED, NOT_OBSERVED
 from onnx_roofline.commands.verify.pipeline import Verification
+from onnx_roofline.model.conformance import refusal
+from onnx_roofline.report.units import duration, percent, si
 
 SCHEMA_VERSION = 1
 CALIBRATED_SOURCE = "measured by onnx-roofline calibrate"
@@ -75,21 +75,30 @@ def render_text(result: Verification, limit: int = 50) -> str:
         basis = f" [{d.basis}]" if d.basis else ""
         note = f" ({d.note})" if d.note else ""
         value = f" {d.value}" if d.value else ""
-        lines.append(f"  #{d.index} {d.node} ({d.op_type}) {d.what}{value}: inferred {d.inferred}, observed {d.observed}{basis}{note}")
+        lines.append(
+            f"  #{d.index} {d.node} ({d.op_type}) {d.what}{value}: inferred {d.inferred}, observed {d.observed}{basis}{note}"
+        )
     if len(comparison.disagreements) > limit:
         lines.append(f"  ... and {len(comparison.disagreements) - limit} more (--format json lists all)")
     uncosted = [n for n in comparison.nodes if n.outcome in (NOT_COSTED, NOT_OBSERVED, NOT_CHECKED)]
     if uncosted:
         by_op = Counter(n.op_type for n in uncosted)
-        lines.append("not byte-checked (not costed, not observed, control flow, function calls): " + ", ".join(f"{op} ×{c}" for op, c in sorted(by_op.items())))
+        lines.append(
+            "not byte-checked (not costed, not observed, control flow, function calls): "
+            + ", ".join(f"{op} ×{c}" for op, c in sorted(by_op.items()))
+        )
         for n in uncosted[:limit]:
             lines.append(f"  #{n.index} {n.name} ({n.op_type}): {n.reason}")
     bounded = [n for n in comparison.nodes if n.outcome == BOUNDS_ONLY]
     if bounded:
-        lines.append("bounds-only (rule-specific bytes, within [0, default]): "
-                     + ", ".join(f"{op} ×{c}" for op, c in sorted(Counter(n.op_type for n in bounded).items())))
+        lines.append(
+            "bounds-only (rule-specific bytes, within [0, default]): "
+            + ", ".join(f"{op} ×{c}" for op, c in sorted(Counter(n.op_type for n in bounded).items()))
+        )
     if result.sizes:
-        lines.append(f"data-dependent sizes, checked at the run's ({len(result.sizes)}): what the analysis had against what the run found")
+        lines.append(
+            f"data-dependent sizes, checked at the run's ({len(result.sizes)}): what the analysis had against what the run found"
+        )
         lines += [f"  {size.line}" for size in result.sizes[:limit]]
         if len(result.sizes) > limit:
             lines.append(f"  ... and {len(result.sizes) - limit} more (--format json lists all)")
@@ -119,7 +128,9 @@ def _timing_lines(timing: TimingCheck, hardware, limit: int) -> list[str]:
         f"noise margin {percent(timing.margin)}, timer resolution 1 µs",
     ]
     if not hardware.source.startswith(CALIBRATED_SOURCE):
-        lines.append("  note: this hardware spec was not measured on this machine; use `onnx-roofline calibrate -o spec.toml`")
+        lines.append(
+            "  note: this hardware spec was not measured on this machine; use `onnx-roofline calibrate -o spec.toml`"
+        )
     judged = timing.judged()
     lines += [
         f"  judged {len(judged)} nodes: {timing.count(AT_OR_ABOVE)} at or above the bound ({percent(timing.node_share)} of nodes, "
@@ -136,7 +147,9 @@ def _timing_lines(timing: TimingCheck, hardware, limit: int) -> list[str]:
         lines.append(f"  kernels with no graph node: {', '.join(timing.unattributed[:10])}")
     lines.append(f"  {'op type':<22}{'nodes':>6}{'measured':>12}{'predicted':>12}{'attainment':>12}")
     for row in timing.by_op_type():
-        lines.append(f"  {row.op_type:<22}{row.kernels:>6}{duration(row.measured_s):>12}{duration(row.predicted_s):>12}{_ratio(row.attainment):>12}")
+        lines.append(
+            f"  {row.op_type:<22}{row.kernels:>6}{duration(row.measured_s):>12}{duration(row.predicted_s):>12}{_ratio(row.attainment):>12}"
+        )
     for node in sorted(timing.violations, key=lambda n: -(n.attainment or 0))[:limit]:
         lines.append(
             f"  BEATS BOUND #{node.nodes[0]} {node.names[0]} ({node.op_type}, {node.bound}-bound): measured {duration(node.measured_s)}, "

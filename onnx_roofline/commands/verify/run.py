@@ -21,14 +21,27 @@ from typing import Any
 import numpy as np
 import onnx
 
-from onnx_roofline.model.isolation import PassCrashed, isolated
-from onnx_roofline.model.tensors import TensorInfo, dtype_name
 from onnx_roofline.commands.verify.budget import FED_TYPES
 from onnx_roofline.commands.verify.errors import RunFailed, VerifyError
+from onnx_roofline.model.isolation import PassCrashed, isolated
+from onnx_roofline.model.tensors import TensorInfo, dtype_name
 
 PROVIDERS = ["CPUExecutionProvider"]
-CAST_OBSERVED = frozenset({"bfloat16", "float8e4m3fn", "float8e4m3fnuz", "float8e5m2", "float8e5m2fnuz", "float8e8m0",
-                           "int4", "uint4", "float4e2m1", "int2", "uint2"})
+CAST_OBSERVED = frozenset(
+    {
+        "bfloat16",
+        "float8e4m3fn",
+        "float8e4m3fnuz",
+        "float8e5m2",
+        "float8e5m2fnuz",
+        "float8e8m0",
+        "int4",
+        "uint4",
+        "float4e2m1",
+        "int2",
+        "uint2",
+    }
+)
 """Element types onnxruntime's Python API returns no array of (or a uint8 one, for some float8s):
 a value of one is observed through a Cast of it to float32, which keeps its shape, and its dtype
 is the session's own type for it."""
@@ -48,9 +61,15 @@ def runtime_feeds(feeds: Mapping[str, Any]) -> dict[str, Any]:
     converted = dict(feeds)
     for name, array in feeds.items():
         kind = getattr(array, "dtype", None)
-        if kind is not None and kind.type.__module__ == "ml_dtypes" and dtype_name(onnx.helper.np_dtype_to_tensor_dtype(kind)) in FED_AS_BITS:
+        if (
+            kind is not None
+            and kind.type.__module__ == "ml_dtypes"
+            and dtype_name(onnx.helper.np_dtype_to_tensor_dtype(kind)) in FED_AS_BITS
+        ):
             bits = np.ascontiguousarray(array).view(f"u{kind.itemsize}")
-            converted[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.helper.np_dtype_to_tensor_dtype(kind))
+            converted[name] = ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                bits, onnx.helper.np_dtype_to_tensor_dtype(kind)
+            )
     return converted
 
 
@@ -83,8 +102,14 @@ def open_session(model: onnx.ModelProto, options):
         raise VerifyError(f"onnxruntime cannot load the model: {_first_line(exc)}") from None
 
 
-def observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-            sizes: Mapping[str, int | None], chunk_bytes: int, threads: int | None = None) -> dict[str, TensorInfo]:
+def observe(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    weights: Mapping[str, np.ndarray],
+    sizes: Mapping[str, int | None],
+    chunk_bytes: int,
+    threads: int | None = None,
+) -> dict[str, TensorInfo]:
     """Every node output's runtime shape and dtype (tensors and sequences of tensors: maps are left out).
     `model` as loaded (external initializers without data), `weights` their values, `sizes` each
     node output's expected bytes (None where unknown) to cut the chunks by. Run in a child
@@ -100,8 +125,14 @@ def in_child(what: str, fn, *args):
         raise VerifyError(f"onnxruntime crashed {what} ({exc.how}); nothing of it could be checked") from None
 
 
-def _observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: Mapping[str, np.ndarray],
-             sizes: Mapping[str, int | None], chunk_bytes: int, threads: int | None = None) -> dict[str, TensorInfo]:
+def _observe(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    weights: Mapping[str, np.ndarray],
+    sizes: Mapping[str, int | None],
+    chunk_bytes: int,
+    threads: int | None = None,
+) -> dict[str, TensorInfo]:
     from onnx_roofline.commands.verify.compare import observed_info
 
     fed = {t.name: weights[t.name] for t in model.graph.initializer if t.name in weights and t.data_type in FED_TYPES}
@@ -124,7 +155,7 @@ def _observe(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], weights: M
             results = session.run([cast.get(name, name) for name in chunk], runtime_feeds({**feeds, **fed}))
         except Exception as exc:
             raise RunFailed(f"onnxruntime failed to run the model: {_first_line(exc)}") from None
-        for name, value in zip(chunk, results):
+        for name, value in zip(chunk, results, strict=False):
             if name in cast:
                 observed[name] = TensorInfo(name, tuple(int(d) for d in value.shape), types[name])
             elif _tensor_or_sequence(value):
@@ -143,15 +174,21 @@ def _with_casts(model: onnx.ModelProto, cast: Mapping[str, str]) -> onnx.ModelPr
     """A copy with a Cast to float32 of each value `cast` names, to the output name it gives."""
     copy = onnx.ModelProto()
     copy.CopyFrom(model)
-    copy.graph.node.extend(onnx.helper.make_node("Cast", [name], [output], to=onnx.TensorProto.FLOAT) for name, output in cast.items())
+    copy.graph.node.extend(
+        onnx.helper.make_node("Cast", [name], [output], to=onnx.TensorProto.FLOAT) for name, output in cast.items()
+    )
     return copy
 
 
 def _tensor_or_sequence(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or (isinstance(value, list) and all(isinstance(element, np.ndarray) for element in value))
+    return isinstance(value, np.ndarray) or (
+        isinstance(value, list) and all(isinstance(element, np.ndarray) for element in value)
+    )
 
 
-def _weights_as_inputs(model: onnx.ModelProto, weights: Mapping[str, np.ndarray], fed: Mapping[str, np.ndarray]) -> onnx.ModelProto:
+def _weights_as_inputs(
+    model: onnx.ModelProto, weights: Mapping[str, np.ndarray], fed: Mapping[str, np.ndarray]
+) -> onnx.ModelProto:
     """A copy whose `fed` weights are graph inputs, given at each run; the other `weights` inline."""
     from onnx_roofline.commands.verify.weights import inline
 
@@ -160,7 +197,11 @@ def _weights_as_inputs(model: onnx.ModelProto, weights: Mapping[str, np.ndarray]
     graph = copy.graph
     kept = [tensor for tensor in graph.initializer if tensor.name not in fed]
     declared = {value.name for value in graph.input}
-    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims) for t in graph.initializer if t.name in fed and t.name not in declared)
+    graph.input.extend(
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, t.dims)
+        for t in graph.initializer
+        if t.name in fed and t.name not in declared
+    )
     del graph.initializer[:]
     graph.initializer.extend(kept)
     inline(copy, {name: array for name, array in weights.items() if name not in fed})
@@ -195,7 +236,9 @@ def _chunks(names: Sequence[str], sizes: Mapping[str, int | None], chunk_bytes: 
         yield chunk
 
 
-_SOURCE_LOCATION = re.compile(r"/onnxruntime_src/\S+:\d+ (?:[\w:~<>]+\(.*?\) )?")  # where in onnxruntime, and the C++ signature
+_SOURCE_LOCATION = re.compile(
+    r"/onnxruntime_src/\S+:\d+ (?:[\w:~<>]+\(.*?\) )?"
+)  # where in onnxruntime, and the C++ signature
 
 
 def _first_line(exc: BaseException) -> str:

@@ -34,7 +34,13 @@ class FoundSize:
         return f"{self.node} ({self.op_type}) {self.value}: analysis {self.analysis}, run {_shape(self.run)}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "op_type": self.op_type, "value": self.value, "analysis": self.analysis, "run": list(self.run)}
+        return {
+            "node": self.node,
+            "op_type": self.op_type,
+            "value": self.value,
+            "analysis": self.analysis,
+            "run": list(self.run),
+        }
 
 
 def at_run_sizes(report: Report, observed: Mapping[str, TensorInfo],
@@ -56,16 +62,23 @@ def _data_dependent(report: Report, observed: Mapping[str, TensorInfo]) -> Itera
     time)."""
     model = report.model
     bounded = {bound.output for bound in model.bounds}
-    assumed = {*(model.assumed.nodes if model.assumed else ()), *(model.experts.sized if model.experts else ()),
-               *(model.regulated.sized if model.regulated else ())}  # a length regulator's frames (shapes/durations.py)
-    for node in report.nodes:  # bodies' too: an NMS in the If branch a detector takes (the run observed the branch, bodies.py)
+    assumed = {
+        *(model.assumed.nodes if model.assumed else ()),
+        *(model.experts.sized if model.experts else ()),
+        *(model.regulated.sized if model.regulated else ()),
+    }  # a length regulator's frames (shapes/durations.py)
+    for (
+        node
+    ) in report.nodes:  # bodies' too: an NMS in the If branch a detector takes (the run observed the branch, bodies.py)
         for tensor in node.outputs:
             seen = observed.get(tensor.name) if tensor is not None else None
             if tensor is None or seen is None or seen.shape is None or seen.sequence:
                 continue
             analysis = _analysis(node, tensor, bounded, assumed)
             if analysis is not None:
-                yield FoundSize(node.name, node.op_type, tensor.name, analysis, cast("tuple[int, ...]", seen.shape))  # a run's sizes
+                yield FoundSize(
+                    node.name, node.op_type, tensor.name, analysis, cast("tuple[int, ...]", seen.shape)
+                )  # a run's sizes
 
 
 def _analysis(node: NodeResult, tensor: TensorInfo, bounded: set[str], assumed: set[str]) -> str | None:

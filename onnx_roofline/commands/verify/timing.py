@@ -46,15 +46,30 @@ class Profile:
     unattributed: tuple[str, ...]  # executed kernels that map to no original node
 
 
-def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int = 10, warmup: int = 3,
-            optimize: bool = False, threads: int | None = None) -> Profile:
+def profile(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    runs: int = 10,
+    warmup: int = 3,
+    optimize: bool = False,
+    threads: int | None = None,
+) -> Profile:
     """Time every kernel of `model` (weights inline) over `warmup + runs` runs of one session."""
     if runs < 1 or warmup < 0:
         raise VerifyError("timing needs --runs ≥ 1 and --warmup ≥ 0")
     timed = _indexed_copy(model)
     with tempfile.TemporaryDirectory(prefix="onnx-roofline-profile-") as folder:
         optimized = os.path.join(folder, "optimized.onnx")
-        written = in_child("timing the model", _profiled_runs, timed, feeds, runs + warmup, optimized if optimize else None, threads, folder)
+        written = in_child(
+            "timing the model",
+            _profiled_runs,
+            timed,
+            feeds,
+            runs + warmup,
+            optimized if optimize else None,
+            threads,
+            folder,
+        )
         with open(written) as stream:
             events = json.load(stream)
         executed = onnx.load(optimized, load_external_data=False) if optimize else timed
@@ -65,7 +80,13 @@ def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int =
     ops = {node.name: node.op_type for node in executed.graph.node}
     names = sorted({name for run in per_run for name in run}, key=lambda n: min(groups.get(n) or (1 << 60,)))
     kernels = tuple(
-        Kernel(name, ops.get(name, "?"), groups.get(name, ()), statistics.median(run.get(name, 0.0) for run in per_run), runs)
+        Kernel(
+            name,
+            ops.get(name, "?"),
+            groups.get(name, ()),
+            statistics.median(run.get(name, 0.0) for run in per_run),
+            runs,
+        )
         for name in names
     )
     unattributed = tuple(k.name for k in kernels if not k.originals)
@@ -74,8 +95,14 @@ def profile(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int =
     return Profile(kernels, runs, warmup, optimize, not_run, unattributed)
 
 
-def _profiled_runs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], runs: int, optimized: str | None,
-                   threads: int | None, folder: str) -> str:
+def _profiled_runs(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    runs: int,
+    optimized: str | None,
+    threads: int | None,
+    folder: str,
+) -> str:
     """Run `model` `runs` times in one profiled session; the profile's path (in `folder`). With
     `optimized`, graph optimizations are on and the optimized graph is written there."""
     options = session_options(optimize=optimized is not None, threads=threads)
@@ -102,7 +129,9 @@ def _indexed_copy(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _kernel_times(events: list[dict]) -> list[dict[str, float]]:
     """Seconds per kernel, one dict per run (runs delimited by the `model_run` session events)."""
-    runs = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run")
+    runs = sorted(
+        (e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"
+    )
     result: list[dict[str, float]] = [{} for _ in runs]
     for event in events:
         name = event.get("name", "")

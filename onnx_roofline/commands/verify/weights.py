@@ -16,11 +16,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from onnx_roofline.commands.verify.budget import PROTOBUF_LIMIT, tensor_bytes
+from onnx_roofline.commands.verify.errors import VerifyError
 from onnx_roofline.model import files
 from onnx_roofline.model.constants import RAW_DTYPES
 from onnx_roofline.model.tensors import dtype_name
-from onnx_roofline.commands.verify.budget import PROTOBUF_LIMIT, tensor_bytes
-from onnx_roofline.commands.verify.errors import VerifyError
 
 WEIGHT_SCALE = 0.02  # GPT-2's init std: keeps activations finite through many layers
 POOL_SIZE = 1_000_003  # prime, so no tensor row lines up with the pool's period
@@ -43,8 +43,10 @@ class Weights:
         """A copy of the model with every initializer inline (what a timing run loads)."""
         size = self.source.ByteSize() + sum(array.nbytes for array in self.arrays.values())
         if size > PROTOBUF_LIMIT:
-            raise VerifyError("the model with its weights inline, as a timed run loads it, exceeds protobuf's 2 GB limit on one model: "
-                              "verify it without --timing, or verify a smaller model")
+            raise VerifyError(
+                "the model with its weights inline, as a timed run loads it, exceeds protobuf's 2 GB limit on one model: "
+                "verify it without --timing, or verify a smaller model"
+            )
         copy = onnx.ModelProto()
         copy.CopyFrom(self.source)
         inline(copy, self.arrays)
@@ -93,10 +95,16 @@ def synthetic(tensor: onnx.TensorProto, seed: int) -> np.ndarray:
     shape = tuple(tensor.dims)
     if dtype == np.bool_:
         return np.ones(shape, dtype=dtype)
-    if not (np.issubdtype(dtype, np.floating) or dtype_name(tensor.data_type) == "bfloat16"):  # ml_dtypes' bfloat16 is no np.floating
+    if not (
+        np.issubdtype(dtype, np.floating) or dtype_name(tensor.data_type) == "bfloat16"
+    ):  # ml_dtypes' bfloat16 is no np.floating
         return np.zeros(shape, dtype=dtype)
     pool = _pool(seed)
-    return _cyclic(pool, zlib.crc32(tensor.name.encode()) % pool.size, math.prod(shape)).reshape(shape).astype(dtype, copy=False)
+    return (
+        _cyclic(pool, zlib.crc32(tensor.name.encode()) % pool.size, math.prod(shape))
+        .reshape(shape)
+        .astype(dtype, copy=False)
+    )
 
 
 def _cyclic(pool: np.ndarray, offset: int, count: int) -> np.ndarray:
@@ -131,4 +139,6 @@ def _load(tensor: onnx.TensorProto, base_dir: Path) -> np.ndarray | None:
     dtype = RAW_DTYPES.get(tensor.data_type)
     if dtype is not None:  # the common case, without a copy
         return np.frombuffer(data, dtype).reshape(tuple(tensor.dims))
-    return numpy_helper.to_array(onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims, raw_data=data))
+    return numpy_helper.to_array(
+        onnx.TensorProto(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims, raw_data=data)
+    )

@@ -41,7 +41,7 @@ class Line:
         (x0, x1, *rest), (y0, y1, *checks) = xs, ys
         slope = Fraction(y1 - y0, x1 - x0)
         line = cls(Fraction(y0) - slope * x0, slope)
-        return line if all(line(x) == y for x, y in zip(rest, checks)) else None
+        return line if all(line(x) == y for x, y in zip(rest, checks, strict=False)) else None
 
 
 ZERO = Line(Fraction(0), Fraction(0))

@@ -8,14 +8,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from onnx_roofline.commands.arguments import add_memory_argument, add_model_arguments, add_view_arguments, count, hardware_from, protected_files
-from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
+from onnx_roofline.commands.arguments import (
+    add_memory_argument,
+    add_model_arguments,
+    add_view_arguments,
+    count,
+    hardware_from,
+    protected_files,
+)
+from onnx_roofline.commands.listing import COMMAND_HELP
+from onnx_roofline.commands.whatif.session import Session
 from onnx_roofline.errors import EXIT_OK, DimensionError
+from onnx_roofline.report.output import write_text
+from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
 from onnx_roofline.shapes.input_values import parse_value
 from onnx_roofline.shapes.routing import ExpertLoad
-from onnx_roofline.report.output import write_text
-from onnx_roofline.commands.whatif.session import Session
-from onnx_roofline.commands.listing import COMMAND_HELP
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,28 +37,64 @@ DEFAULT_LENGTHS = "64,128,256,512,1024,2048,4096"
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
-    _parser(subparsers, "sweep", _run_sweep, COMMAND_HELP["sweep"],
-            "--dim NAME=V1,V2,... sweeps NAME (several lists: every combination); --dim NAME=V binds it.")
-    _parser(subparsers, "critical", _run_critical, COMMAND_HELP["critical"],
-            "--over DIM (default: the dim named as a batch) is solved for; bind the other dims with --dim.").add_argument(
-        "--over", metavar="DIM", help="the dim to solve for (default: the graph's batch dim: batch, batch_size, N, ...)")
-    _parser(subparsers, "compare", _run_compare, COMMAND_HELP["compare"],
-            f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).", hw=DEFAULT_COMPARE)
-    _parser(subparsers, "fuse", _run_fuse, COMMAND_HELP["fuse"],
-            "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
-            "FlashAttention-style kernel.", views=False).add_argument(
-        "--top", type=count(), default=10, metavar="N", help="fused kernels listed (default: 10)")
-    _parser(subparsers, "context", _run_context, COMMAND_HELP["context"],
-            "Bind the batch with --dim; the past-length dim is found from the KV-cache inputs.").add_argument(
-        "--context", default=DEFAULT_LENGTHS, metavar="[DIM=]L1,L2,...",
-        help=f"past lengths to evaluate, optionally naming the dim (default: {DEFAULT_LENGTHS})")
+    _parser(
+        subparsers,
+        "sweep",
+        _run_sweep,
+        COMMAND_HELP["sweep"],
+        "--dim NAME=V1,V2,... sweeps NAME (several lists: every combination); --dim NAME=V binds it.",
+    )
+    _parser(
+        subparsers,
+        "critical",
+        _run_critical,
+        COMMAND_HELP["critical"],
+        "--over DIM (default: the dim named as a batch) is solved for; bind the other dims with --dim.",
+    ).add_argument(
+        "--over", metavar="DIM", help="the dim to solve for (default: the graph's batch dim: batch, batch_size, N, ...)"
+    )
+    _parser(
+        subparsers,
+        "compare",
+        _run_compare,
+        COMMAND_HELP["compare"],
+        f"--hw takes a comma-separated list (default {DEFAULT_COMPARE}).",
+        hw=DEFAULT_COMPARE,
+    )
+    _parser(
+        subparsers,
+        "fuse",
+        _run_fuse,
+        COMMAND_HELP["fuse"],
+        "Fused: elementwise chains and MatMul/Conv epilogues merged, decomposed attention as one "
+        "FlashAttention-style kernel.",
+        views=False,
+    ).add_argument("--top", type=count(), default=10, metavar="N", help="fused kernels listed (default: 10)")
+    _parser(
+        subparsers,
+        "context",
+        _run_context,
+        COMMAND_HELP["context"],
+        "Bind the batch with --dim; the past-length dim is found from the KV-cache inputs.",
+    ).add_argument(
+        "--context",
+        default=DEFAULT_LENGTHS,
+        metavar="[DIM=]L1,L2,...",
+        help=f"past lengths to evaluate, optionally naming the dim (default: {DEFAULT_LENGTHS})",
+    )
 
 
-def _parser(subparsers, name: str, run: Callable, help_text: str, description: str, views: bool = True, hw: str = "h100"):
-    parser = subparsers.add_parser(name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. {description}")
+def _parser(
+    subparsers, name: str, run: Callable, help_text: str, description: str, views: bool = True, hw: str = "h100"
+):
+    parser = subparsers.add_parser(
+        name, help=help_text, description=f"{help_text[0].upper()}{help_text[1:]}. {description}"
+    )
     add_model_arguments(parser, hw=hw)
     parser.add_argument("--format", choices=("table", "json"), default="table", help="output format (default: table)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write the output to FILE (atomically) instead of stdout"
+    )
     parser.add_argument("--plot", metavar="FILE", help="also draw the study to FILE (.png or .svg)")
     if views:
         add_view_arguments(parser)
@@ -67,11 +110,15 @@ def parse_dim_values(text: str) -> tuple[str, tuple[int, ...]]:
     try:
         parsed = tuple(parse_dim(f"{name}={value}")[1] for value in values.split(","))
     except DimensionError:
-        raise DimensionError(f"malformed --dim {text!r}: expected NAME=N or NAME=N1,N2,..., e.g. batch=1,8,64") from None
+        raise DimensionError(
+            f"malformed --dim {text!r}: expected NAME=N or NAME=N1,N2,..., e.g. batch=1,8,64"
+        ) from None
     return name.strip(), parsed
 
 
-def _session(options: argparse.Namespace, hw: str | Hardware | None = None) -> tuple[Session, dict[str, tuple[int, ...]]]:
+def _session(
+    options: argparse.Namespace, hw: str | Hardware | None = None
+) -> tuple[Session, dict[str, tuple[int, ...]]]:
     """The session (single-valued dims bound) and the lists to sweep."""
     if options.plot:
         from onnx_roofline.report.plot import check_plot_destination

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnx_roofline.errors import RooflineError
-from onnx_roofline.costs.hardware import Hardware, load_hardware
 from onnx_roofline.commands.whatif.session import WRITTEN, Session, view_name
 from onnx_roofline.commands.whatif.sweep import main_ridge
 from onnx_roofline.commands.whatif.workload import Work, work_per_run
+from onnx_roofline.costs.hardware import Hardware, load_hardware
+from onnx_roofline.errors import RooflineError
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,13 @@ class HardwareRow:
             "memory_bound_share": self.memory_share,
             "intensity": self.intensity,
             "ridge": self.ridge,
-            "top": {"name": self.top_name, "op_type": self.top_op, "share": self.top_share, "bound": self.top_bound,
-                    "constant_foldable": self.top_foldable},
+            "top": {
+                "name": self.top_name,
+                "op_type": self.top_op,
+                "share": self.top_share,
+                "bound": self.top_bound,
+                "constant_foldable": self.top_foldable,
+            },
         }
 
 
@@ -69,10 +74,16 @@ def compare(session: Session, hardware: Sequence[Hardware], view: str = WRITTEN)
         top = max(costed, key=lambda n: n.time_s, default=None)
         rows.append(
             HardwareRow(
-                hw, totals.time_s, work_per_run(report, session.graph_inputs), totals.memory_bound_time_share,
-                totals.intensity, main_ridge(measured),
-                top.name if top else None, top.op_type if top else None,
-                top.time_s / totals.time_s if top and totals.time_s else None, top.bound if top else None,
+                hw,
+                totals.time_s,
+                work_per_run(report, session.graph_inputs),
+                totals.memory_bound_time_share,
+                totals.intensity,
+                main_ridge(measured),
+                top.name if top else None,
+                top.op_type if top else None,
+                top.time_s / totals.time_s if top and totals.time_s else None,
+                top.bound if top else None,
                 bool(getattr(top, "constant_foldable", False)),
             )
         )

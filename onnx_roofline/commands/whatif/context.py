@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from onnx_roofline.errors import DimensionError
 from onnx_roofline.commands.whatif.affine import Line
 from onnx_roofline.commands.whatif.session import WRITTEN, Session
 from onnx_roofline.commands.whatif.sweep import SweepResult, sweep
+from onnx_roofline.errors import DimensionError
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,9 @@ def context_dim(session: Session) -> str:
         return growing[0]
     if len(found) != 1:
         seen = ", ".join(found) or "none"
-        raise DimensionError(f"cannot tell the KV-cache length dim (candidates: {seen}); name it with --context NAME=L1,L2,...")
+        raise DimensionError(
+            f"cannot tell the KV-cache length dim (candidates: {seen}); name it with --context NAME=L1,L2,..."
+        )
     return found[0]
 
 
@@ -63,7 +65,9 @@ def _rank4_symbols(values) -> list[str]:
     return found
 
 
-def context_study(session: Session, lengths: Sequence[int], dim: str | None = None, view: str = WRITTEN) -> ContextResult:
+def context_study(
+    session: Session, lengths: Sequence[int], dim: str | None = None, view: str = WRITTEN
+) -> ContextResult:
     dim = dim or context_dim(session)
     if len(lengths) < 2:
         raise DimensionError("--context needs at least two lengths (the KV share is fitted across them)")
@@ -71,4 +75,3 @@ def context_study(session: Session, lengths: Sequence[int], dim: str | None = No
     xs = tuple(p.dims[dim] for p in result.points)
     line = Line.fit(xs, tuple(p.bytes for p in result.points)) if len(set(xs)) == len(xs) else None
     return ContextResult(dim, result, line)
-

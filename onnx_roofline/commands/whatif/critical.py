@@ -20,16 +20,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, cast
 
-from onnx_roofline.costs.capacity import LargestFit
-from onnx_roofline.errors import DimensionError
-from onnx_roofline.costs.rules.registry import MATRIX
-from onnx_roofline.report.model import OK, Report
 from onnx_roofline.commands.whatif.affine import PROBES, ZERO, Line, ceil, ridge_crossing
-from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoeCrossing, moe_crossings
 from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
 from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name
 from onnx_roofline.commands.whatif.sweep import main_lead, main_peak
+from onnx_roofline.costs.capacity import LargestFit
+from onnx_roofline.costs.rules.registry import MATRIX
+from onnx_roofline.errors import DimensionError
+from onnx_roofline.report.model import OK, Report
+from onnx_roofline.views.ops import is_matrix
 
 if TYPE_CHECKING:
     from onnx_roofline.report.costed import CostedNode
@@ -109,7 +109,9 @@ class CriticalResult:
     def memory_line(self) -> Line | None:
         """The footprint (weights + resident KV cache + peak activations) in the dim, through the probes."""
         fit = self.memory_fit
-        return None if fit is None or fit.per_unit is None or fit.intercept is None else Line(fit.intercept, fit.per_unit)
+        return (
+            None if fit is None or fit.per_unit is None or fit.intercept is None else Line(fit.intercept, fit.per_unit)
+        )
 
     def to_dict(self) -> dict:
         return {
@@ -156,7 +158,9 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
     if not matrix:
         raise DimensionError(f"no MatMul/Gemm/Conv-like kernel is a line in {dim!r}: nothing to solve")
     bandwidth = session.hardware.memory_bandwidth
-    model_ridge = Fraction(cast(float, main_peak(views[-1]))) / Fraction(bandwidth)  # at the largest probe (a matrix kernel is costed); exact
+    model_ridge = Fraction(cast(float, main_peak(views[-1]))) / Fraction(
+        bandwidth
+    )  # at the largest probe (a matrix kernel is costed); exact
     kernels = [f.lines for f in fitted]
     flops = sum((k.flops for k in kernels), ZERO)
     moved = sum((k.bytes for k in kernels), ZERO)
@@ -176,14 +180,17 @@ def critical(session: Session, dim: str | None = None, view: str = WRITTEN) -> C
         model_ridge=float(model_ridge),
         not_affine=tuple(not_affine),
         experts=moe_crossings(views, session.expert_load, bandwidth),
-        memory_fit=session.largest_fitting(dim, known={x: v.memory.total_bytes for x, v in zip(PROBES, views)} if view == DEPLOYED else None),
+        memory_fit=session.largest_fitting(
+            dim,
+            known={x: v.memory.total_bytes for x, v in zip(PROBES, views, strict=False)} if view == DEPLOYED else None,
+        ),
     )
 
 
 def _fit(views, reports: list[Report]) -> tuple[list[_Fitted], list[str]]:
     """Lines for every costed kernel; the names of those that are not lines in the dim."""
     fitted, off = [], []
-    for rows in zip(*(v.nodes for v in views)):
+    for rows in zip(*(v.nodes for v in views), strict=False):
         if any(r.status != OK for r in rows):
             continue
         flops = Line.fit(PROBES, tuple(r.cost.flops for r in rows))
@@ -235,7 +242,16 @@ def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: fl
         if first.flops.slope * first.bytes(x) > first.flops(x) * first.bytes.slope:  # intensity grows
             crossing = share_crossing([first], bandwidth)  # one kernel: share ≥ ½ ⇔ it is compute-bound
             ridge = members[0].row.placement.ridge
-            kinds.append(Kind(op_type, signature, tuple(m.lines for m in members), ridge, crossing, share_crossing([first], predicted)))
+            kinds.append(
+                Kind(
+                    op_type,
+                    signature,
+                    tuple(m.lines for m in members),
+                    ridge,
+                    crossing,
+                    share_crossing([first], predicted),
+                )
+            )
         else:
             flat[f"{op_type} {signature}"] = len(members)
     kinds.sort(key=lambda k: (k.crossing is None, k.crossing or 0, k.signature))
@@ -245,9 +261,9 @@ def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: fl
 def _signature(nodes, dim: str) -> str:
     """Input shapes at the first two probes, each size that changes written as a line in the dim."""
     shapes = []
-    for a, b in zip(nodes[0].inputs, nodes[1].inputs):
+    for a, b in zip(nodes[0].inputs, nodes[1].inputs, strict=False):
         if a is not None and b is not None:
-            shapes.append("[" + ",".join(_size(x, y, dim) for x, y in zip(a.shape, b.shape)) + "]")
+            shapes.append("[" + ",".join(_size(x, y, dim) for x, y in zip(a.shape, b.shape, strict=False)) + "]")
     return " ".join(shapes)
 
 

@@ -36,7 +36,12 @@ class MoePoint:
     bound: str
 
     def to_dict(self) -> dict:
-        return {"distinct_experts": self.distinct_experts, "experts": self.experts, "expert_weight_bytes": self.weight_bytes, "bound": self.bound}
+        return {
+            "distinct_experts": self.distinct_experts,
+            "experts": self.experts,
+            "expert_weight_bytes": self.weight_bytes,
+            "bound": self.bound,
+        }
 
 
 def moe_point(view) -> MoePoint | None:
@@ -72,14 +77,18 @@ class MoeCrossing:
     critical: int | None
 
     def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "experts": self.experts, "distinct_experts": dict(zip(map(str, PROBES), self.distinct)),
+        return {"kernel": self.kernel, "experts": self.experts, "distinct_experts": dict(zip(map(str, PROBES), self.distinct, strict=False)),
                 "critical": self.critical}  # fmt: skip
 
 
 def moe_crossings(views: Sequence, load, bandwidth: float) -> tuple[MoeCrossing, ...]:
     """Each MoE kernel's crossing over the probes' deployed `views` (kernels matched by name), under `load`."""
     by_name = [{k.name: k for k in view.nodes if isinstance(k, GroupedGemm)} for view in views]
-    return tuple(_crossing([found[name] for found in by_name], load, bandwidth) for name in by_name[0] if all(name in f for f in by_name))
+    return tuple(
+        _crossing([found[name] for found in by_name], load, bandwidth)
+        for name in by_name[0]
+        if all(name in f for f in by_name)
+    )
 
 
 def _crossing(kernels: list[GroupedGemm], load, bandwidth: float) -> MoeCrossing:
@@ -87,9 +96,15 @@ def _crossing(kernels: list[GroupedGemm], load, bandwidth: float) -> MoeCrossing
     distinct = tuple(k.distinct_experts for k in kernels)
     # Each grouped kernel is costed and placed; two points always fit a line (compute's).
     tokens = Line.fit(PROBES, tuple(k.tokens for k in kernels))
-    compute = cast(Line, Line.fit(PROBES[:2], tuple(Fraction(cast(Placement, k.placement).compute_time_s) for k in kernels[:2])))
+    compute = cast(
+        Line, Line.fit(PROBES[:2], tuple(Fraction(cast(Placement, k.placement).compute_time_s) for k in kernels[:2]))
+    )
     other = Line.fit(PROBES, tuple(cast(Cost, k.cost).bytes - k.expert_weight_bytes for k in kernels))
-    per_expert = Fraction(first.expert_weight_bytes) / Fraction(first.distinct_experts) if first.distinct_experts else Fraction(0)
+    per_expert = (
+        Fraction(first.expert_weight_bytes) / Fraction(first.distinct_experts)
+        if first.distinct_experts
+        else Fraction(0)
+    )
     if tokens is None or other is None:
         return MoeCrossing(first.name, first.experts, distinct, None)
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from onnx_roofline.report.model import Report, Totals
-from onnx_roofline.views.fusion import FusedGroup, FusedView, PlannedGroup
 from onnx_roofline.commands.whatif.session import Session
 from onnx_roofline.costs.cost import Cost
 from onnx_roofline.costs.roofline import Placement
 from onnx_roofline.model.tensors import KnownTensor
+from onnx_roofline.report.model import Report, Totals
 from onnx_roofline.views.flash import AttentionMatch
+from onnx_roofline.views.fusion import FusedGroup, FusedView, PlannedGroup
 
 if TYPE_CHECKING:
     from onnx_roofline.report.costed import CostedNode

@@ -38,7 +38,7 @@ def share_crossing(
     """Smallest x ≥ `lowest` at which compute-bound kernels take at least `share` of the time
     (a kernel is compute-bound when its compute time ≥ its memory time, as roofline.place says)."""
     cuts = sorted({Fraction(lowest), *(p for k in kernels for p in k.breakpoints(bandwidth) if p > lowest)})
-    for lo, hi in zip(cuts, [*cuts[1:], None]):
+    for lo, hi in zip(cuts, [*cuts[1:], None], strict=False):
         gap = _gap(kernels, bandwidth, share, lo + 1 if hi is None else (lo + hi) / 2)
         if gap(lo) >= 0:
             return Fraction(lo)

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from onnx_roofline.report.output import write_bytes
-from onnx_roofline.report.plot import wrap_to_width
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
 from onnx_roofline.commands.whatif.critical import CriticalResult
 from onnx_roofline.commands.whatif.fuse_report import FusionStudy, kernel_figures
 from onnx_roofline.commands.whatif.sweep import SweepResult
+from onnx_roofline.report.output import write_bytes
+from onnx_roofline.report.plot import wrap_to_width
 
 if TYPE_CHECKING:
     from onnx_roofline.report.costed import CostedNode
@@ -37,7 +37,9 @@ def _figure(columns: int, rows: int = 1, title: str = "", size: tuple[float, flo
     outside the axes."""
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(rows, columns, figsize=size or (5.2 * columns, 3.9 * rows), squeeze=False, layout="constrained")
+    figure, axes = plt.subplots(
+        rows, columns, figsize=size or (5.2 * columns, 3.9 * rows), squeeze=False, layout="constrained"
+    )
     wrap_to_width(figure.suptitle(title, fontsize=11), 0.95 * figure.bbox.width)
     return figure, [ax for row in axes for ax in row]
 
@@ -94,7 +96,9 @@ def critical_figure(result: CriticalResult):
     xs = np.unique(np.round(np.logspace(0, np.log2(top), 200, base=2)))
     figure, (ax,) = _figure(1, 1, f"critical {result.dim} — {_subtitle(result.setup, result.view)}", size=(8.5, 5.2))
     for ys, kinds in _coinciding(result.kinds, xs):
-        line = ax.plot(xs, ys, label="\n= ".join(f"{k.op_type} {k.signature} ×{len(k.kernels)}: {_when(k)}" for k in kinds))[0]
+        line = ax.plot(
+            xs, ys, label="\n= ".join(f"{k.op_type} {k.signature} ×{len(k.kernels)}: {_when(k)}" for k in kinds)
+        )[0]
         for k in (k for k in kinds if k.crossing is not None):
             ax.plot([float(k.crossing)], [k.intensity(k.crossing)], "o", color=line.get_color())
     ax.axhline(result.model_ridge, color="crimson", ls="--", label=f"ridge {result.model_ridge:.1f} FLOP/B")
@@ -103,7 +107,9 @@ def critical_figure(result: CriticalResult):
     ax.set_xlabel(result.dim)
     ax.set_ylabel("arithmetic intensity (FLOP/B)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.14))  # below the axes: long signatures would cover the curves
+    ax.legend(
+        fontsize=7, loc="upper left", bbox_to_anchor=(0, -0.14)
+    )  # below the axes: long signatures would cover the curves
     return figure
 
 
@@ -129,14 +135,23 @@ def _coinciding(kinds, xs) -> list:
 
 def compare_figure(result: CompareResult):
     """Predicted latency per accelerator, split into compute-bound and memory-bound time."""
-    figure, (ax,) = _figure(1, 1, f"compare — {_subtitle(result.setup, result.view)}", size=(8.5, 2.2 + 0.7 * len(result.rows)))
+    figure, (ax,) = _figure(
+        1, 1, f"compare — {_subtitle(result.setup, result.view)}", size=(8.5, 2.2 + 0.7 * len(result.rows))
+    )
     names = [f"{r.hardware.key} (ridge {r.ridge:.0f})" for r in result.rows]
     memory = [r.latency_s * 1e3 * (r.memory_share or 0) for r in result.rows]
-    compute = [r.latency_s * 1e3 - m for r, m in zip(result.rows, memory)]
+    compute = [r.latency_s * 1e3 - m for r, m in zip(result.rows, memory, strict=False)]
     ax.barh(names, memory, color="tab:orange", label="memory-bound kernels")
     ax.barh(names, compute, left=memory, color="tab:blue", label="compute-bound kernels")
-    notes = [ax.annotate(f" {r.latency_s * 1e3:.3g} ms · top: {r.top_op} ({100 * (r.top_share or 0):.0f}%)",
-                         (r.latency_s * 1e3, i), va="center", fontsize=8) for i, r in enumerate(result.rows)]
+    notes = [
+        ax.annotate(
+            f" {r.latency_s * 1e3:.3g} ms · top: {r.top_op} ({100 * (r.top_share or 0):.0f}%)",
+            (r.latency_s * 1e3, i),
+            va="center",
+            fontsize=8,
+        )
+        for i, r in enumerate(result.rows)
+    ]
     ax.invert_yaxis()
     ax.set_xlabel("predicted latency per run (ms)")
     figure.legend(fontsize=8, loc="outside lower center", ncols=2)  # not over a bar's note
@@ -152,7 +167,7 @@ def _fit_notes(ax, notes, ends: list[float]) -> None:
     renderer = figure.canvas.get_renderer()
     width = ax.get_window_extent(renderer).width
     spare = [width - n.get_window_extent(renderer).width - 6 for n in notes]
-    ax.set_xlim(0, max(end * width / max(room, width / 4) for end, room in zip(ends, spare)))
+    ax.set_xlim(0, max(end * width / max(room, width / 4) for end, room in zip(ends, spare, strict=False)))
 
 
 def fusion_figure(study: FusionStudy):
@@ -175,19 +190,39 @@ def fusion_figure(study: FusionStudy):
     def scatter(rows, **style):
         pts = [(r.placement.intensity, attained(r)) for r in rows if r.placement and r.placement.intensity and r.time_s]
         if pts:
-            ax.scatter(*zip(*pts), **style)
+            ax.scatter(*zip(*pts, strict=False), **style)
 
-    scatter([n for n in study.report.nodes if n.index not in attention_nodes], s=12, color="0.6", label="nodes as written")
-    scatter([k for k in fused.nodes if k.kind != "attention"], s=22, color="tab:blue", marker="s", label="fused kernels")
-    scatter([study.report.nodes[i] for i in attention_nodes], s=30, color="tab:orange", marker="x",
-            label="attention as written: Q·Kᵀ, softmax, P·V, …")
-    scatter([a.kernel for a in study.attention], s=120, color="crimson", marker="*", label="attention fused: one kernel")
+    scatter(
+        [n for n in study.report.nodes if n.index not in attention_nodes], s=12, color="0.6", label="nodes as written"
+    )
+    scatter(
+        [k for k in fused.nodes if k.kind != "attention"], s=22, color="tab:blue", marker="s", label="fused kernels"
+    )
+    scatter(
+        [study.report.nodes[i] for i in attention_nodes],
+        s=30,
+        color="tab:orange",
+        marker="x",
+        label="attention as written: Q·Kᵀ, softmax, P·V, …",
+    )
+    scatter(
+        [a.kernel for a in study.attention], s=120, color="crimson", marker="*", label="attention fused: one kernel"
+    )
     for a in study.attention[:1]:
         qk = a.scores_node
-        shown = ((qk, qk.placement.intensity, "Q·Kᵀ", "tab:orange", -14), (a.kernel, kernel_figures(a.kernel)[1].intensity, "fused", "crimson", 6))
+        shown = (
+            (qk, qk.placement.intensity, "Q·Kᵀ", "tab:orange", -14),
+            (a.kernel, kernel_figures(a.kernel)[1].intensity, "fused", "crimson", 6),
+        )
         for row, intensity, text, color, dy in shown:
-            ax.annotate(f"{text} {intensity:.3g} FLOP/B", (intensity, attained(row)),
-                        textcoords="offset points", xytext=(6, dy), fontsize=8, color=color)
+            ax.annotate(
+                f"{text} {intensity:.3g} FLOP/B",
+                (intensity, attained(row)),
+                textcoords="offset points",
+                xytext=(6, dy),
+                fontsize=8,
+                color=color,
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP/B)")
@@ -196,9 +231,11 @@ def fusion_figure(study: FusionStudy):
     ax.legend(fontsize=8, loc="lower right")
 
     kinds: dict[str, list[float]] = {}
-    for planned, kernel in zip(fused.plan.groups, fused.nodes):
+    for planned, kernel in zip(fused.plan.groups, fused.nodes, strict=False):
         if kernel.cost is not None:
-            before = sum(cast("CostedNode", study.report.nodes[i]).cost.bytes for i in planned.members)  # a costed kernel's members are
+            before = sum(
+                cast("CostedNode", study.report.nodes[i]).cost.bytes for i in planned.members
+            )  # a costed kernel's members are
             entry = kinds.setdefault(planned.kind, [0.0, 0.0])
             entry[0] += before / 1e9
             entry[1] += kernel.cost.bytes / 1e9
@@ -206,8 +243,18 @@ def fusion_figure(study: FusionStudy):
     ys = np.arange(len(names))
     bars.barh(ys - 0.2, [kinds[k][0] for k in names], height=0.4, color="0.6", label="as written")
     bars.barh(ys + 0.2, [kinds[k][1] for k in names], height=0.4, color="tab:blue", label="fused (runtime estimate)")
-    bars.set_yticks(ys, [{"single": "ops left alone (Transpose, LayerNorm, …)", "epilogue": "matmul/conv + epilogue",
-                          "elementwise": "elementwise chains", "attention": "attention"}.get(k, k) for k in names])
+    bars.set_yticks(
+        ys,
+        [
+            {
+                "single": "ops left alone (Transpose, LayerNorm, …)",
+                "epilogue": "matmul/conv + epilogue",
+                "elementwise": "elementwise chains",
+                "attention": "attention",
+            }.get(k, k)
+            for k in names
+        ],
+    )
     bars.invert_yaxis()
     bars.set_xlabel("bytes moved (GB)")
     bars.legend(fontsize=8, loc="lower right")

@@ -6,14 +6,14 @@ import json
 from collections.abc import Sequence
 from typing import Any, cast
 
-from onnx_roofline.report.units import duration, number, percent, si
+from onnx_roofline.commands.whatif.affine import PROBES, ceil
 from onnx_roofline.commands.whatif.compare import CompareResult
 from onnx_roofline.commands.whatif.context import ContextResult
-from onnx_roofline.commands.whatif.affine import PROBES, ceil
 from onnx_roofline.commands.whatif.critical import CriticalResult
 from onnx_roofline.commands.whatif.experts import moe_columns
 from onnx_roofline.commands.whatif.fuse_report import FusionStudy, kernel_figures
 from onnx_roofline.commands.whatif.sweep import SweepResult
+from onnx_roofline.report.units import duration, number, percent, si
 
 
 def render_json(result) -> str:
@@ -25,7 +25,18 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     axes = [name for name, values in result.axes.items()]
     unit = result.points[0].work.unit if result.points else "runs"
     extra = [*extra, *moe_columns(result.points)]
-    header = [*axes, "latency", f"{unit}/s", "predicted", f"predicted {unit}/s", "compute-bound", "FLOP/B", "bytes", "memory", *(h for h, _ in extra)]
+    header = [
+        *axes,
+        "latency",
+        f"{unit}/s",
+        "predicted",
+        f"predicted {unit}/s",
+        "compute-bound",
+        "FLOP/B",
+        "bytes",
+        "memory",
+        *(h for h, _ in extra),
+    ]
     rows = [
         [
             *(str(p.dims[a]) for a in axes),
@@ -52,7 +63,9 @@ def render_sweep(result: SweepResult, extra: Sequence[tuple[str, list[str]]] = (
     if uncosted:
         notes.append(f"warning: up to {uncosted} nodes per point could not be costed and are not in the figures")
     utilization = result.setup.get("memory_utilization")
-    cache = f"resident KV cache ({result.setup['kv_cache']}) + " if result.setup.get("kv_cache") else ""  # only a model with a cache
+    cache = (
+        f"resident KV cache ({result.setup['kv_cache']}) + " if result.setup.get("kv_cache") else ""
+    )  # only a model with a cache
     notes.append(f"memory = the deployed footprint (weights + {cache}peak activations), whatever the view; "
                  f"it fits within {percent(utilization)} of the capacity (--memory-utilization)")  # fmt: skip
     notes += [f"memory{''.join(f' at {k}={v}' for k, v in dims.items())}: {fit_text(fit, cast(str, result.batch), result.setup.get('kv_cache'))}"
@@ -102,7 +115,7 @@ def render_critical(result: CriticalResult) -> str:
     if result.not_affine:
         lines.append(f"not lines in {dim}, left out (model figures withheld): {', '.join(result.not_affine[:5])}")
     for moe in result.experts:
-        read = ", ".join(f"{d:.2f} at {x}" for x, d in zip(PROBES, moe.distinct))
+        read = ", ".join(f"{d:.2f} at {x}" for x, d in zip(PROBES, moe.distinct, strict=False))
         lines.append(f"MoE {moe.kernel}: reads the weights of {read} of {moe.experts} experts; compute-bound from {dim} = "
                      f"{'never' if moe.critical is None else moe.critical} (the distinct experts' weights added at each {dim})")  # fmt: skip
     lines += [
@@ -163,15 +176,40 @@ def render_fusion(study: FusionStudy, top: int = 10) -> str:
 
 def _attention(study: FusionStudy) -> str:
     """One line per shape of attention (the layers of a model repeat it), with the count."""
-    header = ["attention (first Q·Kᵀ node)", "count", "S", "T", "B·H", "dh", "written Q·Kᵀ FLOP/B", "bound",
-              "written bytes", "fused bytes", "fused FLOP/B", "matmuls only", "ridge", "bound"]
+    header = [
+        "attention (first Q·Kᵀ node)",
+        "count",
+        "S",
+        "T",
+        "B·H",
+        "dh",
+        "written Q·Kᵀ FLOP/B",
+        "bound",
+        "written bytes",
+        "fused bytes",
+        "fused FLOP/B",
+        "matmuls only",
+        "ridge",
+        "bound",
+    ]
     rows: dict[tuple, list[Any]] = {}  # cells: [name, count]
     for row in study.attention:
         qk, k = row.scores_node, row.kernel
         cost, place = kernel_figures(k)
-        cells = [str(row.queries), str(row.keys), str(row.heads), str(row.head_size),
-                 number(qk.placement.intensity, 1), qk.bound, si(row.pattern_bytes, "B"), si(cost.bytes, "B"),
-                 number(place.intensity, 1), number(row.matmul_intensity, 1), number(place.ridge), k.bound]
+        cells = [
+            str(row.queries),
+            str(row.keys),
+            str(row.heads),
+            str(row.head_size),
+            number(qk.placement.intensity, 1),
+            qk.bound,
+            si(row.pattern_bytes, "B"),
+            si(cost.bytes, "B"),
+            number(place.intensity, 1),
+            number(row.matmul_intensity, 1),
+            number(place.ridge),
+            k.bound,
+        ]
         entry = rows.setdefault(tuple(cells), [row.name, 0])
         entry[1] += 1
     table = [[name, str(count), *cells] for cells, (name, count) in rows.items()]
@@ -189,8 +227,18 @@ def _top_kernels(study: FusionStudy, top: int) -> str:
     rows = []
     for k in kernels:
         cost, place = kernel_figures(k)
-        rows.append([k.name, k.op_type, k.kind, si(cost.bytes, "B"), number(place.intensity, 1), k.bound,
-                     duration(place.time_s), percent(place.time_s / total)])
+        rows.append(
+            [
+                k.name,
+                k.op_type,
+                k.kind,
+                si(cost.bytes, "B"),
+                number(place.intensity, 1),
+                k.bound,
+                duration(place.time_s),
+                percent(place.time_s / total),
+            ]
+        )
     header = ["kernel", "ops", "kind", "bytes", "FLOP/B", "bound", "time", "share"]
     return f"top {len(rows)} fused kernels by time\n" + grid(header, rows)
 
@@ -244,7 +292,9 @@ def grid(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     numeric = [i > 0 and all(_numeric(row[i]) for row in rows) for i in range(len(header))]
 
     def line(cells):
-        return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric)).rstrip()
+        return "  ".join(
+            c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric, strict=False)
+        ).rstrip()
 
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *(line(r) for r in rows)])
 
@@ -259,7 +309,9 @@ def fit_text(fit, dim: str, kv_cache: str | None, per: str = "") -> str:
     budget = fit.budget
     head = f"the largest {dim} that fits {si(float(budget.usable), 'B')}{per} ({percent(budget.utilization)} of {si(budget.capacity, 'B')})"
     if fit.largest is None:
-        return f"{head} = none ({'the footprint does not grow with it' if fit.per_unit <= 0 else f'{dim} 1 does not fit'})"
+        return (
+            f"{head} = none ({'the footprint does not grow with it' if fit.per_unit <= 0 else f'{dim} 1 does not fit'})"
+        )
     cache = f", KV cache {kv_cache}" if kv_cache else ""
     return (f"{head} = {fit.largest} (deployed footprint{cache}: {si(float(fit.per_unit), 'B')} per {dim} on {si(float(fit.intercept), 'B')}; "
             f"{si(float(fit.bytes_at_largest), 'B')} at {fit.largest}, {si(float(fit.bytes_above_largest), 'B')} at {fit.largest + 1})")  # fmt: skip

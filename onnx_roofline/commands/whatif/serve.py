@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import cast
 from functools import cache
+from typing import cast
 
 from onnx_roofline.commands.whatif.affine import Line, ceil
 from onnx_roofline.commands.whatif.context import context_dim
@@ -76,7 +76,11 @@ class ServePoint:
             "predicted_step_latency_s": self.predicted_s,
             "predicted_tokens_per_s": self.predicted_tokens_per_s,
             "predicted_ttft_s": self.predicted_ttft_s,
-            "memory_per_device": {**run.memory_dict(), **(self.budget.to_dict() if self.budget else {}), "fits": self.fits},
+            "memory_per_device": {
+                **run.memory_dict(),
+                **(self.budget.to_dict() if self.budget else {}),
+                "fits": self.fits,
+            },
         }
 
 
@@ -96,7 +100,9 @@ class Degree:
     def memory_line(self) -> Line | None:
         """Bytes per device in the batch, through batch 1 and 2."""
         fit = self.memory_fit
-        return None if fit is None or fit.per_unit is None or fit.intercept is None else Line(fit.intercept, fit.per_unit)
+        return (
+            None if fit is None or fit.per_unit is None or fit.intercept is None else Line(fit.intercept, fit.per_unit)
+        )
 
     def to_dict(self) -> dict:
         line = self.memory_line
@@ -105,7 +111,9 @@ class Degree:
             "refused": self.refusal,
             "largest_batch_that_fits": self.fits_up_to,
             "memory_fit": None if self.memory_fit is None else self.memory_fit.to_dict("batch"),
-            "memory_per_device": None if line is None else {"intercept": float(line.intercept), "per_batch": float(line.slope)},
+            "memory_per_device": None
+            if line is None
+            else {"intercept": float(line.intercept), "per_batch": float(line.slope)},
             "compute_bound_batch": ceil(self.compute_crossing),
             "compute_bound_crossing": None if self.compute_crossing is None else float(self.compute_crossing),
             "points": [p.to_dict() for p in self.points],
@@ -149,7 +157,9 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
         raise DimensionError(f"--context {context}: a decode step attends to at least one token")
     prefill = prefill or (_twin(session) if prompt is not None and _sequence_dim(session) else None)
     if prompt is not None and prefill is None:
-        raise DimensionError("--prompt needs a prefill graph: --prefill MODEL (the decode graph reads one token per sequence)")
+        raise DimensionError(
+            "--prompt needs a prefill graph: --prefill MODEL (the decode graph reads one token per sequence)"
+        )
 
     @cache
     def decode_view(b: int):
@@ -166,12 +176,17 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
     link = session.hardware.interconnect
     results = []
     for n in degrees:
-        refusal = plan.refusal(n) or (f"{session.hardware.key} lists no interconnect: no tensor parallelism costed" if n > 1 and link is None else None)
+        refusal = plan.refusal(n) or (
+            f"{session.hardware.key} lists no interconnect: no tensor parallelism costed"
+            if n > 1 and link is None
+            else None
+        )
         if refusal:
             results.append(Degree(n, refusal))
             continue
         runs = lambda b, n=n: per_device(decode_view(b), plan, n, link)  # noqa: E731
         budget = session.hardware.memory_budget
+
         def footprint(b: int, runs: Callable[[int], DeviceRun] = runs) -> float:
             return runs(b).memory_bytes
 
@@ -188,7 +203,9 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
                        time.perf_counter() - start)  # fmt: skip
 
 
-def _point(batch: int, decode: DeviceRun, decode_view, prefill: DeviceRun | None, prefill_view, limit: bool, budget) -> ServePoint:
+def _point(
+    batch: int, decode: DeviceRun, decode_view, prefill: DeviceRun | None, prefill_view, limit: bool, budget
+) -> ServePoint:
     """A point with its predicted step and TTFT beside their bounds (CUDA graphs: serving engines capture decode)."""
     predicted_ttft = None if prefill is None else predict_device(prefill, prefill_view)
     return ServePoint(batch, decode, prefill, limit, budget, predict_device(decode, decode_view), predicted_ttft)
@@ -198,7 +215,7 @@ def _compute_crossing(one: DeviceRun, two: DeviceRun) -> Fraction | None:
     """The batch from which compute-bound kernels take half the kernel time: each kernel's FLOPs,
     bytes and compute time are lines in the batch (through batch 1 and 2), solved exactly."""
     kernels = [KernelLines(a.name, _line(a.flops, b.flops), _line(a.bytes, b.bytes), (_line(a.compute_s, b.compute_s),))
-               for a, b in zip(one.kernels, two.kernels)]  # fmt: skip
+               for a, b in zip(one.kernels, two.kernels, strict=False)]  # fmt: skip
     return share_crossing(kernels, one.bandwidth)
 
 
@@ -217,7 +234,9 @@ def _with_roles(session: Session, given: dict[str, int]) -> dict[str, int]:
     """`given` and every other unbound dim at the size its role implies with them: a decode step's
     sequence 1, a total length the past plus the sequence (shapes/defaults.py)."""
     implied = default_dims(symbolic_dims(session.model.graph), {**session.dims, **given})
-    return given | {name: size for name, (size, rule) in implied.items() if rule != NO_DEFAULT and name not in session.dims}
+    return given | {
+        name: size for name, (size, rule) in implied.items() if rule != NO_DEFAULT and name not in session.dims
+    }
 
 
 def _sequence_dim(session: Session) -> str | None:
@@ -225,7 +244,9 @@ def _sequence_dim(session: Session) -> str | None:
     graph = session.model.graph
     for value in graph.input:
         dims = value.type.tensor_type.shape.dim
-        if value.name in session.graph_inputs and len(dims) == 2 and value.type.tensor_type.elem_type in (6, 7):  # int32, int64
+        if (
+            value.name in session.graph_inputs and len(dims) == 2 and value.type.tensor_type.elem_type in (6, 7)
+        ):  # int32, int64
             return dims[1].dim_param or None
     return None
 

@@ -12,7 +12,9 @@ from onnx_roofline.commands.whatif.serve import ServeResult
 
 
 def serve_figure(result: ServeResult):
-    figure, (ax,) = _figure(1, 1, f"serving, context {result.context} — {_subtitle(result.setup, 'deployed')}", size=(7.0, 4.8))
+    figure, (ax,) = _figure(
+        1, 1, f"serving, context {result.context} — {_subtitle(result.setup, 'deployed')}", size=(7.0, 4.8)
+    )
     for row, degree in enumerate(d for d in result.degrees if d.points):
         points = degree.points
         xs = [p.decode.time_s * 1e3 for p in points]
@@ -30,8 +32,15 @@ def serve_figure(result: ServeResult):
         if limit is not None:
             at = (limit.decode.time_s * 1e3, limit.tokens_per_s / degree.devices)
             ax.plot(*at, "X", color=line.get_color(), ms=10, mec="black")
-            ax.annotate(f"fits up to {limit.batch}", at, textcoords="offset points",
-                        xytext=(-8, -14 - 11 * row), ha="right", fontsize=8, color=line.get_color())  # fmt: skip (per GPU, the limits meet: one line each)
+            ax.annotate(
+                f"fits up to {limit.batch}",
+                at,
+                textcoords="offset points",
+                xytext=(-8, -14 - 11 * row),
+                ha="right",
+                fontsize=8,
+                color=line.get_color(),
+            )  # fmt: skip (per GPU, the limits meet: one line each)
     ax.plot([], [], "X", color="grey", mec="black", label="largest batch that fits")
     ax.plot([], [], "o", mfc="none", color="grey", label="does not fit")
     ax.plot([], [], "--", color="grey", label="predicted (dashed); bound (solid)")

@@ -13,7 +13,6 @@ from functools import cached_property
 import onnx
 
 from onnx_roofline.analysis import analyze
-from onnx_roofline.shapes.sizing import Sizing
 from onnx_roofline.costs.capacity import LargestFit, largest_fitting
 from onnx_roofline.costs.hardware import Hardware, load_hardware
 from onnx_roofline.costs.memory import Footprint
@@ -21,6 +20,7 @@ from onnx_roofline.errors import DimensionError
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad
+from onnx_roofline.shapes.sizing import Sizing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ FORMER_NAMES = {"unfused": WRITTEN, "fused": DEPLOYED}  # the studies' former wo
 
 
 def view_name(view: str) -> str:
-    """"written" or "deployed", from either or a former name; a ValueError for anything else."""
+    """ "written" or "deployed", from either or a former name; a ValueError for anything else."""
     view = FORMER_NAMES.get(view, view)
     if view not in (WRITTEN, DEPLOYED):
         raise ValueError(f"no view {view!r}: written or deployed")
@@ -96,7 +96,9 @@ class Session:
         fits: the deployed view's, the KV cache as --kv-cache says (costs/memory.py)."""
         return self.view(self.report(dims), DEPLOYED).memory
 
-    def largest_fitting(self, dim: str, dims: Mapping[str, int] | None = None, known: Mapping[int, int] | None = None) -> LargestFit:
+    def largest_fitting(
+        self, dim: str, dims: Mapping[str, int] | None = None, known: Mapping[int, int] | None = None
+    ) -> LargestFit:
         """The largest value of `dim` whose footprint (at the session's dims and `dims`) fits the
         hardware's memory budget, exactly (costs/capacity.py). `known`: footprints already analysed."""
         known = dict(known or {})
@@ -157,5 +159,7 @@ def batch_dim(session: Session) -> str:
 
     found = [name for name, (_, rule) in default_dims(symbolic_dims(session.model.graph)).items() if rule == "batch"]
     if len(found) != 1:
-        raise DimensionError(f"cannot tell the batch dim (candidates: {', '.join(found) or 'none'}); name the dim to solve for with --over DIM")
+        raise DimensionError(
+            f"cannot tell the batch dim (candidates: {', '.join(found) or 'none'}); name the dim to solve for with --over DIM"
+        )
     return found[0]

@@ -13,12 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from onnx_roofline.costs.capacity import LargestFit
-from onnx_roofline.errors import DimensionError
-from onnx_roofline.views.ops import is_matrix
 from onnx_roofline.commands.whatif.experts import MoePoint, moe_point
 from onnx_roofline.commands.whatif.session import DEPLOYED, WRITTEN, Session, batch_dim, view_name
 from onnx_roofline.commands.whatif.workload import Work, work_per_run
+from onnx_roofline.costs.capacity import LargestFit
+from onnx_roofline.errors import DimensionError
+from onnx_roofline.views.ops import is_matrix
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,9 @@ class Point:
     memory_bytes: int | None = None  # the deployed footprint: weights + resident KV cache + peak activations
     fits: bool | None = None  # within the usable memory, capacity × utilization (None: no capacity given)
     experts: MoePoint | None = None  # deployed: the MoE kernels' distinct experts, weight bytes and bound (experts.py)
-    predicted_s: float | None = None  # the deployed view's predicted time (views/prediction.py), whatever the view swept
+    predicted_s: float | None = (
+        None  # the deployed view's predicted time (views/prediction.py), whatever the view swept
+    )
 
     @property
     def throughput(self) -> float | None:
@@ -98,7 +100,7 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = WRITT
     start = time.perf_counter()
     points, ridge = [], None
     for values in itertools.product(*axes.values()):
-        dims = dict(zip(axes, values))
+        dims = dict(zip(axes, values, strict=False))
         report = session.report(dims)
         measured = session.view(report, view)
         totals = measured.totals
@@ -106,15 +108,30 @@ def sweep(session: Session, axes: Mapping[str, Sequence[int]], view: str = WRITT
         share = None if totals.memory_bound_time_share is None else 1 - totals.memory_bound_time_share
         deployed = measured if view == DEPLOYED else session.view(report, DEPLOYED)
         memory = deployed.memory  # the one memory model
-        predicted = deployed.prediction.time_s if deployed.prediction is not None and deployed.totals.costed_nodes else None
+        predicted = (
+            deployed.prediction.time_s if deployed.prediction is not None and deployed.totals.costed_nodes else None
+        )
         points.append(
-            Point({**session.dims, **dims}, totals.time_s, work_per_run(report, session.graph_inputs), share,
-                  totals.intensity, totals.flops, totals.bytes, totals.uncosted_nodes, memory.total_bytes, memory.fits, moe_point(measured),
-                  predicted)  # fmt: skip
+            Point(
+                {**session.dims, **dims},
+                totals.time_s,
+                work_per_run(report, session.graph_inputs),
+                share,
+                totals.intensity,
+                totals.flops,
+                totals.bytes,
+                totals.uncosted_nodes,
+                memory.total_bytes,
+                memory.fits,
+                moe_point(measured),
+                predicted,
+            )  # fmt: skip
         )
     batch, fits = _largest_batches(session, axes, {tuple(sorted(p.dims.items())): p.memory_bytes for p in points})
     elapsed = time.perf_counter() - start
-    return SweepResult(session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed, batch, fits)
+    return SweepResult(
+        session.describe(), view, {k: tuple(v) for k, v in axes.items()}, tuple(points), ridge, elapsed, batch, fits
+    )
 
 
 def _largest_batches(session: Session, axes: Mapping[str, Sequence[int]], known: dict) -> tuple[str | None, tuple]:
@@ -129,7 +146,7 @@ def _largest_batches(session: Session, axes: Mapping[str, Sequence[int]], known:
     others = {name: values for name, values in axes.items() if name != batch}
     fits = []
     for values in itertools.product(*others.values()):
-        dims = dict(zip(others, values))
+        dims = dict(zip(others, values, strict=False))
         seen = {x: known.get(tuple(sorted({**session.dims, **dims, batch: x}.items()))) for x in axes[batch]}
         fits.append((dims, session.largest_fitting(batch, dims, {x: n for x, n in seen.items() if n is not None})))
     return batch, tuple(fits)

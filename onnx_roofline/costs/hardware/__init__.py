@@ -26,11 +26,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-from onnx_roofline.model import files
-from onnx_roofline.errors import HardwareSpecError
 from onnx_roofline.costs.capacity import DEFAULT_MEMORY_UTILIZATION, MemoryBudget, checked_utilization
 from onnx_roofline.costs.hardware.achievable import Achievable, parse_achievable
 from onnx_roofline.costs.hardware.interconnect import Interconnect, parse_interconnect
+from onnx_roofline.errors import HardwareSpecError
+from onnx_roofline.model import files
 
 __all__ = [
     "DTYPE_CLASSES",
@@ -189,7 +189,9 @@ class Hardware:
         peaks = {**{unit: dict(table) for unit, table in self.peaks.items()}, MATRIX: matrix}
         sources = dict(self.sources)
         if mode == "tf32" and "tf32" in matrix:
-            sources["matrix.fp32"] = f"--fp32-matmul tf32: the TF32 tensor-core peak ({self.figure_source(MATRIX, 'tf32')})"
+            sources["matrix.fp32"] = (
+                f"--fp32-matmul tf32: the TF32 tensor-core peak ({self.figure_source(MATRIX, 'tf32')})"
+            )
         return dataclasses.replace(self, peaks=peaks, sources=sources, fp32_matmul=mode)
 
     def with_memory_utilization(self, fraction: float) -> Hardware:
@@ -272,7 +274,9 @@ def _seconds(value: object, where: str, origin: str) -> float:
     """A duration in seconds: positive, at most one second (a launch overhead is microseconds)."""
     if not _is_number(value) or not math.isfinite(value) or not 0 < value <= 1:
         shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise HardwareSpecError(f"hardware spec {origin}: `{where}` must be a positive number of seconds (at most 1), got {shown}")
+        raise HardwareSpecError(
+            f"hardware spec {origin}: `{where}` must be a positive number of seconds (at most 1), got {shown}"
+        )
     return float(value)
 
 
@@ -289,8 +293,14 @@ def _entry_from_mapping(data: object, key: str, origin: str, default_source: str
     if "memory_bandwidth" not in data:
         raise HardwareSpecError(f"hardware spec {origin}: missing key `memory_bandwidth` (B/s)")
     bandwidth = _positive(data["memory_bandwidth"], "memory_bandwidth", origin, "B/s")
-    capacity = _positive(data["memory_capacity"], "memory_capacity", origin, "bytes") if "memory_capacity" in data else None
-    sfu = _positive(data["special_function_rate"], "special_function_rate", origin, "transcendentals/s") if "special_function_rate" in data else None
+    capacity = (
+        _positive(data["memory_capacity"], "memory_capacity", origin, "bytes") if "memory_capacity" in data else None
+    )
+    sfu = (
+        _positive(data["special_function_rate"], "special_function_rate", origin, "transcendentals/s")
+        if "special_function_rate" in data
+        else None
+    )
     launch = _seconds(data["launch_overhead"], "launch_overhead", origin) if "launch_overhead" in data else None
 
     name = data.get("name", key)
@@ -416,7 +426,9 @@ def _load_file(path: Path, key: str | None) -> Hardware:
     default_source = f"user spec file {path}"
     # One entry at the top level (has the entry's own fields), or one table per entry.
     if any(name in data for name in ("memory_bandwidth", "peaks", "name", "source")):
-        if key is not None and key.lower() != path.stem.lower():  # one entry, keyed by the file's stem: no other NAME is in it
+        if (
+            key is not None and key.lower() != path.stem.lower()
+        ):  # one entry, keyed by the file's stem: no other NAME is in it
             raise HardwareSpecError(f"hardware spec file {path}: no entry `{key}` (it holds one spec, `{path.stem}`)")
         return _entry_from_mapping(data, path.stem, f"{path}", default_source)
     tables = {name: value for name, value in data.items() if isinstance(value, Mapping)}
@@ -435,9 +447,7 @@ def _load_file(path: Path, key: str | None) -> Hardware:
     else:
         matches = [name for name in tables if name.lower() == key.lower()]
         if not matches:
-            raise HardwareSpecError(
-                f"hardware spec file {path}: no entry `{key}` (entries: {', '.join(tables)})"
-            )
+            raise HardwareSpecError(f"hardware spec file {path}: no entry `{key}` (entries: {', '.join(tables)})")
         key = matches[0]
     return _entry_from_mapping(tables[key], key, f"{path}:{key}", default_source)
 

@@ -78,11 +78,17 @@ def parse_achievable(data: object, origin: str) -> Achievable:
     if not isinstance(tiles, list) or not tiles or not all(_tile(tile) for tile in tiles):
         raise HardwareSpecError(f"{where}.tiles` must be a list of [M, N] pairs of positive integers, got {tiles!r}")
     per_dtype = data.get("compute_fractions", {})
-    if not isinstance(per_dtype, Mapping) or not all(isinstance(key, str) and _number(value) and 0 < value <= 1 for key, value in per_dtype.items()):
-        raise HardwareSpecError(f"{where}.compute_fractions` must be a table of dtype classes to fractions in (0, 1], got {per_dtype!r}")
+    if not isinstance(per_dtype, Mapping) or not all(
+        isinstance(key, str) and _number(value) and 0 < value <= 1 for key, value in per_dtype.items()
+    ):
+        raise HardwareSpecError(
+            f"{where}.compute_fractions` must be a table of dtype classes to fractions in (0, 1], got {per_dtype!r}"
+        )
     sources = data.get("sources", {})
     if not isinstance(sources, Mapping) or any(key not in (*FIGURES, "compute_fractions") for key in sources):
-        raise HardwareSpecError(f"{where}.sources` must be a table keyed by {', '.join((*FIGURES, 'compute_fractions'))}")
+        raise HardwareSpecError(
+            f"{where}.sources` must be a table keyed by {', '.join((*FIGURES, 'compute_fractions'))}"
+        )
     if not all(isinstance(text, str) and text.strip() for text in (data["source"], *sources.values())):
         raise HardwareSpecError(f"{where}` sources must be non-empty strings")
     return Achievable(float(data["bandwidth_fraction"]), float(data["compute_fraction"]), sms, tuple((m, n) for m, n in tiles),
@@ -91,7 +97,11 @@ def parse_achievable(data: object, origin: str) -> Achievable:
 
 
 def _tile(tile: object) -> bool:
-    return isinstance(tile, list) and len(tile) == 2 and all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)
+    return (
+        isinstance(tile, list)
+        and len(tile) == 2
+        and all(isinstance(t, int) and not isinstance(t, bool) and t > 0 for t in tile)
+    )
 
 
 def _number(value: object) -> bool:

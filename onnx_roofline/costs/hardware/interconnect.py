@@ -45,19 +45,32 @@ def parse_interconnect(data: object, origin: str) -> Interconnect:
         raise HardwareSpecError(f"hardware spec {origin}: `interconnect` must be a table")
     unknown = [key for key in data if key not in FIELDS]
     if unknown:
-        raise HardwareSpecError(f"hardware spec {origin}: unknown field `interconnect.{unknown[0]}` (expected: {', '.join(FIELDS)})")
+        raise HardwareSpecError(
+            f"hardware spec {origin}: unknown field `interconnect.{unknown[0]}` (expected: {', '.join(FIELDS)})"
+        )
     missing = [key for key in FIELDS[:-1] if key not in data]
     if missing:
         raise HardwareSpecError(f"hardware spec {origin}: missing `interconnect.{missing[0]}`")
     for key, allowed in (("fabric", FABRICS), ("generation", GENERATIONS)):
         if data[key] not in allowed:
-            raise HardwareSpecError(f"hardware spec {origin}: `interconnect.{key}` must be one of {', '.join(allowed)}, got {data[key]!r}")
+            raise HardwareSpecError(
+                f"hardware spec {origin}: `interconnect.{key}` must be one of {', '.join(allowed)}, got {data[key]!r}"
+            )
     bandwidth = data["bandwidth"]
-    if not (isinstance(bandwidth, (int, float)) and not isinstance(bandwidth, bool) and math.isfinite(bandwidth) and 1e3 <= bandwidth <= 1e15):
-        raise HardwareSpecError(f"hardware spec {origin}: `interconnect.bandwidth` must be a number between 1e3 and 1e15 (B/s), got {bandwidth!r}")
+    if not (
+        isinstance(bandwidth, (int, float))
+        and not isinstance(bandwidth, bool)
+        and math.isfinite(bandwidth)
+        and 1e3 <= bandwidth <= 1e15
+    ):
+        raise HardwareSpecError(
+            f"hardware spec {origin}: `interconnect.bandwidth` must be a number between 1e3 and 1e15 (B/s), got {bandwidth!r}"
+        )
     sources = data.get("sources", {})
     if not isinstance(sources, Mapping) or any(key != "bandwidth" for key in sources):
         raise HardwareSpecError(f"hardware spec {origin}: `interconnect.sources` must be a table keyed bandwidth")
     if not all(isinstance(text, str) and text.strip() for text in (data["name"], data["source"], *sources.values())):
         raise HardwareSpecError(f"hardware spec {origin}: `interconnect` name and sources must be non-empty strings")
-    return Interconnect(data["name"], data["fabric"], data["generation"], float(bandwidth), data["source"], dict(sources))
+    return Interconnect(
+        data["name"], data["fabric"], data["generation"], float(bandwidth), data["source"], dict(sources)
+    )

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
 from onnx_roofline.costs.rules.contrib import text_attr
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.model.tensors import KnownTensor
 
 ROTARY_FLOPS = 3
@@ -81,7 +81,9 @@ def score_cost(
         return Cost(flops=flops, transcendentals=transcendentals)
     past = max(kv_len - q_len, 0)
     useful_scores = batch * heads * (q_len * past + q_len * (q_len + 1) // 2)
-    useful, _ = _score_flops(min(useful_scores, batch * heads * q_len * kv_len), rows, qk_dim, v_dim, masks, softcap, sink)
+    useful, _ = _score_flops(
+        min(useful_scores, batch * heads * q_len * kv_len), rows, qk_dim, v_dim, masks, softcap, sink
+    )
     return Cost(flops=flops, transcendentals=transcendentals, useful_flops=useful)
 
 
@@ -239,7 +241,9 @@ def rotary_embedding(node: KnownNode) -> Cost:
     positions = node.input(3)
     if positions is None:
         return cost
-    return plus_work(cost, io=partial_bytes(node, rotary_caches([node.operand(1), node.operand(2)], positions.numel), {}))
+    return plus_work(
+        cost, io=partial_bytes(node, rotary_caches([node.operand(1), node.operand(2)], positions.numel), {})
+    )
 
 
 # --- com.microsoft --------------------------------------------------------------------------------
@@ -406,7 +410,9 @@ def group_query_attention(node: KnownNode) -> Cost:
     if node.attrs.get("do_rotary", 0) and node.input(7) is not None:
         flops += ROTARY_FLOPS * (q_rows + k_rows) * 2 * node.operand(7).shape[-1]
         positions = node.input(9)
-        reads |= rotary_caches([node.input(7), node.input(8)], positions.numel if positions is not None else batch * q_len)
+        reads |= rotary_caches(
+            [node.input(7), node.input(8)], positions.numel if positions is not None else batch * q_len
+        )
     if node.input(14) is not None and node.input(15) is not None:
         for rows in (q_rows, k_rows):
             norm, sqrts = qk_norm(rows, head)
@@ -531,7 +537,9 @@ def sparse_attention(node: KnownNode) -> Cost:
     if node.attrs.get("do_rotary", 0) and node.input(9) is not None:
         flops += ROTARY_FLOPS * batch * q_len * (heads + kv_heads) * 2 * node.operand(9).shape[-1]
         reads |= rotary_caches([node.input(9), node.input(10)], batch * q_len)
-    cache_reads, writes = _in_place_cache([past_key, node.operand(4)], [node.output(1), node.output(2)], 2, total - q_len, q_len)
+    cache_reads, writes = _in_place_cache(
+        [past_key, node.operand(4)], [node.output(1), node.output(2)], 2, total - q_len, q_len
+    )
     return plus_work(cost, flops, io=partial_bytes(node, reads | cache_reads, writes))
 
 
@@ -557,7 +565,9 @@ def paged_attention(node: KnownNode) -> Cost:
     keys = table.shape[1] * block_size
     causal = bool(node.attrs.get("is_causal", 1))
     softcap = bool(node.attrs.get("softcap", 0.0))
-    cost = score_cost(1, heads, tokens, keys, head, v_head, masks=int(causal), softcap=softcap, sink=node.input(11) is not None)
+    cost = score_cost(
+        1, heads, tokens, keys, head, v_head, masks=int(causal), softcap=softcap, sink=node.input(11) is not None
+    )
     flops, transcendentals = 0, 0
     reads: dict[str, int] = {}
     if node.attrs.get("do_rotary", 0) and node.input(8) is not None:
@@ -570,7 +580,11 @@ def paged_attention(node: KnownNode) -> Cost:
     caches = [node.input(3), node.input(4)]
     referenced = min(table.numel, blocks)
     reads |= {c.name: rows_bytes(c, 0, referenced) for c in caches if c is not None}
-    writes = {c.name: min(c.nbytes, c.nbytes * tokens // (blocks * block_size)) for c in (node.output(1), node.output(2)) if c is not None}
+    writes = {
+        c.name: min(c.nbytes, c.nbytes * tokens // (blocks * block_size))
+        for c in (node.output(1), node.output(2))
+        if c is not None
+    }
     return plus_work(cost, flops, transcendentals, io=partial_bytes(node, reads, writes))
 
 
@@ -587,7 +601,9 @@ def longformer_attention(node: KnownNode) -> Cost:
     head = _divide(hidden, heads, "LongformerAttention: hidden size / num_heads")
     band = min(2 * node.attrs["window"] + 1, q_len)
     projected = batch * q_len * 3 * hidden
-    return plus_work(score_cost(batch, heads, q_len, band, head, head, masks=1), 2 * (2 * projected * hidden + projected))
+    return plus_work(
+        score_cost(batch, heads, q_len, band, head, head, masks=1), 2 * (2 * projected * hidden + projected)
+    )
 
 
 @register("GemmaRotaryEmbedding", domain="com.microsoft")
@@ -612,7 +628,9 @@ def relative_position_bias(node: KnownNode) -> Cost:
     lookup per output element, no FLOPs. Bytes: the default (the small table read whole)."""
     _, _, q_len, k_len = node.result(0).shape
     pairs = q_len * k_len
-    return Cost(flops=pairs * (RELATIVE_BUCKET + 2 * bool(node.attrs.get("is_bidirectional", 0))), transcendentals=pairs)
+    return Cost(
+        flops=pairs * (RELATIVE_BUCKET + 2 * bool(node.attrs.get("is_bidirectional", 0))), transcendentals=pairs
+    )
 
 
 @register("GatedRelativePositionBias", domain="com.microsoft")

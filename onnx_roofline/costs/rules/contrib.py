@@ -21,9 +21,9 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.linalg import gemm
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
 
 MS = "com.microsoft"
 
@@ -481,7 +481,9 @@ def moe(node: KnownNode) -> Cost:
     weight and accumulate the expert's output. Bytes: each expert's weights and biases are read once
     when any token is routed to it (min(E, T·k) experts), the rest default."""
     fc3 = node.input(6) is not None
-    flops, transcendentals, used = _moe(node, {"fused": node.operand(2).shape[1], "inter": node.operand(4).shape[2]}, (3, 5, 7), fc3)
+    flops, transcendentals, used = _moe(
+        node, {"fused": node.operand(2).shape[1], "inter": node.operand(4).shape[2]}, (3, 5, 7), fc3
+    )
     reads = expert_reads(node, node.operand(1).shape[-1], used, (2, 3, 4, 5, 6, 7))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read)
@@ -506,10 +508,20 @@ def qmoe(node: KnownNode) -> Cost:
     reads = expert_reads(node, node.operand(1).shape[-1], used, (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13))
     read = sum({t.name: reads.get(t.name, t.nbytes) for t in node.present_inputs}.values())
     experts = node.operand(1).shape[-1]
-    logical = {2: experts * fused * hidden, 5: experts * hidden * inter, 8: experts * inter * hidden}  # all experts' weights
+    logical = {
+        2: experts * fused * hidden,
+        5: experts * hidden * inter,
+        8: experts * inter * hidden,
+    }  # all experts' weights
     metadata = ((3, 0), (6, 0), (9, 0), (11, 0), (12, 0), (13, 0))  # scales and zero points
     parameters = tuple(logical.items()) + metadata
-    return Cost(flops=flops, transcendentals=transcendentals, bytes_read=read, dequantize_flops=dequantize, parameters=parameters)
+    return Cost(
+        flops=flops,
+        transcendentals=transcendentals,
+        bytes_read=read,
+        dequantize_flops=dequantize,
+        parameters=parameters,
+    )
 
 
 # --- hyper-connections -----------------------------------------------------------------------------
@@ -554,5 +566,15 @@ def hyper_connection_low_rank_mix(node: KnownNode) -> Cost:
     rank = node.operand(2).shape[1]
     prologue = 2 * n if node.input(5) is not None and node.input(6) is not None else 0
     scale = rows * width * (node.attrs.get("reduction_scale", 1.0) != 1.0)
-    flops = prologue + 4 * n + 2 * rows * branches + 4 * n * rank + 2 * rows * rank + 2 * n + scale + 2 * n * branches + 2 * rows * branches
+    flops = (
+        prologue
+        + 4 * n
+        + 2 * rows * branches
+        + 4 * n * rank
+        + 2 * rows * rank
+        + 2 * n
+        + scale
+        + 2 * n * branches
+        + 2 * rows * branches
+    )
     return Cost(flops=flops, transcendentals=rows * branches + rows * rank + n + rows * branches)

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import cast
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.status import UNSUPPORTED, Uncostable
 from onnx_roofline.costs.rules import contrib, conv, elementwise, linalg, movement, pooling, reduction, signal
-from onnx_roofline.model.op_node import KnownNode, OpNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode, OpNode
+from onnx_roofline.model.status import UNSUPPORTED, Uncostable
 from onnx_roofline.model.tensors import KnownTensor, TensorInfo
 
 MS = "com.microsoft"
@@ -52,7 +52,9 @@ def _as(node: KnownNode, inputs: Sequence[KnownTensor | None], outputs: Sequence
 
 def _nchw(tensor: KnownTensor) -> KnownTensor:
     """An NHWC tensor's shape read as NCHW (the channels moved behind the batch)."""
-    return cast(KnownTensor, TensorInfo(tensor.name, (tensor.shape[0], tensor.shape[-1], *tensor.shape[1:-1]), tensor.dtype))
+    return cast(
+        KnownTensor, TensorInfo(tensor.name, (tensor.shape[0], tensor.shape[-1], *tensor.shape[1:-1]), tensor.dtype)
+    )
 
 
 @register("NhwcMaxPool", domain=MS)
@@ -197,7 +199,9 @@ elementwise.per_element("Affine", 2, 0, "alpha·x + beta")
 elementwise.per_element("Scale", 1, 0, "scale·x")
 elementwise.per_element("ScaledTanh", 2, 1, "alpha·tanh(beta·x) (tanh; two multiplies)")
 elementwise.per_element("ParametricSoftplus", 3, 2, "alpha·ln(exp(beta·x) + 1) (exp, log; two multiplies, an add)")
-elementwise.per_element("ImageScaler", 2, 0, "scale·x + bias[c] (a multiply, an add; the per-channel bias read from the attribute)")
+elementwise.per_element(
+    "ImageScaler", 2, 0, "scale·x + bias[c] (a multiply, an add; the per-channel bias read from the attribute)"
+)
 
 
 @register("GRUUnit")

@@ -27,11 +27,19 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
-from onnx_roofline.costs.rules.attention import ROTARY_FLOPS, partial_bytes, qk_norm, rotary_caches, rows_bytes, plus_work, score_cost
-from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.costs.rules.attention import (
+    ROTARY_FLOPS,
+    partial_bytes,
+    plus_work,
+    qk_norm,
+    rotary_caches,
+    rows_bytes,
+    score_cost,
+)
 from onnx_roofline.costs.rules.contrib import ACTIVATIONS, SWIGLU, expert_reads, rms_norm, text_attr
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
 from onnx_roofline.shapes.rules.contrib_llm import delta_net_heads, ngram_heads, rms_rotary_width
 
 MS = "com.microsoft"
@@ -75,7 +83,9 @@ def causal_conv_with_state(node: KnownNode) -> Cost:
     on CUDA cores). Bytes: the default, except a windowed past_state (com.microsoft's state_window
     = W), read for its last slot only."""
     cost = _causal_conv(node, 2)
-    return plus_work(cost, io=partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
+    return (
+        plus_work(cost, io=partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
+    )
 
 
 @register("VarlenCausalConvWithState", domain=MS)
@@ -152,7 +162,9 @@ def linear_attention(node: KnownNode) -> Cost:
     tokens = query.shape[0] * query.shape[1]
     flops = tokens * recurrence_flops(rule, dk, dv, heads_kv, max(heads_q, heads_kv), _scaled(node))
     cost = Cost(flops=flops, transcendentals=decay.numel if decay is not None and "gated" in rule else 0)
-    return plus_work(cost, io=partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
+    return (
+        plus_work(cost, io=partial_bytes(node, _slot_read(node, 3), {})) if node.attrs.get("state_window", 0) else cost
+    )
 
 
 @register("LinearAttentionGate", domain=MS)
@@ -263,7 +275,9 @@ def moe_packed(node: KnownNode) -> Cost:
     if node.input(5) is None:
         routing += 4 * experts - 2
         transcendentals = tokens * experts
-    routing += (2 * k - 1) * node.attrs.get("normalize_routing_weights", 1) + k * (node.attrs.get("routed_scaling_factor", 1.0) != 1.0)
+    routing += (2 * k - 1) * node.attrs.get("normalize_routing_weights", 1) + k * (
+        node.attrs.get("routed_scaling_factor", 1.0) != 1.0
+    )
     routed = tokens * k
     used = min(routed, experts)
     transcendentals += routed * inter * (activation == "swiglu")
@@ -286,9 +300,15 @@ def router_gate_up_proj(node: KnownNode) -> Cost:
     halves: 4 FLOPs and 1 sigmoid per activated element, + 3 clamps when limit > 0."""
     x, weight = node.operand(0), node.operand(1)
     rows = x.numel // x.shape[-1]
-    activated = node.result(1).numel if node.output(1) is not None else rows * (weight.shape[1] - node.attrs["router_size"]) // 2
+    activated = (
+        node.result(1).numel
+        if node.output(1) is not None
+        else rows * (weight.shape[1] - node.attrs["router_size"]) // 2
+    )
     clamps = 3 if node.attrs.get("limit", 0.0) > 0 else 0
-    return Cost(flops=2 * x.shape[-1] * weight.shape[1] * rows + (SWIGLU + clamps) * activated, transcendentals=activated)
+    return Cost(
+        flops=2 * x.shape[-1] * weight.shape[1] * rows + (SWIGLU + clamps) * activated, transcendentals=activated
+    )
 
 
 # --- block-quantized and packed weights ----------------------------------------------------------
@@ -299,7 +319,9 @@ def _weight_only(node: KnownNode, k: int, n: int, per_weight: int, bias_index: i
     per_weight·K·N; parameters K·N for the weight, 0 for the scales at the next slot."""
     outputs = node.result(0).numel
     bias = outputs if bias_index is not None and node.input(bias_index) is not None else 0
-    return Cost(flops=2 * k * outputs + bias, dequantize_flops=per_weight * k * n, parameters=((slot, k * n), (slot + 1, 0)))
+    return Cost(
+        flops=2 * k * outputs + bias, dequantize_flops=per_weight * k * n, parameters=((slot, k * n), (slot + 1, 0))
+    )
 
 
 @register("MatMulBlockQuantizedFp8Weight", domain=MS, unit=MATRIX)
@@ -349,7 +371,9 @@ def matmul_packed(node: KnownNode) -> Cost:
     activation = text_attr(node, "activation_type", "none").lower()
     extra, transcendentals = {"none": (0, 0), "relu2": (2, 0), "relu_squared": (2, 0), "silu": (1, 1)}[activation]
     flops = 2 * k * outputs + (outputs if node.input(2) is not None else 0) + extra * outputs
-    return Cost(flops=flops, transcendentals=transcendentals * outputs, dequantize_flops=2 * k * n, parameters=((1, k * n),))
+    return Cost(
+        flops=flops, transcendentals=transcendentals * outputs, dequantize_flops=2 * k * n, parameters=((1, k * n),)
+    )
 
 
 @register("GatherPacked", domain=MS)
@@ -374,7 +398,10 @@ def rms_norm_rotary(node: KnownNode) -> Cost:
     batch, seq, heads, _ = node.operand(0).shape
     rows = batch * seq * heads
     norm = rms_norm(rows * rms_rotary_width(node), rows)
-    cost = Cost(flops=norm.flops + ROTARY_FLOPS * rows * node.attrs["rotary_embedding_dim"], transcendentals=norm.transcendentals)
+    cost = Cost(
+        flops=norm.flops + ROTARY_FLOPS * rows * node.attrs["rotary_embedding_dim"],
+        transcendentals=norm.transcendentals,
+    )
     return plus_work(cost, io=partial_bytes(node, rotary_caches([node.operand(3), node.operand(4)], batch * seq), {}))
 
 
@@ -387,7 +414,9 @@ def engram_gate(node: KnownNode) -> Cost:
     n, rows = key.numel, key.numel // key.shape[-1]
     norms = 2 + (node.output(1) is not None)
     norm = rms_norm(n, rows)
-    return Cost(flops=norms * norm.flops + 2 * n + 4 * rows + n, transcendentals=norms * norm.transcendentals + 2 * rows)
+    return Cost(
+        flops=norms * norm.flops + 2 * n + 4 * rows + n, transcendentals=norms * norm.transcendentals + 2 * rows
+    )
 
 
 @register("GatedAdd", domain=MS)
@@ -431,7 +460,9 @@ def _sparse_keys(node: KnownNode, selected: int, visible: int) -> int:
     return selected + (visible if window < 0 else min(window, visible))
 
 
-def _rotary_and_norm(node: KnownNode, rows_q: int, rows_k: int, head: int, cos: int, norms: tuple[int, int]) -> tuple[int, int]:
+def _rotary_and_norm(
+    node: KnownNode, rows_q: int, rows_k: int, head: int, cos: int, norms: tuple[int, int]
+) -> tuple[int, int]:
     """(FLOPs, transcendentals) of do_rotary (3 per rotated element of Q and new K, rot = 2·cos's
     last dim) and of the per-head Q/K RMS norms when both weights (inputs `norms`) are given."""
     flops, transcendentals = 0, 0
@@ -507,4 +538,7 @@ def sparse_attention_indexer(node: KnownNode) -> Cost:
     plans and visible-token counts the inputs hold as values (qsa's complete blocks, csa's
     compressed entries), so no count follows from the shapes. The outputs are typed (the shape
     rules), so what follows is costed."""
-    raise Uncostable(DATA_DEPENDENT, f"{node.op_type}: its pooling, scoring and top-k run over the blocks its window plans and counts select, values only the run knows")
+    raise Uncostable(
+        DATA_DEPENDENT,
+        f"{node.op_type}: its pooling, scoring and top-k run over the blocks its window plans and counts select, values only the run knows",
+    )

@@ -22,17 +22,17 @@ import onnx
 from onnx import TensorProto, helper
 
 from onnx_roofline.costs.cost import CompositeCost, Cost
-from onnx_roofline.model.status import DATA_DEPENDENT, UNSUPPORTED, Uncostable
-from onnx_roofline.shapes.rules.contrib_quantized import decoder_attention_keys, matmul_fpq4_sizes, vocabulary
-from onnx_roofline.shapes.input_values import value_flag
 from onnx_roofline.costs.rules.attention import longformer_attention, score_cost
 from onnx_roofline.costs.rules.contrib import GELU_ERF, layer_norm, norm_rows
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.control_flow import repeated
 from onnx_roofline.costs.rules.quantization import dequantize, quantize
-from onnx_roofline.costs.rules.recurrent import sequence_steps, lstm_cost
+from onnx_roofline.costs.rules.recurrent import lstm_cost, sequence_steps
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.status import DATA_DEPENDENT, UNSUPPORTED, Uncostable
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
+from onnx_roofline.shapes.input_values import value_flag
+from onnx_roofline.shapes.rules.contrib_quantized import decoder_attention_keys, matmul_fpq4_sizes, vocabulary
 
 MS = "com.microsoft"
 SYMMETRIC = None  # the ordered ops have no zero point input
@@ -114,7 +114,6 @@ def q_ordered_longformer_attention(node: KnownNode) -> Cost:
 # --- int4 and sparse matmuls, DecoderAttention, AttnLSTM -------------------------------------------
 
 
-
 @register("MatMulFpQ4", domain=MS, unit=MATRIX)
 def matmul_fpq4(node: KnownNode) -> Cost:
     """A [..., K] × B, B a K×N weight packed by MLAS in blocks of 32 (blk_quant_type 0, 1) or 64 (2)
@@ -124,8 +123,6 @@ def matmul_fpq4(node: KnownNode) -> Cost:
     B_shape (metadata)."""
     k, n = matmul_fpq4_sizes(node)
     return Cost(flops=2 * k * node.result(0).numel, dequantize_flops=2 * k * n, parameters=((1, k * n), (2, 0)))
-
-
 
 
 @register("DecoderAttention", domain=MS, unit=MATRIX)
@@ -141,7 +138,9 @@ def decoder_attention(node: KnownNode) -> Cost:
     new, attended = decoder_attention_keys(node)
     flops = 2 * seq * batch * hidden * hidden + seq * batch * hidden
     flops += 2 * new * batch * hidden * 2 * hidden + new * batch * 2 * hidden
-    cost = score_cost(batch, heads, seq, attended, hidden // heads, hidden // heads, masks=int(node.input(5) is not None))
+    cost = score_cost(
+        batch, heads, seq, attended, hidden // heads, hidden // heads, masks=int(node.input(5) is not None)
+    )
     return Cost(flops=cost.flops + flops, transcendentals=cost.transcendentals)
 
 
@@ -211,7 +210,10 @@ def constant_scalar(node: KnownNode, index: int, what: str) -> int:
     if value is None or value.size != 1:
         tensor = node.input(index)
         name = what if tensor is None else tensor.name
-        raise Uncostable(DATA_DEPENDENT, f"{node.op_type}: {what} {name!r} is runtime data; the decoder runs up to max_length − sequence_length times (give it a value: {value_flag(name)})")
+        raise Uncostable(
+            DATA_DEPENDENT,
+            f"{node.op_type}: {what} {name!r} is runtime data; the decoder runs up to max_length − sequence_length times (give it a value: {value_flag(name)})",
+        )
     return int(value.reshape(-1)[0])
 
 
@@ -221,19 +223,33 @@ def _decoder_inputs(node: KnownNode, graph: onnx.GraphProto, rows: int, new: int
     with N and H as the subgraph declares them."""
     declared = list(graph.input)
     if len(declared) < 4 or any(len(v.type.tensor_type.shape.dim) != 5 for v in declared[3:]):
-        raise Uncostable(UNSUPPORTED, f"{node.op_type}: decoder subgraph {graph.name!r} is not the GPT layout (input_ids, position_ids, attention_mask, past_i [2, B, N, P, H])")
-    typed = [TensorInfo(v.name, shape, dtype_name(v.type.tensor_type.elem_type)) for v, shape in zip(declared, ((rows, new), (rows, new), (rows, past + new)))]
+        raise Uncostable(
+            UNSUPPORTED,
+            f"{node.op_type}: decoder subgraph {graph.name!r} is not the GPT layout (input_ids, position_ids, attention_mask, past_i [2, B, N, P, H])",
+        )
+    typed = [
+        TensorInfo(v.name, shape, dtype_name(v.type.tensor_type.elem_type))
+        for v, shape in zip(declared, ((rows, new), (rows, new), (rows, past + new)), strict=False)
+    ]
     for value in declared[3:]:
         dims = value.type.tensor_type.shape.dim
         fixed = [dims[i].dim_value if dims[i].HasField("dim_value") else None for i in (0, 2, 4)]
         if None in fixed:
-            raise Uncostable(UNSUPPORTED, f"{node.op_type}: decoder input {value.name!r} does not declare its head count and head size")
-        typed.append(TensorInfo(value.name, (fixed[0], rows, fixed[1], past, fixed[2]), dtype_name(value.type.tensor_type.elem_type)))
+            raise Uncostable(
+                UNSUPPORTED,
+                f"{node.op_type}: decoder input {value.name!r} does not declare its head count and head size",
+            )
+        typed.append(
+            TensorInfo(
+                value.name, (fixed[0], rows, fixed[1], past, fixed[2]), dtype_name(value.type.tensor_type.elem_type)
+            )
+        )
     return typed
 
 
-
-def _search_graph(op_type: str, rows: int, vocab: int, beams: int, dtype: int, top_p: bool) -> tuple[onnx.GraphProto, list[TensorInfo]]:
+def _search_graph(
+    op_type: str, rows: int, vocab: int, beams: int, dtype: int, top_p: bool
+) -> tuple[onnx.GraphProto, list[TensorInfo]]:
     """One step of the search on the last position's logits [rows, V], as the ops that compute it:
     greedy ArgMax; beam LogSoftmax, + the beam scores, TopK of 2·beams over each batch's beams·V;
     sampling the temperature Div, (0 < top_p < 1: a full sort, TopK k = V) and one Multinomial
@@ -261,7 +277,9 @@ def _search_graph(op_type: str, rows: int, vocab: int, beams: int, dtype: int, t
             helper.make_node("TopK", ["candidates", "k"], ["best", "next"]),
         ]
     declared = [t.value_info() for t in inputs]
-    graph = helper.make_graph(nodes, f"{op_type}_step", declared, [value("next", TensorProto.UNDEFINED, None)], initializer=constants)
+    graph = helper.make_graph(
+        nodes, f"{op_type}_step", declared, [value("next", TensorProto.UNDEFINED, None)], initializer=constants
+    )
     return graph, inputs
 
 
@@ -278,7 +296,10 @@ def generation(node: KnownNode) -> CompositeCost:
     max_length or num_beams not constants: DATA_DEPENDENT. Encoder-decoder models (model_type 1,
     2: an encoder subgraph and cross-attention caches): UNSUPPORTED."""
     if node.attrs.get("model_type", 0) != 0 or "encoder" in node.attrs:
-        raise Uncostable(UNSUPPORTED, f"{node.op_type}: an encoder-decoder model (model_type {node.attrs.get('model_type', 0)}); only the decoder-only loop (model_type 0) is costed")
+        raise Uncostable(
+            UNSUPPORTED,
+            f"{node.op_type}: an encoder-decoder model (model_type {node.attrs.get('model_type', 0)}); only the decoder-only loop (model_type 0) is costed",
+        )
     batch, prompt = node.operand(0).shape
     max_length = constant_scalar(node, 1, "max_length")
     beams = constant_scalar(node, 3, "num_beams") if node.op_type.endswith("BeamSearch") else 1
@@ -291,7 +312,14 @@ def generation(node: KnownNode) -> CompositeCost:
         new, past = (prompt, 0) if step == 0 else (1, prompt + step - 1)
         parts.append((node.subgraph(graph, _decoder_inputs(node, graph, rows, new, past)), 1))
     top_p = node.attrs.get("top_p", 0.0)
-    search, inputs = _search_graph(node.op_type, rows, vocabulary(node, decoder), beams, decoder.output[0].type.tensor_type.elem_type, 0.0 < top_p < 1.0)
+    search, inputs = _search_graph(
+        node.op_type,
+        rows,
+        vocabulary(node, decoder),
+        beams,
+        decoder.output[0].type.tensor_type.elem_type,
+        0.0 < top_p < 1.0,
+    )
     parts.append((node.subgraph(search, inputs), steps))
     return repeated(parts)
 

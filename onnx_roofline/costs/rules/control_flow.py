@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from typing import cast
 
 from onnx_roofline.costs.cost import CompositeCost, Cost
+from onnx_roofline.costs.rules.registry import register
 from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.model.status import Uncostable
-from onnx_roofline.costs.rules.registry import register
 from onnx_roofline.model.tensors import element_inputs
 
 UNKNOWN_TRIPS = "unknown-trip-count"
@@ -36,10 +36,16 @@ def loop(node: KnownNode) -> Cost:
     A loop that may stop early on its condition is costed at M trips (its upper bound). Without a
     constant M the trip count is unknown, not zero: the node is uncosted, naming the input to give."""
     if not node.inputs or node.inputs[0] is None:
-        raise Uncostable(UNKNOWN_TRIPS, "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant")
+        raise Uncostable(
+            UNKNOWN_TRIPS,
+            "Loop has no trip count M: it runs until its body's condition turns false, which is not a constant",
+        )
     if node.input_value(0) is None:
         source = node.operand(0).name
-        raise Uncostable(UNKNOWN_TRIPS, f"Loop trip count {source!r} is not a constant (where it is a graph input, give it one: --value {source}=N)")
+        raise Uncostable(
+            UNKNOWN_TRIPS,
+            f"Loop trip count {source!r} is not a constant (where it is a graph input, give it one: --value {source}=N)",
+        )
     stacked = sum(t.nbytes for t in node.outputs[len(node.inputs) - 2 :] if t is not None)
     return Cost(bytes_read=sum(t.nbytes for t in node.inputs[:2] if t is not None) + stacked, bytes_written=stacked)
 
@@ -64,10 +70,21 @@ def sequence_map(node: KnownNode) -> CompositeCost:
         key = tuple(t.elements[index] if t.sequence and t.elements is not None else None for t in node.operands)
         runs.setdefault(key, [index, 0])[1] += 1
     body = node.attrs["body"]
-    return repeated((node.subgraph(body, element_inputs(node.operands, first)), count) for first, count in runs.values())
+    return repeated(
+        (node.subgraph(body, element_inputs(node.operands, first)), count) for first, count in runs.values()
+    )
 
 
-_SUMMED = ("flops", "transcendentals", "bytes_read", "bytes_written", "dequantize_flops", "time_s", "memory_bound_time_s", "matrix_flops")
+_SUMMED = (
+    "flops",
+    "transcendentals",
+    "bytes_read",
+    "bytes_written",
+    "dequantize_flops",
+    "time_s",
+    "memory_bound_time_s",
+    "matrix_flops",
+)
 
 
 def repeated(parts: Iterable[tuple[CompositeCost, int]]) -> CompositeCost:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import VIEW, Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
 
 
 def per_element(op_type: str, flops: int, transcendentals: int, formula: str, **options) -> None:

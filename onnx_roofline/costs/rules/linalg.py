@@ -6,8 +6,8 @@ import math
 import re
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, VECTOR, register
+from onnx_roofline.model.op_node import KnownNode
 
 
 @register("MatMul", unit=MATRIX)
@@ -53,9 +53,11 @@ def einsum(node: KnownNode) -> Cost:
     sizes = _einsum_sizes(terms, node.present_inputs)
     operands = [_expand_ellipsis(labels, sizes) for labels in terms]
     every = [label for labels in operands for label in labels]
-    output = set(_expand_ellipsis(_EINSUM_TERM.findall(rhs), sizes)) if arrow else {
-        label for label in every if every.count(label) == 1 or label.startswith("...")
-    }
+    output = (
+        set(_expand_ellipsis(_EINSUM_TERM.findall(rhs), sizes))
+        if arrow
+        else {label for label in every if every.count(label) == 1 or label.startswith("...")}
+    )
     flops, current = 0, None
     for position, term in enumerate(operands):
         labels = set(term)
@@ -79,7 +81,7 @@ def _einsum_sizes(terms: list[list[str]], tensors) -> dict[str, int]:
     """Each index's size; the dims under an ellipsis are indices `...1`, `...2` counted from the
     right, as broadcasting aligns them (the largest size wins)."""
     sizes: dict[str, int] = {}
-    for labels, tensor in zip(terms, tensors):
+    for labels, tensor in zip(terms, tensors, strict=False):
         ellipsis_rank = tensor.rank - (len(labels) - labels.count("..."))
         dims = iter(tensor.shape)
         for label in labels:

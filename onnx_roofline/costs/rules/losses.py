@@ -10,8 +10,8 @@ the samples not ignored)."""
 from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
 
 
 def _text(value) -> str:

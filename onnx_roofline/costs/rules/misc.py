@@ -10,11 +10,11 @@ import onnx
 from onnx import TensorProto
 
 from onnx_roofline.costs.cost import Cost
+from onnx_roofline.costs.rules.ml import attribute_bytes, no_strings
+from onnx_roofline.costs.rules.registry import MATRIX, register
 from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.model.status import Uncostable
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
-from onnx_roofline.costs.rules.ml import attribute_bytes, no_strings
-from onnx_roofline.costs.rules.registry import MATRIX, register
 
 
 def _text(value) -> str:

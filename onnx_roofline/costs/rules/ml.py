@@ -32,8 +32,8 @@ from typing import TypeVar
 from onnx import AttributeProto
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
 ML = "ai.onnx.ml"
@@ -352,7 +352,7 @@ def _legacy_trees(node: KnownNode, vote_prefix: str) -> int:
     trees, ids = attrs["nodes_treeids"], attrs["nodes_nodeids"]
     modes = [_text(m) for m in attrs["nodes_modes"]]
     true_ids, false_ids = attrs["nodes_truenodeids"], attrs["nodes_falsenodeids"]
-    nodes = {(t, n): i for i, (t, n) in enumerate(zip(trees, ids))}
+    nodes = {(t, n): i for i, (t, n) in enumerate(zip(trees, ids, strict=False))}
 
     def is_leaf(key) -> bool:
         return key not in nodes or modes[nodes[key]] == "LEAF"
@@ -366,7 +366,9 @@ def _legacy_trees(node: KnownNode, vote_prefix: str) -> int:
     for key in nodes:  # per tree, the first node nobody branches to
         if key not in referenced:
             roots.setdefault(key[0], key)
-    votes = Counter(zip(attrs.get(vote_prefix + "treeids") or [], attrs.get(vote_prefix + "nodeids") or []))
+    votes = Counter(
+        zip(attrs.get(vote_prefix + "treeids") or [], attrs.get(vote_prefix + "nodeids") or [], strict=False)
+    )
     most_votes: dict = {}
     for (tree, _), count in votes.items():
         most_votes[tree] = max(most_votes.get(tree, 0), count)

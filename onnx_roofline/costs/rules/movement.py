@@ -35,11 +35,10 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import VIEW, Cost
-from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
 from onnx_roofline.model.tensors import KnownTensor
-
 
 """Status of a node whose cost depends on tensor values the analysis does not have (string ops,
 ImageDecoder): reported with the reason, never counted as zero."""
@@ -182,7 +181,7 @@ def center_crop_pad(node: KnownNode) -> Cost:
     """Crops where the target is smaller, pads where larger: reads the elements that survive the crop
     (per axis the smaller of input and output size) plus the `shape` input; writes the output."""
     data, out = node.operand(0), node.result(0)
-    kept = math.prod(min(i, o) for i, o in zip(data.shape, out.shape))
+    kept = math.prod(min(i, o) for i, o in zip(data.shape, out.shape, strict=False))
     return Cost(bytes_read=kept_bytes(data, kept) + _side_inputs_bytes(node))
 
 
@@ -263,7 +262,7 @@ def _resampled_taps(node: KnownNode, mode: str, antialias: bool) -> int:
     crop = _attr_str(node, "coordinate_transformation_mode", "") == "tf_crop_and_resize"
     cropped = _cropped_axes(node) if crop else set()
     taps = 1
-    for axis, (size_in, size_out) in enumerate(zip(data.shape, out.shape)):
+    for axis, (size_in, size_out) in enumerate(zip(data.shape, out.shape, strict=False)):
         if size_in == size_out and axis not in cropped:
             continue
         if antialias and base > 1 and size_out < size_in:
@@ -281,7 +280,7 @@ def _cropped_axes(node: KnownNode) -> set[int]:
     rank = node.operand(0).rank
     axes = [a % rank for a in node.attrs.get("axes") or range(rank)]
     starts, ends = roi.reshape(-1)[: len(axes)], roi.reshape(-1)[len(axes) :]
-    return {axis for axis, start, end in zip(axes, starts, ends) if (start, end) != (0, 1)}
+    return {axis for axis, start, end in zip(axes, starts, ends, strict=False) if (start, end) != (0, 1)}
 
 
 def interpolation_cost(node: KnownNode, taps: int) -> Cost:

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
 from onnx_roofline.costs.rules import pooling
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.contrib import fused_conv
 from onnx_roofline.costs.rules.movement import copy, resize
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
 
 NCHWC = "com.microsoft.nchwc"
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.reduction import lines
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
 
 
 def _standardize(n: int, groups: int, affine: int) -> Cost:

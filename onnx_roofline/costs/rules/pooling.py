@@ -16,8 +16,8 @@ Bytes: the default (input read once, outputs written once, MaxPool's int64 Indic
 from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
 
 
 def _axis_taps(size_in: int, size_out: int, kernel: int, stride: int, dilation: int, pad_begin: int) -> int:
@@ -132,4 +132,3 @@ def max_unpool(node: KnownNode) -> Cost:
     """Scatters X to the positions in I over a zeroed output: 0 FLOPs; reads X, I (and
     `output_shape`) once, writes the whole output once."""
     return Cost()
-

@@ -43,9 +43,9 @@ import math
 import numpy as np
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.contrib import named_activation
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
 
 MS = "com.microsoft"
 
@@ -283,7 +283,9 @@ def matmul_nbits_mlp(node: KnownNode) -> Cost:
     projections, dequantize = _nbits_projections(node, rows, k, {5: n, 8: n})
     flops += norm + projections + rows * n
     parameters = _nbits_parameters({3: k * n, 6: k * n})  # gate and up weights, two slots before their biases
-    return Cost(flops=flops, transcendentals=transcendentals + sqrts, dequantize_flops=dequantize, parameters=parameters)
+    return Cost(
+        flops=flops, transcendentals=transcendentals + sqrts, dequantize_flops=dequantize, parameters=parameters
+    )
 
 
 @register("MatMulBnb4", domain=MS, unit=MATRIX)
@@ -365,10 +367,7 @@ def qlinear_softmax(node: KnownNode) -> Cost:
     shape = node.operand(0).shape
     n = node.operand(0).numel
     axis = node.attrs.get("axis", -1) % len(shape)
-    if node.attrs.get("opset", 13) < 13:
-        rows = math.prod(shape[:axis])
-    else:
-        rows = n // shape[axis] if shape[axis] else 0
+    rows = math.prod(shape[:axis]) if node.attrs.get("opset", 13) < 13 else (n // shape[axis] if shape[axis] else 0)
     flops = (dequantize(node, 2) + quantize(node, 4)) * n + max(4 * n - 2 * rows, 0)
     return Cost(flops=flops, transcendentals=n)
 

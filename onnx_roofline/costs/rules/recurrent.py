@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import MATRIX, register
+from onnx_roofline.model.op_node import KnownNode
 
 # (FLOPs, transcendentals) per element of each activation ONNX's recurrent ops allow, matching the
 # elementwise rules for the standalone ops of the same name.
@@ -122,9 +122,7 @@ def gru(node: KnownNode) -> Cost:
     rt ⊙ (Ht−1·Rhᵀ + Rbh) after it (=1): the same count either way — and 4·H for
     Ht = (1 − zt) ⊙ ht + zt ⊙ Ht−1 (subtract, two multiplies, add). Activations: f on zt and rt
     (2H), g on ht (H); defaults Sigmoid, Tanh: 3H transcendentals. `clip`: 2·3H."""
-    return _recurrent(
-        node, 3, lambda h: h + 4 * h, lambda names, h: _sum(_apply(names[0], 2 * h), _apply(names[1], h))
-    )
+    return _recurrent(node, 3, lambda h: h + 4 * h, lambda names, h: _sum(_apply(names[0], 2 * h), _apply(names[1], h)))
 
 
 def lstm_cost(node: KnownNode, sizes: tuple[int, int] | None = None, quantized: int = 0) -> Cost:

@@ -13,8 +13,8 @@ import math
 from collections.abc import Iterable, Sequence
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
 
 
 def lines(shape: Sequence[int], axes: Iterable[int]) -> tuple[int, int]:

@@ -10,8 +10,8 @@ tensor written once)."""
 from __future__ import annotations
 
 from onnx_roofline.costs.cost import Cost
-from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.costs.rules.registry import register
+from onnx_roofline.model.op_node import KnownNode
 
 DOMAIN = "ai.onnx.preview.training"
 

@@ -11,6 +11,7 @@ import numpy as np
 from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.shapes.rules.registry import Output, Shape, ShapeFunction
 
+
 def broadcast(*shapes: Shape) -> Shape:
     return tuple(np.broadcast_shapes(*shapes))
 

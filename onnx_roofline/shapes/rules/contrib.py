@@ -8,7 +8,16 @@ docs/ContribOperators.md (the inference functions in onnxruntime/core/graph/cont
 from __future__ import annotations
 
 from onnx_roofline.model.op_node import KnownNode
-from onnx_roofline.shapes.rules.arithmetic import broadcast, conv, gemm, matmul, merged_present, merged_qkv_width, same, window
+from onnx_roofline.shapes.rules.arithmetic import (
+    broadcast,
+    conv,
+    gemm,
+    matmul,
+    merged_present,
+    merged_qkv_width,
+    same,
+    window,
+)
 from onnx_roofline.shapes.rules.registry import Output, Shape, shape_function
 
 # --- attention and embedding -----------------------------------------------------------------------
@@ -135,7 +144,10 @@ def qlinear_concat(node: KnownNode) -> list[Output]:
     tensors = [node.operand(i) for i in range(2, len(node.inputs), 3)]
     axis = node.attrs["axis"] % tensors[0].rank
     first = tensors[0].shape
-    if any(t.rank != len(first) or t.shape[:axis] + t.shape[axis + 1 :] != first[:axis] + first[axis + 1 :] for t in tensors):
+    if any(
+        t.rank != len(first) or t.shape[:axis] + t.shape[axis + 1 :] != first[:axis] + first[axis + 1 :]
+        for t in tensors
+    ):
         raise ValueError(f"QLinearConcat inputs differ off axis {axis}: {[t.shape for t in tensors]}")
     length = sum(t.shape[axis] for t in tensors)
     return [((*first[:axis], length, *first[axis + 1 :]), node.operand(1).dtype)]
@@ -231,4 +243,3 @@ def nhwc_conv(node: KnownNode) -> list[Output]:
     """Conv in NHWC: X [N, spatial…, C], W [M, C/group, k…] → [N, spatial…, M]; Y in X's dtype."""
     x, w = node.operand(0), node.operand(1)
     return [(conv(node, x.shape, w.shape, channels_last=True), x.dtype)]
-

@@ -11,15 +11,22 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.model.op_node import KnownNode
-from onnx_roofline.shapes.rules.arithmetic import broadcast, constant_values, matmul, same, window
 from onnx_roofline.shapes.rules import contrib
+from onnx_roofline.shapes.rules.arithmetic import broadcast, constant_values, matmul, same, window
 from onnx_roofline.shapes.rules.contrib import reduced_shape
 from onnx_roofline.shapes.rules.registry import DataDependent, Output, shape_function
 
-
 shape_function("Trilu", "Inverse", "SampleOp")(same(0))
 shape_function(
-    "ImageScaler", "Affine", "Scale", "ScaledTanh", "ParametricSoftplus", "GRUUnit", "MemcpyFromHost", "MemcpyToHost", domain=""
+    "ImageScaler",
+    "Affine",
+    "Scale",
+    "ScaledTanh",
+    "ParametricSoftplus",
+    "GRUUnit",
+    "MemcpyFromHost",
+    "MemcpyToHost",
+    domain="",
 )(same(0))  # GRUUnit's hidden has hidden_prev's shape
 
 
@@ -81,7 +88,9 @@ def maxpool_with_mask(node: KnownNode) -> list[Output]:
 def nhwc_max_pool(node: KnownNode) -> list[Output]:
     """MaxPool's window arithmetic (dilations, ceil_mode) in NHWC: [N, out…, C] in X's dtype."""
     x = node.operand(0)
-    return [((x.shape[0], *window(node, x.shape[1:-1], node.attrs["kernel_shape"], dilation=True), x.shape[-1]), x.dtype)]
+    return [
+        ((x.shape[0], *window(node, x.shape[1:-1], node.attrs["kernel_shape"], dilation=True), x.shape[-1]), x.dtype)
+    ]
 
 
 shape_function("NhwcFusedConv")(contrib.nhwc_conv)  # NhwcConv with FusedConv's sum and activation
@@ -230,7 +239,9 @@ def torch_embedding(node: KnownNode) -> list[Output]:
 def tokenizer(node: KnownNode) -> list[Output]:
     """[N, C, D] or [C, D] strings, D the most tokens any string holds: a size in the strings'
     values, so never typed."""
-    raise DataDependent("Tokenizer's output holds as many tokens as the longest string splits into: the strings' values")
+    raise DataDependent(
+        "Tokenizer's output holds as many tokens as the longest string splits into: the strings' values"
+    )
 
 
 # --- onnxruntime's default-domain ops ONNX retired --------------------------------------------------
@@ -258,6 +269,6 @@ def dynamic_slice(node: KnownNode) -> list[Output]:
     if starts is None or ends is None or axes is None:
         return [None]
     shape = list(x.shape)
-    for axis, start, end in zip(axes, starts, ends):
+    for axis, start, end in zip(axes, starts, ends, strict=False):
         shape[axis % x.rank] = len(range(shape[axis % x.rank])[start:end])
     return [(tuple(shape), x.dtype)]

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 
 from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.shapes.rules.arithmetic import same, text
 from onnx_roofline.shapes.rules.registry import Output, Shape, shape_function
 from onnx_roofline.shapes.rules.transformer import divide_exactly, with_last_dim
-from onnx_roofline.model.tensors import dtype_name
 
 FLOAT, FLOAT16, BFLOAT16 = "float32", "float16", "bfloat16"
 
@@ -43,7 +43,9 @@ def causal_conv_with_state(node: KnownNode) -> list[Output]:
     > 1: the input's with its causal dim replaced by the state length), with a leading W under
     state_window = W. state_update: [B, state_update_capacity, C]."""
     x, weight, past = node.operand(0), node.operand(1), node.input(3)
-    output = x.shape if not node.attrs.get("input_channels", 0) else with_last_dim(x.shape, node.attrs["input_channels"])
+    output = (
+        x.shape if not node.attrs.get("input_channels", 0) else with_last_dim(x.shape, node.attrs["input_channels"])
+    )
     length = conv_state_length(node, weight.shape)
     if past is not None:
         state = past.shape
@@ -78,7 +80,12 @@ def delta_net_heads(node: KnownNode) -> tuple[int, int, int, int]:
     if state is None:
         raise ValueError("GatedDeltaNet: packed QKV needs initial_state for the head counts")
     _, heads_v, dv, dk = state.shape
-    return divide_exactly(query.shape[-1] - heads_v * dv, 2 * dk, "GatedDeltaNet: packed QK width / 2·dk"), heads_v, dk, dv
+    return (
+        divide_exactly(query.shape[-1] - heads_v * dv, 2 * dk, "GatedDeltaNet: packed QK width / 2·dk"),
+        heads_v,
+        dk,
+        dv,
+    )
 
 
 @shape_function("GatedDeltaNet")
@@ -272,7 +279,9 @@ def sparse_head_size(node: KnownNode) -> int:
     query = node.operand(0)
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     packed = node.input(1) is None and node.input(2) is None
-    return divide_exactly(query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads")
+    return divide_exactly(
+        query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads"
+    )
 
 
 @shape_function("SparsePagedAttention")
@@ -294,7 +303,11 @@ def dynamic_sparse_attention(node: KnownNode) -> list[Output]:
     batch, seq = query.shape[:2]
     dtype = BFLOAT16 if node.attrs.get("output_bf16", 0) else query.dtype
     presents = [(c.shape, c.dtype) if c is not None else None for c in (past_key, past_value)]
-    return [((batch, seq, node.attrs["num_heads"] * sparse_head_size(node)), dtype), *presents, ((batch * seq,), "int32")]
+    return [
+        ((batch, seq, node.attrs["num_heads"] * sparse_head_size(node)), dtype),
+        *presents,
+        ((batch * seq,), "int32"),
+    ]
 
 
 def indexer_capacity(node: KnownNode) -> int:
@@ -327,7 +340,13 @@ def packed_sparse_attention_indexer(node: KnownNode) -> list[Output]:
     state outputs (key state, kv buffer, gate buffer, state lengths) their inputs' shapes and
     dtypes; state_update [B, state_update_capacity, dh]; indexshare_status [N] and state_status
     [B] int32. capacity: token_budget + compress_ratio − 1 ('qsa') or index_topk ('csa')."""
-    query, key_state, buffer, gate, lengths = (node.operand(0), node.operand(12), node.operand(13), node.input(14), node.operand(15))
+    query, key_state, buffer, gate, lengths = (
+        node.operand(0),
+        node.operand(12),
+        node.operand(13),
+        node.input(14),
+        node.operand(15),
+    )
     tokens, batch, head = query.shape[0], key_state.shape[0], key_state.shape[-1]
     capacity = node.attrs.get("state_update_capacity", 0)
     return [

@@ -12,11 +12,11 @@ from __future__ import annotations
 import onnx
 from onnx import TensorProto
 
-from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
 from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
+from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.shapes.rules.arithmetic import same
 from onnx_roofline.shapes.rules.registry import DataDependent, Output, shape_function
-from onnx_roofline.model.tensors import dtype_name
 
 shape_function("QOrderedGelu", "QOrderedLayerNormalization", "QOrderedLongformerAttention")(same(0))
 shape_function("NGramRepeatBlock")(same(1))
@@ -85,7 +85,9 @@ def bifurcation_detector(node: KnownNode) -> list[Output]:
     predicted tail from the bifurcation on, a length only the run knows (untyped);
     suffix_match_idx: prev_suffix_match_idx's shape, int64."""
     current, previous = node.operand(1), node.operand(2)
-    tail = DataDependent("BifurcationDetector's tokens end with the predicted tokens from the bifurcation on: a length only the run knows")
+    tail = DataDependent(
+        "BifurcationDetector's tokens end with the predicted tokens from the bifurcation on: a length only the run knows"
+    )
     tokens = (current.shape, current.dtype) if node.input(3) is None else tail
     return [tokens, (previous.shape, previous.dtype)]
 
@@ -96,7 +98,9 @@ def dynamic_time_warping(node: KnownNode) -> list[Output]:
     1×N or M×1 cost matrix, where x = max(M, N)."""
     m, n = node.operand(0).shape[-2:]
     if min(m, n) != 1:
-        raise DataDependent(f"DynamicTimeWarping's path through a {m}×{n} cost matrix has a length between {max(m, n)} and {m + n - 1}: the costs' values")
+        raise DataDependent(
+            f"DynamicTimeWarping's path through a {m}×{n} cost matrix has a length between {max(m, n)} and {m + n - 1}: the costs' values"
+        )
     return [((2, max(m, n)), "int32")]
 
 
@@ -136,7 +140,9 @@ def generation(node: KnownNode) -> list[Output]:
 def ep_blob(node: KnownNode) -> list[Output]:
     """Never typed: the blob's shapes are in the blob (what the graph declares for the outputs is kept
     where it has all its inputs fixed)."""
-    raise DataDependent(f"{node.op_type}: a precompiled EP blob, whose output shapes are in the blob, not the graph: fix the graph's input shapes to keep its declared outputs")
+    raise DataDependent(
+        f"{node.op_type}: a precompiled EP blob, whose output shapes are in the blob, not the graph: fix the graph's input shapes to keep its declared outputs"
+    )
 
 
 def matmul_fpq4_sizes(node: KnownNode) -> tuple[int, int]:
@@ -155,7 +161,10 @@ def decoder_attention_flags(node: KnownNode) -> tuple[bool, bool]:
     for index, name in ((8, "static_kv"), (9, "use_past"), (10, "has_layer_state")):
         value = node.input_value(index)
         if value is None or value.size != 1:
-            raise Uncostable(DATA_DEPENDENT, f"DecoderAttention: {name} {node.operand(index).name!r} is runtime data; which projections run depends on it")
+            raise Uncostable(
+                DATA_DEPENDENT,
+                f"DecoderAttention: {name} {node.operand(index).name!r} is runtime data; which projections run depends on it",
+            )
         flags[name] = bool(value.reshape(-1)[0])
     return flags["static_kv"], flags["use_past"] and flags["has_layer_state"]
 

@@ -11,9 +11,9 @@ maps, is typed as the tensor of its entries with a key dtype (see tensors.Tensor
 from __future__ import annotations
 
 from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.tensors import KnownTensor, dtype_name
 from onnx_roofline.shapes.rules.arithmetic import same, text
 from onnx_roofline.shapes.rules.registry import Output, shape_function
-from onnx_roofline.model.tensors import KnownTensor, dtype_name
 
 ML = "ai.onnx.ml"
 

@@ -16,7 +16,6 @@ import functools
 import platform
 from pathlib import Path
 
-
 from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.shapes.rules.arithmetic import conv, window
 from onnx_roofline.shapes.rules.registry import Output, shape_function
@@ -35,7 +34,9 @@ def block_size() -> int:
             return 16 if "avx512f" in Path("/proc/cpuinfo").read_text().split() else 8
         except OSError:
             pass
-    raise ValueError("the NCHWc channel block of this machine is unknown: a ReorderInput that pads is typed on Linux x86-64 only")
+    raise ValueError(
+        "the NCHWc channel block of this machine is unknown: a ReorderInput that pads is typed on Linux x86-64 only"
+    )
 
 
 def padded(channels: int) -> int:
@@ -98,4 +99,4 @@ def nchwc_upsample(node: KnownNode) -> list[Output]:
     x, scales = node.operand(0), node.attrs.get("scales")
     if not scales or len(scales) != x.rank or min(scales) <= 0:
         raise ValueError(f"Upsample needs one positive integer scale per dim of {x.shape}, got {scales}")
-    return [(tuple(d * s for d, s in zip(x.shape, scales)), x.dtype)]
+    return [(tuple(d * s for d, s in zip(x.shape, scales, strict=False)), x.dtype)]

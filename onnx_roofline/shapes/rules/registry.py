@@ -43,7 +43,9 @@ _SHAPES: dict[tuple[str, str], ShapeFunction] = {}
 _VALUE_INPUTS: dict[tuple[str, str], tuple[int, ...]] = {}
 
 
-def shape_function(*op_types: str, domain: str = MS, value_inputs: tuple[int, ...] = ()) -> Callable[[ShapeFunction], ShapeFunction]:
+def shape_function(
+    *op_types: str, domain: str = MS, value_inputs: tuple[int, ...] = ()
+) -> Callable[[ShapeFunction], ShapeFunction]:
     """Register `function` as the output-shape function of each op type; a duplicate is a bug.
     `value_inputs`: the slots whose values (not only shapes) size the outputs (Pad's pads), which
     the engine names when they are not constants."""
@@ -88,14 +90,16 @@ def infer_node(
     if function is None:
         return {}
     try:
-        results = function(cast(KnownNode, OpNode(node, opset, inputs, (), constant)))  # the engine calls it once they are known
+        results = function(
+            cast(KnownNode, OpNode(node, opset, inputs, (), constant))
+        )  # the engine calls it once they are known
     except DataDependent as exc:
         results = [exc] * len(node.output)
     except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
         log.info("no output shape for %s %s: %s", node.op_type, node.name, exc)
         return {}
     typed: dict[str, TensorInfo] = {}
-    for name, result in zip(node.output, results):
+    for name, result in zip(node.output, results, strict=False):
         if isinstance(result, DataDependent) and name and reasons is not None:
             reasons[name] = str(result)
         if not name or result is None or isinstance(result, DataDependent):

@@ -6,8 +6,8 @@ from the op that builds the sequence to the one that reads it (ai.onnx, opset 11
 from __future__ import annotations
 
 from onnx_roofline.model.op_node import KnownNode
-from onnx_roofline.shapes.rules.registry import Output, shape_function
 from onnx_roofline.model.tensors import TensorInfo, dtype_name, sequence_of
+from onnx_roofline.shapes.rules.registry import Output, shape_function
 
 Elements = list[tuple[int, ...]]
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from onnx import TensorProto
 
 from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.shapes.rules.arithmetic import constant_values, same, window
 from onnx_roofline.shapes.rules.registry import Output, shape_function
-from onnx_roofline.model.tensors import dtype_name
 
 shape_function("GroupNormalization", "MeanVarianceNormalization", domain="")(same(0))
 

@@ -16,9 +16,9 @@ untyped, never guessed."""
 from __future__ import annotations
 
 from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.tensors import dtype_name
 from onnx_roofline.shapes.rules.arithmetic import gemm, matmul, merged_present, merged_qkv_width, same, text
 from onnx_roofline.shapes.rules.registry import Output, Shape, shape_function
-from onnx_roofline.model.tensors import dtype_name
 
 FLOAT = 1  # TensorProto.FLOAT: the default stash_type
 
@@ -219,7 +219,9 @@ def multi_head_attention(node: KnownNode) -> list[Output]:
         width = query.shape[2] * qk_head
     else:
         qk_head = divide_exactly(query.shape[2], heads, "MultiHeadAttention: query hidden size / num_heads")
-        width = query.shape[2] if value is None else value.shape[2] if value.rank == 3 else value.shape[1] * value.shape[3]
+        width = (
+            query.shape[2] if value is None else value.shape[2] if value.rank == 3 else value.shape[1] * value.shape[3]
+        )
     v_head = divide_exactly(width, heads, "MultiHeadAttention: output hidden size / num_heads")
     kv_len, past_key = _kv_length(key, q_len), node.input(6)
     if past_key is not None and node.input(8) is not None:
@@ -268,7 +270,9 @@ def _grouped_width(node: KnownNode) -> tuple[int, int]:
     query = node.operand(0)
     heads, kv_heads = node.attrs["num_heads"], node.attrs["kv_num_heads"]
     packed = node.input(1) is None and node.input(2) is None
-    head = divide_exactly(query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads")
+    head = divide_exactly(
+        query.shape[-1], heads + 2 * kv_heads if packed else heads, f"{node.op_type}: query width / heads"
+    )
     return heads * head, head
 
 
@@ -302,7 +306,11 @@ def sparse_attention(node: KnownNode) -> list[Output]:
     past buffers [B, Hkv, max length, dh]: the past's shapes and dtypes."""
     query, past_key, past_value = node.operand(0), node.operand(3), node.operand(4)
     width, _ = _grouped_width(node)
-    return [((*query.shape[:2], width), query.dtype), (past_key.shape, past_key.dtype), (past_value.shape, past_value.dtype)]
+    return [
+        ((*query.shape[:2], width), query.dtype),
+        (past_key.shape, past_key.dtype),
+        (past_value.shape, past_value.dtype),
+    ]
 
 
 @shape_function("PagedAttention")
@@ -402,7 +410,9 @@ def _branch_width(node: KnownNode, streams: Shape) -> Shape:
     num_branches = C is set."""
     branches = node.attrs.get("num_branches", 0)
     if branches:
-        return with_last_dim(streams, divide_exactly(streams[-1], branches, f"{node.op_type}: stream width / num_branches"))
+        return with_last_dim(
+            streams, divide_exactly(streams[-1], branches, f"{node.op_type}: stream width / num_branches")
+        )
     if len(streams) < 2:
         raise ValueError(f"{node.op_type}: grouped streams need rank ≥ 2")
     return (*streams[:-2], streams[-1])
