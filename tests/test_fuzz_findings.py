@@ -564,3 +564,47 @@ def test_an_uncosted_reader_of_a_dequantized_tensor_keeps_the_deployed_view(tmp_
     code, out, err = run(capsys, path, "--view", "deployed", "--format", "json")
     clean(code, err)
     assert code == 0 and json.loads(out)["totals"]["uncosted_nodes"] > 0
+
+
+@pytest.mark.parametrize("declared, refused", [
+    ((TensorProto.FLOAT, [4, 8]), False),  # an IR-3 model's weight declared as an input, as it is: loads
+    ((TensorProto.INT64, [4, 8]), True),  # another element type: "Data in initializer ... has element type"
+    ((TensorProto.FLOAT, [4, 0]), True),  # another fixed dim: "Can't merge shape info"
+    ((TensorProto.FLOAT, [4]), True),  # another rank
+    ((TensorProto.FLOAT, ["n", 8]), False),  # a symbolic dim: the data fixes it
+])  # fmt: skip
+def test_an_initializer_declared_as_another_input_is_invalid(tmp_path, capsys, declared, refused):
+    """An initializer that is also a graph input declared with another type or shape: onnxruntime
+    refuses it (the oracle here) and the analysis calls it INVALID (onnx's checker finds it in a
+    graph this small)."""
+    ort = pytest.importorskip("onnxruntime")
+    weight = numpy_helper.from_array(np.ones((4, 8), np.float32), "w")
+    bias = numpy_helper.from_array(np.ones(8, np.float32), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])]
+    model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4]), ("w", *declared)], [("y", TensorProto.FLOAT, [2, 8])],
+                          initializers=[weight, bias])  # fmt: skip
+    path = hostile.save(model, tmp_path / "m.onnx")
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        loads = True
+    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
+        loads = False
+    assert loads is not refused
+    code, _, err = run(capsys, path, "--format", "json")
+    clean(code, err)
+    assert ("INVALID" in err) is refused, err
+
+
+@pytest.mark.parametrize("model, seed", [("ortopt_vit_gpu", 900817), ("opset7_resnet", 901019)])
+def test_the_campaigns_initializers_declared_otherwise_are_invalid(tmp_path, capsys, model, seed):
+    """The campaign of 2026-12-06's silent passes (duplicate/initializer_as_input; dim/zero on a
+    weight an IR-3 model also declares as an input): in these models onnx's checker runs on a
+    skeleton (their other weights' bytes are in an absent file) that keeps the declaration, and
+    onnxruntime refuses them ("Data in initializer ... has element type", "Can't merge shape info");
+    conformance's own check says INVALID."""
+    from tests.fuzz.mutate import mutant_for, write
+
+    path = write(mutant_for(seed, str(CORPUS_QDQ.parent / f"{model}.onnx"), None), tmp_path)
+    code, _, err = run(capsys, "inspect", path)
+    clean(code, err)
+    assert "is also a graph input declared" in err, err

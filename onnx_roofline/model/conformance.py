@@ -94,8 +94,43 @@ def conformance(model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLi
     found = _external_data(external, None if path is None else files.model_folder(path))
     initializers = sum(1 for tensor in model.graph.initializer if tensor.data_location == _EXTERNAL) if external else 0
     problem = _checker(model, nodes, external, elsewhere=len(external) > initializers)
-    found += [Invalid(CHECKER, problem)] if problem else _inline_data(model.graph)  # what the checker lets through
+    found += (
+        [Invalid(CHECKER, problem)]
+        if problem
+        else [*_inline_data(model.graph), *_inputs_over_initializers(model.graph)]
+    )  # what the checker lets through
     return tuple(found)
+
+
+def _inputs_over_initializers(graph: onnx.GraphProto) -> list[Invalid]:
+    """The first initializer that is also a graph input declared with another element type, rank
+    or fixed dim: onnxruntime refuses to load it ("Data in initializer ... has element type ...";
+    "Can't merge shape info"), which onnx's checker lets through."""
+    declared = {value.name: value.type.tensor_type for value in graph.input if value.type.HasField("tensor_type")}
+    for tensor in graph.initializer:
+        typed = declared.get(tensor.name)
+        if typed is None:
+            continue
+        kind = typed.elem_type not in (0, tensor.data_type)
+        dims = (
+            [d.dim_value if d.HasField("dim_value") else None for d in typed.shape.dim]
+            if typed.HasField("shape")
+            else None
+        )
+        shape = dims is not None and (
+            len(dims) != len(tensor.dims)
+            or any(d is not None and d != t for d, t in zip(dims, tensor.dims, strict=False))
+        )
+        if kind or shape:
+            said = f"{dtype_name(typed.elem_type) or typed.elem_type} {['?' if d is None else d for d in dims] if dims is not None else ''}".strip()
+            held = f"{dtype_name(tensor.data_type) or tensor.data_type} {list(tensor.dims)}"
+            return [
+                Invalid(
+                    TENSOR_DATA,
+                    f"initializer {tensor.name!r} is also a graph input declared {said}, where its data is {held}",
+                )
+            ]
+    return []
 
 
 def _inline_data(graph: onnx.GraphProto) -> list[Invalid]:
