@@ -18,7 +18,7 @@ import numpy as np
 import onnx
 
 from onnx_roofline.costs import rules
-from onnx_roofline.costs.cost import CompositeCost, Cost
+from onnx_roofline.costs.cost import ADDITIVE, CompositeCost, Cost
 from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.costs.rules.registry import VECTOR, Rule
@@ -667,27 +667,23 @@ class _Walk:
         name = node.name or f"{op_type}_{index}"
         found = self._rules.get((domain, op_type))
         rule, opset = found if found is not None else self.rule(domain, op_type)
+
         if rule is None:
-            return NodeResult(
+            return _uncosted(
                 index,
                 name,
-                op_type,
-                domain,
+                node,
                 inputs,
                 outputs,
+                foldable,
                 UNSUPPORTED,
                 f"no cost rule for {_qualified(domain, op_type)}",
-                graph_node=node,
-                constant_foldable=foldable,
             )
         tensors = inputs + outputs
-        blocker = _blocker(
-            inputs if op_type == "If" and not domain else tensors
-        )  # an If's outputs are its branch's: typed from it (body_rows)
+        # an If's outputs are its branch's: typed from it (body_rows)
+        blocker = _blocker(inputs if op_type == "If" and not domain else tensors)
         if blocker is not None:
-            return NodeResult(
-                index, name, op_type, domain, inputs, outputs, *blocker, graph_node=node, constant_foldable=foldable
-            )
+            return _uncosted(index, name, node, inputs, outputs, foldable, *blocker)
         signature = (domain, op_type, len(inputs), _signature(tensors))
         key = (signature, _attribute_key(node.attributes)) if signature in self._read_attributes else signature
         costed = self._costed.get(key)
@@ -696,18 +692,7 @@ class _Walk:
             try:
                 cost = rule.formula(cast(KnownNode, op))  # _blocker let it through: every tensor present is known
             except Uncostable as exc:
-                return NodeResult(
-                    index,
-                    name,
-                    op_type,
-                    domain,
-                    inputs,
-                    outputs,
-                    exc.status,
-                    str(exc),
-                    graph_node=node,
-                    constant_foldable=foldable,
-                )
+                return _uncosted(index, name, node, inputs, outputs, foldable, exc.status, str(exc))
             except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
                 status, reason = RULE_ERROR, f"{op_type}: {exc}"
                 absent = [o for o, n in zip(node.outputs, names, strict=False) if o and not n]
@@ -851,6 +836,24 @@ class _Walk:
         )
 
 
+def _uncosted(
+    index: int, name: str, node: Node, inputs: tuple, outputs: tuple, foldable: bool, status: str, reason: str
+) -> NodeResult:
+    """A row the walk could not cost, and why (`status`: unsupported, unknown shape, rule error)."""
+    return NodeResult(
+        index,
+        name,
+        node.op_type,
+        node.domain,
+        inputs,
+        outputs,
+        status,
+        reason,
+        graph_node=node,
+        constant_foldable=foldable,
+    )
+
+
 def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
     """A body's row as the enclosing graph reports it: named by where it lives, and its cost and
     time the totals over the body's `trips` runs."""
@@ -858,7 +861,7 @@ def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
     if trips == 1 or row.cost is None or row.placement is None:
         return dataclasses.replace(row, name=name, scope=inner, trips=row.trips * trips)
     cost, place = row.cost, row.placement
-    scaled = {f: getattr(cost, f) * trips for f in _SCALED if hasattr(cost, f)}
+    scaled = {f: getattr(cost, f) * trips for f in ADDITIVE if hasattr(cost, f)}
     scaled["useful_flops"] = None if cost.useful_flops is None else cost.useful_flops * trips
     placement = dataclasses.replace(
         place,
@@ -874,18 +877,6 @@ def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
         cost=dataclasses.replace(cost, **scaled),
         placement=placement,
     )
-
-
-_SCALED = (
-    "flops",
-    "transcendentals",
-    "bytes_read",
-    "bytes_written",
-    "dequantize_flops",
-    "time_s",
-    "memory_bound_time_s",
-    "matrix_flops",
-)
 
 
 def _with_aliases(outputs: list[str], aliases: list[tuple[str, str]]) -> tuple[str, ...]:

@@ -71,3 +71,16 @@ class CompositeCost(Cost):
     time_s: float = 0.0
     memory_bound_time_s: float = 0.0
     matrix_flops: int = 0  # the body's FLOPs on the matrix unit (a Loop of Gemms is matrix work)
+
+
+ADDITIVE = (
+    "flops",
+    "transcendentals",
+    "bytes_read",
+    "bytes_written",
+    "dequantize_flops",
+    "time_s",
+    "memory_bound_time_s",
+    "matrix_flops",
+)
+"""The CompositeCost fields that add up over a body's nodes and scale with its trips."""

@@ -59,8 +59,11 @@ def kernel_time(
     """One kernel's predicted seconds: compute at the achievable fraction of peak (of a matrix
     kernel's dtype, `matrix_dtype`; None for vector work), its GEMM quantized into waves; memory
     at the achievable fraction of the bandwidth; never below the small-kernel floor."""
-    fraction = achievable.matrix_fraction(matrix_dtype) if matrix_dtype else achievable.compute_fraction
-    return max(compute_s * quantization / fraction, memory_s / achievable.bandwidth_fraction, achievable.kernel_floor)
+    return max(
+        compute_s * quantization / achievable.matrix_fraction(matrix_dtype),
+        memory_s / achievable.bandwidth_fraction,
+        achievable.kernel_floor,
+    )
 
 
 def launch_time(kernel_times: list[float], mode: str, launch_overhead: float | None, achievable: Achievable) -> float:

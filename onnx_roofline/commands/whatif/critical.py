@@ -227,8 +227,7 @@ def predicted_bandwidth(hardware, matrix_dtype: str | None = None) -> float:
     achievable = hardware.achievable
     if achievable is None:
         return hardware.memory_bandwidth
-    fraction = achievable.matrix_fraction(matrix_dtype) if matrix_dtype else achievable.compute_fraction
-    return hardware.memory_bandwidth * achievable.bandwidth_fraction / fraction
+    return hardware.memory_bandwidth * achievable.bandwidth_fraction / achievable.matrix_fraction(matrix_dtype)
 
 
 def _kinds(matrix: list[_Fitted], reports: list[Report], dim: str, bandwidth: float, predicted: float) -> dict:

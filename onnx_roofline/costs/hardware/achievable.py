@@ -38,7 +38,7 @@ class Achievable:
 
     def matrix_fraction(self, dtype_class: str | None) -> float:
         """The fraction of the matrix peak a GEMM of `dtype_class` reaches: its own where the
-        table gives one, else `compute_fraction`."""
+        table gives one, else `compute_fraction` (None: vector work, at compute_fraction)."""
         return self.compute_fractions.get(dtype_class or "", self.compute_fraction)
 
     def to_dict(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import cast
 
-from onnx_roofline.costs.cost import CompositeCost, Cost
+from onnx_roofline.costs.cost import ADDITIVE, CompositeCost, Cost
 from onnx_roofline.costs.rules.registry import register
 from onnx_roofline.model.op_node import KnownNode
 from onnx_roofline.model.status import Uncostable
@@ -75,20 +75,8 @@ def sequence_map(node: KnownNode) -> CompositeCost:
     )
 
 
-_SUMMED = (
-    "flops",
-    "transcendentals",
-    "bytes_read",
-    "bytes_written",
-    "dequantize_flops",
-    "time_s",
-    "memory_bound_time_s",
-    "matrix_flops",
-)
-
-
 def repeated(parts: Iterable[tuple[CompositeCost, int]]) -> CompositeCost:
     """Σ count·cost over (body cost, runs) pairs, times included: the runs one after another."""
     parts = list(parts)
-    totals = {name: sum(getattr(cost, name) * count for cost, count in parts) for name in _SUMMED}
+    totals = {name: sum(getattr(cost, name) * count for cost, count in parts) for name in ADDITIVE}
     return CompositeCost(**totals, useful_flops=sum(cost.useful * count for cost, count in parts))
