@@ -23,17 +23,18 @@ from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.costs.rules.registry import VECTOR, Rule
 from onnx_roofline.errors import DimensionConflict, DimensionError, UnboundDimensionError
-from onnx_roofline.model.conformance import Invalid, conformance
+from onnx_roofline.model.conformance import CHECKER, Invalid, conformance
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
 from onnx_roofline.model.inlining import inline_functions
 from onnx_roofline.model.loader import load_with_nodes
+from onnx_roofline.model.memo import remembered
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.op_node import ATTRIBUTES, KnownNode, OpNode
 from onnx_roofline.model.schemas import opsets
 from onnx_roofline.model.scopes import graph_outer_references
 from onnx_roofline.model.status import Uncostable
-from onnx_roofline.model.tensors import TensorInfo, with_precision
+from onnx_roofline.model.tensors import TensorInfo, with_precision, with_string_bytes
 from onnx_roofline.model.validation import check_axes
 from onnx_roofline.model.weights import Weight, parameter_count, weights
 from onnx_roofline.report.experts import summarize
@@ -52,13 +53,16 @@ from onnx_roofline.report.model import (
 )
 from onnx_roofline.shapes.bodies import CONTROL_FLOW, Body, bodies, choose_branch
 from onnx_roofline.shapes.bounds import Bound, at_most
+from onnx_roofline.shapes.declared import Declarations
 from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes, symbolic_dims
 from onnx_roofline.shapes.engine import ShapeResult, collect, infer, infer_body
 from onnx_roofline.shapes.input_values import bind_values, if_conditions
 from onnx_roofline.shapes.plausible import Implausible, constant_lookup, contradicted, runs_at
+from onnx_roofline.shapes.ranges import outer_ranges
 from onnx_roofline.shapes.roles import SOLVED, DimDefault, choose_defaults, suggested_defaults
 from onnx_roofline.shapes.runnable import check_runnable, implied_sizes
 from onnx_roofline.shapes.sizing import UNSIZED, Sizing, sizing_from_keywords
+from onnx_roofline.shapes.texts import STRING_BYTES, StringBytes
 from onnx_roofline.shapes.traced import solve, traced_gap
 
 
@@ -92,7 +96,7 @@ def analyze(
     sizing.REMOVED_IN."""
     sizing = sizing_from_keywords(sizing, former)
     hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
-    with cyclic_gc_paused():
+    with cyclic_gc_paused(), remembered():
         return _analyze(model, hardware, sizing, partial, precision)
 
 
@@ -127,7 +131,8 @@ def _analyze(
     """`analyze`, with the hardware resolved and the collector paused."""
     typed = bind_and_infer(model, sizing)
     proto, graph_nodes, shapes, dims = typed.proto, typed.nodes, typed.shapes, typed.dims
-    values = shapes.values if precision is None else with_precision(shapes.values, precision)
+    declared = shapes.values if precision is None else with_precision(shapes.values, precision)
+    values = with_string_bytes(declared, _string_bytes(sizing))  # strings at the length assumed (shapes/texts.py)
     stored = weights(
         proto.graph, graph_nodes, typed.given
     )  # every weight: initializers and Constant-node tensors, bodies' too
@@ -181,6 +186,7 @@ def _analyze(
         assumed=None if sizing.nonzero_fraction is None else Assumed(sizing.nonzero_fraction, shapes.assumed),
         bounds=bounds,
         regulated=shapes.regulated,
+        strings=None if values is declared else _strings(values, sizing),
         experts=summarize(
             typed.experts,
             sizing.expert_load,
@@ -231,10 +237,15 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
     `conform`: check, as loaded, whether a runtime would load it (conformance.py)."""
     solved: dict[str, tuple[int, str]] = {}
     invalid: tuple[Invalid, ...] | None = None if conform else ()
+    path = None if isinstance(model, onnx.ModelProto) else model
+    checking = False  # ONNX's checked inference, owed to the conformance check: the engine's first pass, once
+    declared = Declarations((), {})  # what binding drops, for that pass to be held to (shapes/declared.py)
     while True:
         proto, graph_nodes = load_with_nodes(model)
-        if invalid is None:  # before the dims are bound: the file's own consistency
-            invalid = conformance(proto, graph_nodes, None if isinstance(model, onnx.ModelProto) else model)
+        if invalid is None:  # before the dims are bound: the file's own consistency (its inference: below)
+            checking = not _has_bodies(graph_nodes)
+            invalid = conformance(proto, graph_nodes, path, inference=not checking)
+            declared = Declarations.of(proto.graph) if checking else declared
         conditions = if_conditions(
             proto.graph, sizing.values
         )  # an If's condition given --value: its branch, not a graph input
@@ -251,7 +262,13 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
         bound = {**defaulted, **explicit}
         bind(proto, bound, sizing.input_shapes)
         layers = recognize(proto.graph, graph_nodes)
-        shapes = infer(proto, graph_nodes, map_shapes(proto.graph, sizing.input_shapes), sizing, layers)
+        shapes = infer(
+            proto, graph_nodes, map_shapes(proto.graph, sizing.input_shapes), sizing, layers, checked=checking
+        )
+        owed = checking and not any(flag.source == CHECKER for flag in invalid)  # the checker found nothing
+        if owed and (not shapes.conforms or declared.disagreement(shapes.values)):  # the file's fault, or the dims'?
+            invalid = conformance(*load_with_nodes(model), path)  # the file checked whole says
+        checking = False
         check_axes(
             graph_nodes, shapes.values, opsets(proto).get("")
         )  # validation that needs the inferred ranks (docs/hostile-inputs.md)
@@ -304,6 +321,14 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
             layers,
             conditions,
         )
+
+
+def _has_bodies(graph_nodes: list[Node]) -> bool:
+    """Whether a node holds a graph (an If's branches, a Loop's body): ONNX's checked inference with
+    data propagation, the engine's first pass, errs on the names two branches share ("Data for
+    input 0 already exists", onnx 1.23, optimum's merged decoders), so conformance runs its own."""
+    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    return any(attr.type in graphs for node in graph_nodes if node.attributes for attr in node.attributes)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
@@ -495,7 +520,7 @@ class _Walk:
         for index, node in enumerate(graph_nodes):
             result = self.cost(index, node, index in foldable)
             if node.op_type in CONTROL_FLOW and not node.domain and result.status != UNSUPPORTED:
-                result, inner = self.body_rows(result, node)
+                result, inner = self.body_rows(result, node, len(rows) + 1)
                 rows.append(result)
                 rows.extend(inner)
             else:
@@ -507,9 +532,10 @@ class _Walk:
             ]
         )
 
-    def body_rows(self, result: NodeResult, node: Node) -> tuple[NodeResult, list[NodeResult]]:
+    def body_rows(self, result: NodeResult, node: Node, first: int) -> tuple[NodeResult, list[NodeResult]]:
         """The control-flow node's own row (its outputs typed from the body where the shape engine
-        left them unknown) and its body's rows, named by where they live and × its trips."""
+        left them unknown) and its body's rows, named by where they live, × its trips, and placed
+        from row `first` on."""
         op = OpNode(node.proto, self.opsets.get(""), result.inputs, result.outputs, self.constant, self.subgraph)
         try:
             found = bodies(op)
@@ -531,7 +557,7 @@ class _Walk:
                 return result, []  # the node's row says why its trips are unknown
             rows, child = self.walk_body(result, body)
         scope = f"{result.name}/{body.attribute}"
-        scoped = [_in_scope(row, scope, body.trips or 1) for row in rows]
+        scoped = [_in_scope(row, scope, body.trips or 1, first + offset) for offset, row in enumerate(rows)]
         outputs = {outer: child.values.get(inner) for inner, outer in body.aliases}
         if any(t is not None and not t.is_known and outputs.get(t.name) is not None for t in result.outputs):
             typed = tuple(
@@ -631,16 +657,18 @@ class _Walk:
             if name in self.values:
                 declared.pop(name, None)
         precision = self.shared.precision
-        values = ChainMap(
-            declared if precision is None else with_precision(declared, precision), self.values
-        )  # the body's names over its scope's
+        sized = with_string_bytes(declared if precision is None else with_precision(declared, precision),
+                                  _string_bytes(self.shared.sizing))  # fmt: skip
+        values = ChainMap(sized, self.values)  # the body's names over its scope's
         constants = ChainMap(constant_table(graph, nodes), self.constants)
         unknown = any(
             not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name
         )
         if inputs is not None and unknown:
-            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.shared.sizing)
-            inferred = shapes.values if precision is None else with_precision(dict(shapes.values), precision)
+            ranges = outer_ranges(graph, self.producers.get, self.small_constant, self.values.get)  # a clipped box's
+            shapes = infer_body(graph, inputs, values.get, self.small_constant, self.model, self.shared.sizing, ranges)
+            inferred = with_string_bytes(shapes.values if precision is None else with_precision(dict(shapes.values), precision),
+                                         _string_bytes(self.shared.sizing))  # fmt: skip
             values.update((name, info) for name, info in inferred.items() if info.is_known or name not in values)
             constants.update(shapes.folded)
             self.shared.bounds.extend(shapes.bounds)
@@ -807,7 +835,7 @@ class _Walk:
         sizing = self.shared.sizing
         shapes = infer(body, nodes, sizing=sizing)
         child = _Walk(
-            ChainMap(dict(shapes.values), self.values),
+            ChainMap(with_string_bytes(dict(shapes.values), _string_bytes(sizing)), self.values),
             ChainMap({**shapes.folded, **constant_table(body.graph, nodes)}, self.constants),
             self.weights,
             self.model,
@@ -836,6 +864,17 @@ class _Walk:
         )
 
 
+def _string_bytes(sizing: Sizing) -> int:
+    """The bytes every string element counts: the sizing's, else the default (shapes/texts.py)."""
+    return STRING_BYTES if sizing.string_bytes is None else sizing.string_bytes
+
+
+def _strings(values: Mapping[str, TensorInfo], sizing: Sizing) -> StringBytes:
+    """The string-length assumption, said where the graph holds strings."""
+    count = sum(1 for info in values.values() if info.dtype == "string")
+    return StringBytes(_string_bytes(sizing), sizing.string_bytes is not None, count)
+
+
 def _uncosted(
     index: int, name: str, node: Node, inputs: tuple, outputs: tuple, foldable: bool, status: str, reason: str
 ) -> NodeResult:
@@ -854,12 +893,12 @@ def _uncosted(
     )
 
 
-def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
-    """A body's row as the enclosing graph reports it: named by where it lives, and its cost and
-    time the totals over the body's `trips` runs."""
+def _in_scope(row: NodeResult, scope: str, trips: int, index: int) -> NodeResult:
+    """A body's row as the enclosing graph reports it, at its row `index`: named by where it lives,
+    and its cost and time the totals over the body's `trips` runs."""
     name, inner = f"{scope}/{row.name}", f"{scope}/{row.scope}" if row.scope else scope
     if trips == 1 or row.cost is None or row.placement is None:
-        return dataclasses.replace(row, name=name, scope=inner, trips=row.trips * trips)
+        return dataclasses.replace(row, index=index, name=name, scope=inner, trips=row.trips * trips)
     cost, place = row.cost, row.placement
     scaled = {f: getattr(cost, f) * trips for f in ADDITIVE if hasattr(cost, f)}
     scaled["useful_flops"] = None if cost.useful_flops is None else cost.useful_flops * trips
@@ -871,6 +910,7 @@ def _in_scope(row: NodeResult, scope: str, trips: int) -> NodeResult:
     )
     return dataclasses.replace(
         row,
+        index=index,
         name=name,
         scope=inner,
         trips=row.trips * trips,
@@ -933,14 +973,19 @@ def _blocker(tensors: tuple[TensorInfo | None, ...]) -> tuple[str, str] | None:
     fully known, or a string tensor or map with string keys (no static byte size; a map of known
     entries otherwise has one, TensorInfo says how). None, the common case, in one pass."""
     for tensor in tensors:
-        if tensor is not None and (not tensor.is_known or tensor.dtype == "string" or tensor.key_dtype == "string"):
+        if tensor is not None and (not tensor.is_known or (tensor.dtype == "string" and tensor.string_bytes is None)
+                                   or tensor.key_dtype == "string"):  # fmt: skip
             break
     else:
         return None
     unknown = [t for t in tensors if t is not None and not t.is_known]
     if unknown:
         return UNKNOWN_SHAPE, _unknown_reason(unknown)
-    string = next(t for t in tensors if t is not None and "string" in (t.dtype, t.key_dtype))
+    string = next(
+        t
+        for t in tensors
+        if t is not None and (t.key_dtype == "string" or (t.dtype == "string" and t.string_bytes is None))
+    )
     kind = "string tensor" if string.dtype == "string" else "map with string keys"
     return DATA_DEPENDENT, f"{kind} {string.name!r} has no static byte size"
 

@@ -107,6 +107,16 @@ def batched_nms(boxes: torch.Tensor, scores: torch.Tensor, idxs: torch.Tensor, i
     return torch.ops.standin.nms(boxes_for_nms, scores, iou_threshold)
 
 
+def clip_boxes_to_image(boxes: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
+    """torchvision.ops.boxes.clip_boxes_to_image as it traces (a Max with 0, a Min with the side)."""
+    boxes_x, boxes_y = boxes[..., 0::2], boxes[..., 1::2]
+    height, width = size
+    zero = torch.tensor(0, dtype=boxes.dtype)
+    boxes_x = torch.min(torch.max(boxes_x, zero), torch.as_tensor(width, dtype=boxes.dtype))
+    boxes_y = torch.min(torch.max(boxes_y, zero), torch.as_tensor(height, dtype=boxes.dtype))
+    return torch.stack((boxes_x, boxes_y), dim=boxes.dim()).reshape(boxes.shape)
+
+
 def topk_min(x: torch.Tensor, k: int, axis: int) -> torch.Tensor:
     """torchvision.models.detection._utils._topk_min: k, or the axis' size where smaller (traced: a Min)."""
     axis_dim_val = torch._shape_as_tensor(x)[axis].unsqueeze(0)
@@ -179,6 +189,7 @@ class FasterRCNN(nn.Module):
         scores = F.softmax(self.cls(self.box_head(pooled)), -1)[:, 1:]  # the background class dropped
         labels = torch.arange(1, self.classes).expand_as(scores).reshape(-1)
         boxes = proposals[:, None, :].expand(-1, self.classes - 1, 4).reshape(-1, 4)
+        boxes = clip_boxes_to_image(boxes, image.shape[-2:])  # postprocess_detections clips them to the image
         keep = batched_nms(boxes, scores.reshape(-1), labels, 0.5)[: self.detections]
         return features, boxes[keep], scores.reshape(-1)[keep], labels[keep]
 

@@ -234,11 +234,11 @@ def test_murmur_hash3(dtype, per_element):
     assert flops(node) == 6 * per_element  # 7 ops per 4-byte block, 9 to finalize
 
 
-def test_murmur_hash3_of_strings_is_data_dependent():
+def test_murmur_hash3_of_strings_hashes_the_length_assumed():
     model = model_of("MurmurHash3", [("x", "string", [2])], ["y"])
-    (node,) = analyze(model).nodes
+    (node,) = analyze(model, sizing=Sizing(string_bytes=12)).nodes
     assert node.outputs[0].shape == (2,) and node.outputs[0].dtype == u32
-    assert node.status == "data-dependent"
+    assert flops(node) == 2 * (12 // 4 * 7 + 9)  # 3 blocks of 4 bytes a 12-byte key, then the finalizer
 
 
 @pytest.mark.parametrize("mode, per_output", [("bilinear", 8), ("nearest", 0)])
@@ -260,15 +260,18 @@ def test_word_conv_embedding():
     assert node.cost.bytes_read == 6 * 10 * 4 + 16 * 3 * 8 * 4 + 16 * 4 + 6 * 3 * 8 * 4
 
 
-def test_tokenizer_is_data_dependent():
-    """The output's last dim is the most tokens in any string: never typed, never costed."""
-    attrs = {"mark": 0, "mincharnum": 1, "pad_value": "#", "separators": [" "]}
+def test_tokenizer_is_typed_at_the_most_tokens_a_string_of_the_length_assumed_holds():
+    """The output's last dim is the most tokens in any string, data: a string of B bytes holds at
+    most ⌊B / mincharnum⌋ tokens, + 2 with mark (the start and end marks)."""
+    attrs = {"mark": 1, "mincharnum": 2, "pad_value": "#", "separators": [" "]}
     model = model_of("Tokenizer", [("x", "string", [2])], ["y"], attrs)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (tokens,) = session.run(None, {"x": np.array(["Hello World", "I love computer science !"], object)})
-    assert tokens.shape == (2, 5)
-    (node,) = analyze(model).nodes
-    assert node.status == "unknown-shape" and node.cost is None
+    (node,) = analyze(model, sizing=Sizing(string_bytes=25)).nodes  # the longest string: 25 bytes
+    bound = 25 // 2 + 2
+    assert node.outputs[0].shape == (2, bound) and node.at_most and tokens.shape[1] <= bound
+    assert flops(node) == 2 * 25  # one scan step a byte
+    assert node.cost.bytes == 2 * 25 + 2 * bound * 25  # the strings read, the tokens written, 25 bytes each
 
 
 # --- no CPU kernel: the schema's formula ---------------------------------------------------------------------

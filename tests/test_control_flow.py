@@ -346,9 +346,10 @@ def test_if_inside_a_loop_body_is_typed_too():
     assert relu.scope == "Loop_0/body/If_1/then_branch" and relu.trips == 3
 
 
-def test_loop_carried_value_that_grows_is_unknown_not_guessed():
-    """acc grows by one element per trip (Concat): its shape differs between iterations, so the
-    Loop's own output is unknown at the call site and the node is reported unknown-shape."""
+def test_loop_carried_value_that_grows_ends_its_growth_times_the_trips_longer():
+    """acc grows by one element per trip (Concat): typed again from its first trip's end, the body
+    grows it by one again, so it ends 3 trips × 1 longer; the body's rows are costed at the last
+    trip's sizes, the most any trip moves."""
     body = helper.make_graph(
         [
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
@@ -365,5 +366,8 @@ def test_loop_carried_value_that_grows_is_unknown_not_guessed():
     ]
     node = helper.make_node("Loop", ["M", "cond", "acc0"], ["acc"], body=body)
     model = _model([node], [_vi("acc0", [2])], [helper.make_empty_tensor_value_info("acc")], initializers=initializers)
-    (result,) = analyze(model, partial=True).nodes
-    assert result.status == "unknown-shape" and result.cost is None
+    report = analyze(model)
+    loop, concat = report.nodes[0], report.nodes[-1]
+    assert loop.outputs[0].shape == (2 + 3 * 1,) and loop.status == "ok"  # [2], then one element a trip
+    assert concat.op_type == "Concat" and concat.trips == 3
+    assert concat.cost.bytes == 3 * (4 + 1 + 5) * 4  # each trip at most the last: [4] and [1] read, [5] written

@@ -2,8 +2,8 @@
 exports them (tests/detector_standins.py: torchvision's post-processing as written there, its two C++
 ops stand-ins with torchvision's ONNX symbolics). Their NMS tails sit in the If that torchvision's
 scripted batched NMS becomes; the plain command costs every node at the bounds the graph states
-(the proposals kept, detections per image), and verify checks the NMS in the If branch at the size
-its run kept. Every bound below is the detector's arithmetic, written out."""
+(the proposals kept, detections per image, a pasted mask at most the image), and verify checks the
+NMS in the If branch and the paste loop's body at the sizes its run had. Every bound below is the detector's arithmetic, written out."""
 
 from __future__ import annotations
 
@@ -95,6 +95,35 @@ def test_retinanet_is_costed_whole_and_verified(exported, capsys):
     assert "verdict: PASS" in capsys.readouterr().out
 
 
+def test_mask_rcnn_pastes_its_masks_at_the_bounds_the_image_sets(exported):
+    """torchvision's paste loop (_onnx_paste_masks_in_image_loop): each trip resizes a mask to its
+    box and pads it to the image. The box is clipped to the image (clip_boxes_to_image: x in
+    [0, W], y in [0, H]), so every size in the body is at most the image's, + 1 for a box's width."""
+    report = analyze(exported["mask"], sizing=Sizing(default_dims=True))
+    assert report.uncosted.count == 0 and not report.unsupported
+    (loop,) = [node for node in report.nodes if node.op_type == "Loop"]
+    assert loop.outputs[0].shape == (DETECTIONS, SIDE, SIDE) and loop.at_most  # a mask a detection, at most 50
+    body_rows = [node for node in report.nodes if node.scope == f"{loop.name}/body"]
+    body = {node.op_type: node for node in body_rows}
+    resized = body["Resize"]
+    box = SIDE - 0 + 1  # x2 − x1 + 1 of a box clipped to [0, SIDE]: the most a box spans
+    assert resized.outputs[0].shape == (1, 1, box, box) and resized.at_most and resized.trips == DETECTIONS
+    assert resized.cost.flops == DETECTIONS * 8 * box * box  # bilinear: 2 taps an axis, 2 FLOPs a tap, each trip
+    padded = {bound.output for bound in report.model.bounds if bound.op_type == "ConstantOfShape"}
+    pads = sorted(node.outputs[0].shape for node in body_rows if node.outputs[0].name in padded)
+    assert pads == sorted(
+        [
+            (SIDE, box),  # the rows above the box, y0 = max(y1, 0) ≤ SIDE, as wide as the pasted mask
+            (SIDE - 1, box),  # the rows below it, H − y1 with y1 = min(y2 + 1, H) ≥ 1
+            (SIDE, SIDE),  # the columns left of it, x0 ≤ W, as tall as the image
+            (SIDE, SIDE - 1),  # the columns right of it, W − x1, x1 ≥ 1
+        ]
+    )
+    cuts = [node for node in body_rows if node.op_type == "Slice" and node.inputs[0].shape == (box, box)]
+    cut = [node.outputs[0].shape for node in cuts]
+    assert cut == [(box, box)] * 2  # its rows, then its columns inside the image: at most the mask cut from
+
+
 def test_mask_rcnn_verifies_within_a_minute(exported, capsys):
     report = analyze(exported["mask"], sizing=Sizing(default_dims=True))
     assert _bounds(report) == sorted([min(PRE_NMS, 3 * (SIDE // 4) ** 2), DETECTIONS * (CLASSES - 1)])
@@ -105,7 +134,5 @@ def test_mask_rcnn_verifies_within_a_minute(exported, capsys):
     assert time.perf_counter() - start < 60
     out = capsys.readouterr().out
     assert "disagreements: 0" in out and "NonMaxSuppression" in out
-    verdict = next(line for line in out.splitlines() if line.startswith("verdict:"))
-    assert (
-        verdict.startswith("verdict: INCOMPLETE: 1 of") and "Loop" in verdict
-    )  # the paste loop, left uncosted (its sizes are the boxes')
+    assert out.splitlines()[-1] == "verdict: PASS"  # the paste loop's rows checked at its first trip's sizes
+    assert "Loop_" in out and "(Resize) mask.3: analysis at most 1x1x65x65" in out  # a box of a 64 image: 65 wide

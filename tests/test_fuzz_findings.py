@@ -595,7 +595,9 @@ def test_an_initializer_declared_as_another_input_is_invalid(tmp_path, capsys, d
     assert ("INVALID" in err) is refused, err
 
 
-@pytest.mark.parametrize("model, seed", [("ortopt_vit_gpu", 900817), ("opset7_resnet", 901019)])
+@pytest.mark.parametrize(
+    "model, seed", [("ortopt_vit_gpu", 900817), ("opset7_resnet", 901019), ("ortopt_bert_gpu_fp16", 900035)]
+)
 def test_the_campaigns_initializers_declared_otherwise_are_invalid(tmp_path, capsys, model, seed):
     """The campaign of 2026-12-06's silent passes (duplicate/initializer_as_input; dim/zero on a
     weight an IR-3 model also declares as an input): in these models onnx's checker runs on a
@@ -608,3 +610,170 @@ def test_the_campaigns_initializers_declared_otherwise_are_invalid(tmp_path, cap
     code, _, err = run(capsys, "inspect", path)
     clean(code, err)
     assert "is also a graph input declared" in err, err
+
+
+# --- the campaign of 2026-12-06, second pass: a Scan's attributes out of range; what onnx's checker misses past a contrib op
+
+
+def scan_after_a_contrib_op(attrs: dict) -> onnx.ModelProto:
+    """scan_model's Scan fed through com.microsoft's Gelu, which onnxruntime runs and onnx has no
+    schema for: past such an op, onnx's checker drops every inference error (its custom-op rule),
+    as in the campaign's ONNX Runtime-optimized and quantized models."""
+    proto = scan_model(attrs, [3, 4])
+    proto.graph.node[0].input[0] = "init_gelu"
+    proto.graph.node.insert(0, helper.make_node("Gelu", ["init"], ["init_gelu"], name="gelu", domain="com.microsoft"))
+    proto.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return proto
+
+
+SCAN_ATTRIBUTES = {
+    "forward": {},
+    "reversed": {"scan_input_directions": [1], "scan_output_directions": [1]},
+    "output stacked on its last axis": {"scan_output_axes": [-1]},
+    "output stacked on axis 1": {"scan_output_axes": [1]},
+    "direction -9": {"scan_input_directions": [-9]},
+    "output direction 2": {"scan_output_directions": [2]},
+    "two directions for one scan input": {"scan_input_directions": [0, 1]},
+    "no scan input": {"num_scan_inputs": 0},
+    "2^31-1 scan inputs": {"num_scan_inputs": 2**31 - 1},
+    "input axis -9": {"scan_input_axes": [-9]},
+    "input axis 2 of a rank-2 input": {"scan_input_axes": [2]},
+    "output axis -9": {"scan_output_axes": [-9]},
+}
+
+
+@pytest.mark.parametrize("attrs", SCAN_ATTRIBUTES.values(), ids=SCAN_ATTRIBUTES.keys())
+def test_a_scan_whose_attributes_a_runtime_refuses_is_invalid(tmp_path, capsys, attrs):
+    """The Scan spec: 1 <= num_scan_inputs <= the inputs, each direction 0 or 1, one direction and
+    one axis per scan input or output, each axis within its scan's rank. onnxruntime (the oracle)
+    refuses each breach as it initializes the session; analyze and inspect both say INVALID, even
+    behind a contrib op that blinds onnx's checker (model/conformance.py, _scan_attributes)."""
+    ort = pytest.importorskip("onnxruntime")
+    path = hostile.save(scan_after_a_contrib_op(attrs), tmp_path / "m.onnx")
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        refused = False
+    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
+        refused = True
+    for command in (["analyze"], ["inspect"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err)
+        assert ("INVALID: node attributes: node 'scan' (Scan): " in err) is refused, (command, err)
+
+
+def test_a_scan_direction_past_32_bits_is_invalid(tmp_path, capsys):
+    """Direction 2^40 (the campaign's mutant 900369): not 0 or 1, so the spec forbids it.
+    onnxruntime's check reads its low 32 bits (0) and loads it, then runs the scan reversed."""
+    path = hostile.save(scan_after_a_contrib_op({"scan_input_directions": [2**40]}), tmp_path / "m.onnx")
+    code, _, err = run(capsys, "inspect", path)
+    clean(code, err)
+    assert f"scan_input_directions[0] is {2**40}, not 0 (forward) or 1 (reverse)" in err, err
+
+
+@pytest.mark.parametrize("model, seed", [("ts_llama_past", 901048), ("hqq_llama_past", 901456)])
+def test_the_campaigns_scans_out_of_range_are_invalid(tmp_path, capsys, model, seed):
+    """The campaign's silent passes on body/scan_bad_axes (direction -9; no scan input with an
+    output axis -9): onnx's checker never reads a direction, and says nothing past the quantized
+    Llama's MatMulNBits; onnxruntime refuses both. inspect and analyze say INVALID."""
+    from tests.fuzz.mutate import mutant_for, write
+
+    mutant = mutant_for(seed, str(CORPUS_QDQ.parent / f"{model}.onnx"), None)
+    assert mutant.label == "body/scan_bad_axes"  # the mutation the campaign made (drawn from the seed)
+    path = write(mutant, tmp_path)
+    for command in (["inspect"], ["analyze"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err)
+        assert "INVALID: node attributes: node 'fuzz_scan' (Scan): " in err, (command, err)
+
+
+def late_read_past_a_contrib_op(reads_late: bool) -> onnx.ModelProto:
+    """A Concat of a Shape and, where `reads_late`, of a float value written after it (the campaign's
+    topology/cycle rewires an input so): behind com.microsoft's Gelu, so onnx's checker is blind."""
+    nodes = [
+        helper.make_node("Gelu", ["x"], ["g"], name="gelu", domain="com.microsoft"),
+        helper.make_node("Shape", ["g"], ["s"], name="shape"),
+        helper.make_node("Concat", ["s", "late" if reads_late else "s"], ["c"], name="concat", axis=0),
+        helper.make_node("Identity", ["g"], ["late"], name="late"),
+    ]
+    proto = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("c", TensorProto.INT64, None)])
+    proto.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return proto
+
+
+@pytest.mark.parametrize("reads_late", [False, True], ids=["in order", "reads a later value"])
+def test_inspect_says_where_onnx_inference_fails_as_analyze_does(tmp_path, capsys, reads_late):
+    """onnxruntime (the oracle) refuses the Concat of int64 and float; onnx's checker, past a contrib
+    op, drops the error. The analysis' shape pass at the defaults fails on the Concat, and analyze
+    says it as the root of its uncosted nodes: inspect, which runs that pass to choose its defaults
+    (here no dim: a fixed shape), says it too, and nothing of the model in order."""
+    ort = pytest.importorskip("onnxruntime")
+    path = hostile.save(late_read_past_a_contrib_op(reads_late), tmp_path / "m.onnx")
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        refused = False
+    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
+        refused = True
+    assert refused is reads_late
+    code, _, err = run(capsys, "analyze", path)
+    clean(code, err)
+    assert ("downstream of concat (Concat): ONNX shape inference of Concat failed" in err) is refused, err
+    code, out, err = run(capsys, "inspect", path, "--format", "json")
+    clean(code, err)
+    assert ("shape inference stops at node 'concat' (Concat): ONNX shape inference of Concat failed" in err) is refused
+    assert (json.loads(out)["inference_failure"] or "").startswith("node 'concat' (Concat)") is refused
+
+
+@pytest.mark.parametrize("model, seed", [("hqq_llama_past", 901345), ("ortopt_vit_gpu", 901372)])
+def test_the_campaigns_reads_of_later_values_are_said_by_inspect(tmp_path, capsys, model, seed):
+    """The campaign's topology/cycle silent passes of inspect: a node made to read a value written
+    after it, in a quantized Llama (MatMulNBits) and an optimized ViT (SkipLayerNormalization):
+    onnxruntime refuses the Concat it feeds; inspect says it as analyze does."""
+    from tests.fuzz.mutate import mutant_for, write
+
+    mutant = mutant_for(seed, str(CORPUS_QDQ.parent / f"{model}.onnx"), None)
+    assert mutant.label == "topology/cycle"  # the mutation the campaign made (drawn from the seed)
+    code, _, err = run(capsys, "inspect", write(mutant, tmp_path))
+    clean(code, err)
+    assert "warning: at the default dims, shape inference stops at node " in err, err
+
+
+@pytest.mark.parametrize(
+    "data_type", [TensorProto.FLOAT, TensorProto.UNDEFINED, 255], ids=["float", "UNDEFINED", "255"]
+)
+def test_an_external_weight_of_no_type_is_invalid(tmp_path, capsys, data_type):
+    """An external initializer retyped UNDEFINED or to a code ONNX does not define (the campaign's
+    mutant 911242, elem_type/initializer_invalid): onnxruntime (the oracle, its file present)
+    refuses it, and so does onnx's checker, but conformance's check never saw the type (the tensor
+    stands aside as a graph input, which may be of any type). analyze (a Relu costed before the
+    MatMul it leaves uncosted) and inspect say INVALID."""
+    ort = pytest.importorskip("onnxruntime")
+    weight = hostile.external("w.bin")
+    weight.data_type = data_type
+    hostile.weights_file(tmp_path)  # 4×8 float32: the bytes a float weight needs
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w"], ["y"], name="mm"),
+    ]
+    model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [2, 8])], [weight])
+    path = hostile.save(model, tmp_path / "m.onnx")
+    try:
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        refused = False
+    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
+        refused = True
+    assert refused is (data_type != TensorProto.FLOAT)
+    for command in (["analyze"], ["inspect"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err)
+        assert ("INVALID: tensor data: tensor 'w' is stored externally with data_type" in err) is refused, err
+
+
+def test_the_campaigns_external_weight_of_no_type_is_invalid(tmp_path, capsys):
+    """The campaign's mutant 911242: the ResNet's fc.weight, in an absent file, retyped UNDEFINED."""
+    from tests.fuzz.mutate import mutant_for, write
+
+    mutant = mutant_for(911242, str(CORPUS_QDQ.parent / "ort_extended_resnet.onnx"), None)
+    assert mutant.label == "elem_type/initializer_invalid"  # the mutation the campaign made (drawn from the seed)
+    code, _, err = run(capsys, "inspect", write(mutant, tmp_path))
+    clean(code, err)
+    assert "INVALID: tensor data: tensor 'fc.weight' is stored externally with data_type 0 (UNDEFINED)" in err, err

@@ -20,6 +20,7 @@ from onnx_roofline import Sizing
 from onnx_roofline.analysis import analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import ModelLoadError
+from onnx_roofline.model import inferred
 from onnx_roofline.model.conformance import CHECKER, EXTERNAL_DATA, TENSOR_DATA, conformance
 from onnx_roofline.model.loader import load_with_nodes
 
@@ -88,54 +89,93 @@ def test_initializer_of_undefined_type_is_flagged():
     assert "UNDEFINED is not allowed" in flag.message
 
 
-def test_value_info_contradicting_the_inferred_type_is_flagged():
+def _contradicted_value_info() -> onnx.ModelProto:
     model = _matmul(value_info=[])
     model.graph.node.append(h.make_node("Relu", ["y"], ["z"]))
     model.graph.output[0].name = "z"
     model.graph.value_info.append(h.make_tensor_value_info("y", TP.INT64, [2, 3]))  # MatMul of floats writes float
-    (flag,) = _flags(model)
-    assert "Inferred elem type differs from existing elem type" in flag.message
+    return model
 
 
-def test_an_op_fed_a_type_its_schema_does_not_allow_is_flagged():
+def _uint8_layer_norm() -> onnx.ModelProto:
     """uint8 into LayerNormalization: onnxruntime refuses the graph (T is a float type)."""
-    model = _model(
+    return _model(
         [h.make_node("LayerNormalization", ["x", "s", "b"], ["y"])],
         [h.make_tensor_value_info("x", TP.UINT8, [2, 4])],
         [h.make_tensor_value_info("y", TP.UINT8, [2, 4])],
         [nh.from_array(np.ones(4, np.uint8), "s"), nh.from_array(np.zeros(4, np.uint8), "b")],
     )
-    (flag,) = _flags(model)
-    assert "LayerNormalization" in flag.message and "tensor(uint8)" in flag.message
 
 
-def test_a_gemm_with_mixed_input_types_is_flagged():
-    model = _model(
+def _mixed_gemm() -> onnx.ModelProto:
+    return _model(
         [h.make_node("Gemm", ["x", "w"], ["y"])],
         [h.make_tensor_value_info("x", TP.FLOAT, [2, 4])],
         [h.make_tensor_value_info("y", TP.FLOAT, [2, 3])],
         [nh.from_array(np.ones((4, 3), np.float16), "w")],
     )
-    (flag,) = _flags(model)
-    assert "Gemm" in flag.message and "float16" in flag.message
 
 
-def test_a_cast_contradicting_its_value_info_is_flagged():
-    model = _model(
+def _contradicted_cast() -> onnx.ModelProto:
+    return _model(
         [h.make_node("Cast", ["x"], ["c"], to=TP.FLOAT16), h.make_node("Relu", ["c"], ["y"])],
         [h.make_tensor_value_info("x", TP.FLOAT, [2])],
         [h.make_tensor_value_info("y", TP.FLOAT16, [2])],
         value_info=[h.make_tensor_value_info("c", TP.FLOAT, [2])],
     )  # Cast to float16 writes float16
-    (flag,) = _flags(model)
-    assert "Inferred elem type differs" in flag.message
 
 
-def test_a_sequence_input_where_a_tensor_is_needed_is_flagged():
+def _sequence_for_tensor() -> onnx.ModelProto:
     sequence = h.make_tensor_sequence_value_info("x", TP.INT64, [2])
-    model = _model([h.make_node("Shape", ["x"], ["y"])], [sequence], [h.make_tensor_value_info("y", TP.INT64, [1])])
-    (flag,) = _flags(model)
-    assert "seq(tensor(int64))" in flag.message
+    return _model([h.make_node("Shape", ["x"], ["y"])], [sequence], [h.make_tensor_value_info("y", TP.INT64, [1])])
+
+
+def _output_of_another_width() -> onnx.ModelProto:
+    """x[batch, 4] · w[4, 3] declared to write y[batch, 5]: binding the batch drops the declared
+    dims (dims.bind), so the analysis holds its inference to the file's declaration itself."""
+    model = _matmul()
+    model.graph.input[0].CopyFrom(h.make_tensor_value_info("x", TP.FLOAT, ["batch", 4]))
+    model.graph.output[0].CopyFrom(h.make_tensor_value_info("y", TP.FLOAT, ["batch", 5]))
+    return model
+
+
+INFERENCE_REFUSES = {  # what ONNX's strict type and shape inference refuses, and what it says
+    "value_info contradicting the inferred type": (_contradicted_value_info, "Inferred elem type differs from existing elem type"),
+    "an op fed a type its schema does not allow": (_uint8_layer_norm, "LayerNormalization"),
+    "a Gemm of mixed input types": (_mixed_gemm, "float16"),
+    "a Cast contradicting its value_info": (_contradicted_cast, "Inferred elem type differs"),
+    "a sequence where a tensor is needed": (_sequence_for_tensor, "seq(tensor(int64))"),
+    "an output declared of another width": (_output_of_another_width, "existing shape differ"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", INFERENCE_REFUSES)
+def test_what_onnx_strict_inference_refuses_is_flagged_by_the_check_and_by_the_analysis(name, monkeypatch):
+    """conformance runs onnx's full check; the analysis runs its checker and leaves the strict
+    inference to its shape engine's first pass (issue 44: one inference, not two), which, where it
+    raises, has the file checked whole: the same finding either way."""
+    build, said = INFERENCE_REFUSES[name]
+    (flag,) = _flags(build())
+    assert flag.source == CHECKER and said in flag.message
+    assert analyze(build(), sizing=Sizing(default_dims=True)).model.invalid == (flag,)
+
+
+def test_a_valid_analysis_runs_onnx_inference_once(monkeypatch):
+    """The strict inference of onnx's full check is the shape engine's first pass: a valid model
+    analyzed calls ONNX's C++ inference once (its checker without full_check), not twice."""
+    calls = []
+    real = inferred._cpp.infer_shapes
+    monkeypatch.setattr(inferred._cpp, "infer_shapes", lambda *args: calls.append(args[1:]) or real(*args))
+    full = []
+    check = onnx.checker.check_model
+    monkeypatch.setattr(
+        onnx.checker,
+        "check_model",
+        lambda model, full_check=False, **kw: full.append(full_check) or check(model, full_check, **kw),
+    )
+    report = analyze(ROOT / "fixtures" / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
+    assert report.model.invalid == () and report.uncosted.count == 0
+    assert calls == [(True, True, True)] and full == [False]  # checked, strict, data propagation; the checker alone
 
 
 def test_out_of_order_nodes_are_checked_as_onnxruntime_sorts_them():

@@ -1,4 +1,4 @@
-"""ONNX's inference of a very large graph in pieces (onnx_roofline/shapes/pieces.py), which bounds the
+"""ONNX's inference of a very large graph in pieces (onnx_roofline/model/pieces.py), which bounds the
 memory of its C++ pass: every graph comes out as the whole-graph pass gives it — itself checked
 against onnxruntime by the corpus and fixture tests — with the pieces made small enough here to
 cut every chain the exporters emit."""
@@ -8,12 +8,17 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from onnx_roofline import Sizing, analyze
+from onnx_roofline.model import pieces
+from onnx_roofline.model.conformance import CHECKER, conformance
+from onnx_roofline.model.inferred import CHECKED, LENIENT
+from onnx_roofline.model.loader import load_with_nodes
 from onnx_roofline.model.nodes import read_nodes
-from onnx_roofline.shapes import pieces
+from onnx_roofline.shapes import engine
 from onnx_roofline.shapes.engine import _onnx_inference, collect
 from tests.conftest import FIXTURES
 from tests.corpus import cases
@@ -35,16 +40,20 @@ def _results(report):
 
 
 def _in_pieces(monkeypatch, size: int) -> list[int]:
-    """Pieces of `size` nodes from here on; returns the node count of each piece ONNX is given."""
+    """Pieces of `size` nodes from here on, the shape engine's usual (lenient) pass alone (its
+    checked first try, which types a valid graph the same: test at the end, turned off); returns
+    the node count of each piece ONNX is given in that pass."""
     given: list[int] = []
     infer = pieces.inferred_types
 
-    def counting(model):
-        given.append(len(model.graph.node))
-        return infer(model)
+    def counting(model, mode=LENIENT):
+        if mode == LENIENT:  # not conformance's own pieces (tests below)
+            given.append(len(model.graph.node))
+        return infer(model, mode)
 
     monkeypatch.setattr(pieces, "PIECE_NODES", size)
     monkeypatch.setattr(pieces, "inferred_types", counting)
+    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: None)
     return given
 
 
@@ -127,11 +136,11 @@ def test_a_failing_piece_loses_only_its_own_nodes_to_the_sweep(monkeypatch):
     given = _in_pieces(monkeypatch, 1000)
     infer = pieces.inferred_types
 
-    def second_fails(model):
-        if len(given) == 1:
+    def second_fails(model, mode=LENIENT):
+        if len(given) == 1 and mode == LENIENT:
             given.append(len(model.graph.node))
             raise RuntimeError("inference failed here")
-        return infer(model)
+        return infer(model, mode)
 
     monkeypatch.setattr(pieces, "inferred_types", second_fails)
     report = analyze(path, sizing=Sizing(dims=dims))
@@ -158,3 +167,63 @@ def test_every_cut_of_a_graph_onnx_types_alone_is_seamless(monkeypatch):
     assert given == [1] * 7 and report.model.shape_inference == "onnx"
     assert all(n.outputs[0].shape == (8, 128) for n in report.nodes)
     assert report.nodes[0].cost.flops == 2 * 8 * 64 * 128  # [8, 64] @ [64, 128]: a multiply-add per (row, column, k)
+
+
+def _contradicted_cast_chain(links: int) -> onnx.ModelProto:
+    """Relu × links on x[2], then a Cast to float16 whose output a value_info declares float: ONNX's
+    strict inference (onnx.checker's full check) refuses it, "Inferred elem type differs"."""
+    nodes = [helper.make_node("Relu", [f"h{i}"], [f"h{i + 1}"]) for i in range(links)]
+    nodes += [
+        helper.make_node("Cast", [f"h{links}"], ["c"], to=TensorProto.FLOAT16),
+        helper.make_node("Neg", ["c"], ["y"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, [2])],
+                              value_info=[helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])])  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_conformance_checks_a_large_graph_in_pieces_and_finds_what_the_whole_check_finds(monkeypatch):
+    """Past PIECE_NODES main-graph nodes, onnx's full check runs as the checker over the whole model
+    and ONNX's strict inference a piece at a time (the whole pass's memory was a million-node
+    analysis' peak, issue 44): the same finding as onnx.checker.check_model(full_check=True), from
+    a piece that is not the first, and no finding on valid graphs cut after every node."""
+    model = _contradicted_cast_chain(5)
+    with pytest.raises(onnx.shape_inference.InferenceError) as whole:  # the oracle: onnx's own full check
+        onnx.checker.check_model(model, full_check=True)
+    assert "Inferred elem type differs" in str(whole.value)
+    strict_pieces: list[int] = []
+    infer = pieces.inferred_types
+
+    def counting(piece, mode=LENIENT):
+        if mode == CHECKED:
+            strict_pieces.append(len(piece.graph.node))
+        return infer(piece, mode)
+
+    monkeypatch.setattr(pieces, "PIECE_NODES", 2)
+    monkeypatch.setattr(pieces, "inferred_types", counting)
+    (flag,) = conformance(*load_with_nodes(model), None)
+    assert flag.source == CHECKER and "Inferred elem type differs" in flag.message
+    assert strict_pieces == [2, 2, 2]  # 7 nodes: the Cast and its value_info in the third piece, where it stops
+    strict_pieces.clear()
+    for name in ("gpt2_decode_fp32_torchscript", "genai_qwen2_int4", "qdq_bert", "ortopt_gpt2_past"):  # valid: never
+        # flagged in pieces, contrib ops included (a piece after one is not checked, as ONNX's whole pass drops errors past it)
+        path = GRAPHS[name][0]
+        proto, nodes = load_with_nodes(path)
+        monkeypatch.setattr(pieces, "PIECE_NODES", 1)
+        assert conformance(proto, nodes, path) == ()
+    assert strict_pieces and set(strict_pieces) == {1}
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_the_engines_checked_first_pass_types_as_its_lenient_pass(monkeypatch, name):
+    """The shape engine's first pass runs checked (types checked, the first error raised: onnx's
+    full check, which conformance then need not run again, issue 44), in pieces here: where it
+    passes, every node comes out as the lenient pass alone gives it."""
+    path, dims = GRAPHS[name]
+    monkeypatch.setattr(pieces, "PIECE_NODES", 13)
+    checked = analyze(path, partial=True, sizing=Sizing(dims=dims))
+    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: None)
+    lenient = analyze(path, partial=True, sizing=Sizing(dims=dims))
+    assert _results(checked) == _results(lenient)
+    assert checked.model.invalid == lenient.model.invalid == ()

@@ -485,7 +485,7 @@ def hook(event, args):
         raise SystemExit("the analysis opened the weights file")
 sys.addaudithook(hook)
 from onnx_roofline import analyze
-from onnx_roofline.shapes import pieces
+from onnx_roofline.model import pieces
 pieces.PIECE_NODES = {piece_nodes or 10**9}
 report = analyze({str(path)!r}, dims={{"batch": 2}})
 assert report.uncosted.count == 0, report.uncosted.message

@@ -64,6 +64,9 @@ def test_the_record_is_checked_when_made_frozen_and_travels():
         Sizing(dims={"batch": "8"})
     with pytest.raises(ValueError, match=r"must be in \[0, 1\]"):
         Sizing(nonzero_fraction=1.5)
+    for length in (0, -4, 2.5, True):  # a string's bytes: a positive whole number
+        with pytest.raises(ValueError, match="positive whole number"):
+            Sizing(string_bytes=length)
     sizing = Sizing(dims={"batch": 4}, input_shapes={"x": [1, 2]}, expert_load="skew=2")
     assert sizing.input_shapes == {"x": (1, 2)} and sizing.expert_load == ExpertLoad.parse("skew=2")
     with pytest.raises(dataclasses.FrozenInstanceError):

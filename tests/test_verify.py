@@ -239,8 +239,8 @@ def test_a_wrong_inferred_shape_is_caught_with_the_bytes_it_skews(monkeypatch):
 
     real_infer = analysis.infer
 
-    def off_by_one(model, *args):
-        result = real_infer(model, *args)
+    def off_by_one(model, *args, **kwargs):
+        result = real_infer(model, *args, **kwargs)
         result.values["act"] = TensorInfo("act", (2, 5, HIDDEN + 1), "float32")
         return result
 
@@ -258,8 +258,8 @@ def test_a_wrong_inferred_dtype_is_caught(monkeypatch):
 
     real_infer = analysis.infer
 
-    def half(model, *args):
-        result = real_infer(model, *args)
+    def half(model, *args, **kwargs):
+        result = real_infer(model, *args, **kwargs)
         result.values["mm"] = TensorInfo("mm", (2, 5, HIDDEN), "float16")
         return result
 

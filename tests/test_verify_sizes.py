@@ -66,32 +66,36 @@ def test_the_sizes_the_run_found_are_printed(tmp_path, capsys):
     assert text.endswith("verdict: PASS\n")
 
 
-def as_text() -> onnx.ModelProto:
-    """A Cast to string: a tensor with no static byte size, which the analysis cannot cost."""
+def as_labels() -> onnx.ModelProto:
+    """A ZipMap to string labels: a map with string keys, which has no static byte size (a string
+    tensor has one at the length assumed; a map's string keys do not), so the analysis cannot cost it."""
     nodes = [
         helper.make_node("Relu", ["x"], ["positive"], name="relu"),
-        helper.make_node("Cast", ["positive"], ["text"], to=TensorProto.STRING, name="to_text"),
+        helper.make_node(
+            "ZipMap", ["positive"], ["labelled"], name="to_labels", domain="ai.onnx.ml", classlabels_strings=["a", "b"]
+        ),
     ]
+    entry = helper.make_map_type_proto(TensorProto.STRING, helper.make_tensor_type_proto(TensorProto.FLOAT, []))
     graph = helper.make_graph(
         nodes,
-        "as_text",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-        [helper.make_tensor_value_info("text", TensorProto.STRING, [4])],
+        "as_labels",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+        [helper.make_value_info("labelled", helper.make_sequence_type_proto(entry))],
     )
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)])
 
 
 def test_an_unchecked_node_is_named_not_a_bare_pass_and_strict_fails_it(tmp_path, capsys):
-    path = tmp_path / "as_text.onnx"
-    onnx.save(as_text(), path)
+    path = tmp_path / "as_labels.onnx"
+    onnx.save(as_labels(), path)
     assert main(["verify", str(path)]) == EXIT_OK
     verdict = capsys.readouterr().out.splitlines()[-1]
-    assert verdict == "verdict: INCOMPLETE: 1 of 2 nodes not checked (to_text); --strict fails them"
+    assert verdict == "verdict: INCOMPLETE: 1 of 2 nodes not checked (to_labels); --strict fails them"
     assert main(["verify", str(path), "--strict"]) == EXIT_FAIL
-    assert capsys.readouterr().out.splitlines()[-1] == "verdict: FAIL: 1 of 2 nodes not checked (to_text)"
+    assert capsys.readouterr().out.splitlines()[-1] == "verdict: FAIL: 1 of 2 nodes not checked (to_labels)"
     assert main(["verify", str(path), "--strict", "--format", "json"]) == EXIT_FAIL
     document = json.loads(capsys.readouterr().out)
-    assert document["verdict"] == "fail" and [node["name"] for node in document["unchecked"]] == ["to_text"]
+    assert document["verdict"] == "fail" and [node["name"] for node in document["unchecked"]] == ["to_labels"]
 
 
 @pytest.mark.skipif(not MOE.exists(), reason="the MoE corpus (tests/corpus/optimum_moe.py) is not generated")

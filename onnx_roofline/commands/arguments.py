@@ -17,7 +17,7 @@ def add_model_arguments(
 ) -> None:
     """The arguments every subcommand that analyzes a model shares (`many`: one or more models or
     folders, as `analyze` takes; `hw`: the default hardware, a comma-separated list for `compare`;
-    `assumptions`: --nonzero-fraction, --expert-load and --frames-per-token, which `verify` does not
+    `assumptions`: --nonzero-fraction, --expert-load, --frames-per-token and --string-bytes, which `verify` does not
     take: it checks sizes a real run produces)."""
     from onnx_roofline.model.precisions import PRECISIONS
 
@@ -62,6 +62,11 @@ def add_model_arguments(
             help="a length regulator (a TTS model's durations → frames: VITS, FastSpeech, Piper) as if each input token lasted "
                  "F frames (6, 52/8); default 6 (docs/cost-model.md); the report names it and the sums it sized",
         )  # fmt: skip
+        parser.add_argument(
+            "--string-bytes", type=_string_bytes, metavar="B",
+            help="count every string element (a text pipeline's input, its tokens) as B bytes, its average length; "
+                 "default 100, a sentence (docs/cost-model.md); also bounds a Tokenizer's tokens a string; the report names it",
+        )  # fmt: skip
     parser.add_argument(
         "--partial", action="store_true", help="report nodes blocked by unbound dims as unknown instead of failing"
     )
@@ -85,6 +90,15 @@ def _expert_load(text: str):
 
     try:
         return ExpertLoad.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _string_bytes(text: str) -> int:
+    from onnx_roofline.shapes.texts import parse_string_bytes
+
+    try:
+        return parse_string_bytes(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -251,7 +265,7 @@ def analyze_from_options(options: argparse.Namespace, default_dims: bool = False
     ):  # a long one says so
         sizing = Sizing(dims=dims, input_shapes=shapes, values=values, default_dims=default_dims and not options.partial,
                         nonzero_fraction=getattr(options, "nonzero_fraction", None), expert_load=getattr(options, "expert_load", None) or UNIFORM_LOAD,
-                        frames_per_token=getattr(options, "frames_per_token", None))  # fmt: skip
+                        frames_per_token=getattr(options, "frames_per_token", None), string_bytes=getattr(options, "string_bytes", None))  # fmt: skip
         report = analyze(options.model, hardware_from(options), sizing, partial=options.partial, precision=options.dtype,
                          fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee")  # fmt: skip
     if report.model.defaulted_dims and not quiet:

@@ -100,6 +100,7 @@ class Inspection:
         str, ...
     ] = ()  # why a runtime would refuse the file (model/conformance.py), each "source: root cause"
     attachment: str | None = None  # an annotated model's Netron attachment: paired, absent, another run's, unreadable
+    inference_failure: str | None = None  # where ONNX's inference fails at the default dims, and why
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -140,6 +141,7 @@ class Inspection:
             "external_data": [f.to_dict() for f in self.external_data],
             "invalid": list(self.invalid),
             "attachment": self.attachment,
+            "inference_failure": self.inference_failure,
         }
 
 
@@ -168,7 +170,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     inputs = tuple(_value(v) for v in graph.input if v.name not in initialized)
     outputs = tuple(_value(v) for v in graph.output)
     dims = {name: tuple(uses) for name, uses in symbolic_dims(graph).items()}
-    defaults, solved, roles = _defaults(proto, dims)
+    defaults, solved, roles, inference_failure = _defaults(proto, dims)
 
     ops = Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in graph.node)
     initializers = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
@@ -226,6 +228,7 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
         constant_weights=sum(weight.kind == CONSTANT for weight in weights),
         invalid=invalid,
         attachment=None if in_memory else attachment_state(model, metadata),
+        inference_failure=inference_failure,
     )
 
 
@@ -242,12 +245,18 @@ def _value(value) -> ValueSummary:
     return ValueSummary(value.name, dtype_name(tensor_type.elem_type), shape)
 
 
-def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], dict[str, str], dict[str, str]]:
+def _defaults(
+    proto, dims: dict[str, tuple[str, ...]]
+) -> tuple[dict[str, int], dict[str, str], dict[str, str], str | None]:
     """The dims `onnx-roofline MODEL` binds, those of them the graph fixes, with why, and each
     one's role where its name does not say it: the default by name or role (shapes/roles.py),
     unless a node cannot run at it (a head size named like a batch: genai's `kv_cache_dim`),
     which the analysis finds by binding and inferring as it does. A graph it refuses at its
-    defaults keeps them as chosen: inspect describes any model."""
+    defaults keeps them as chosen: inspect describes any model. Last, the node where ONNX's own
+    inference fails in that pass at defaults the graph runs, which `analyze` says as the root of
+    its uncosted nodes: inspect says it too (a node fed a value of another type or rank, past a
+    contrib op after which onnx's checker in model/conformance.py drops every inference error).
+    Run with no dim too, for that."""
     from onnx_roofline.analysis import bind_and_infer
     from onnx_roofline.errors import RooflineError
     from onnx_roofline.model.nodes import read_nodes
@@ -255,11 +264,11 @@ def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
     from onnx_roofline.shapes.roles import choose_defaults
     from onnx_roofline.shapes.sizing import Sizing
 
-    if not dims:
-        return {}, {}, {}
     metadata = {entry.key: entry.value for entry in proto.metadata_props}
-    chosen = choose_defaults(
-        proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata
+    chosen = (
+        choose_defaults(proto.graph, read_nodes(proto.graph), input_dim_names(proto.graph), list(dims), {}, metadata)
+        if dims
+        else {}
     )
     roles = {name: choice.said for name, choice in chosen.items() if choice.said}
     try:
@@ -267,12 +276,19 @@ def _defaults(proto, dims: dict[str, tuple[str, ...]]) -> tuple[dict[str, int], 
             proto, Sizing(default_dims=True), conform=False
         )  # the loaded model, not the file read again (checked already)
     except RooflineError:
-        return {name: choice.size for name, choice in chosen.items()}, {}, roles
+        return {name: choice.size for name, choice in chosen.items()}, {}, roles, None
     roles = {name: choice.said for name, choice in typed.roles.items() if choice.said}
+    cause = typed.shapes.root_cause
+    failure = (
+        f"node {cause.name!r} ({cause.op_type}): {cause.reason}"
+        if cause is not None and cause.reason.startswith("ONNX shape inference of") and not typed.implausible
+        else None
+    )  # not an op no rule types, nor a default the graph cannot run (IMPLAUSIBLE: the defaults' fault)
     return (
         {name: typed.dims.get(name, choice.size) for name, choice in chosen.items()},
         {dim: why for dim, (_, why) in typed.solved.items()},
         roles,
+        failure,
     )
 
 
@@ -348,6 +364,8 @@ def render_text(info: Inspection) -> str:
         lines.append(
             f"analyze     {shlex.join(['onnx-roofline', info.path, '--hw', 'h100', *flags])}"
         )  # quoted: a dim named `?` is a glob
+    if info.inference_failure:
+        lines.append(f"shapes      stop at {info.inference_failure}")
     lines += [f"INVALID     {flag}" for flag in info.invalid]  # a runtime would refuse the file (model/conformance.py)
     return "\n".join(lines) + "\n"
 
@@ -409,6 +427,9 @@ def run_inspect(options: argparse.Namespace) -> int:
     info = inspect_model(options.model)
     for flag in info.invalid:
         print(f"onnx-roofline: warning: INVALID: {one_line(flag)}", file=sys.stderr)
+    if info.inference_failure:
+        print(f"onnx-roofline: warning: at the default dims, shape inference stops at {one_line(info.inference_failure)}"
+              " (`onnx-roofline MODEL` leaves it and the nodes after it uncosted)", file=sys.stderr)  # fmt: skip
     text = render_json(info) if options.format == "json" else render_text(info)
     data = [
         Path(options.model).parent / f.location for f in info.external_data if f.location and "\0" not in f.location

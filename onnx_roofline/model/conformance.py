@@ -37,16 +37,18 @@ import onnx.defs
 import onnx.helper
 
 from onnx_roofline.errors import ExternalDataError, one_line
-from onnx_roofline.model import files
+from onnx_roofline.model import files, pieces
 from onnx_roofline.model.constants import readable
+from onnx_roofline.model.inferred import CHECKED
 from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
-from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.nodes import Node, read_fresh
 from onnx_roofline.model.schemas import may_have_bodies, opsets
 from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
 log = logging.getLogger(__name__)
 
 CHECKER, EXTERNAL_DATA, TENSOR_DATA = "onnx checker", "external data", "tensor data"  # Invalid.source
+ATTRIBUTES = "node attributes"  # Invalid.source: attribute values the spec forbids and the checker lets through
 
 ORT_DEFAULT_DOMAIN = frozenset({
     "Affine", "Crop", "DynamicSlice", "GRUUnit", "GivenTensorFill", "ImageScaler", "MemcpyFromHost", "MemcpyToHost",
@@ -87,19 +89,81 @@ def refusal(invalid: Sequence[Invalid]) -> str:
     return f"INVALID: a runtime would refuse this model: {invalid[0]}{more}"
 
 
-def conformance(model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLike | None) -> tuple[Invalid, ...]:
+def conformance(
+    model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLike | None, inference: bool = True
+) -> tuple[Invalid, ...]:
     """The findings on a loaded model (`nodes`: its main graph's, read once; `path`: the file, None
-    for an in-memory model, whose external locations cannot be placed)."""
+    for an in-memory model, whose external locations cannot be placed). `inference` False: onnx's
+    checker without its strict type and shape inference, which the analysis runs as its shape
+    engine's first pass instead (analysis.bind_and_infer: one inference, not two)."""
     external = list(files.external_tensors(model, nodes))
-    found = _external_data(external, None if path is None else files.model_folder(path))
+    found = _external_data(external, None if path is None else files.model_folder(path)) + _external_types(external)
     initializers = sum(1 for tensor in model.graph.initializer if tensor.data_location == _EXTERNAL) if external else 0
-    problem = _checker(model, nodes, external, elsewhere=len(external) > initializers)
+    problem = _checker(model, nodes, external, len(external) > initializers, inference)
     found += (
         [Invalid(CHECKER, problem)]
         if problem
-        else [*_inline_data(model.graph), *_inputs_over_initializers(model.graph)]
+        else [*_inline_data(model.graph), *_inputs_over_initializers(model.graph), *_scan_attributes(model, nodes)]
     )  # what the checker lets through
     return tuple(found)
+
+
+_CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+def _scan_attributes(model: onnx.ModelProto, nodes: list[Node]) -> list[Invalid]:
+    """The first Scan (opset 9 on, at any depth) whose attributes the spec forbids: num_scan_inputs
+    outside 1 to its inputs, a direction other than 0 or 1, a list of directions or axes not one per
+    scan input or output, an axis outside its scan's rank (its body's + 1). onnxruntime refuses
+    each as it initializes the session; onnx's checker never reads the directions, and says nothing
+    of the rest past an op it has no schema for (a contrib op: its inference then drops errors)."""
+    version = opsets(model).get("")
+    if version is None or version < 9:
+        return []
+    pending = [node.proto for node in nodes if node.op_type in _CONTROL_FLOW and not node.domain]
+    while pending:
+        node = pending.pop()
+        bodies = {attr.name: attr.g for attr in node.attribute if attr.type == onnx.AttributeProto.GRAPH}
+        pending += [inner for body in bodies.values() for inner in body.node
+                    if inner.op_type in _CONTROL_FLOW and inner.domain in ("", "ai.onnx")]  # fmt: skip
+        problem = _scan_problem(node, bodies["body"]) if node.op_type == "Scan" and "body" in bodies else None
+        if problem:
+            return [Invalid(ATTRIBUTES, f"node {node.name or node.op_type!r} (Scan): {problem}")]
+    return []
+
+
+def _scan_problem(node: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
+    attrs = {attr.name: attr for attr in node.attribute}
+    scanned = attrs["num_scan_inputs"].i if "num_scan_inputs" in attrs else 0
+    if not 1 <= scanned <= len(node.input):
+        return f"num_scan_inputs {scanned} is not between 1 and its {len(node.input)} inputs"
+    states = len(node.input) - scanned
+    if states > len(node.output):
+        return f"{states} state inputs and only {len(node.output)} outputs"
+    ranks = {
+        "input": [_rank(value) for value in body.input[states:]],
+        "output": [_rank(value) for value in body.output[states:]],
+    }
+    for side, count in (("input", scanned), ("output", len(node.output) - states)):
+        for kind in ("directions", "axes"):
+            listed = attrs.get(f"scan_{side}_{kind}")
+            if listed is None:
+                continue
+            if len(listed.ints) != count:
+                return f"scan_{side}_{kind} has {len(listed.ints)} entries for {count} scan {side}s"
+            for index, value in enumerate(listed.ints):
+                rank = ranks[side][index] if index < len(ranks[side]) else None
+                if kind == "directions" and value not in (0, 1):
+                    return f"scan_{side}_directions[{index}] is {value}, not 0 (forward) or 1 (reverse)"
+                if kind == "axes" and rank is not None and not -(rank + 1) <= value <= rank:
+                    return f"scan_{side}_axes[{index}] is {value}, outside its rank-{rank + 1} scan {side}"
+    return None
+
+
+def _rank(value: onnx.ValueInfoProto) -> int | None:
+    """A body value's rank where it declares a shape."""
+    typed = value.type.tensor_type if value.type.HasField("tensor_type") else None
+    return len(typed.shape.dim) if typed is not None and typed.HasField("shape") else None
 
 
 def _inputs_over_initializers(graph: onnx.GraphProto) -> list[Invalid]:
@@ -153,6 +217,20 @@ def _inline_data(graph: onnx.GraphProto) -> list[Invalid]:
 
 # --- external data ---------------------------------------------------------------------------------
 
+_DATA_TYPES = frozenset(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+
+
+def _external_types(tensors: list[onnx.TensorProto]) -> list[Invalid]:
+    """The first external tensor of no ONNX type (UNDEFINED, or a code ONNX does not define): onnx's
+    checker and onnxruntime refuse it, but the check never sees its type (the tensor stands aside
+    as a graph input, which may be of any type, or is left out: its size is unknown)."""
+    for tensor in tensors:
+        if tensor.data_type not in _DATA_TYPES:
+            what = "UNDEFINED" if tensor.data_type == onnx.TensorProto.UNDEFINED else "no ONNX type"
+            said = f"tensor {tensor.name!r} is stored externally with data_type {tensor.data_type} ({what})"
+            return [Invalid(TENSOR_DATA, said)]
+    return []
+
 
 def _external_data(tensors: list[onnx.TensorProto], folder: Path | None) -> list[Invalid]:
     """Each external location, checked as `verify` would follow it (files.locate: a stat, never
@@ -193,7 +271,7 @@ def _check_length(tensor: onnx.TensorProto) -> None:
 
 
 def _checker(model: onnx.ModelProto, nodes: list[Node], external: list[onnx.TensorProto],
-             elsewhere: bool) -> str | None:  # fmt: skip
+             elsewhere: bool, inference: bool) -> str | None:  # fmt: skip
     """onnx's full check of the model (`external`: its external tensors) or of its skeleton: its
     first problem, in one line; None when it passes (or cannot be run: a crash, a skeleton too
     large). `elsewhere`: whether external tensors lie outside the main graph's initializers. A
@@ -203,10 +281,9 @@ def _checker(model: onnx.ModelProto, nodes: list[Node], external: list[onnx.Tens
         if not elsewhere and _as_loaded(model, external):
             restore = _stand_aside(model, nodes, external)
             try:
-                serialized = model.SerializeToString()
+                problem = _full_check(model, nodes, inference)
             finally:
                 restore()
-            problem = isolated("ONNX's checker", _check, serialized, risky=crash_prone(model))
             if not problem or not any(rework in problem for rework in _REWORKED):
                 return None if problem and _SHAPELESS_INPUT in problem else problem
     except PassCrashed as crash:
@@ -216,7 +293,7 @@ def _checker(model: onnx.ModelProto, nodes: list[Node], external: list[onnx.Tens
     if skeleton is None:
         return None
     try:
-        check = lambda: isolated("ONNX's checker", _check, skeleton.SerializeToString(), risky=crash_prone(model))  # noqa: E731
+        check = lambda: _full_check(skeleton, read_fresh(skeleton.graph), inference)  # noqa: E731
         problem = check()
         if problem and "topologically sorted" in problem:  # onnxruntime sorts the graph: check it sorted
             _sort(skeleton.graph)
@@ -295,12 +372,36 @@ def _shaped(value: onnx.ValueInfoProto) -> bool:
     return kind is not None and (kind != "tensor_type" or value.type.tensor_type.HasField("shape"))
 
 
-def _check(serialized: bytes) -> str | None:
+def _full_check(model: onnx.ModelProto, nodes: list[Node], inference: bool) -> str | None:
+    """onnx's full check of the model as it stands, its first problem in one line: the checker,
+    then (`inference`) ONNX's strict type and shape inference — of the whole model up to
+    PIECE_NODES main-graph nodes, as `check_model(full_check=True)` runs it, and past that a piece
+    at a time (pieces.py: the whole pass holds about 1.25 KiB a node, the peak of a million-node
+    analysis)."""
+    whole = len(nodes) <= pieces.PIECE_NODES
+    serialized = model.SerializeToString()
+    return isolated("ONNX's checker", _check, serialized, inference and whole, risky=crash_prone(model)) or (
+        None if whole or not inference else _strict_in_pieces(model, nodes)
+    )
+
+
+def _check(serialized: bytes, full: bool) -> str | None:
     try:
-        onnx.checker.check_model(serialized, full_check=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError) as exc:
+        onnx.checker.check_model(serialized, full_check=full)
+    except _CHECK_ERRORS as exc:
         return _one_line(exc)
     return None
+
+
+def _strict_in_pieces(model: onnx.ModelProto, nodes: list[Node]) -> str | None:
+    try:
+        pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, None, CHECKED)
+    except _CHECK_ERRORS as exc:
+        return _one_line(exc)
+    return None
+
+
+_CHECK_ERRORS = (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError, RuntimeError)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ the declared types alone, re-serialized without the rest (the nodes, inline weig
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import onnx
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
@@ -31,20 +32,37 @@ NAME_FIELD, TYPE_FIELD = 1, 2  # onnx.ValueInfoProto's
 DeclaredTypes = list  # of DeclaredValue: each input's, value_info's and output's `name` and `type` (bytes)
 
 
-def inferred_types(model: onnx.ModelProto) -> DeclaredTypes:
-    """The declared types of the model's graph after ONNX's inference (strict_mode off, data
-    propagation on). Raises what onnx raises, and PassCrashed where it crashes."""
+class Mode(NamedTuple):
+    """How ONNX's pass runs: `checked`, with check_type and strict_mode (the first error raised,
+    a type an op's schema refuses included); `propagated`, with data propagation (small shape
+    values folded through Shape → Gather → Concat, so that a Reshape's target is known)."""
+
+    checked: bool
+    propagated: bool
+
+
+LENIENT = Mode(checked=False, propagated=True)  # the shape engine's: every type it can find, errors passed over
+CHECKED = Mode(checked=True, propagated=False)  # onnx.checker's full check (conformance.py)
+CHECKED_PROPAGATED = Mode(checked=True, propagated=True)  # the engine's first try: both at once (engine.py)
+
+
+def inferred_types(model: onnx.ModelProto, mode: Mode = LENIENT) -> DeclaredTypes:
+    """The declared types of the model's graph after ONNX's inference in `mode`. Raises what onnx
+    raises, and PassCrashed where it crashes."""
     serialized = model.SerializeToString()
-    declared = isolated("ONNX's C++ shape inference", _declared_after_inference, serialized, risky=crash_prone(model))
+    declared = isolated(
+        "ONNX's C++ shape inference", _declared_after_inference, serialized, mode, risky=crash_prone(model)
+    )
     result = _messages()[0].FromString(declared)
     graph = result.graph
     return [*graph.input, *graph.value_info, *graph.output]
 
 
-def _declared_after_inference(serialized: bytes) -> bytes:
+def _declared_after_inference(serialized: bytes, mode: Mode) -> bytes:
     """ONNX's inference of a serialized model, its result cut to the declared types (a
     DeclaredModel's fields: what the parent reads, and a pipe carries quickly)."""
-    result = _messages()[0].FromString(_cpp.infer_shapes(serialized, False, False, True))
+    inferred = _cpp.infer_shapes(serialized, mode.checked, mode.checked, mode.propagated)
+    result = _messages()[0].FromString(inferred)
     result.DiscardUnknownFields()
     return result.SerializeToString()
 

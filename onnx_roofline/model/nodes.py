@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 
 import onnx
 
+from onnx_roofline.model.memo import once
+
 METADATA_READS = frozenset({"Shape", "Size"})
 """Ops that read only their input's shape, which a runtime knows before the data exists: no data
 dependency and no bytes of it (the deployed view waits on nothing and writes nothing for them)."""
@@ -48,8 +50,15 @@ class Node(NamedTuple):
 
 
 def read_nodes(graph: onnx.GraphProto) -> list[Node]:
-    """The graph's nodes in stored order (slicing a repeated field reads it faster than iterating;
-    a graph's op types, read as a new string each, are interned: a few dozen among its nodes)."""
+    """The graph's nodes in stored order, read once per graph within an analysis (memo.py): the
+    caller must not modify the list."""
+    return once("nodes", graph, lambda: read_fresh(graph))
+
+
+def read_fresh(graph: onnx.GraphProto) -> list[Node]:
+    """The nodes as they are now (a graph just reworked), never memoized (slicing a repeated field
+    reads it faster than iterating; a graph's op types, read as a new string each, are interned:
+    a few dozen among its nodes)."""
     stored = graph.node
     op_types: dict = {}  # the interning table: sys.intern refuses the bytes protobuf gives for text that is not UTF-8
     intern = op_types.setdefault

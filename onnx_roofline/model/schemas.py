@@ -32,6 +32,19 @@ def _attribute_types(domain: str, op_type: str, opset: int | None) -> dict[str, 
 
 
 @functools.cache
+def onnx_knows(domain: str, op_type: str, opset: int | None) -> bool:
+    """Whether ONNX's inference has a current schema for the op: past a node it has none for (a
+    contrib op, a custom domain, a deprecated op), its checked pass drops every error it finds
+    (onnx's has_unsupported_op), which a pass in pieces must do alike (pieces.py)."""
+    if opset is None:
+        return False
+    try:
+        return not onnx.defs.get_schema(op_type, opset, "" if domain == "ai.onnx" else domain).deprecated
+    except onnx.defs.SchemaError:
+        return False
+
+
+@functools.cache
 def may_have_bodies(domain: str, op_type: str, opset: int | None) -> bool:
     """Whether a node of this op can carry a graph attribute (If, Loop, Scan; any op ONNX does not
     define). For an op it defines, validation has refused an attribute its schema lacks."""

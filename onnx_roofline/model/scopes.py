@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import onnx
 
+from onnx_roofline.model.memo import once
+
 
 def outer_references(node: onnx.NodeProto) -> list[str]:
     """Names a node's bodies (nested bodies included) read from the enclosing scope."""
@@ -17,7 +19,12 @@ def outer_references(node: onnx.NodeProto) -> list[str]:
 
 
 def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
-    """Names the graph's nodes (nested bodies included) read from an enclosing scope."""
+    """Names the graph's nodes (nested bodies included) read from an enclosing scope, found once
+    per graph within an analysis (memo.py): the caller must not modify the list."""
+    return once("outer reads", graph, lambda: _outer_reads(graph))
+
+
+def _outer_reads(graph: onnx.GraphProto) -> list[str]:
     nodes = graph.node
     local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
     read: dict[str, None] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import field
@@ -69,6 +70,10 @@ class TensorInfo:
     their sum and `nbytes` = entries × (key + value) bytes. String keys, like string tensors,
     have no static size. A plain tensor has key_dtype None.
 
+    A string tensor's size is its values'; the analysis sizes one at an assumed average length,
+    `string_bytes` (shapes/texts.py: Sizing.string_bytes or STRING_BYTES): `nbytes` = elements ×
+    string_bytes. None: no static size (`bits` 0)
+
     A sequence of tensors (SplitToSequence's, SequenceConstruct's) has `sequence` True, `dtype`
     its elements', `elements` each element's shape where its length is known (the shape rules of
     shape_rules/sequences.py track it; ONNX's inference does not) and `shape` what the elements
@@ -81,6 +86,7 @@ class TensorInfo:
     key_dtype: str | None = None  # set for a map or a sequence of maps: the keys' dtype
     sequence: bool = False  # a sequence of tensors: shape and dtype are its elements'
     elements: tuple[tuple[Dim, ...], ...] | None = None  # a sequence's element shapes, where its length is known
+    string_bytes: int | None = None  # a string's bytes, as the analysis assumes them (Sizing.string_bytes)
     is_known: bool = field(init=False, repr=False, compare=False)
     """True when every dim is a concrete int and the dtype is known: a cost can be computed."""
     _numel: int | None = field(init=False, repr=False, compare=False)
@@ -115,13 +121,16 @@ class TensorInfo:
         """Bits of one element (of a map's entry: key + value)."""
         if self.dtype is None:
             raise ValueError(f"dtype of {self.name!r} is unknown")
-        return DTYPE_BITS[self.dtype] + (0 if self.key_dtype is None else DTYPE_BITS[self.key_dtype])
+        strings = 8 * (self.string_bytes or 0)  # a string element's bits at the assumed length
+        return (strings if self.dtype == "string" else DTYPE_BITS[self.dtype]) + (
+            0 if self.key_dtype is None else DTYPE_BITS[self.key_dtype]
+        )
 
     @property
     def nbytes(self) -> int:
         """Bytes in memory: sub-byte types pack, rounded up to whole bytes."""
         if (
-            self._numel is None or self.key_dtype is not None or self.dtype is None
+            self._numel is None or self.key_dtype is not None or self.dtype is None or self.string_bytes is not None
         ):  # the walk asks this of every tensor of every node:
             return (
                 0 if self._numel == 0 else (self.numel * self.bits + 7) // 8
@@ -227,6 +236,14 @@ _FLOATING = {"float32", "float64", "float16", "bfloat16"}
 def is_floating(dtype: str | None) -> bool:
     """Whether a dtype name is a floating-point type (fp8s included)."""
     return dtype is not None and dtype.startswith(("float", "bfloat"))
+
+
+def with_string_bytes(values: dict[str, TensorInfo], string_bytes: int) -> dict[str, TensorInfo]:
+    """The value table with every string tensor sized at `string_bytes` an element (their average
+    length); the table itself where it holds none, or where each already has a size."""
+    strings = {name: dataclasses.replace(info, string_bytes=string_bytes) for name, info in values.items()
+               if info.dtype == "string" and info.string_bytes is None}  # fmt: skip
+    return {**values, **strings} if strings else values
 
 
 def with_precision(values: dict[str, TensorInfo], precision: str) -> dict[str, TensorInfo]:

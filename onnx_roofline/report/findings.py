@@ -186,6 +186,8 @@ def findings(report: Report, other: Report | None = None) -> list[Finding]:
         lines.append(Finding("ASSUMED", model.assumed.message, loud=True))
     if model.regulated is not None:  # a length regulator's frames per token (shapes/durations.py)
         lines.append(Finding("ASSUMED", model.regulated.message, loud=True))
+    if model.strings is not None:  # the bytes a string counts (shapes/texts.py)
+        lines.append(Finding("ASSUMED", model.strings.message, loud=True))
     if model.bounds:  # data-dependent sizes costed at the graph's bound: the figures downstream are upper bounds
         lines.append(Finding("at most", "; ".join(bound.message for bound in model.bounds)))
         marked, row = sum(node.at_most for node in report.nodes), "kernel" if report.view == DEPLOYED else "node"

@@ -30,6 +30,7 @@ from onnx_roofline.shapes.durations import Regulated
 from onnx_roofline.shapes.plausible import Implausible
 from onnx_roofline.shapes.roles import DimDefault
 from onnx_roofline.shapes.root_cause import RootCause
+from onnx_roofline.shapes.texts import StringBytes
 
 SCHEMA_VERSION = 1
 
@@ -279,6 +280,7 @@ class ModelInfo:
     experts: ExpertsSummary | None = (
         None  # the MoE layers, parameters total and active, the routing load (report/experts.py)
     )
+    strings: StringBytes | None = None  # the bytes a string was counted at, where there are any (shapes/texts.py)
     branches: tuple[Branch, ...] = ()  # the If branches taken, and why (control flow)
     body_outputs: tuple[tuple[str, str], ...] = field(
         default=(), repr=False, compare=False
@@ -305,6 +307,7 @@ class ModelInfo:
             "assumed": None if self.assumed is None else self.assumed.to_dict(),
             "bounds": [bound.to_dict() for bound in self.bounds],
             "frames": None if self.regulated is None else self.regulated.to_dict(),
+            "strings": None if self.strings is None else self.strings.to_dict(),
             "experts": None if self.experts is None else self.experts.to_dict(),
             "branches": [branch.to_dict() for branch in self.branches],
         }

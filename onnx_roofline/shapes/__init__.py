@@ -9,7 +9,9 @@
   `selection` sizes what a NonZero or Compress selects (`--nonzero-fraction`), `routing` an MoE
   expert's tokens by the load assumed (`--expert-load`), `bounds` a data-dependent size at the
   bound the graph's constants state (NonMaxSuppression, a Slice or Min to a constant, a NonZero's
-  every element), `at most`; `durations` a length regulator's frames (`--frames-per-token`).
+  every element, a Resize, ConstantOfShape or Slice sized by a value whose `ranges` the graph
+  bounds: a box clipped to the image), `at most`; `durations` a length regulator's frames
+  (`--frames-per-token`); `texts` a text pipeline's sizes and its strings' bytes (`--string-bytes`).
 - `bodies`: how a control-flow body sees its inputs, its trips and which branch runs.
 - `folding` evaluates the small integer subgraphs that compute shapes; `spec_defaults` spells out
   attribute defaults ONNX's inference reads otherwise; `runnable` refuses what cannot run at the

@@ -54,11 +54,30 @@ def _branch(node: OpNode[TensorInfo], attribute: str) -> Body:
 def _loop_body(node: OpNode[TensorInfo]) -> Body:
     graph = node.attrs["body"]
     trips = node.input_value(0) if node.inputs and node.inputs[0] is not None else None
-    inputs = (TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *node.inputs[2:])
     carried = len(node.inputs) - 2
+    ends = [*node.outputs[:carried], *[None] * (carried - len(node.outputs))]
+    last = [_at_last_trip(start, end, _count(trips)) for start, end in zip(node.inputs[2:], ends, strict=True)]
+    inputs = (TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *last)
     return Body(
         "body", graph, inputs, _count(trips), _aliases(graph.output[1 : 1 + carried], node.proto.output[:carried])
     )
+
+
+def _at_last_trip(start: TensorInfo | None, end: TensorInfo | None, trips: int | None) -> TensorInfo | None:
+    """A carried value as the last trip receives it where it grows by one length each trip (a result
+    appended to: torchvision's pasted masks): its end less one trip's growth. Every trip's rows then
+    cost at most what the last one's do; the value as it starts elsewhere."""
+    if not trips or not known(start) or not known(end):
+        return start
+    grows = [axis for axis, (a, b) in enumerate(zip(start.shape, end.shape, strict=False)) if a != b]
+    if len(start.shape) != len(end.shape) or len(grows) != 1:
+        return start
+    axis = grows[0]
+    step, rest = divmod(end.shape[axis] - start.shape[axis], trips)
+    if rest or step <= 0:
+        return start
+    shape = (*end.shape[:axis], end.shape[axis] - step, *end.shape[axis + 1 :])
+    return TensorInfo(start.name, shape, start.dtype)
 
 
 def _scan_body(node: OpNode[TensorInfo]) -> Body:
@@ -125,6 +144,27 @@ class BranchChoice:
     implied: tuple[str, int] | None = None  # a default's: the graph input value it stands for (use_cache_branch=1)
 
 
+def cache_branch(condition: str, graph_inputs: Mapping[str, TensorInfo | None]) -> BranchChoice | None:
+    """The branch a merged decoder's `use_cache_branch` (a graph input) takes at the bound dims:
+    then_branch (optimum's with-past decoder) when its past inputs are not empty, else_branch when
+    they are; None for any other condition, or pasts of unknown shape. The shape engine types the
+    If's outputs from this branch alone, and the walk costs it."""
+    if condition not in graph_inputs or "use_cache" not in condition.lower():
+        return None
+    pasts = [info for name, info in graph_inputs.items() if "past" in name.lower() and known(info)]
+    if not pasts:
+        return None
+    empty = [info for info in pasts if 0 in info.shape]
+    taken, value = ("else_branch", 0) if empty else ("then_branch", 1)
+    state = (
+        f"{empty[0].name!r} is empty"
+        if empty
+        else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
+    )
+    why = f"default: {condition}={value}, as {state}; --value {shlex.quote(f'{condition}={1 - value}')} for the other"
+    return BranchChoice(taken, why, (condition,), (condition, value))
+
+
 def choose_branch(
     node: OpNode[TensorInfo],
     condition_inputs: tuple[str, ...],
@@ -150,22 +190,8 @@ def choose_branch(
         source = [name for name in condition_inputs if name in given]
         why = f"--value {source[0]}" if source else "its condition is a constant"
         return BranchChoice(taken, why, condition_inputs)
-    if name in graph_inputs and "use_cache" in name.lower():
-        pasts = [info for input_name, info in graph_inputs.items() if "past" in input_name.lower() and known(info)]
-        if pasts:
-            empty = [info for info in pasts if 0 in info.shape]
-            taken, value = ("else_branch", 0) if empty else ("then_branch", 1)
-            state = (
-                f"{empty[0].name!r} is empty"
-                if empty
-                else f"the past inputs are not empty ({pasts[0].name!r} {list(pasts[0].shape)})"
-            )
-            return BranchChoice(
-                taken,
-                f"default: {name}={value}, as {state}; --value {shlex.quote(f'{name}={1 - value}')} for the other",
-                (name,),
-                (name, value),
-            )
+    if (implied := cache_branch(name, graph_inputs)) is not None:
+        return implied
     flags = [value_flag(source, getattr(graph_inputs.get(source), "shape", None)) for source in condition_inputs]
     if condition_inputs and all(flags):
         picks = ", ".join(flag for flag in flags if flag)

@@ -15,13 +15,14 @@ output has its data's shape whatever its indices (exact: no bound)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from onnx_roofline.model.nodes import Node, read_nodes
-from onnx_roofline.model.tensors import KnownTensor, TensorInfo, known
+from onnx_roofline.model.tensors import KnownTensor, TensorInfo, dtype_name, known
+from onnx_roofline.shapes.ranges import Range, value_range
 
 
 @dataclass(frozen=True)
@@ -100,13 +101,11 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
     )
     exact = value(node.inputs[2])
     given_ends = exact if exact is not None else upper(node.inputs[2])
-    if (
-        given_starts is None
-        or given_ends is None
-        or any(
-            array is not None and array.dtype.kind not in "iu"
-            for array in (given_starts, given_ends, given_axes, given_steps)
-        )
+    if given_starts is None or given_ends is None:
+        return _sliced_from(node, data, given_axes)
+    if any(
+        array is not None and array.dtype.kind not in "iu"
+        for array in (given_starts, given_ends, given_axes, given_steps)
     ):
         return None  # a float index: the file is invalid, and ONNX's inference says so
     starts, ends = given_starts.reshape(-1).tolist(), given_ends.reshape(-1).tolist()
@@ -134,6 +133,20 @@ def _slice(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper:
         return None
     rows = math.prod(sizes[axis % len(sizes)] for axis in axes)
     return _bound(node, (TensorInfo(node.outputs[0], tuple(sizes), data.dtype),), rows, "; ".join(bounded))
+
+
+def _sliced_from(node: Node, data: TensorInfo, axes: np.ndarray | None) -> Typed | None:
+    """A Slice whose starts or ends are data (a mask cut to the part of its box inside the image)
+    keeps at most each sliced axis whole: the tensor it is sliced from bounds it. The data's shape
+    must be known; constant axes name the axes sliced (every axis where they are data)."""
+    if not known(data) or not data.shape or (axes is not None and axes.dtype.kind not in "iu"):
+        return None
+    rank = len(data.shape)
+    chosen = {int(axis) % rank for axis in ([] if axes is None else axes.reshape(-1)) if -rank <= axis < rank}
+    sliced = range(rank) if axes is None else sorted(chosen)
+    why = f"each of axes {list(sliced)} at most its length in the {'x'.join(map(str, data.shape))} it is sliced from"
+    rows = math.prod(data.shape[axis] for axis in sliced)
+    return _bound(node, (TensorInfo(node.outputs[0], data.shape, data.dtype),), rows, why)
 
 
 def _top_k(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
@@ -192,28 +205,60 @@ def _scatter(node: Node, inputs: Sequence[TensorInfo | None], value: Value, uppe
     return (TensorInfo(node.outputs[0], data.shape, data.dtype),), None
 
 
+def _at_most_sizes(node: Node, slot: int, upper: Value) -> tuple[int, ...] | None:
+    """A shape input that is data, at its upper bound (ranges.py); None where it is a constant
+    (ONNX's inference types the node) or nothing bounds it."""
+    name = node.inputs[slot] if slot < len(node.inputs) else ""
+    bounded = upper(name) if name else None
+    return None if bounded is None or (bounded < 0).any() else tuple(int(size) for size in bounded)
+
+
+def _resize(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
+    """Resize to `sizes` that are data (a mask resized to its box): each output dim at most the
+    bound the graph fixes on its size (a box clipped to the image: its side + 1). Without `axes`
+    only; `scales` that are data bound nothing."""
+    data = inputs[0] if inputs else None
+    if not known(data) or len(node.inputs) < 4 or value(node.inputs[3]) is not None:
+        return None
+    sizes = _at_most_sizes(node, 3, upper)
+    if sizes is None or len(sizes) != len(data.shape) or any(attr.name == "axes" for attr in node.attributes):
+        return None
+    why = f"sizes at most {list(sizes)}"
+    return _bound(node, (TensorInfo(node.outputs[0], sizes, data.dtype),), math.prod(sizes), why)
+
+
+def _constant_of_shape(node: Node, inputs: Sequence[TensorInfo | None], value: Value, upper: Value) -> Typed | None:
+    """ConstantOfShape of a shape that is data (the zeros a mask is padded with to the image): each
+    dim at most the bound the graph fixes on it."""
+    if not node.inputs or value(node.inputs[0]) is not None:
+        return None
+    shape = _at_most_sizes(node, 0, upper)
+    if shape is None:
+        return None
+    filled = next((attr.t for attr in node.attributes if attr.name == "value"), None)
+    dtype = "float32" if filled is None else dtype_name(filled.data_type)
+    why = f"shape at most {list(shape)}"
+    return _bound(node, (TensorInfo(node.outputs[0], shape, dtype),), math.prod(shape), why)
+
+
 _RULES = {"NonMaxSuppression": _non_max_suppression, "Slice": _slice, "TopK": _top_k,
-          "ScatterND": _scatter, "ScatterElements": _scatter, "Scatter": _scatter}  # fmt: skip
+          "ScatterND": _scatter, "ScatterElements": _scatter, "Scatter": _scatter,
+          "Resize": _resize, "ConstantOfShape": _constant_of_shape}  # fmt: skip
 """The ai.onnx ops whose data-dependent output size the graph can bound, and how."""
 BOUNDED_OPS = frozenset(_RULES)
 
-_VALUE_KEEPING = frozenset({"Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
-"""Ops whose output holds their first input's values, in the same order."""
 
-
-def upper_value(name: str, producer: Callable[[str], Node | None], value: Value) -> np.ndarray | None:
+def upper_value(name: str, producer: Callable[[str], Node | None], value: Value,
+                tensor: Callable[[str], TensorInfo | None] = lambda name: None,
+                outer: Mapping[str, Range] | None = None) -> np.ndarray | None:  # fmt: skip
     """An upper bound on an integer value that is data, flattened, where the graph fixes one: a Min
-    with a constant among its inputs is at most that constant (elementwise), through the ops that
-    keep its values (a Cast, an Unsqueeze). None where nothing bounds it."""
-    node = producer(name)
-    while node is not None and not node.domain and node.op_type in _VALUE_KEEPING:
-        node = producer(node.inputs[0])
-    if node is None or node.domain or node.op_type != "Min":
+    with a constant among its inputs is at most that constant (elementwise), a box clipped to the
+    image at most its side, and what is computed from them (ranges.py: `tensor` types the parts of
+    a Concat, `outer` holds the ranges of a body's outer values). None where nothing bounds it."""
+    found = value_range(name, producer, value, tensor, outer)
+    if found is None or not np.isfinite(found.high).all():
         return None
-    constants = [
-        folded for folded in (value(i) for i in node.inputs if i) if folded is not None and folded.dtype.kind in "iu"
-    ]
-    return np.minimum.reduce(np.broadcast_arrays(*constants)).reshape(-1) if constants else None
+    return np.floor(found.high).astype(np.int64)
 
 
 def at_most(nodes: Iterable[Node], bounds: Iterable[Bound]) -> set[str]:

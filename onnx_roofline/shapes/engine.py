@@ -28,16 +28,19 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from onnx_roofline.model import heap
+from onnx_roofline.model import heap, pieces
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.model.experts import MoeLayer
-from onnx_roofline.model.inferred import DeclaredTypes, declared_types, inferred_types
+from onnx_roofline.model.inferred import CHECKED_PROPAGATED, DeclaredTypes, declared_types, inferred_types
 from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isolated
+from onnx_roofline.model.memo import once
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.schemas import may_have_bodies, opsets
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
+from onnx_roofline.model.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
 from onnx_roofline.model.tensors import (
     Dim,
+    KnownTensor,
     TensorInfo,
     dtype_name,
     elem_type,
@@ -48,13 +51,14 @@ from onnx_roofline.model.tensors import (
     sequence_of,
 )
 from onnx_roofline.model.text import as_text
-from onnx_roofline.shapes import pieces
 from onnx_roofline.shapes import rules as shape_rules
+from onnx_roofline.shapes.bodies import cache_branch
 from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, selection_bound, typed_at_bound, upper_value
 from onnx_roofline.shapes.completion import complete
 from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, SUMMING_OPS, Regulated, assumed_sum, is_duration
 from onnx_roofline.shapes.folding import Folder
 from onnx_roofline.shapes.input_values import value_flag
+from onnx_roofline.shapes.ranges import NO_RANGES, Range, outer_ranges
 from onnx_roofline.shapes.root_cause import RootCause
 from onnx_roofline.shapes.routing import ExpertSizing
 from onnx_roofline.shapes.selection import (
@@ -66,14 +70,13 @@ from onnx_roofline.shapes.selection import (
     selected_shape,
 )
 from onnx_roofline.shapes.sizing import UNSIZED, Sizing
-from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
 from onnx_roofline.shapes.texts import TEXT_OPS, typed_text
 
 log = logging.getLogger(__name__)
 
-_SIZED_OPS = BOUNDED_OPS | TEXT_OPS
-"""The ai.onnx ops typed from what their data does not decide: a bound the graph fixes (bounds.py), a text
-pipeline's sizes (texts.py)."""
+_SIZED_OPS = {("", op_type) for op_type in BOUNDED_OPS} | TEXT_OPS
+"""The ops, by (domain, op type), typed from what their data does not decide: a bound the graph fixes
+(bounds.py), a text pipeline's sizes (texts.py)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,7 @@ class ShapeResult:
     regulated: Regulated | None = (
         None  # the sums of predicted durations sized by the frames per token assumed (durations.py)
     )
+    conforms: bool | None = None  # `checked`: whether ONNX's pass ran checked without an error (infer)
 
 
 def infer(
@@ -99,6 +103,8 @@ def infer(
     map_inputs: Mapping[str, tuple[int, ...]] | None = None,
     sizing: Sizing = UNSIZED,
     moe_layers: Sequence[MoeLayer] | None = None,
+    ranges: Mapping[str, Range] = NO_RANGES,
+    checked: bool = False,
 ) -> ShapeResult:
     """Infer every value's shape: ONNX's pass over the whole graph, then the sweep over the nodes
     it left unknown. `nodes`: the graph's nodes, where the caller has read them already;
@@ -109,21 +115,29 @@ def infer(
     bounds.selection_bound); `found_sizes`, the types a run found for values whose size is data
     (verify), which they take first; `frames_per_token`, the frames each token lasts where a length
     regulator sums durations that are data (durations.py); and `expert_load`, the routing of the
-    `moe_layers` (model/experts.py), which sizes their experts' NonZeros where no fraction is given."""
+    `moe_layers` (model/experts.py), which sizes their experts' NonZeros where no fraction is given.
+    `checked`: ONNX's pass runs first as onnx's full check runs it, types checked and the first
+    error raised (inferred.CHECKED_PROPAGATED), and `conforms` says whether it passed: the
+    conformance of the file at these dims (analysis.bind_and_infer); where it raised, again as usual."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
-    values = collect(model.graph, nodes, _onnx_inference(model, nodes, warnings, crashed))
+    typed = _checked_inference(model, nodes) if checked else None
+    conforms = None if not checked else typed is not None
+    values = collect(
+        model.graph, nodes, typed if typed is not None else _onnx_inference(model, nodes, warnings, crashed)
+    )
     heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
     _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
     _clear_misinferred(values, nodes)
     needed = _needed_outputs(model, nodes)
     unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
-        return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread))
+        return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread), conforms=conforms)
     experts = ExpertSizing(moe_layers, sizing.expert_load) if moe_layers is not None else None
     sweep = _Sweep(model, nodes, values, small_constant_table(model.graph, nodes), sizing, warnings, bool(crashed))
     sweep.experts = experts
+    sweep.outer_ranges = ranges  # a body's: the ranges of the outer values it reads (ranges.py)
     sweep.regulate(sizing.frames_per_token)
     pending: list[Node] | None = unknown
     while pending and (pending := sweep.run(pending)) is not None:
@@ -143,6 +157,7 @@ def infer(
         tuple(experts.sized) if experts else (),
         bounds=tuple(sweep.bounds),
         regulated=sweep.regulated(),
+        conforms=conforms,
     )
 
 
@@ -151,6 +166,7 @@ class _Sweep:
     node's outputs from its inputs, with the small values they carry folded on demand."""
 
     experts: ExpertSizing | None = None  # the main graph's MoE routing (routing.py)
+    outer_ranges: Mapping[str, Range] = NO_RANGES  # a body's outer values' ranges (ranges.py)
 
     def __init__(
         self,
@@ -271,14 +287,17 @@ class _Sweep:
     def type_at_bound(self, node: Node) -> bool | None:
         """Type a data-dependent output at the bound the graph fixes (bounds.py), from its inputs as
         far as they are known, and record the bound; None where the graph fixes none."""
-        if node.domain or node.op_type not in _SIZED_OPS:
+        if (node.domain, node.op_type) not in _SIZED_OPS:
             return None
         inputs = tuple(self.substituted(name) if name else None for name in node.inputs)
-        if node.op_type in TEXT_OPS:  # what a text pipeline's sizes are, whatever its text (texts.py)
-            bounded = typed_text(node, inputs, self.producers.get, self.values.get)
+        if (node.domain, node.op_type) in TEXT_OPS:  # what a text pipeline's sizes are, whatever its text (texts.py)
+            bounded = typed_text(node, inputs, self.producers.get, self.values.get, self.sizing.string_bytes)
         else:
             bounded = typed_at_bound(
-                node, inputs, self.folder.value, lambda name: upper_value(name, self.producers.get, self.folder.value)
+                node,
+                inputs,
+                self.folder.value,
+                lambda name: upper_value(name, self.producers.get, self.folder.value, self.tensor, self.outer_ranges),
             )
         if bounded is None:
             return None
@@ -492,29 +511,60 @@ class _Sweep:
         self, node: Node, attribute: str, inputs: Sequence[TensorInfo | None]
     ) -> tuple[onnx.GraphProto, ShapeResult]:
         graph = next(attr.g for attr in node.attributes if attr.name == attribute)
-        result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.sizing)
+        ranges = outer_ranges(graph, self.producers.get, self.folder.value, self.tensor, self.outer_ranges)
+        result = infer_body(graph, inputs, self.tensor, self.folder.value, self.model, self.sizing, ranges)
         self.assumed.update(dict.fromkeys(result.assumed))
         self.bounds.extend(result.bounds)
         return graph, result
 
+    @property
+    def graph_inputs(self) -> dict[str, TensorInfo | None]:
+        """The graph's inputs (not initializers) as typed so far."""
+        graph = self.model.graph
+        weights = {tensor.name for tensor in graph.initializer}
+        return {value.name: self.values.get(value.name) for value in graph.input if value.name not in weights}
+
     def loop_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
         """A Loop's outputs from its body, typed with the carried values as the call site has them
         (ONNX's inference of the node cannot see the outer constants a body folds): a carried value
-        whose body output keeps its input's shape ends with that shape; a scan output stacks the
-        body's per-trip output trip-count times."""
+        whose body output keeps its input's shape ends with that shape, one that grows by the same
+        length along one axis each trip (a result appended to: torchvision's pasted masks) ends
+        that length × the trips longer; a scan output stacks the body's per-trip output trip-count
+        times."""
         carried = inputs[2:]
         body_inputs = [TensorInfo("iteration_num", (), "int64"), TensorInfo("condition", (), "bool"), *carried]
         graph, result = self.body(node, "body", body_inputs)
         ends = [result.values.get(output.name) for output in graph.output[1:]]
         typed: dict[str, TensorInfo] = {}
-        for name, start, end in zip(node.outputs, carried, ends, strict=False):
+        trips = self.folder.value(node.inputs[0]) if node.inputs and node.inputs[0] else None
+        for slot, (name, start, end) in enumerate(zip(node.outputs, carried, ends, strict=False)):
             if name and known(end) and start is not None and end.shape == start.shape:
                 typed[name] = TensorInfo(name, end.shape, end.dtype)
-        trips = self.folder.value(node.inputs[0]) if node.inputs and node.inputs[0] else None
+            elif name and known(end) and known(start) and trips is not None and trips.size == 1:
+                grown = self.grown(node, body_inputs, slot, start, end, int(trips.reshape(-1)[0]))
+                typed.update({name: TensorInfo(name, grown, end.dtype)} if grown is not None else {})
         for name, per_trip in zip(node.outputs[len(carried) :], ends[len(carried) :], strict=False):
             if name and known(per_trip) and trips is not None and trips.size == 1:
                 typed[name] = TensorInfo(name, (int(trips.reshape(-1)[0]), *per_trip.shape), per_trip.dtype)
         return typed
+
+    def grown(self, node: Node, body_inputs: list[TensorInfo | None], slot: int, start: KnownTensor,
+              end: KnownTensor, trips: int) -> tuple[int, ...] | None:  # fmt: skip
+        """A carried value's shape after `trips` trips where each trip lengthens one axis by the
+        same amount: the body typed again from its first trip's end must grow it as much again;
+        None where it does not (a shape that is not a running append)."""
+        grows = [axis for axis, (a, b) in enumerate(zip(start.shape, end.shape, strict=False)) if a != b]
+        if len(start.shape) != len(end.shape) or len(grows) != 1 or end.shape[grows[0]] < start.shape[grows[0]]:
+            return None
+        axis, step = grows[0], end.shape[grows[0]] - start.shape[grows[0]]
+        again = list(body_inputs)
+        again[2 + slot] = dataclasses.replace(end, name=start.name)
+        graph, result = self.body(node, "body", again)
+        second = result.values.get(graph.output[1 + slot].name)
+        expected = (*end.shape[:axis], end.shape[axis] + step, *end.shape[axis + 1 :])
+        if not known(second) or second.shape != expected:
+            return None
+        return (*start.shape[:axis], start.shape[axis] + trips * step, *start.shape[axis + 1 :])
 
     def scan_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...]) -> dict[str, TensorInfo]:
         """A Scan's (opset ≥ 9) outputs from its body, which sees each scan input with its scan axis
@@ -558,13 +608,16 @@ class _Sweep:
         return typed
 
     def if_outputs(self, node: Node, inputs: tuple[TensorInfo | None, ...] = ()) -> dict[str, TensorInfo]:
-        """An If's outputs: the branch a folded condition takes, else what both branches agree on."""
+        """An If's outputs: the branch a folded condition takes, or a merged decoder's cache flag at
+        the bound dims (bodies.cache_branch: the branch the walk costs), else what both branches
+        agree on."""
         condition = self.folder.value(node.inputs[0])
-        branches = (
-            ["then_branch", "else_branch"]
-            if condition is None
-            else ["then_branch" if condition.reshape(-1)[0] else "else_branch"]
-        )
+        if condition is not None:
+            branches = ["then_branch" if condition.reshape(-1)[0] else "else_branch"]
+        elif (implied := cache_branch(node.inputs[0], self.graph_inputs)) is not None and implied.taken:
+            branches = [implied.taken]
+        else:
+            branches = ["then_branch", "else_branch"]
         results = []
         for branch in branches:
             graph, result = self.body(node, branch, ())
@@ -677,12 +730,15 @@ def infer_body(
     value: Callable[[str], np.ndarray | None],
     model: onnx.ModelProto,
     sizing: Sizing = UNSIZED,
+    ranges: Mapping[str, Range] = NO_RANGES,
+    checked: bool = False,
 ) -> ShapeResult:
     """The shape engine over a scratch model of a body (a Loop's, an If branch): its inputs declared
     as the call site types them (the body's own declaration where the call site has none), the
     outer values its nodes read declared as inputs of their known type, or as initializers where
     they are small constants (axes, shapes, trip counts) whose value inference needs, sized as the
-    graph that holds it (`sizing`: a run's found sizes include a body's values)."""
+    graph that holds it (`sizing`: a run's found sizes include a body's values), the outer values'
+    `ranges` those of the graph around it (ranges.outer_ranges: a box clipped outside the body)."""
     declared = []
     for index, declaration in enumerate(graph.input):
         typed = inputs[index] if index < len(inputs) else None
@@ -701,11 +757,38 @@ def infer_body(
             initializers.append(numpy_helper.from_array(array, name))
         elif info is not None and info.shape is not None and info.dtype is not None:
             declared.append(info.value_info())
+    outer = initializers[len(graph.initializer) :]
+    seen_as = (
+        *[d.SerializeToString() for d in declared],
+        None,
+        *[t.SerializeToString() for t in outer],
+        None,
+        *[(name, bounds.low.tobytes(), bounds.high.tobytes()) for name, bounds in sorted(ranges.items())],
+    )
+    return once(  # the engine types an If's branch for its outputs, the walk for its rows: alike
+        "typed body",
+        graph,
+        lambda: _infer_scratch(graph, declared, initializers, model, sizing, ranges),
+        seen_as,
+        id(model),
+        id(sizing),
+        keep=(model, sizing),
+    )
+
+
+def _infer_scratch(
+    graph: onnx.GraphProto,
+    declared: list[onnx.ValueInfoProto],
+    initializers: list[onnx.TensorProto],
+    model: onnx.ModelProto,
+    sizing: Sizing,
+    ranges: Mapping[str, Range] = NO_RANGES,
+) -> ShapeResult:
     outputs = [onnx.helper.make_empty_tensor_value_info(output.name) for output in graph.output]
     body = onnx.helper.make_graph(graph.node, graph.name or "body", declared, outputs, initializer=initializers)
     scratch = onnx.helper.make_model(body, opset_imports=model.opset_import, ir_version=model.ir_version)
     scratch.functions.extend(model.functions)
-    return infer(scratch, sizing=sizing)
+    return infer(scratch, read_nodes(graph), sizing=sizing, ranges=ranges)
 
 
 def _unknown_output_reason(node: Node, unknown: list[str], types: Mapping[str, onnx.TypeProto]) -> str:
@@ -914,6 +997,17 @@ def _for_inference(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto
     return copy
 
 
+def _checked_inference(model: onnx.ModelProto, nodes: list[Node]) -> DeclaredTypes | None:
+    """ONNX's pass over the graph (whole or in pieces, as _onnx_inference), checked: its types, or
+    None where it raised or crashed (the usual pass then says what went wrong)."""
+    try:
+        if len(nodes) > pieces.PIECE_NODES:
+            return pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, None, CHECKED_PROPAGATED)
+        return inferred_types(_for_inference(model, nodes), CHECKED_PROPAGATED)
+    except Exception:  # onnx raises several types (InferenceError, ValidationError, RuntimeError), PassCrashed
+        return None
+
+
 def _onnx_inference(
     model: onnx.ModelProto, nodes: list[Node], warnings: list[str], crashed: list[str]
 ) -> DeclaredTypes:
@@ -976,6 +1070,12 @@ def collect(
             if value is not None:
                 values[node.outputs[0]] = TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value))
     return values
+
+
+def declared_value(value: onnx.ValueInfoProto) -> TensorInfo | None:
+    """What a ValueInfoProto declares, as TensorInfo; None for what no TensorInfo describes."""
+    typed = _read_type(value.type)
+    return None if typed is None else TensorInfo(value.name, *typed)
 
 
 def _read_type(value_type: onnx.TypeProto) -> _TensorType | None:

@@ -20,6 +20,7 @@ from onnx_roofline.model.tensors import TensorInfo
 from onnx_roofline.shapes.dims import checked_sizes
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad
 from onnx_roofline.shapes.selection import check_fraction
+from onnx_roofline.shapes.texts import check_string_bytes
 from onnx_roofline.version import __version__
 
 
@@ -32,8 +33,9 @@ class Sizing:
     NonZero/Compress selects (None: its bound, every candidate); `expert_load`: an MoE's routing
     (routing.ExpertLoad, or its text: "uniform", "skew=F", "capacity=C"); `found_sizes`: the types a run found for values whose
     size is data (verify); `frames_per_token`: the frames each token lasts in a TTS length
-    regulator (None: durations.FRAMES_PER_TOKEN). Checked when made: a bad value is a
-    DimensionError or ValueError naming it."""
+    regulator (None: durations.FRAMES_PER_TOKEN); `string_bytes`: the average bytes of one string
+    element, what a string tensor's bytes count (None: texts.STRING_BYTES). Checked when made: a
+    bad value is a DimensionError or ValueError naming it."""
 
     dims: Mapping[str, int] = field(default_factory=dict)
     input_shapes: Mapping[str, Sequence[int]] | None = None  # each made a tuple
@@ -43,12 +45,15 @@ class Sizing:
     expert_load: ExpertLoad = UNIFORM_LOAD
     found_sizes: Mapping[str, TensorInfo] = field(default_factory=dict)
     frames_per_token: float | None = None
+    string_bytes: int | None = None
 
     def __post_init__(self) -> None:
         dims, input_shapes = checked_sizes(self.dims, self.input_shapes)
         load = self.expert_load if isinstance(self.expert_load, ExpertLoad) else ExpertLoad.parse(self.expert_load)
         if self.nonzero_fraction is not None:
             check_fraction(self.nonzero_fraction)
+        if self.string_bytes is not None:
+            check_string_bytes(self.string_bytes)
         for name, value in (("dims", dims), ("input_shapes", input_shapes), ("values", dict(self.values or {})),
                             ("expert_load", load), ("found_sizes", dict(self.found_sizes or {}))):  # fmt: skip
             object.__setattr__(self, name, value)

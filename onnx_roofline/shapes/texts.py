@@ -1,9 +1,13 @@
 """Sizes in a text pipeline that the text does not decide.
 
 A scikit-learn TF-IDF pipeline converted by skl2onnx runs StringNormalizer → Tokenizer →
-TfIdfVectorizer, then numbers. How many tokens a string splits into is its value (the Tokenizer's
-last dim: the most any string holds), so the string tensors stay uncosted (analysis.py: a string
-has no static byte size). But the vectorizer's output is not sized by the tokens: it counts the
+TfIdfVectorizer, then numbers. A string's bytes are its value: the analysis counts every string
+element at an average length, `Sizing.string_bytes` (--string-bytes), STRING_BYTES where none is
+given, said as an assumption (`StringBytes`). How many tokens a string splits into is its value too
+(the Tokenizer's last dim: the most any string holds); a string of that length holds at most
+⌊length / mincharnum⌋ tokens (each a match of at least mincharnum bytes, ORT's Tokenizer), + 2
+with `mark` (the start and end marks): the Tokenizer is typed at that bound, labelled so. The
+vectorizer's output is not sized by the tokens at all: it counts the
 n-grams of each row into a vector of the pool's size, [N, V] for an input [N, C] ([V] for [C]), V
 the largest of its `ngram_indexes` + 1, whatever C is. Typed so, the numeric tail (the weighting,
 the normalizer, the linear model) is costed, where before everything downstream of the tokens was
@@ -16,19 +20,84 @@ at most its input's strings (a bound, labelled so)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.tensors import TensorInfo, known
 from onnx_roofline.shapes.bounds import Bound, Typed
 
+STRING_BYTES = 100
+"""The bytes of one string element where none is given: a sentence of English, what a text
+classifier is fed one string at a time. Sentences run 15–20 words on average (the usual figure for
+edited English prose), a word 4.79 letters (Norvig's count over the Google Books n-grams, "English
+Letter Frequency Counts: Mayzner Revisited", 2013) and a space: 17.5 × 5.79 ≈ 101 bytes."""
+
 Producer = Callable[[str], "Node | None"]  # the node that makes a value
 Lookup = Callable[[str], "TensorInfo | None"]  # a value's type, as far as known
 
 
-def typed_text(node: Node, inputs: Sequence[TensorInfo | None], producer: Producer, tensor: Lookup) -> Typed | None:
-    """The outputs of a text op typed from what the text does not decide; None where this cannot."""
+@dataclass(frozen=True)
+class StringBytes:
+    """The average length every string element is counted at (given, or the default), and how many
+    string tensors it sized: their bytes, and the tokens a Tokenizer is bounded by, rest on it."""
+
+    string_bytes: int
+    given: bool  # --string-bytes said it; else STRING_BYTES
+    tensors: int
+
+    @property
+    def message(self) -> str:
+        source = "--string-bytes" if self.given else "the default; --string-bytes B for another"
+        count = f"{self.tensors} string tensor{'s' if self.tensors != 1 else ''}"
+        return f"each string is {self.string_bytes:,} bytes ({source}): {count} counted so, their bytes are estimates"
+
+    def to_dict(self) -> dict:
+        return {"string_bytes": self.string_bytes, "given": self.given, "tensors": self.tensors}
+
+
+def check_string_bytes(value: int) -> None:
+    """A string's average bytes: a positive whole number (a ValueError naming it otherwise)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+        raise ValueError(f"the bytes of a string must be a positive whole number, not {value!r}")
+
+
+def parse_string_bytes(text: str) -> int:
+    """--string-bytes's value: a positive whole number of bytes. Raises ValueError saying what is wrong."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        raise ValueError(
+            f"malformed string length {text!r}: expected a positive whole number of bytes, e.g. 64"
+        ) from None
+    check_string_bytes(value)
+    return value
+
+
+def typed_text(node: Node, inputs: Sequence[TensorInfo | None], producer: Producer, tensor: Lookup,
+               string_bytes: int | None = None) -> Typed | None:  # fmt: skip
+    """The outputs of a text op typed from what the text does not decide, its strings
+    `string_bytes` long (None: STRING_BYTES); None where this cannot."""
+    if (node.domain, node.op_type) == _TOKENIZER:
+        return _tokenizer(node, inputs, STRING_BYTES if string_bytes is None else string_bytes)
     rule = _RULES.get(node.op_type) if not node.domain else None
     return None if rule is None else rule(node, inputs, producer, tensor)
+
+
+def _tokenizer(node: Node, inputs: Sequence[TensorInfo | None], string_bytes: int) -> Typed | None:
+    """[C] → [C, D], [N, C] → [N, C, D] strings (ORT's schema), D the most tokens a string holds:
+    at most ⌊string_bytes / mincharnum⌋ (every token a match of mincharnum bytes or more), + 2
+    with `mark` (the start and end marks)."""
+    data = inputs[0] if inputs else None
+    if not known(data) or len(data.shape) not in (1, 2) or not node.outputs:
+        return None
+    attributes = {attr.name: attr.i for attr in node.attributes if attr.name in ("mincharnum", "mark")}
+    shortest = max(attributes.get("mincharnum", 1), 1)
+    marks = 2 if attributes.get("mark") else 0
+    tokens = string_bytes // shortest + marks
+    output = TensorInfo(node.outputs[0], (*data.shape, tokens), "string")
+    label = node.name or f"Tokenizer_{node.position}"
+    why = f"tokens a string: ⌊{string_bytes} bytes / mincharnum {shortest}⌋" + (" + 2 marks" if marks else "")
+    return (output,), Bound(label, node.op_type, output.name, tokens, why)
 
 
 def _string_normalizer(
@@ -87,5 +156,6 @@ def _rows(name: str, producer: Producer, tensor: Lookup, depth: int = 4) -> tupl
 
 
 _RULES = {"StringNormalizer": _string_normalizer, "TfIdfVectorizer": _tfidf_vectorizer}
-TEXT_OPS = frozenset(_RULES)
-"""The ai.onnx text ops this types."""
+_TOKENIZER = ("com.microsoft", "Tokenizer")
+TEXT_OPS = frozenset({("", op_type) for op_type in _RULES} | {_TOKENIZER})
+"""The text ops this types, by (domain, op type)."""

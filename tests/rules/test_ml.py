@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from tests.conftest import analyze_node, one_node_model
 
 ML = "ai.onnx.ml"
@@ -240,7 +240,7 @@ def test_tree_ensemble_classifier_legacy_logistic():
     assert node.cost.transcendentals == 4 * 3  # a sigmoid per score
 
 
-def test_string_keyed_maps_and_strings_are_not_costed():
+def test_string_keyed_maps_are_not_costed_and_strings_are_at_the_length_assumed():
     zipmap = one_node_model(
         "ZipMap", [("x", "float32", [2, 3])], ["z"], attrs={"classlabels_strings": ["a", "b", "c"]}, domain=ML
     )
@@ -253,5 +253,6 @@ def test_string_keyed_maps_and_strings_are_not_costed():
         attrs={"cats_int64s": [1, 2], "cats_strings": ["a", "b"]},
         domain=ML,
     )
-    (node,) = analyze(mapper).nodes
-    assert node.status == "data-dependent"
+    (node,) = analyze(mapper, sizing=Sizing(string_bytes=10)).nodes
+    assert node.cost.flops == 4  # one lookup an element
+    assert node.cost.bytes == 4 * 8 + 2 * 8 + 4 * 10  # x, cats_int64s read; 4 strings of 10 bytes written

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from onnx_roofline import analyze
+from onnx_roofline import Sizing, analyze
 from onnx_roofline.costs.rules import lookup
 from onnx_roofline.model.op_node import OpNode
 from onnx_roofline.model.status import Uncostable
@@ -487,11 +487,12 @@ def test_containers_count_tensor_bytes_only():
     assert (has.bytes_read, has.bytes_written) == (0, None)
 
 
-def test_string_ops_are_reported_not_zeroed():
-    report = analyze(_string_model())
-    (node,) = report.nodes
-    assert node.status == "data-dependent" and "no static byte size" in node.reason
-    assert report.unsupported == {"StringNormalizer": 1}
+def test_string_ops_count_their_strings_at_the_length_assumed_never_zero():
+    (node,) = analyze(_string_model(), sizing=Sizing(string_bytes=12)).nodes
+    assert node.cost.flops == 3 * 12  # LOWER: one op a byte of 3 strings of 12 bytes
+    assert node.cost.bytes == 2 * 3 * 12  # read and written
+    with pytest.raises(Uncostable, match="no static byte size"):  # a bare string: no length to count
+        direct("StringNormalizer", [t("x", [3], "string")], [t("y", [3], "string")], case_change_action="LOWER")
 
 
 def _string_model():

@@ -12,10 +12,12 @@ Which byte count a node must match (its `basis`), first match wins:
     nothing independent to recompute, so the rule is re-run on the observed tensors (catching
     wrong shapes feeding it) and its claim must lie between 0 and every input (and numeric
     attribute) once. These nodes count as bounds-checked, not proven.
-Control-flow nodes are not byte-checked: the run does not expose their bodies' values."""
+Control-flow nodes are not byte-checked: the run does not expose their bodies' values. A run's
+string tensor counts the bytes the analysis assumed a string has (`_at_length`), at the run's shape."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -187,8 +189,8 @@ class _ByteCheck:
         base: dict[str, Any] = dict(index=node.index, name=node.name, op_type=node.op_type)
         if not is_ok(node):
             return NodeCheck(**base, outcome=NOT_COSTED, reason=node.reason or node.status), []
-        inputs = [None if t is None else observed.get(t.name) for t in node.inputs]
-        outputs = [None if t is None else observed.get(t.name) for t in node.outputs]
+        inputs = [None if t is None else _at_length(observed.get(t.name), t) for t in node.inputs]
+        outputs = [None if t is None else _at_length(observed.get(t.name), t) for t in node.outputs]
         missing = [
             t.name
             for t, o in zip((*node.inputs, *node.outputs), (*inputs, *outputs), strict=False)
@@ -245,6 +247,15 @@ class _ByteCheck:
                 issues.append(Disagreement(**where, what=field, inferred=claims[slot], observed=expected, basis=basis))
         outcome = BOUNDS_ONLY if RULE_SPECIFIC in bases else CHECKED
         return NodeCheck(**base, outcome=outcome, basis=(bases[0], bases[1])), issues
+
+
+def _at_length(seen: TensorInfo | None, inferred: TensorInfo) -> TensorInfo | None:
+    """A run's string tensor at the length the analysis counted its strings at: that length is an
+    assumption (shapes/texts.py), so the bytes are checked at the run's shapes and the assumed
+    length, as a data-dependent size is checked at the run's."""
+    if seen is None or seen.dtype != "string" or inferred.string_bytes is None:
+        return seen
+    return dataclasses.replace(seen, string_bytes=inferred.string_bytes)
 
 
 def _expected(

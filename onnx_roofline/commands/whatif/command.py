@@ -134,7 +134,8 @@ def _session(
     session = Session(options.model, hardware_from(options, hw), dims, shapes, options.dtype, options.partial, values,
                       kv_cache=getattr(options, "kv_cache", None) or "inplace",
                       fp32_matmul=getattr(options, "fp32_matmul", None) or "ieee", nonzero_fraction=options.nonzero_fraction,
-                      expert_load=options.expert_load or ExpertLoad(), frames_per_token=options.frames_per_token)  # fmt: skip
+                      expert_load=options.expert_load or ExpertLoad(), frames_per_token=options.frames_per_token,
+                      string_bytes=options.string_bytes)  # fmt: skip
     return session, axes
 
 

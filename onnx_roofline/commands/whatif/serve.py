@@ -227,7 +227,8 @@ def _twin(session: Session) -> Session:
     """The same model in a session of its own: a merged decoder's prefill takes the other branch,
     so its deployed plan is not the decode step's."""
     return Session(session.model, session.hardware, session.dims, session.input_shapes, session.precision, session.partial,
-                   session.values, session.kv_cache, session.fp32_matmul, session.nonzero_fraction, session.expert_load, session.frames_per_token)  # fmt: skip
+                   session.values, session.kv_cache, session.fp32_matmul, session.nonzero_fraction, session.expert_load, session.frames_per_token,
+                   session.string_bytes)  # fmt: skip
 
 
 def _with_roles(session: Session, given: dict[str, int]) -> dict[str, int]:

@@ -53,6 +53,7 @@ class Session:
         nonzero_fraction: float | None = None,
         expert_load: ExpertLoad = UNIFORM_LOAD,
         frames_per_token: float | None = None,
+        string_bytes: int | None = None,
     ):
         self.path = None if isinstance(model, onnx.ModelProto) else str(model)
         self.model = load_model(model)
@@ -67,6 +68,7 @@ class Session:
         self.nonzero_fraction = nonzero_fraction  # --nonzero-fraction (selection.py)
         self.expert_load = expert_load  # --expert-load (routing.py)
         self.frames_per_token = frames_per_token  # --frames-per-token (shapes/durations.py)
+        self.string_bytes = string_bytes  # --string-bytes (shapes/texts.py)
         self._plans: dict[tuple, object] = {}  # fusion plans by the graph a report walked (rows.py's key)
         self._deployed_plans: dict[tuple, FusionPlan] = {}
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
@@ -74,7 +76,8 @@ class Session:
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
         """The written report at the session's dims overridden by `dims`."""
         sizing = Sizing(dims={**self.dims, **(dims or {})}, input_shapes=self.input_shapes, values=self.values,
-                        nonzero_fraction=self.nonzero_fraction, expert_load=self.expert_load, frames_per_token=self.frames_per_token)  # fmt: skip
+                        nonzero_fraction=self.nonzero_fraction, expert_load=self.expert_load, frames_per_token=self.frames_per_token,
+                        string_bytes=self.string_bytes)  # fmt: skip
         hw = (hardware or self.hardware).with_fp32_matmul(self.fp32_matmul)
         return analyze(self.model, hw, sizing, partial=self.partial, precision=self.precision)
 

@@ -40,7 +40,7 @@ register("ReduceSumInteger", domain=MS)(reduction.reduce_combine)
 register("ExpandDims", domain=MS)(movement.view_with_shape_input)  # Unsqueeze with an int32 axis input
 register("BitmaskDropout", domain=MS)(movement.dropout)  # training_mode at input 2, as Dropout's
 register("BitmaskBiasDropout", domain=MS)(contrib.bias_dropout)  # residual 2, training_mode 4, as BiasDropout's
-register("Tokenizer", domain=MS)(movement.string_op)
+register("Tokenizer", domain=MS)(movement.scan_strings)  # a scan of each string for tokenexp or separators
 register("MemcpyFromHost", "MemcpyToHost")(movement.copy)
 register("Crop", "DynamicSlice")(movement.slice_)
 
@@ -156,7 +156,7 @@ multiply, add; the finalizer xors the length and mixes (3 shift-xors, 2 multipli
 def murmur_hash3(node: KnownNode) -> Cost:
     """One MurmurHash3_x86_32 per element of a 4- or 8-byte key: 7 integer ops per 4-byte block + 9
     in the finalizer (16 for int32/float, 23 for int64/double), counted one FLOP each as the bitwise
-    ops are. A string key has no static size (reported data-dependent). Default bytes."""
+    ops are; a string key of the L bytes assumed (--string-bytes), ⌊L/4⌋ blocks. Default bytes."""
     x = node.operand(0)
     return Cost(flops=x.numel * (_MURMUR_BLOCK * (x.bits // 32) + _MURMUR_FINAL))
 

@@ -55,7 +55,8 @@ def tfidf_vectorizer(node: KnownNode) -> Cost:
     [min_gram_length, max_gram_length], C unigrams, or Σ over skip distances d = 1…max_skip_count+1
     of C − d·(n − 1) n-grams. The count increments follow only the hits (data-dependent, not
     counted). Weighting: IDF one select per output element, TFIDF with `weights` one multiply; TF
-    none. Bytes: the default plus the pool, weights and index attributes. String input: not costed."""
+    none. Bytes: the default plus the pool, weights and index attributes. String input (tokens):
+    each token one lookup as an integer is, its bytes at the length assumed."""
     no_strings(node)
     x, y = node.operand(0), node.result(0)
     rows = x.shape[0] if x.rank == 2 else 1

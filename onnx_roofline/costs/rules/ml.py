@@ -11,9 +11,10 @@ Conventions of this family:
 - **Post transforms** of the scores, per row of width K: LOGISTIC K transcendentals (as Sigmoid);
   SOFTMAX 4K − 2 FLOPs and K transcendentals (as the Softmax rule); SOFTMAX_ZERO the same plus K
   compares (zeros stay zero); PROBIT √2·erfinv(2p − 1): 3 FLOPs and 1 transcendental per element.
-- **Strings** have data-dependent byte sizes: the walk reports a node with a string tensor (string
-  labels, categories, keys) as data-dependent before its rule runs; the rules also refuse strings
-  (`no_strings`) when called directly, rather than count their bytes as 0.
+- **Strings** have data-dependent byte sizes: the walk counts every string element (string labels,
+  categories) at the length it assumes (shapes/texts.py: --string-bytes), and a rule refuses a
+  string with none (`no_strings`: a rule called on a bare tensor), rather than count it as 0
+  bytes. A map with string keys stays data-dependent.
 - **Maps** (ZipMap's sequence of N maps of C entries, DictVectorizer's and CastMap's input map)
   are sized as their entries, each a key and a value: N·C·(key + value) bytes (TensorInfo). A map
   whose entry count is not given (a graph input: `input_shapes`, `--input x=16`) is unknown-shape;
@@ -34,6 +35,7 @@ from onnx import AttributeProto
 from onnx_roofline.costs.cost import Cost
 from onnx_roofline.costs.rules.registry import MATRIX, register
 from onnx_roofline.model.op_node import KnownNode
+from onnx_roofline.model.status import DATA_DEPENDENT, Uncostable
 from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
 
 ML = "ai.onnx.ml"
@@ -58,10 +60,11 @@ def attribute_bytes(node: KnownNode, skip: Iterable[str] = _NOT_MODEL) -> int:
 
 
 def no_strings(node: KnownNode) -> None:
-    """Raise when a present input or output is a string tensor (its bytes depend on its values)."""
+    """Raise when a present input or output is a string tensor with no assumed length (its bytes
+    depend on its values): not costed, never counted as 0 bytes."""
     for tensor in (*node.present_inputs, *node.present_outputs):
-        if tensor.dtype == "string":
-            raise ValueError(f"string tensor {tensor.name!r} has data-dependent byte sizes; not costed")
+        if tensor.dtype == "string" and tensor.string_bytes is None:
+            raise Uncostable(DATA_DEPENDENT, f"string tensor {tensor.name!r} has data-dependent byte sizes; not costed")
 
 
 def with_model_bytes(node: KnownNode, flops: int, transcendentals: int = 0) -> Cost:
@@ -136,17 +139,16 @@ def normalizer(node: KnownNode) -> Cost:
 
 @register("LabelEncoder", domain=ML)
 def label_encoder(node: KnownNode) -> Cost:
-    """One hash lookup per element (1). Bytes: the default plus the keys/values table. String keys
-    or values: not costed (string bytes are data-dependent)."""
+    """One hash lookup per element (1). Bytes: the default plus the keys/values table (its numeric
+    lists); string keys or values at the length assumed."""
     return with_model_bytes(node, node.result(0).numel)
 
 
 @register("CategoryMapper", domain=ML)
 def category_mapper(node: KnownNode) -> Cost:
-    """Strings ↔ int64 through a table: one side is always a string tensor, whose bytes depend on
-    its values, so the op is not costed (reported with that reason)."""
-    no_strings(node)
-    raise ValueError("CategoryMapper always has a string side; not costed")
+    """Strings ↔ int64 through a table: one hash lookup per element (1), as LabelEncoder. Bytes:
+    the default plus `cats_int64s`, the string side at the length assumed."""
+    return with_model_bytes(node, node.result(0).numel)
 
 
 @register("OneHotEncoder", domain=ML)

@@ -451,14 +451,48 @@ def concat_from_sequence(node: KnownNode) -> Cost:
     return Cost(bytes_read=node.result(0).nbytes)
 
 
+# --- strings: every element at the length the analysis assumes (shapes/texts.py) -------------------
+
+
+def string_bytes(tensor: KnownTensor) -> int:
+    """The bytes a string tensor's element is counted at (TensorInfo.string_bytes); a string with
+    none (a rule called on a bare tensor) is not costed, never counted as 0 bytes."""
+    if tensor.string_bytes is None:
+        raise Uncostable(DATA_DEPENDENT, f"string tensor {tensor.name!r} has no static byte size")
+    return tensor.string_bytes
+
+
+@register("StringNormalizer")
+def string_normalizer(node: KnownNode) -> Cost:
+    """X [C] or [1, C] of L-byte strings (L the length assumed): a case change (LOWER, UPPER) is
+    one op per byte, C·L; NONE none; `stopwords`, one hash lookup per string, + C. Bytes: the
+    default, X read, Y written, each string L bytes."""
+    x = node.operand(0)
+    case = node.attrs.get("case_change_action", "NONE")
+    case = case.decode() if isinstance(case, bytes) else str(case)
+    changed = x.numel * string_bytes(x) if case in ("LOWER", "UPPER") else 0
+    return Cost(flops=changed + (x.numel if node.attrs.get("stopwords") else 0))
+
+
+@register("RegexFullMatch", "StringSplit")
+def scan_strings(node: KnownNode) -> Cost:
+    """One automaton step per byte of X, X.numel·L (L the length assumed): RE2, onnxruntime's
+    regex engine, matches in time linear in the text; a split scans each string for its delimiter
+    once. Bytes: the default (the outputs: a bool per string; the pieces, L bytes each)."""
+    x = node.operand(0)
+    return Cost(flops=x.numel * string_bytes(x))
+
+
+@register("StringConcat")
+def string_concat(node: KnownNode) -> Cost:
+    """0 FLOPs: each output string is a copy of its two inputs' bytes (broadcast). Bytes: the
+    default, every string at the length assumed, the output's too."""
+    for tensor in (node.operand(0), node.operand(1)):
+        string_bytes(tensor)
+    return Cost()
+
+
 # --- not costed, with the reason ------------------------------------------------------------------
-
-
-@register("StringNormalizer", "RegexFullMatch", "StringConcat", "StringSplit")
-def string_op(node: KnownNode) -> Cost:
-    """Not costed (status `data-dependent`): the bytes of a string tensor depend on its values (the
-    strings' lengths), which a static analysis does not have; counting them as 0 would hide the node."""
-    raise Uncostable(DATA_DEPENDENT, "string tensors have data-dependent byte sizes")
 
 
 @register("ImageDecoder")

@@ -8,7 +8,7 @@ them), its peak is a piece's.
 
 What a piece does not see is what ONNX's data propagation computed before it: a shape built by
 Shape → Gather → Concat in one piece and read by a Reshape in the next comes out with unknown
-dims, and the sweep folds it as it does in any graph (shapes.py). The symbols ONNX makes up for
+dims, and the sweep folds it as it does in any graph (shapes/engine.py). The symbols ONNX makes up for
 unknown dims (unk__N) stay distinct across pieces: each piece is told every symbol in use before
 it, which ONNX's symbol table then skips."""
 
@@ -20,38 +20,49 @@ from collections.abc import Callable, Iterable
 import onnx
 
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS
-from onnx_roofline.model.inferred import DeclaredTypes, declared_types, inferred_types
+from onnx_roofline.model.inferred import CHECKED, LENIENT, DeclaredTypes, Mode, declared_types, inferred_types
 from onnx_roofline.model.nodes import Node
-from onnx_roofline.model.schemas import may_have_bodies, opsets
+from onnx_roofline.model.schemas import may_have_bodies, onnx_knows, opsets
 from onnx_roofline.model.scopes import outer_references
+from onnx_roofline.model.spec_defaults import lacks_defaults, spell_out_defaults
 from onnx_roofline.model.text import as_text
-from onnx_roofline.shapes.spec_defaults import lacks_defaults, spell_out_defaults
 
-PIECE_NODES = 10_000  # nodes above which a graph is inferred in pieces of this many (shapes.py)
+PIECE_NODES = 10_000  # nodes above which a graph is inferred in pieces of this many (shapes/engine.py)
 # ONNX's pass is itself faster a piece at a time: 2.5 µs a node for 10,000 nodes, 4.8 µs for 200,000.
 SYMBOLS = "onnx_roofline::symbols"  # a value_info naming the symbols in use, for ONNX's table to skip
 
 
 def inferred_types_in_pieces(
-    model: onnx.ModelProto, nodes: list[Node], size: int, failed: Callable[[str, Exception], None]
+    model: onnx.ModelProto,
+    nodes: list[Node],
+    size: int,
+    failed: Callable[[str, Exception], None] | None,
+    mode: Mode = LENIENT,
 ) -> DeclaredTypes:
-    """The declared types of the model's graph after ONNX's inference of each piece of `size`
-    nodes in turn, in the form `inferred_types` returns them (the graph's inputs, then what the
-    pieces typed, then the graph's own declared types of what no piece did). A piece whose
-    inference raises is told to `failed` (which nodes, what was raised) and types nothing."""
+    """The declared types of the model's graph after ONNX's inference (in `mode`) of each piece of
+    `size` nodes in turn, in the form `inferred_types` returns them (the graph's inputs, then what
+    the pieces typed, then the graph's own declared types of what no piece did). A piece whose
+    inference raises is told to `failed` (which nodes, what was raised) and types nothing; with
+    `failed` None, what it raised is raised. In CHECKED mode (onnx's full check: conformance.py)
+    inference reads every node as stored, defaults left out."""
     graph = model.graph
     declared = declared_types(graph)
     known = {value.name: value for value in declared[: len(graph.input)]}
     symbols = _symbols(declared)
-    tables = _Tables(model)
+    tables = _Tables(model, spell_out=mode != CHECKED)
     for start in range(0, len(nodes), size):
         piece = nodes[start : start + size]
         produced = {name: None for node in piece for name in node.outputs if name}  # in graph order: the result's order
         try:
-            typed = inferred_types(tables.piece_model(start, piece, produced, known, symbols))
+            typed = inferred_types(tables.piece_model(start, piece, produced, known, symbols), mode)
         except Exception as exc:  # what onnx raises (InferenceError, RuntimeError, ...): the sweep types these nodes
+            if failed is None:
+                raise
             failed(f"nodes {start}–{start + len(piece) - 1}", exc)
             continue
+        finally:
+            if mode.checked and not all(onnx_knows(n.domain, n.op_type, tables.opsets.get(n.domain)) for n in piece):
+                mode = mode._replace(checked=False)  # as ONNX's whole pass drops every error past such an op
         new = {name: value for value in typed if (name := value.name) in produced}
         known.update(new)
         symbols.update(_symbols(new.values()))
@@ -62,9 +73,10 @@ class _Tables:
     """The graph's lookups a piece is built from, made once: initializers, value_info and outputs
     by name (positions, not protobuf objects: a million of those is half a gigabyte)."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, spell_out: bool):
         graph = model.graph
         self.model = model
+        self.spell_out = spell_out  # the defaults inference misreads, spelled out (spec_defaults.py)
         self.opsets = opsets(model)
         self.initializers = {tensor.name: index for index, tensor in enumerate(graph.initializer)}
         self.sparse = {tensor.values.name: index for index, tensor in enumerate(graph.sparse_initializer)}
@@ -87,7 +99,7 @@ class _Tables:
         if piece[0].has_metadata:  # dynamo's stack traces: serialized and parsed for nothing
             for node in result.graph.node:
                 node.ClearField("metadata_props")
-        if lacks_defaults(piece):  # a default inference misreads (spec_defaults.py)
+        if self.spell_out and lacks_defaults(piece):  # a default inference misreads (spec_defaults.py)
             spell_out_defaults(result.graph.node)
         reads = self._reads(piece, produced)
         for name in reads:
