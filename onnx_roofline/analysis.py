@@ -23,7 +23,7 @@ from onnx_roofline.costs.hardware import Hardware, dtype_class, load_hardware
 from onnx_roofline.costs.roofline import COMPUTE, MEMORY, Placement, place
 from onnx_roofline.costs.rules.registry import VECTOR, Rule
 from onnx_roofline.errors import DimensionConflict, DimensionError, UnboundDimensionError
-from onnx_roofline.model.conformance import CHECKER, Invalid, conformance
+from onnx_roofline.model.conformance import CHECKER, Invalid, conformance, mixed_input_types
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
 from onnx_roofline.model.inlining import inline_functions
@@ -242,6 +242,7 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
     declared = Declarations((), {})  # what binding drops, for that pass to be held to (shapes/declared.py)
     while True:
         proto, graph_nodes = load_with_nodes(model)
+        first = invalid is None  # not a retry at solved dims: the file is checked once
         if invalid is None:  # before the dims are bound: the file's own consistency (its inference: below)
             checking = not _has_bodies(graph_nodes)
             invalid = conformance(proto, graph_nodes, path, inference=not checking)
@@ -268,6 +269,8 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
         owed = checking and not any(flag.source == CHECKER for flag in invalid)  # the checker found nothing
         if owed and (not shapes.conforms or declared.disagreement(shapes.values)):  # the file's fault, or the dims'?
             invalid = conformance(*load_with_nodes(model), path)  # the file checked whole says
+        if first and not invalid:  # what the checker is blind to past a contrib op
+            invalid = mixed_input_types(proto, graph_nodes, shapes.values)
         checking = False
         check_axes(
             graph_nodes, shapes.values, opsets(proto).get("")

@@ -25,6 +25,17 @@ CORPUS_QDQ = Path(__file__).parent / "corpus" / "models" / "qdq_resnet.onnx"
 MAX_VIRTUAL_MEMORY = 2 * 2**30  # a CLI process needs ~0.5 GiB of address space; an unbounded fold, terabytes
 
 
+def refused_by_onnxruntime(path) -> bool:
+    """The oracle: whether onnxruntime refuses to load the model (any refusal counts)."""
+    import onnxruntime
+
+    try:
+        onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
+        return True
+    return False
+
+
 def clean(code: int, err: str, allowed=(0, 2)) -> None:
     """The exit codes the case may give; every stderr line the tool's own; exit 2 with one error."""
     assert code in allowed, err
@@ -577,19 +588,14 @@ def test_an_initializer_declared_as_another_input_is_invalid(tmp_path, capsys, d
     """An initializer that is also a graph input declared with another type or shape: onnxruntime
     refuses it (the oracle here) and the analysis calls it INVALID (onnx's checker finds it in a
     graph this small)."""
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     weight = numpy_helper.from_array(np.ones((4, 8), np.float32), "w")
     bias = numpy_helper.from_array(np.ones(8, np.float32), "b")
     nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"])]
     model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4]), ("w", *declared)], [("y", TensorProto.FLOAT, [2, 8])],
                           initializers=[weight, bias])  # fmt: skip
     path = hostile.save(model, tmp_path / "m.onnx")
-    try:
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        loads = True
-    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
-        loads = False
-    assert loads is not refused
+    assert refused_by_onnxruntime(path) is refused
     code, _, err = run(capsys, path, "--format", "json")
     clean(code, err)
     assert ("INVALID" in err) is refused, err
@@ -648,13 +654,9 @@ def test_a_scan_whose_attributes_a_runtime_refuses_is_invalid(tmp_path, capsys, 
     one axis per scan input or output, each axis within its scan's rank. onnxruntime (the oracle)
     refuses each breach as it initializes the session; analyze and inspect both say INVALID, even
     behind a contrib op that blinds onnx's checker (model/conformance.py, _scan_attributes)."""
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     path = hostile.save(scan_after_a_contrib_op(attrs), tmp_path / "m.onnx")
-    try:
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        refused = False
-    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
-        refused = True
+    refused = refused_by_onnxruntime(path)
     for command in (["analyze"], ["inspect"]):
         code, _, err = run(capsys, *command, path)
         clean(code, err)
@@ -706,21 +708,42 @@ def test_inspect_says_where_onnx_inference_fails_as_analyze_does(tmp_path, capsy
     op, drops the error. The analysis' shape pass at the defaults fails on the Concat, and analyze
     says it as the root of its uncosted nodes: inspect, which runs that pass to choose its defaults
     (here no dim: a fixed shape), says it too, and nothing of the model in order."""
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     path = hostile.save(late_read_past_a_contrib_op(reads_late), tmp_path / "m.onnx")
-    try:
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        refused = False
-    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
-        refused = True
+    refused = refused_by_onnxruntime(path)
     assert refused is reads_late
     code, _, err = run(capsys, "analyze", path)
     clean(code, err)
     assert ("downstream of concat (Concat): ONNX shape inference of Concat failed" in err) is refused, err
+    said = "INVALID: node input types: node 'concat' (Concat): its inputs of type T hold float32, int64"
+    assert (said in err) is refused, err  # conformance.mixed_input_types: what onnx's checker is blind to
     code, out, err = run(capsys, "inspect", path, "--format", "json")
     clean(code, err)
     assert ("shape inference stops at node 'concat' (Concat): ONNX shape inference of Concat failed" in err) is refused
     assert (json.loads(out)["inference_failure"] or "").startswith("node 'concat' (Concat)") is refused
+    assert (said in err) is refused, err
+
+
+def test_the_campaigns_bool_concatenated_to_int64_past_a_contrib_op_is_invalid(tmp_path, capsys):
+    """Mutant 911345 (topology/cycle on an onnxruntime-optimized BERT): an Unsqueeze made to read a
+    bool written after it, so that a Concat joins it to int64 shape values. onnxruntime (the oracle)
+    refuses it; onnx's checker, past the graph's contrib ops, drops the error; the analysis' shape
+    pass stops earlier at the defaults (an Expand, as on the unmutated BERT). analyze and inspect
+    say INVALID from the types the engine found (conformance.mixed_input_types)."""
+    pytest.importorskip("onnxruntime")
+    from tests.fuzz.mutate import mutant_for, write
+
+    mutant = mutant_for(911345, str(CORPUS_QDQ.parent / "ort_all_bert.onnx"), None)
+    assert mutant.label == "topology/cycle"  # the mutation the campaign made (drawn from the seed)
+    path = write(mutant, tmp_path)
+    assert refused_by_onnxruntime(path)
+    for command in (["analyze"], ["inspect"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err)
+        assert (
+            "INVALID: node input types: node '/model/encoder/layer.0/attention/self/Concat_3' (Concat): its inputs of type T hold bool, int64"
+            in err
+        ), err
 
 
 @pytest.mark.parametrize("model, seed", [("hqq_llama_past", 901345), ("ortopt_vit_gpu", 901372)])
@@ -746,7 +769,7 @@ def test_an_external_weight_of_no_type_is_invalid(tmp_path, capsys, data_type):
     refuses it, and so does onnx's checker, but conformance's check never saw the type (the tensor
     stands aside as a graph input, which may be of any type). analyze (a Relu costed before the
     MatMul it leaves uncosted) and inspect say INVALID."""
-    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime")
     weight = hostile.external("w.bin")
     weight.data_type = data_type
     hostile.weights_file(tmp_path)  # 4×8 float32: the bytes a float weight needs
@@ -756,11 +779,7 @@ def test_an_external_weight_of_no_type_is_invalid(tmp_path, capsys, data_type):
     ]
     model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 4])], [("y", TensorProto.FLOAT, [2, 8])], [weight])
     path = hostile.save(model, tmp_path / "m.onnx")
-    try:
-        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        refused = False
-    except Exception:  # noqa: BLE001 (any refusal: the oracle's verdict is all that counts)
-        refused = True
+    refused = refused_by_onnxruntime(path)
     assert refused is (data_type != TensorProto.FLOAT)
     for command in (["analyze"], ["inspect"]):
         code, _, err = run(capsys, *command, path)

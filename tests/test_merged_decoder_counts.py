@@ -79,3 +79,23 @@ def test_the_branch_taken_folds_as_the_unmerged_file(name):
     assert folded[0] == folded[1] > 0  # the same nodes fold at load, inside the branch or not
     kernels = [d["views"]["deployed"]["kernels"] for d in (merged_data, unmerged_data)]
     assert abs(kernels[0] - kernels[1]) <= 0.05 * kernels[1], kernels
+
+
+@pytest.mark.parametrize("name", PAIRS)
+def test_the_branch_taken_is_typed_once(name, monkeypatch):
+    """The shape engine types the If's outputs from the branch the cache flag takes at the bound
+    dims (then_branch: the pasts are not empty), and the walk costs that branch from the same
+    typing (model/memo.py): ONNX's inference of a body runs once per analysis, not once for the
+    engine and once for the walk, nor for the branch not taken (issue 44)."""
+    from onnx_roofline.shapes import engine
+
+    merged, _ = PAIRS[name]
+    if not merged.exists():
+        pytest.skip("corpus file not generated")
+    typed = []
+    real = engine._infer_scratch
+    monkeypatch.setattr(engine, "_infer_scratch", lambda graph, *args: typed.append(graph.name) or real(graph, *args))
+    run(str(merged))
+    then_branch = next(a.g for n in onnx.load(merged, load_external_data=False).graph.node if n.op_type == "If"
+                       for a in n.attribute if a.name == "then_branch")  # fmt: skip
+    assert typed == [then_branch.name]

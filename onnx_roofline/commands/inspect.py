@@ -15,9 +15,12 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from onnx_roofline.commands.listing import COMMAND_HELP
+
+if TYPE_CHECKING:  # imported where used: inspect starts without the analysis
+    from onnx_roofline.model.conformance import Invalid
 
 INSPECT_VERSION = 1
 ATTACHMENT_WORDS = {  # attachment_state → what a user reads
@@ -170,7 +173,8 @@ def inspect_model(model: str | os.PathLike) -> Inspection:
     inputs = tuple(_value(v) for v in graph.input if v.name not in initialized)
     outputs = tuple(_value(v) for v in graph.output)
     dims = {name: tuple(uses) for name, uses in symbolic_dims(graph).items()}
-    defaults, solved, roles, inference_failure = _defaults(proto, dims)
+    defaults, solved, roles, inference_failure, mixed = _defaults(proto, dims)
+    invalid = invalid or tuple(str(flag) for flag in mixed)  # what the checker is blind to past a contrib op
 
     ops = Counter(f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type for n in graph.node)
     initializers = [*graph.initializer, *(s.values for s in graph.sparse_initializer)]
@@ -247,7 +251,7 @@ def _value(value) -> ValueSummary:
 
 def _defaults(
     proto, dims: dict[str, tuple[str, ...]]
-) -> tuple[dict[str, int], dict[str, str], dict[str, str], str | None]:
+) -> tuple[dict[str, int], dict[str, str], dict[str, str], str | None, tuple[Invalid, ...]]:
     """The dims `onnx-roofline MODEL` binds, those of them the graph fixes, with why, and each
     one's role where its name does not say it: the default by name or role (shapes/roles.py),
     unless a node cannot run at it (a head size named like a batch: genai's `kv_cache_dim`),
@@ -255,10 +259,12 @@ def _defaults(
     defaults keeps them as chosen: inspect describes any model. Last, the node where ONNX's own
     inference fails in that pass at defaults the graph runs, which `analyze` says as the root of
     its uncosted nodes: inspect says it too (a node fed a value of another type or rank, past a
-    contrib op after which onnx's checker in model/conformance.py drops every inference error).
-    Run with no dim too, for that."""
+    contrib op after which onnx's checker in model/conformance.py drops every inference error),
+    and the node past such an op whose inputs of one type variable hold two types
+    (conformance.mixed_input_types), as `analyze` finds them. Run with no dim too, for that."""
     from onnx_roofline.analysis import bind_and_infer
     from onnx_roofline.errors import RooflineError
+    from onnx_roofline.model.conformance import mixed_input_types
     from onnx_roofline.model.nodes import read_nodes
     from onnx_roofline.shapes.dims import input_dim_names
     from onnx_roofline.shapes.roles import choose_defaults
@@ -276,7 +282,7 @@ def _defaults(
             proto, Sizing(default_dims=True), conform=False
         )  # the loaded model, not the file read again (checked already)
     except RooflineError:
-        return {name: choice.size for name, choice in chosen.items()}, {}, roles, None
+        return {name: choice.size for name, choice in chosen.items()}, {}, roles, None, ()
     roles = {name: choice.said for name, choice in typed.roles.items() if choice.said}
     cause = typed.shapes.root_cause
     failure = (
@@ -289,6 +295,7 @@ def _defaults(
         {dim: why for dim, (_, why) in typed.solved.items()},
         roles,
         failure,
+        mixed_input_types(typed.proto, typed.nodes, typed.shapes.values),
     )
 
 

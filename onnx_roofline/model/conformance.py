@@ -27,7 +27,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,13 +42,14 @@ from onnx_roofline.model.constants import readable
 from onnx_roofline.model.inferred import CHECKED
 from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
 from onnx_roofline.model.nodes import Node, read_fresh
-from onnx_roofline.model.schemas import may_have_bodies, opsets
-from onnx_roofline.model.tensors import DTYPE_BITS, dtype_name
+from onnx_roofline.model.schemas import may_have_bodies, onnx_knows, opsets
+from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
 
 log = logging.getLogger(__name__)
 
 CHECKER, EXTERNAL_DATA, TENSOR_DATA = "onnx checker", "external data", "tensor data"  # Invalid.source
 ATTRIBUTES = "node attributes"  # Invalid.source: attribute values the spec forbids and the checker lets through
+TYPES = "node input types"  # Invalid.source: inputs of one type variable holding two types, past a contrib op
 
 ORT_DEFAULT_DOMAIN = frozenset({
     "Affine", "Crop", "DynamicSlice", "GRUUnit", "GivenTensorFill", "ImageScaler", "MemcpyFromHost", "MemcpyToHost",
@@ -109,6 +110,57 @@ def conformance(
 
 
 _CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+
+
+def mixed_input_types(
+    model: onnx.ModelProto, nodes: list[Node], values: Mapping[str, TensorInfo]
+) -> tuple[Invalid, ...]:
+    """The first main-graph node, past one of an op ONNX has no schema for (a contrib op), whose
+    inputs its schema binds to one type variable (Concat's T, Where's X and Y) and that hold
+    element types that differ, as `values` (the shape engine's) type them. onnxruntime, which
+    knows the contrib op, refuses it; onnx's checked inference drops every error past such a node
+    (its has_unsupported_op), so the file's check said nothing."""
+    versions = opsets(model)
+    blind = False
+    for node in nodes:
+        version = versions.get(node.domain)
+        if not onnx_knows(node.domain, node.op_type, version):
+            blind = True
+            continue
+        if not blind:
+            continue
+        for variable, slots in _type_variables(node.domain, node.op_type, version, len(node.inputs)):
+            held = {
+                info.dtype
+                for slot in slots
+                if (name := node.inputs[slot])
+                and (info := values.get(name)) is not None
+                and info.dtype
+                and not info.sequence
+            }
+            if len(held) > 1:
+                said = f"node {node.name or node.op_type!r} ({node.op_type}): its inputs of type {variable} hold {', '.join(sorted(held))}"
+                return (Invalid(TYPES, said),)
+    return ()
+
+
+@functools.cache
+def _type_variables(
+    domain: str, op_type: str, version: int | None, inputs: int
+) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The op's type variables that two or more of a node's `inputs` slots share, with those slots
+    (a variadic last parameter spans the rest)."""
+    schema = onnx.defs.get_schema(op_type, version or 1, domain)
+    slots: dict[str, list[int]] = {}
+    for index in range(inputs):
+        parameters = schema.inputs
+        if not parameters:
+            break
+        parameter = parameters[min(index, len(parameters) - 1)]
+        if index >= len(parameters) and parameter.option != onnx.defs.OpSchema.FormalParameterOption.Variadic:
+            break
+        slots.setdefault(parameter.type_str, []).append(index)
+    return tuple((variable, tuple(found)) for variable, found in slots.items() if len(found) > 1)
 
 
 def _scan_attributes(model: onnx.ModelProto, nodes: list[Node]) -> list[Invalid]:
