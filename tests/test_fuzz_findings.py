@@ -796,3 +796,32 @@ def test_the_campaigns_external_weight_of_no_type_is_invalid(tmp_path, capsys):
     code, _, err = run(capsys, "inspect", write(mutant, tmp_path))
     clean(code, err)
     assert "INVALID: tensor data: tensor 'fc.weight' is stored externally with data_type 0 (UNDEFINED)" in err, err
+
+
+@pytest.mark.parametrize("foreign", [False, True], ids=["its own attributes", "a Conv's attributes"])
+def test_a_deprecated_op_is_held_to_its_schemas_attributes(tmp_path, capsys, foreign):
+    """GroupNormalization-18, deprecated at opset 20, which onnxruntime still runs and conformance
+    tolerates; given a Conv's attributes (the campaign's mutant 921759, op_type/same_arity on a
+    dynamo ResNet) onnxruntime (the oracle) refuses it, and inspect and analyze say INVALID."""
+    pytest.importorskip("onnxruntime")
+    attributes = {"group": 1, "kernel_shape": [1, 1]} if foreign else {"num_groups": 2}
+    nodes = [
+        helper.make_node(
+            "Relu", ["x"], ["r"], name="relu"
+        ),  # costed whatever the norm: analyze has an answer to say it beside
+        helper.make_node("GroupNormalization", ["r", "scale", "bias"], ["y"], name="norm", **attributes),
+    ]
+    weights = [
+        numpy_helper.from_array(np.ones(2, np.float32), "scale"),
+        numpy_helper.from_array(np.zeros(2, np.float32), "bias"),
+    ]
+    model = hostile.model(
+        nodes, [("x", TensorProto.FLOAT, [1, 4, 3, 3])], [("y", TensorProto.FLOAT, [1, 4, 3, 3])], weights
+    )
+    model.opset_import[0].version = 20
+    path = hostile.save(model, tmp_path / "m.onnx")
+    assert refused_by_onnxruntime(path) is foreign
+    for command in (["inspect"], ["analyze"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err)
+        assert ("INVALID: onnx checker: Op registered for GroupNormalization is deprecated" in err) is foreign, err

@@ -529,10 +529,12 @@ def _tolerate(model: onnx.ModelProto, nodes: list[Node],
         return []
     moved = []
     for index, node in enumerate(nodes):
-        if not node.domain and _tolerated(node.op_type, version):
+        if not node.domain and _tolerated(node.op_type, version, tuple(attr.name for attr in node.attributes)):
             moved.append(_domain_of(model.graph.node[index]))
     for proto in _inner_nodes(model, bodies):
-        if proto.domain in ("", "ai.onnx") and _tolerated(proto.op_type, version):
+        if proto.domain in ("", "ai.onnx") and _tolerated(
+            proto.op_type, version, tuple(a.name for a in proto.attribute)
+        ):
             moved.append(_domain_of(proto))
     for proto, _ in moved:
         proto.domain = _PRIVATE
@@ -583,14 +585,16 @@ def _inner_nodes(model: onnx.ModelProto, bodies: list[onnx.AttributeProto]):
 
 
 @functools.cache
-def _tolerated(op_type: str, version: int) -> bool:
+def _tolerated(op_type: str, version: int, attributes: tuple[str, ...]) -> bool:
     """An op of the default domain that onnxruntime loads though ONNX's checker would not: one of
-    ORT_DEFAULT_DOMAIN, or one ONNX deprecated (Upsample after opset 9, the experimental ops)."""
+    ORT_DEFAULT_DOMAIN, or one ONNX deprecated (Upsample after opset 9, the experimental ops) whose
+    attributes its schema declares — onnxruntime refuses one it does not (the campaign's mutant
+    921759: a Conv's attributes on GroupNormalization-18, deprecated at opset 20)."""
     try:
         schema = onnx.defs.get_schema(op_type, version, "")
     except onnx.defs.SchemaError:
         return op_type in ORT_DEFAULT_DOMAIN
-    return schema.deprecated
+    return schema.deprecated and set(attributes) <= set(schema.attributes)
 
 
 def _sort(graph: onnx.GraphProto) -> None:
