@@ -734,18 +734,7 @@ class _Walk:
                         UNKNOWN_SHAPE,
                         f"{op_type}: output {absent[0]!r}, which nothing reads, has no shape the analysis could infer",
                     )
-                return NodeResult(
-                    index,
-                    name,
-                    op_type,
-                    domain,
-                    inputs,
-                    outputs,
-                    status,
-                    reason,
-                    graph_node=node,
-                    constant_foldable=foldable,
-                )
+                return _uncosted(index, name, node, inputs, outputs, foldable, status, reason)
             costed = self.placed(rule, op, cost)
             # The same for every node whose tensors (and attributes, where the rule read them) look alike: repeated layers
             if op.reads == ATTRIBUTES and key is signature:
