@@ -244,9 +244,9 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
         proto, graph_nodes = load_with_nodes(model)
         first = invalid is None  # not a retry at solved dims: the file is checked once
         if invalid is None:  # before the dims are bound: the file's own consistency (its inference: below)
-            checking = not _has_bodies(graph_nodes)
-            invalid = conformance(proto, graph_nodes, path, inference=not checking)
-            declared = Declarations.of(proto.graph) if checking else declared
+            checking = True
+            invalid = conformance(proto, graph_nodes, path, inference=False)
+            declared = Declarations.of(proto.graph)
         conditions = if_conditions(
             proto.graph, sizing.values
         )  # an If's condition given --value: its branch, not a graph input
@@ -324,14 +324,6 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
             layers,
             conditions,
         )
-
-
-def _has_bodies(graph_nodes: list[Node]) -> bool:
-    """Whether a node holds a graph (an If's branches, a Loop's body): ONNX's checked inference with
-    data propagation, the engine's first pass, errs on the names two branches share ("Data for
-    input 0 already exists", onnx 1.23, optimum's merged decoders), so conformance runs its own."""
-    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    return any(attr.type in graphs for node in graph_nodes if node.attributes for attr in node.attributes)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
@@ -440,7 +432,8 @@ class _Walk:
     It owns the recursion into control-flow bodies (`rows`): a rule costs one node, never a body."""
 
     def __init__(self, values, constants, weights: frozenset[str], model: onnx.ModelProto, hardware: Hardware, unread=frozenset(),
-                 shared: _Shared | None = None, producers: Mapping[str, Node] | None = None, scope: str = ""):  # fmt: skip
+                 shared: _Shared | None = None, producers: Mapping[str, Node] | None = None, scope: str = "",
+                 first: int = 0):  # fmt: skip
         self.values: dict[str, TensorInfo] = values
         self.unread: frozenset[str] = unread  # outputs nobody reads whose shape stayed unknown: absent slots
         self.constants = constants
@@ -466,6 +459,7 @@ class _Walk:
             producers if producers is not None else {}
         )  # outer scopes' producers, for a condition's sources
         self.scope = scope  # where this graph lives ("" for the main graph): the rows' scope, as the report names it
+        self.first = first  # the report's row of this graph's first row (a body's rows follow its node's)
 
     def peak(self, unit: str, dtype: str | None) -> tuple[float, str, str]:
         """The hardware's peak for (unit, dtype), memoized: every node asks, few pairs occur."""
@@ -514,26 +508,23 @@ class _Walk:
 
     def rows(self, graph_nodes: list[Node], foldable: AbstractSet[int] = frozenset()) -> tuple[NodeResult, ...]:
         """Every node's result in execution order, each If, Loop or Scan followed by the rows of the
-        body it runs; `index` is a row's position (a graph's stored position where it has no body)."""
+        body it runs; `index` is a row's position in the report (from `first`), made so as it is
+        made, never moved after."""
         if not any(node.op_type in CONTROL_FLOW and not node.domain for node in graph_nodes):
             return tuple([self.cost(index, node, index in foldable) for index, node in enumerate(graph_nodes)])
         here = {output: node for node in graph_nodes for output in node.outputs if output}
         self.producers = ChainMap(here, self.producers)  # type: ignore[arg-type]  # typeshed asks every map be mutable; ChainMap writes only the first
         rows: list[NodeResult] = []
         for index, node in enumerate(graph_nodes):
-            result = self.cost(index, node, index in foldable)
+            position = self.first + len(rows)
+            result = self.cost(index, node, index in foldable, position)
             if node.op_type in CONTROL_FLOW and not node.domain and result.status != UNSUPPORTED:
-                result, inner = self.body_rows(result, node, len(rows) + 1)
+                result, inner = self.body_rows(result, node, position + 1)
                 rows.append(result)
                 rows.extend(inner)
             else:
                 rows.append(result)
-        return tuple(
-            [
-                row if row.index == position else dataclasses.replace(row, index=position)
-                for position, row in enumerate(rows)
-            ]
-        )
+        return tuple(rows)
 
     def body_rows(self, result: NodeResult, node: Node, first: int) -> tuple[NodeResult, list[NodeResult]]:
         """The control-flow node's own row (its outputs typed from the body where the shape engine
@@ -553,14 +544,14 @@ class _Walk:
             return result, []
         self.shared.aliases.extend(alias for body in found for alias in body.aliases)
         if node.op_type == "If":
-            body, (rows, child) = self.branch(result, op, found)
+            body, (rows, child) = self.branch(result, op, found, first)
         else:
             (body,) = found
             if body.trips is None or result.status != OK:
                 return result, []  # the node's row says why its trips are unknown
-            rows, child = self.walk_body(result, body)
-        scope = f"{result.name}/{body.attribute}"
-        scoped = [_in_scope(row, scope, body.trips or 1, first + offset) for offset, row in enumerate(rows)]
+            rows, child = self.walk_body(result, body, first)
+        trips = body.trips or 1
+        scoped = list(rows) if trips == 1 else [_over_trips(row, trips) for row in rows]
         outputs = {outer: child.values.get(inner) for inner, outer in body.aliases}
         if any(t is not None and not t.is_known and outputs.get(t.name) is not None for t in result.outputs):
             typed = tuple(
@@ -578,7 +569,7 @@ class _Walk:
         return result, scoped
 
     def branch(
-        self, result: NodeResult, op: OpNode, branches: list[Body]
+        self, result: NodeResult, op: OpNode, branches: list[Body], first: int
     ) -> tuple[Body, tuple[tuple[NodeResult, ...], _Walk]]:
         """The If's branch to walk: the one its condition, a --value or the bound dims imply
         (bodies.choose_branch), else both walked and the heavier counted, the other's totals kept."""
@@ -586,7 +577,7 @@ class _Walk:
         choice = choose_branch(
             op, self.sources(condition), self.shared.graph_inputs, self.shared.given, self.shared.conditions
         )
-        node = self.scoped(result.name)
+        node = result.name
         if choice.taken is not None:
             body, other = branches if branches[0].attribute == choice.taken else branches[::-1]
             self.shared.branches.append(
@@ -600,9 +591,9 @@ class _Walk:
                     frozenset(graph_outer_references(other.graph)),
                 )
             )
-            return body, self.walk_body(result, body, fold=True)
+            return body, self.walk_body(result, body, first, fold=True)
         position = len(self.shared.branches)  # this If before the Ifs inside its branches
-        walked = [(body, self.walk_body(result, body, fold=True)) for body in branches]
+        walked = [(body, self.walk_body(result, body, first, fold=True)) for body in branches]
         times = [Totals.over(rows) for _, (rows, _) in walked]
         heavier = 0 if times[0].time_s >= times[1].time_s else 1
         other = walked[1 - heavier][0].graph
@@ -619,10 +610,6 @@ class _Walk:
         )
         return walked[heavier]
 
-    def scoped(self, name: str) -> str:
-        """A name in this graph as the report says it: behind its scope."""
-        return f"{self.scope}/{name}" if self.scope else name
-
     def sources(self, name: str) -> tuple[str, ...]:
         """The graph inputs a value is computed from (a condition's: `sr` behind `Equal(sr, 16000)`)."""
         found, seen, pending = set(), set(), [name]
@@ -637,18 +624,21 @@ class _Walk:
                 pending.extend(i for i in producer.inputs if i)
         return tuple(sorted(found))
 
-    def walk_body(self, result: NodeResult, body: Body, fold: bool = False) -> tuple[tuple[NodeResult, ...], _Walk]:
-        """The rows of the body of `result`'s node, walked in this scope, and the walk that typed it.
-        `fold` (an If's branch): its nodes of constant inputs are constant-foldable, as a runtime
-        folds a subgraph at load (a merged decoder's branch as the un-merged file)."""
-        child, nodes = self.child(body.graph, body.inputs, self.scoped(f"{result.name}/{body.attribute}"))
+    def walk_body(
+        self, result: NodeResult, body: Body, first: int, fold: bool = False
+    ) -> tuple[tuple[NodeResult, ...], _Walk]:
+        """The rows of the body of `result`'s node, walked in this scope from the report's row
+        `first`, and the walk that typed it. `fold` (an If's branch): its nodes of constant inputs
+        are constant-foldable, as a runtime folds a subgraph at load (a merged decoder's branch as
+        the un-merged file)."""
+        child, nodes = self.child(body.graph, body.inputs, f"{result.name}/{body.attribute}", first)
         if not fold:
             return child.rows(nodes), child
         self.shared.constant.update(t.name for t in body.graph.initializer)
         return child.rows(nodes, _foldable(nodes, self.shared.constant)), child
 
     def child(
-        self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None, scope: str = ""
+        self, graph: onnx.GraphProto, inputs: Sequence[TensorInfo | None] | None, scope: str = "", first: int = 0
     ) -> tuple[_Walk, list[Node]]:
         """A walk over a body graph in this scope: outer values stay visible, as ONNX scoping says,
         and the outer value is the source of an outer name (a body's value_info for it is only a
@@ -684,11 +674,14 @@ class _Walk:
             shared=self.shared,
             producers=self.producers,
             scope=scope,
+            first=first,
         )
         return child, nodes
 
-    def cost(self, index: int, node: Node, foldable: bool = False) -> NodeResult:
-        """The node's result; `foldable`: a runtime computes it once at load (constant_foldable)."""
+    def cost(self, index: int, node: Node, foldable: bool = False, position: int | None = None) -> NodeResult:
+        """The result of the graph's node `index`, at the report's row `position` (its index from
+        this graph's first row where None), named behind this graph's scope; `foldable`: a runtime
+        computes it once at load (constant_foldable)."""
         # This runs for every node of the graph: lookups are local, the common path has no call it can avoid.
         op_type, domain = node.op_type, node.domain
         values = self.values
@@ -696,13 +689,17 @@ class _Walk:
         names = node.outputs if not self.unread else [("" if o in self.unread else o) for o in node.outputs]
         outputs = tuple([(values.get(name) or TensorInfo(name, None, None)) if name else None for name in names])
         name = node.name or f"{op_type}_{index}"
+        if self.scope:
+            name = f"{self.scope}/{name}"
+        row = self.first + index if position is None else position
         found = self._rules.get((domain, op_type))
         rule, opset = found if found is not None else self.rule(domain, op_type)
 
         if rule is None:
             return _uncosted(
-                index,
+                row,
                 name,
+                self.scope,
                 node,
                 inputs,
                 outputs,
@@ -714,7 +711,7 @@ class _Walk:
         # an If's outputs are its branch's: typed from it (body_rows)
         blocker = _blocker(inputs if op_type == "If" and not domain else tensors)
         if blocker is not None:
-            return _uncosted(index, name, node, inputs, outputs, foldable, *blocker)
+            return _uncosted(row, name, self.scope, node, inputs, outputs, foldable, *blocker)
         signature = (domain, op_type, len(inputs), _signature(tensors))
         key = (signature, _attribute_key(node.attributes)) if signature in self._read_attributes else signature
         costed = self._costed.get(key)
@@ -723,7 +720,7 @@ class _Walk:
             try:
                 cost = rule.formula(cast(KnownNode, op))  # _blocker let it through: every tensor present is known
             except Uncostable as exc:
-                return _uncosted(index, name, node, inputs, outputs, foldable, exc.status, str(exc))
+                return _uncosted(row, name, self.scope, node, inputs, outputs, foldable, exc.status, str(exc))
             except (ValueError, KeyError, IndexError, TypeError, ArithmeticError, AttributeError) as exc:
                 status, reason = RULE_ERROR, f"{op_type}: {exc}"
                 absent = [o for o, n in zip(node.outputs, names, strict=False) if o and not n]
@@ -734,7 +731,7 @@ class _Walk:
                         UNKNOWN_SHAPE,
                         f"{op_type}: output {absent[0]!r}, which nothing reads, has no shape the analysis could infer",
                     )
-                return _uncosted(index, name, node, inputs, outputs, foldable, status, reason)
+                return _uncosted(row, name, self.scope, node, inputs, outputs, foldable, status, reason)
             costed = self.placed(rule, op, cost)
             # The same for every node whose tensors (and attributes, where the rule read them) look alike: repeated layers
             if op.reads == ATTRIBUTES and key is signature:
@@ -744,7 +741,7 @@ class _Walk:
                 self._costed[key] = costed
         cost, unit, dtype, peak, placement = costed
         return NodeResult(
-            index,
+            row,
             name,
             op_type,
             domain,
@@ -760,6 +757,7 @@ class _Walk:
             placement,
             node,
             foldable,
+            self.scope,
         )
 
     def placed(self, rule: Rule, op: OpNode, cost: Cost) -> tuple[Cost, str, str, float, Placement]:
@@ -867,9 +865,8 @@ def _strings(values: Mapping[str, TensorInfo], sizing: Sizing) -> StringBytes:
     return StringBytes(_string_bytes(sizing), sizing.string_bytes is not None, count)
 
 
-def _uncosted(
-    index: int, name: str, node: Node, inputs: tuple, outputs: tuple, foldable: bool, status: str, reason: str
-) -> NodeResult:
+def _uncosted(index: int, name: str, scope: str, node: Node, inputs: tuple, outputs: tuple, foldable: bool,
+              status: str, reason: str) -> NodeResult:  # fmt: skip
     """A row the walk could not cost, and why (`status`: unsupported, unknown shape, rule error)."""
     return NodeResult(
         index,
@@ -882,15 +879,15 @@ def _uncosted(
         reason,
         graph_node=node,
         constant_foldable=foldable,
+        scope=scope,
     )
 
 
-def _in_scope(row: NodeResult, scope: str, trips: int, index: int) -> NodeResult:
-    """A body's row as the enclosing graph reports it, at its row `index`: named by where it lives,
-    and its cost and time the totals over the body's `trips` runs."""
-    name, inner = f"{scope}/{row.name}", f"{scope}/{row.scope}" if row.scope else scope
-    if trips == 1 or row.cost is None or row.placement is None:
-        return dataclasses.replace(row, index=index, name=name, scope=inner, trips=row.trips * trips)
+def _over_trips(row: NodeResult, trips: int) -> NodeResult:
+    """A body's row as the enclosing graph reports it: its runs, cost and time the totals over the
+    body's `trips` runs."""
+    if row.cost is None or row.placement is None:
+        return dataclasses.replace(row, trips=row.trips * trips)
     cost, place = row.cost, row.placement
     scaled = {f: getattr(cost, f) * trips for f in ADDITIVE if hasattr(cost, f)}
     scaled["useful_flops"] = None if cost.useful_flops is None else cost.useful_flops * trips
@@ -901,13 +898,7 @@ def _in_scope(row: NodeResult, scope: str, trips: int, index: int) -> NodeResult
         memory_time_s=place.memory_time_s * trips,
     )
     return dataclasses.replace(
-        row,
-        index=index,
-        name=name,
-        scope=inner,
-        trips=row.trips * trips,
-        cost=dataclasses.replace(cost, **scaled),
-        placement=placement,
+        row, trips=row.trips * trips, cost=dataclasses.replace(cost, **scaled), placement=placement
     )
 
 

@@ -172,7 +172,7 @@ def test_the_decision_path_tree_is_costed_with_a_warning(monkeypatch):
     report = analyze(decision_path_tree(), hw="h100", partial=True, sizing=Sizing(dims={"N": 1}))
     assert report.model.shape_warnings == () and report.model.invalid == ()
     assert report.nodes[0].op_type == "TreeEnsembleRegressor" and report.nodes[0].status == "ok"
-    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: None)
+    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: (None, inferred.CHECKED_PROPAGATED))
     report = analyze(decision_path_tree(), hw="h100", partial=True, sizing=Sizing(dims={"N": 1}))
     assert report.model.shape_warnings[0].startswith(
         "ONNX shape inference of the whole graph crashed in a child process (killed by SIG"

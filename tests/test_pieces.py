@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_roofline import Sizing, analyze
 from onnx_roofline.model import pieces
 from onnx_roofline.model.conformance import CHECKER, conformance
-from onnx_roofline.model.inferred import CHECKED, LENIENT
+from onnx_roofline.model.inferred import CHECKED, CHECKED_PROPAGATED, LENIENT
 from onnx_roofline.model.loader import load_with_nodes
 from onnx_roofline.model.nodes import read_nodes
 from onnx_roofline.shapes import engine
@@ -53,7 +53,7 @@ def _in_pieces(monkeypatch, size: int) -> list[int]:
 
     monkeypatch.setattr(pieces, "PIECE_NODES", size)
     monkeypatch.setattr(pieces, "inferred_types", counting)
-    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: None)
+    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: (None, CHECKED_PROPAGATED))
     return given
 
 
@@ -223,7 +223,7 @@ def test_the_engines_checked_first_pass_types_as_its_lenient_pass(monkeypatch, n
     path, dims = GRAPHS[name]
     monkeypatch.setattr(pieces, "PIECE_NODES", 13)
     checked = analyze(path, partial=True, sizing=Sizing(dims=dims))
-    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: None)
+    monkeypatch.setattr(engine, "_checked_inference", lambda model, nodes: (None, CHECKED_PROPAGATED))
     lenient = analyze(path, partial=True, sizing=Sizing(dims=dims))
     assert _results(checked) == _results(lenient)
     assert checked.model.invalid == lenient.model.invalid == ()

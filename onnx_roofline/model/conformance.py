@@ -27,7 +27,7 @@ import logging
 import math
 import os
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +41,7 @@ from onnx_roofline.model import files, pieces
 from onnx_roofline.model.constants import readable
 from onnx_roofline.model.inferred import CHECKED
 from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
-from onnx_roofline.model.nodes import Node, read_fresh
+from onnx_roofline.model.nodes import Node, read_fresh, read_nodes
 from onnx_roofline.model.schemas import may_have_bodies, onnx_knows, opsets
 from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
 
@@ -529,13 +529,19 @@ def _tolerate(model: onnx.ModelProto, nodes: list[Node],
         return []
     moved = []
     for index, node in enumerate(nodes):
-        if not node.domain and _tolerated(node.op_type, version, tuple(attr.name for attr in node.attributes)):
-            moved.append(_domain_of(model.graph.node[index]))
-    for proto in _inner_nodes(model, bodies):
-        if proto.domain in ("", "ai.onnx") and _tolerated(
-            proto.op_type, version, tuple(a.name for a in proto.attribute)
+        if (
+            not node.domain
+            and _suspect(node.op_type, version)
+            and _tolerated(node.op_type, version, tuple(attr.name for attr in node.attributes))
         ):
-            moved.append(_domain_of(proto))
+            moved.append(_domain_of(model.graph.node[index]))
+    for inner in _inner_nodes(model, bodies):
+        if (
+            not inner.domain
+            and _suspect(inner.op_type, version)
+            and _tolerated(inner.op_type, version, tuple(a.name for a in inner.attributes))
+        ):
+            moved.append(_domain_of(inner.proto))
     for proto, _ in moved:
         proto.domain = _PRIVATE
     if moved:
@@ -571,17 +577,29 @@ def _bodies(model: onnx.ModelProto, nodes: list[Node], graph_nodes) -> list[onnx
     return [attr for index in holding for attr in graph_nodes[index].attribute if attr.type in _GRAPHS]
 
 
-def _inner_nodes(model: onnx.ModelProto, bodies: list[onnx.AttributeProto]):
-    """Every node of a body (`bodies`: the main graph's graph attributes) or a model-local function."""
+def _inner_nodes(model: onnx.ModelProto, bodies: list[onnx.AttributeProto]) -> Iterator[Node]:
+    """Every node of a body (`bodies`: the main graph's graph attributes) or a model-local
+    function, as read_nodes reads it (a body's nodes read once in an analysis: memo.py)."""
     pending = list(bodies)
     for function in model.functions:
-        yield from function.node
+        yield from read_fresh(function)
     while pending:
         attr = pending.pop()
         for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-            for node in body.node:
+            for node in read_nodes(body):
                 yield node
-                pending.extend(a for a in node.attribute if a.type in _GRAPHS)
+                if node.attributes:
+                    pending.extend(a for a in node.attributes if a.type in _GRAPHS)
+
+
+@functools.cache
+def _suspect(op_type: str, version: int) -> bool:
+    """Whether a default-domain op of this name may be _tolerated: ONNX has no schema for it at
+    `version`, or a deprecated one (a body's thousand nodes are asked, few ops occur)."""
+    try:
+        return onnx.defs.get_schema(op_type, version, "").deprecated
+    except onnx.defs.SchemaError:
+        return True
 
 
 @functools.cache

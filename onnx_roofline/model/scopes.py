@@ -24,9 +24,16 @@ def graph_outer_references(graph: onnx.GraphProto) -> list[str]:
     return once("outer reads", graph, lambda: _outer_reads(graph))
 
 
+def remember_outer_reads(graph: onnx.GraphProto, names: list[str]) -> list[str]:
+    """The graph's outer reads as validation found them checking it (the same names, in the same
+    order), remembered for graph_outer_references; returns what is remembered."""
+    return once("outer reads", graph, lambda: names)
+
+
 def _outer_reads(graph: onnx.GraphProto) -> list[str]:
     nodes = graph.node
     local = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    local.update(s.values.name for s in graph.sparse_initializer)
     read: dict[str, None] = {}
     for node in nodes:  # one pass, each field read once: this runs over every node of every body
         local.update(node.output)

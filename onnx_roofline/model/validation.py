@@ -18,6 +18,7 @@ from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.model.anonymous_dims import dynamic_negative_dims
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.schemas import may_have_attribute
+from onnx_roofline.model.scopes import remember_outer_reads
 from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
 
 MAX_TENSOR_BYTES = 2**57
@@ -108,9 +109,9 @@ class _Graphs:
         self.local = {(f.domain, f.name) for f in model.functions}
         self.checked: dict[tuple, str | None] = {}  # schema problem per node signature
 
-    def check(self, graph: onnx.GraphProto, nodes: list[Node], outer: set[str], top_level: bool = False) -> set[str]:
-        """Returns the names the graph reads from enclosing scopes, `outer` being those visible
-        there. Stored order need not be topological (the spec says it must; exporters comply, the
+    def check(self, graph: onnx.GraphProto, nodes: list[Node], outer: set[str], top_level: bool = False) -> list[str]:
+        """Returns the names the graph reads from enclosing scopes in the order first read, `outer`
+        being those visible there. Stored order need not be topological (the spec says it must; exporters comply, the
         analysis does not need it); only a graph that is not is searched for a cycle."""
         where = self.where
         _check_declared_shapes(graph, where)
@@ -156,8 +157,8 @@ class _Graphs:
                 writer[name] = index
                 seen.add(name)
         _check_text((writer, late), where)  # every name read is written here, a graph input, or in `late`
-        free = {name for name in late if name not in seen}
-        for name in free - outer:
+        free = list(dict.fromkeys(name for name in late if name not in seen))
+        for name in set(free) - outer:
             scope_text = "" if top_level else " in a subgraph"
             raise ModelLoadError(
                 f"not a valid ONNX model: {where} (value {name!r} is used but never produced{scope_text})"
@@ -167,13 +168,16 @@ class _Graphs:
         return free
 
     def _body_reads(self, attrs, visible: set[str]) -> list[str]:
-        """The enclosing-scope names a node's bodies read (each body checked on the way)."""
-        names: set[str] = set()
+        """The enclosing-scope names a node's bodies read (each body checked on the way), as
+        scopes.outer_references orders them: each body's are remembered as its outer reads, which
+        the shape engine and the walk ask of it again."""
+        names: dict[str, None] = {}
         for attr in attrs:
             if attr.type in _GRAPH_ATTRIBUTES:
                 for body in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
-                    names |= self.check(body, read_nodes(body), visible)
-        return sorted(names)
+                    reads = self.check(body, read_nodes(body), visible)
+                    names.update(dict.fromkeys(remember_outer_reads(body, reads)))
+        return list(names)
 
     def _schema(self, node: Node, kinds: tuple) -> None:
         """The node against its operator's schema (attribute names and types, input and output

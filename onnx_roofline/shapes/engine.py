@@ -31,7 +31,14 @@ from onnx import numpy_helper
 from onnx_roofline.model import heap, pieces
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, ConstantSource, constant_value, small_constant_table
 from onnx_roofline.model.experts import MoeLayer
-from onnx_roofline.model.inferred import CHECKED_PROPAGATED, DeclaredTypes, declared_types, inferred_types
+from onnx_roofline.model.inferred import (
+    CHECKED,
+    CHECKED_PROPAGATED,
+    DeclaredTypes,
+    Mode,
+    declared_types,
+    inferred_types,
+)
 from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isolated
 from onnx_roofline.model.memo import once
 from onnx_roofline.model.nodes import Node, read_nodes
@@ -52,7 +59,7 @@ from onnx_roofline.model.tensors import (
 )
 from onnx_roofline.model.text import as_text
 from onnx_roofline.shapes import rules as shape_rules
-from onnx_roofline.shapes.bodies import cache_branch
+from onnx_roofline.shapes.bodies import CONTROL_FLOW, cache_branch
 from onnx_roofline.shapes.bounds import BOUNDED_OPS, Bound, selection_bound, typed_at_bound, upper_value
 from onnx_roofline.shapes.completion import complete
 from onnx_roofline.shapes.durations import FRAMES_PER_TOKEN, SUMMING_OPS, Regulated, assumed_sum, is_duration
@@ -117,21 +124,32 @@ def infer(
     regulator sums durations that are data (durations.py); and `expert_load`, the routing of the
     `moe_layers` (model/experts.py), which sizes their experts' NonZeros where no fraction is given.
     `checked`: ONNX's pass runs first as onnx's full check runs it, types checked and the first
-    error raised (inferred.CHECKED_PROPAGATED), and `conforms` says whether it passed: the
-    conformance of the file at these dims (analysis.bind_and_infer); where it raised, again as usual."""
+    error raised (_checked_inference), and `conforms` says whether it passed: the conformance of
+    the file at these dims (analysis.bind_and_infer); where it raised, again as usual."""
     nodes = read_nodes(model.graph) if nodes is None else nodes
     warnings: list[str] = []
     crashed: list[str] = []  # the parts of the graph ONNX's pass crashed on (isolation.py)
-    typed = _checked_inference(model, nodes) if checked else None
-    conforms = None if not checked else typed is not None
-    values = collect(
-        model.graph, nodes, typed if typed is not None else _onnx_inference(model, nodes, warnings, crashed)
-    )
-    heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
-    _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
-    _clear_misinferred(values, nodes)
+
+    def typed_by(declared: DeclaredTypes) -> dict[str, TensorInfo]:
+        values = collect(model.graph, nodes, declared)
+        heap.release(len(nodes))  # the inferred copy and ONNX's own tables, freed now
+        _shape_map_inputs(model.graph, values, map_inputs or {}, warnings)
+        _clear_misinferred(values, nodes)
+        return values
+
+    checked_types, mode = _checked_inference(model, nodes) if checked else (None, None)
+    conforms = None if not checked else checked_types is not None
+    lenient = lambda: typed_by(_onnx_inference(model, nodes, warnings, crashed))  # noqa: E731
+    values = lenient() if checked_types is None else typed_by(checked_types)
     needed = _needed_outputs(model, nodes)
     unknown, unread = _unknown(values, nodes, needed)
+    if (
+        mode is not None
+        and not mode.propagated
+        and any(node.op_type not in CONTROL_FLOW or node.domain for node in unknown)
+    ):
+        values = lenient()  # what data propagation may type (a Reshape's target), left unknown
+        unknown, unread = _unknown(values, nodes, needed)
     if not unknown:
         return ShapeResult(values, {}, "onnx", (), None, tuple(warnings), frozenset(unread), conforms=conforms)
     experts = ExpertSizing(moe_layers, sizing.expert_load) if moe_layers is not None else None
@@ -997,15 +1015,25 @@ def _for_inference(model: onnx.ModelProto, nodes: list[Node]) -> onnx.ModelProto
     return copy
 
 
-def _checked_inference(model: onnx.ModelProto, nodes: list[Node]) -> DeclaredTypes | None:
+def _checked_inference(model: onnx.ModelProto, nodes: list[Node]) -> tuple[DeclaredTypes | None, Mode]:
     """ONNX's pass over the graph (whole or in pieces, as _onnx_inference), checked: its types, or
-    None where it raised or crashed (the usual pass then says what went wrong)."""
+    None where it raised or crashed (the usual pass then says what went wrong), and the mode it
+    ran in. A graph whose nodes hold bodies runs it without data propagation, as onnx's full check
+    does: with it, ONNX errs on the names two branches share ("Data for input 0 already exists",
+    onnx 1.23, optimum's merged decoders)."""
+    mode = CHECKED if _holds_bodies(nodes) else CHECKED_PROPAGATED
     try:
         if len(nodes) > pieces.PIECE_NODES:
-            return pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, None, CHECKED_PROPAGATED)
-        return inferred_types(_for_inference(model, nodes), CHECKED_PROPAGATED)
+            return pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, None, mode), mode
+        return inferred_types(_for_inference(model, nodes), mode), mode
     except Exception:  # onnx raises several types (InferenceError, ValidationError, RuntimeError), PassCrashed
-        return None
+        return None, mode
+
+
+def _holds_bodies(nodes: list[Node]) -> bool:
+    """Whether a node holds a graph (an If's branches, a Loop's body)."""
+    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+    return any(attr.type in graphs for node in nodes if node.attributes for attr in node.attributes)
 
 
 def _onnx_inference(
