@@ -206,6 +206,25 @@ def test_a_location_not_in_utf8_is_one_line_whatever_the_options(tmp_path, capsy
         refused(capsys, "an entry is not valid UTF-8", *command)
 
 
+def test_node_metadata_not_in_utf8_is_read_as_text_where_it_is_read(tmp_path, capsys):
+    """A node's metadata_props is decoded as it is read (model/text.py), not at load: bytes that
+    are not UTF-8 (protobuf gives them as bytes) come out with U+FFFD in the breakdown's module
+    names, the JSON and an annotated copy, and the plain command succeeds."""
+    proto = hostile.matmul_with(numpy_helper.from_array(np.ones((4, 8), np.float32), "w"))
+    helper.set_metadata_props(proto.graph.node[0], {"pkg.torch.onnx.name_scopes": "['', 'l\u00e9']"})
+    data = proto.SerializeToString().replace("é".encode(), b"\x80\x80")
+    model = tmp_path / "mm.onnx"
+    model.write_bytes(data)
+    (row,) = analyze(model).nodes
+    assert row.metadata == {"pkg.torch.onnx.name_scopes": "['', 'l\ufffd\ufffd']"}  # each stray byte one U+FFFD
+    code, out, err = run(capsys, model, "--by", "module")
+    assert code == 0 and "Traceback" not in err
+    code, _, err = run(capsys, model, "--annotate", tmp_path / "a.onnx")
+    assert code == 0 and "Traceback" not in err
+    annotated = onnx.load(tmp_path / "a.onnx", load_external_data=False).graph.node[0]
+    assert "['', 'l\ufffd\ufffd']" in [entry.value for entry in annotated.metadata_props]
+
+
 def test_annotate_and_verify_use_a_good_reference(tmp_path, capsys):
     folder = tmp_path / "m"
     folder.mkdir()

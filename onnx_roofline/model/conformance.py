@@ -293,8 +293,9 @@ def _external_data(tensors: list[onnx.TensorProto], folder: Path | None) -> list
         try:
             if _holds_data(tensor):
                 raise ExternalDataError(f"tensor {tensor.name!r} is stored externally and also holds data in the file")
-            _check_length(tensor)
-            location = files.location_of(tensor)
+            entries = files.entries_of(tensor)
+            _check_length(tensor, entries.get("length"))
+            location = entries.get("location", "")
             if location in located:
                 continue
             located.add(location)
@@ -308,12 +309,13 @@ def _external_data(tensors: list[onnx.TensorProto], folder: Path | None) -> list
     return list(found.values())
 
 
-def _check_length(tensor: onnx.TensorProto) -> None:
-    """A `length` that is not the tensor's size (its dims and type): onnxruntime refuses it,
-    whether or not the file is there."""
-    length = next((entry.value for entry in tensor.external_data if entry.key == "length"), None)
+def _check_length(tensor: onnx.TensorProto, length: str | None) -> None:
+    """A `length` (its external_data entry) that is not the tensor's size (its dims and type):
+    onnxruntime refuses it, whether or not the file is there."""
+    if length is None:
+        return
     size = _bytes(tensor)
-    if length is not None and size is not None and length != str(size):
+    if size is not None and length != str(size):
         raise ExternalDataError(
             f"external data of tensor {tensor.name!r}: length {length[:40]!r} is not its size, {size} bytes"
         )
@@ -402,11 +404,16 @@ def _stand_aside(model: onnx.ModelProto, nodes: list[Node], external: list[onnx.
     follow, and a graph input of its name, type and dims in its place; the ops onnxruntime runs and
     ONNX's checker refuses moved (_tolerate). Returns what puts the model back as it was loaded."""
     inputs = len(model.graph.input)
+    add_input = model.graph.input.add
     aside = []
     for index, tensor in enumerate(external):
         location = next(entry for entry in tensor.external_data if entry.key == "location")
         aside.append((tensor, tensor.name, location, location.value))
-        model.graph.input.append(onnx.helper.make_tensor_value_info(tensor.name, tensor.data_type, list(tensor.dims)))
+        declared = add_input(name=tensor.name).type.tensor_type  # make_tensor_value_info's, built in place
+        declared.elem_type = tensor.data_type
+        declared.shape.SetInParent()  # a scalar's shape is there, with no dims
+        for dim in tensor.dims:
+            declared.shape.dim.add(dim_value=dim)
         tensor.name, location.value = f"{_STOOD_ASIDE} {index}", _STOOD_ASIDE
     moved = _tolerate(model, nodes, _bodies(model, nodes, model.graph.node))
 

@@ -14,7 +14,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import TYPE_CHECKING, Any
@@ -165,17 +165,18 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
     """Every tensor whose bytes live in an external file: initializers, Constant-style attributes,
     in subgraphs and model-local functions too. The attributes are read only of nodes whose op can
     hold a tensor or a body (schemas.may_hold_tensors): a million-node graph has few. `nodes`: the
-    main graph's nodes where the caller has them read (anything with `proto`, `op_type` and a
-    normalized `domain`: nodes.Node, NodeResult)."""
+    main graph's nodes.Node where the caller has them read (their attributes read already)."""
     from onnx_roofline.model.schemas import may_hold_tensors
     from onnx_roofline.model.schemas import opsets as imported_opsets
 
     opsets = imported_opsets(model)
     graphs: list[onnx.GraphProto] = [model.graph]
-    pending: list[onnx.NodeProto] = [node for function in model.functions for node in function.node]
+    pending: list[Sequence[onnx.AttributeProto]] = [
+        node.attribute for function in model.functions for node in function.node
+    ]
     if nodes is not None:  # the main graph's, read already
         pending += [
-            node.proto for node in nodes if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
+            node.attributes for node in nodes if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
         ]
     read = nodes is None
     while graphs or pending:
@@ -185,26 +186,41 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
             yield from (s.values for s in graph.sparse_initializer if s.values.data_location == _EXTERNAL)
             if read:
                 pending.extend(
-                    node for node in graph.node if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
+                    node.attribute
+                    for node in graph.node
+                    if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
                 )
             read = True  # every body's nodes
             continue
-        for attr in pending.pop().attribute:
-            tensors = [attr.t] if attr.HasField("t") else list(attr.tensors)
-            yield from (t for t in tensors if t.data_location == _EXTERNAL)
-            graphs.extend([attr.g] if attr.HasField("g") else attr.graphs)
+        for attr in (
+            pending.pop()
+        ):  # plain branches, no list or generator an attribute: a TorchScript graph has a thousand Constants
+            if attr.HasField("t"):
+                if (tensor := attr.t).data_location == _EXTERNAL:
+                    yield tensor
+            else:
+                for tensor in attr.tensors:
+                    if tensor.data_location == _EXTERNAL:
+                        yield tensor
+            if attr.HasField("g"):
+                graphs.append(attr.g)
+            else:
+                graphs.extend(attr.graphs)
 
 
-def _entries(tensor: onnx.TensorProto) -> dict[str, str]:
+def entries_of(tensor: onnx.TensorProto) -> dict[str, str]:
     """The external_data key/value pairs (protobuf gives bytes for a string that is not UTF-8)."""
-    entries = {entry.key: entry.value for entry in tensor.external_data}
-    if any(isinstance(text, bytes) for pair in entries.items() for text in pair):
-        raise ExternalDataError(f"external data of tensor {tensor.name!r}: an entry is not valid UTF-8")
+    entries = {}
+    for entry in tensor.external_data:  # one loop, no generator: every external tensor is read so
+        key, value = entry.key, entry.value
+        if type(key) is bytes or type(value) is bytes:
+            raise ExternalDataError(f"external data of tensor {tensor.name!r}: an entry is not valid UTF-8")
+        entries[key] = value
     return entries
 
 
 def location_of(tensor: onnx.TensorProto) -> str:
-    return _entries(tensor).get("location", "")
+    return entries_of(tensor).get("location", "")
 
 
 def referenced_files(model_path: str | os.PathLike, model: onnx.ModelProto) -> tuple[Path, ...]:
@@ -229,7 +245,7 @@ def locate(tensor: onnx.TensorProto, folder: Path) -> DataRef | None:
     """The checked reference of an external tensor, or None when its data file is absent (the
     committed fixtures ship without one). Raises ExternalDataError for anything that may not be
     followed. Reads nothing: the file is only stat()ed."""
-    entries = _entries(tensor)
+    entries = entries_of(tensor)
     location = entries.get("location", "")
     where = f"external data of tensor {tensor.name!r}"
     path = resolve_location(location, folder, where)

@@ -4,8 +4,9 @@ metadata keys). onnxruntime and onnx's checker take any bytes there, so such a f
 names and op types are (validation.py); the free text the analysis reads — a symbolic dim's name,
 metadata, the producer, a graph's name — is decoded with replacement characters (U+FFFD), as
 `--annotate` writes doc strings back: at load (`decode_text_fields`), but for the dims of
-value_info, decoded as they are read (`as_text`: a GPT-2 has 800 of them, and reading each type
-at load would cost a millisecond)."""
+value_info and a node's metadata, decoded as they are read (`as_text`: a GPT-2 has 800 value
+infos, and a dynamo export metadata on every node, which the analysis reads only to name a
+node's module in the breakdown)."""
 
 from __future__ import annotations
 
@@ -20,8 +21,7 @@ _MODEL_FIELDS = ("producer_name", "producer_version", "domain")
 
 def decode_text_fields(model: onnx.ModelProto, nodes: list[Node]) -> None:
     """The model's free text made `str`, in place: its own fields and metadata, and in its graph
-    (`nodes`, as read) and every body, the graph's name, the node metadata and the dims of its
-    inputs and outputs."""
+    (`nodes`, as read) and every body, the graph's name and the dims of its inputs and outputs."""
     _decode(model, _MODEL_FIELDS)
     _decode_props(model.metadata_props)
     _decode_graph(model.graph, nodes)
@@ -32,8 +32,6 @@ def _decode_graph(graph: onnx.GraphProto, nodes: Iterable[Node]) -> None:
     for value in (*graph.input, *graph.output):
         _decode_type(value.type)
     for node in nodes:
-        if node.has_metadata:
-            _decode_props(node.proto.metadata_props)
         for attr in node.attributes:
             if attr.type == onnx.AttributeProto.GRAPH:
                 _decode_graph(attr.g, read_nodes(attr.g))

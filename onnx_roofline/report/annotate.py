@@ -33,6 +33,7 @@ from onnx_roofline.model import files
 from onnx_roofline.model.inferred import declared_types, inferred_types
 from onnx_roofline.model.loader import load_model
 from onnx_roofline.model.tensors import TensorInfo, dtype_name
+from onnx_roofline.model.text import as_text
 from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.costed import is_ok
 from onnx_roofline.report.findings import FOLDABLE_WHY
@@ -242,7 +243,9 @@ def _annotate_node(node: onnx.NodeProto, result: NodeResult, hardware: str, mode
     if not node.name:
         node.name = result.name  # Netron's attachment finds nodes by name
     _set_props(node.metadata_props, node_figures(result, model_time))
-    kept = [line for line in _text(node.doc_string).split("\n") if line and not line.startswith(SUMMARY_PREFIX + " [")]
+    kept = [
+        line for line in as_text(node.doc_string).split("\n") if line and not line.startswith(SUMMARY_PREFIX + " [")
+    ]
     node.doc_string = "\n".join([node_summary(result, hardware, model_time), *kept])
 
 
@@ -289,15 +292,10 @@ def _set_props(props, figures: dict[str, str]) -> None:
     """Ours first (Netron lists them in order), then everyone else's (dynamo's name_scopes, ...);
     a model annotated again has its old figures replaced, not repeated."""
     ours = (NAMESPACE, *LEGACY_NAMESPACES)
-    kept = [(_text(p.key), _text(p.value)) for p in props if not _text(p.key).startswith(ours)]
+    kept = [(as_text(p.key), as_text(p.value)) for p in props if not as_text(p.key).startswith(ours)]
     del props[:]
     for key, value in [*((NAMESPACE + k, v) for k, v in figures.items()), *kept]:
         props.add(key=key, value=value)
-
-
-def _text(value: str | bytes) -> str:
-    """A string field as written back: protobuf gives bytes where a file's string is not UTF-8."""
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _declared_types(proto: onnx.ModelProto) -> dict[str, int]:

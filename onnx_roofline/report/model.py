@@ -20,6 +20,7 @@ from onnx_roofline.model.conformance import Invalid
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.model.status import DATA_DEPENDENT, OK, RULE_ERROR, UNKNOWN_SHAPE, UNSUPPORTED  # noqa: F401 (the statuses, re-exported)
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.model.text import as_text
 from onnx_roofline.model.weights import Weight
 from onnx_roofline.records import record
 from onnx_roofline.report.experts import ExpertsSummary
@@ -92,7 +93,7 @@ class NodeResult:
         JSON. Read on demand: dynamo exports carry stack traces that the analysis itself never needs."""
         if self.graph_node is None or not self.graph_node.has_metadata:
             return {}
-        return {entry.key: entry.value for entry in self.graph_node.proto.metadata_props}
+        return {as_text(entry.key): as_text(entry.value) for entry in self.graph_node.proto.metadata_props}
 
     @property
     def bound(self) -> str:
@@ -356,7 +357,12 @@ class Report:
         from onnx_roofline.model.files import data_locations
 
         source = self.model.source
-        return () if source is None else data_locations(source, (self.written or self).nodes)
+        rows = (self.written or self).nodes
+        return (
+            ()
+            if source is None
+            else data_locations(source, [row.graph_node for row in rows if not row.scope and row.graph_node])
+        )
 
     @functools.cached_property
     def uncosted(self) -> Uncosted:
