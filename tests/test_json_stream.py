@@ -49,6 +49,41 @@ def test_a_report_streamed_in_many_pieces(monkeypatch):
     assert "".join(pieces) == _expected(report)
 
 
+@pytest.mark.parametrize("count", [0, 1, 6])
+def test_the_nodes_list_ends_where_a_piece_ends(monkeypatch, count):
+    """No nodes, and nodes that fill their last piece exactly (3 a piece): the list's brackets
+    and commas where a piece starts and ends."""
+    import dataclasses
+
+    monkeypatch.setattr(serialize, "CHUNK_ITEMS", 3)
+    report = analyze(FIXTURES / "resnet50_fp32.onnx", sizing=Sizing(dims={"batch": 1}))
+    cut = dataclasses.replace(report, nodes=report.nodes[:count])
+    assert "".join(iter_json(cut)) == _expected(cut)
+
+
+def test_a_module_is_written_from_the_node_it_is_read_from():
+    """A node's module is remembered by its name's folder (serialize._Modules): nodes of one folder
+    with metadata, in a body, or named without the leading slash must each still get their own."""
+    import dataclasses
+
+    report = analyze(FIXTURES / "gpt2_decode_fp16.onnx", sizing=Sizing(dims={"batch": 1, "past_sequence": 7}))
+    with_metadata = next(n for n in report.nodes if n.graph_node is not None and n.graph_node.has_metadata)
+    plain = dataclasses.replace(with_metadata, graph_node=None)
+    folder = "/model/h.0/attn"
+    names = {"plain": f"{folder}/MatMul", "no slash": folder[1:] + "/MatMul", "bare": "MatMul", "root": "/MatMul"}
+    nodes = [dataclasses.replace(plain, name=name) for name in names.values()]
+    nodes += [
+        dataclasses.replace(with_metadata, name=f"{folder}/Add"),  # its module from its metadata
+        dataclasses.replace(plain, name=f"If_0/then_branch/{folder}/Add", scope="If_0/then_branch"),
+        dataclasses.replace(plain, name=f"{folder}/Mul"),
+    ]
+    alike = dataclasses.replace(report, nodes=tuple(dataclasses.replace(n, index=i) for i, n in enumerate(nodes)))
+    modules = [node["module"] for node in alike.node_dicts()]
+    assert modules[0] == modules[-1] != modules[4]  # one folder, but the metadata's module
+    assert modules[1] == modules[2] == modules[3] == ""  # no leading slash, no folder: no module
+    assert render_json(alike) == _expected(alike)
+
+
 def test_the_deployed_view_streams_its_members():
     from onnx_roofline.views.deployed import deploy
 
@@ -93,9 +128,6 @@ class _Text(str):
 )
 def test_the_encoder_writes_what_json_writes(value):
     assert _Encoder().text(value, 0) == json.dumps(value, indent=2, allow_nan=False)
-    assert "".join(_Encoder().stream_list(value if isinstance(value, list) else [value], 0)) == json.dumps(
-        value if isinstance(value, list) else [value], indent=2, allow_nan=False
-    )
 
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
@@ -136,6 +168,8 @@ def test_nodes_alike_but_for_one_figure_are_written_each_with_its_own():
         "name": "/other/module/Conv_9",
         "outputs": (TensorInfo("y%d", (1, 2), "float16"),),
         "inputs": (conv.inputs[0], None, *conv.inputs[1:]),  # an absent optional input is null
+        "scope": "If_0/then_branch",  # a body's node costed as the main graph's
+        "trips": 3,
     }
     nodes = [conv] + [
         dataclasses.replace(conv, index=i + 1, **{field: value}) for i, (field, value) in enumerate(variants.items())

@@ -9,10 +9,11 @@ import io
 import json
 import json.encoder
 import operator
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from onnx_roofline.model.tensors import TensorInfo
+from onnx_roofline.report.breakdown import module_path
 from onnx_roofline.report.model import NodeResult, Report
 
 CSV_COLUMNS = (
@@ -52,54 +53,111 @@ def render_json(report: Report, other: Report | None = None) -> str:
 
 
 def iter_json(report: Report, other: Report | None = None) -> Iterator[str]:
-    """render_json's text in pieces, the nodes' objects built and written a few thousand at a
-    time: a million-node report is never one dict or one string in memory."""
+    """render_json's text in pieces, the nodes written a few thousand at a time: a million-node
+    report is never one dict or one string in memory."""
     encoder = _Encoder()
     head, tail = encoder.text(report.to_dict_with(_NODES, other if other is not None else report.other), 0).split(
         _NODES_MARK
     )
     yield head
     enabled = gc.isenabled()
-    gc.disable()  # the nodes' dicts are acyclic and freed at once: a cyclic collection would find nothing
+    gc.disable()  # a node's lists are acyclic and freed at once: a cyclic collection would find nothing
     try:
-        yield from encoder.stream_list(_node_texts(report, encoder), NODES_LEVEL)
+        yield from _node_chunks(report, encoder)
     finally:
         if enabled:
             gc.enable()
     yield tail + "\n"
 
 
-def _node_texts(report: Report, encoder: _Encoder) -> Iterator[_Text]:
-    """The text of each of `Report.node_dicts`, from a %-template per kind of node — its op, its
-    number of inputs and outputs, and what its figures read (NodeResult.figures_key): a model's
-    repeated layers have a few hundred kinds, a chain of a million nodes four — filled with what
-    is each node's own (PER_NODE, and each of its tensors)."""
-    from onnx_roofline.report.breakdown import module_path
-
+def _node_chunks(report: Report, encoder: _Encoder) -> Iterator[str]:
+    """The nodes' list (`Report.node_dicts`, at NODES_LEVEL) written CHUNK_ITEMS nodes a piece,
+    each node from its kind's row (`_row`) with what is its own (PER_NODE, and each of its
+    tensors) in the row's places. A kind is a node's op, its graph (scope and trips), its number
+    of inputs and outputs, and what its figures read (NodeResult.figures_key): a model's repeated
+    layers have a few hundred kinds, a chain of a million nodes four."""
+    nodes = report.nodes
+    if not nodes:
+        yield "[]"
+        return
     level = NODES_LEVEL + 1
-    tensor_text, list_text = encoder.tensor_text, encoder.list_text
-    model_time, bandwidth, members = report.totals.time_s, report.hardware.memory_bandwidth, report.members
-    templates: dict[tuple, tuple[str, NodeResult]] = {}
-    for index, node in enumerate(report.nodes):
-        has_members = index < len(members)
-        tensors = node.inputs + node.outputs
-        predicted = (
-            report.prediction.per_kernel[index] if report.prediction is not None else None
-        )  # a kernel's own, as its figures are
-        key = (node.op_type, node.domain, len(node.inputs), len(tensors), node.figures_key, has_members, predicted)
-        written = templates.get(key)
-        if written is None:
-            if len(templates) >= encoder.MAX_SHARED:
-                templates.clear()
+    separator = "," + encoder.newline(level)
+    known_tensor, tensor_text = encoder.tensor_texts.get, encoder.tensor_text
+    module_text = _Modules().text
+    members, with_members = report.members, len(report.members)
+    per_kernel = report.prediction.per_kernel if report.prediction is not None else None
+    kinds: dict[tuple, tuple[list[str], NodeResult]] = {}
+    chunk = ["[" + encoder.newline(level)]
+    for index, node in enumerate(nodes):
+        if index % CHUNK_ITEMS == 0 and index:
+            yield "".join(chunk)
+            chunk.clear()
+        inputs, outputs = node.inputs, node.outputs
+        key = (
+            node.op_type,
+            node.domain,
+            node.scope,
+            node.trips,
+            len(inputs),
+            len(outputs),
+            node.figures_key,
+            index < with_members,
+            None if per_kernel is None else per_kernel[index],  # as its figures, a kernel's own
+        )
+        kind = kinds.get(key)
+        if kind is None:
+            if len(kinds) >= encoder.MAX_SHARED:
+                kinds.clear()
             # The entry keeps the node, and so the records whose ids are in its key, alive.
-            node_dict = report.node_dict(index, node, model_time, bandwidth)
-            written = templates[key] = (_template(encoder, node_dict, level, PER_NODE, PER_TENSOR), node)
+            kind = kinds[key] = (_row(report, encoder, index, node, separator), node)
         own = [_int(index), _escape(node.name)]
-        own += ["null" if t is None else tensor_text(t) for t in tensors]
-        own.append(_escape(module_path(node)))
-        if has_members:
-            own.append(list_text(list(members[index]), level + 1))
-        yield _Text(written[0] % tuple(own))
+        for tensor in inputs:
+            own.append(known_tensor(id(tensor)) or tensor_text(tensor))
+        for tensor in outputs:
+            own.append(known_tensor(id(tensor)) or tensor_text(tensor))
+        own.append(module_text(node))
+        if index < with_members:
+            own.append(encoder.list_text(list(members[index]), level + 1))
+        row = kind[0]
+        row[1::2] = own
+        chunk += row
+    chunk[-1] = chunk[-1].removesuffix(separator) + encoder.newline(NODES_LEVEL) + "]"
+    yield "".join(chunk)
+
+
+def _row(report: Report, encoder: _Encoder, index: int, node: NodeResult, separator: str) -> list[str]:
+    """The row of the node's kind: the pieces of its text (`Report.node_dict`, at NODES_LEVEL + 1)
+    around each of PER_NODE and each item of PER_TENSOR, with a place between each two for the
+    node's own, the separator after the last. A chunk takes a node's row as it is, its places
+    filled, and joins the rows of all its nodes at once: filling a %-template instead scans the
+    kilobyte of fixed text again for every node, a microsecond a node, six times the row's cost."""
+    value = report.node_dict(index, node, report.totals.time_s, report.hardware.memory_bandwidth)
+    pieces = _template(encoder, value, NODES_LEVEL + 1, PER_NODE, PER_TENSOR)
+    pieces[-1] += separator
+    row = [""] * (2 * len(pieces) - 1)
+    row[::2] = pieces
+    return row
+
+
+class _Modules(dict):
+    """Nodes' modules (breakdown.module_path), written, by their nodes' name's folder
+    (`/model/h.0/attn` of `/model/h.0/attn/MatMul`): module_path reads the module of a node of
+    the main graph without metadata from that alone, and the nodes of a module share it — worked
+    out once per module rather than in module_path's four calls for every node."""
+
+    MAX_FOLDERS = 1 << 12  # folders kept: a module's nodes mostly stand together
+
+    def text(self, node: NodeResult) -> str:
+        graph_node = node.graph_node
+        if node.scope or (graph_node is not None and graph_node.has_metadata):
+            return _escape(module_path(node))
+        folder = node.name.rpartition("/")[0]
+        text = self.get(folder)
+        if text is None:
+            if len(self) >= self.MAX_FOLDERS:
+                self.clear()
+            text = self[folder] = _escape(module_path(node))
+        return text
 
 
 PER_NODE = ("index", "name", "module", "members")
@@ -111,19 +169,18 @@ _SLOT = "\0slot\0"  # never in json's text, which escapes control characters
 
 def _template(
     encoder: _Encoder, value: dict, level: int, slots: tuple[str, ...], item_slots: tuple[str, ...] = ()
-) -> str:
-    """A dict written at `level` as a %-template: a %s for the value of each key in `slots` and
-    for each item of the lists of `item_slots`."""
+) -> list[str]:
+    """A dict written at `level` as a template: its text's pieces around the value of each key
+    in `slots` and each item of the lists of `item_slots`."""
     slot = _Text(_SLOT)
     marked = {
         key: slot if key in slots else [slot] * len(item) if key in item_slots else item for key, item in value.items()
     }
-    text = encoder.dict_text(marked, level)
-    return "%s".join(part.replace("%", "%%") for part in text.split(_SLOT))
+    return encoder.dict_text(marked, level).split(_SLOT)
 
 
 _NODES_MARK = "\0nodes\0"  # never in json's text, which escapes control characters
-CHUNK_ITEMS = 2048  # list items joined into one piece of text
+CHUNK_ITEMS = 2048  # nodes joined into one piece of text
 
 
 class _Nodes:
@@ -136,7 +193,7 @@ TENSOR_LEVEL = NODES_LEVEL + 3  # a node's inputs and outputs: in a list in a di
 
 
 class _Text:
-    """Text written already, at the place it stands: a node's, or a template's slot."""
+    """Text written already, at the place it stands: a template's slot."""
 
     __slots__ = ("text",)
 
@@ -153,63 +210,47 @@ class _Encoder:
     through json's own C escaping (ensure_ascii), floats as their repr (remembered: a float's
     shortest repr costs more than the rest of its node's figures, and a report repeats few of
     them). A tensor that several nodes read is written once, from a template of its type; a node,
-    from a template of its kind (`_node_texts`).
+    from its kind's row (`_row`).
     The same text: NaN and infinities refused with json's error, keys converted as json converts
     them; any other type (a subclass, an object json refuses) is written, or refused, by json."""
 
     MAX_LAYOUTS = 512  # layouts whose writers are kept
-    MAX_SHARED = 1 << 16  # tensors whose dict and text are kept (a node's inputs are mostly recent outputs)
+    MAX_SHARED = 1 << 16  # tensors' texts and nodes' rows kept (a node's inputs are mostly recent outputs)
     MAX_FLOATS = 1 << 16  # float texts kept
 
     def __init__(self) -> None:
         self.newlines = ["\n" + "  " * level for level in range(32)]
         self.layouts: dict[tuple, Callable[[dict], str]] = {}  # a dict's writer, by (level, keys, value types)
-        self.tensors: dict[int, tuple[TensorInfo, str]] = {}  # by id(TensorInfo)
+        self.tensor_texts: dict[int, str] = {}  # by id(TensorInfo)
+        self.held: list[TensorInfo] = []  # the tensors of tensor_texts
         self.floats = _FloatTexts(self.MAX_FLOATS)
-        self.types: dict[tuple, str] = {}  # a tensor's %-template, by (shape, dtype, key dtype): a graph has few
+        self.types: dict[tuple, list[str]] = {}  # a tensor's template, by (shape, dtype, key dtype): a graph has few
 
     def newline(self, level: int) -> str:
         while level >= len(self.newlines):
             self.newlines.append("\n" + "  " * len(self.newlines))
         return self.newlines[level]
 
-    def tensor_text(self, tensor: TensorInfo) -> str:
-        """A node's input or output, written: its dict's text where the nodes' tensors stand
-        (TENSOR_LEVEL), once for every node that reads or writes it while it is among the last
-        MAX_SHARED tensors (a chain's values appear twice, a shared weight thousands of times);
-        all but its name once per type."""
-        entry = self.tensors.get(id(tensor))
-        if entry is not None:
-            return entry[1]
-        if len(self.tensors) >= self.MAX_SHARED:
-            self.tensors.clear()
-        key = (tensor.shape, tensor.dtype, tensor.key_dtype, tensor.sequence, tensor.elements)
-        template = self.types.get(key)
-        if template is None:
+    def tensor_text(self, tensor: TensorInfo | None) -> str:
+        """A node's input or output (null: an absent optional input), written: its dict's text
+        where the nodes' tensors stand (TENSOR_LEVEL), all but its name once per type. Kept in
+        `tensor_texts` while it is among the last MAX_SHARED tensors (a chain's values appear
+        twice, a shared weight thousands of times): a node's writer looks there first."""
+        if tensor is None:
+            return "null"
+        if len(self.held) >= self.MAX_SHARED:
+            self.tensor_texts.clear()
+            self.held.clear()
+        key = _tensor_type(tensor)
+        pieces = self.types.get(key)
+        if pieces is None:
             if len(self.types) >= self.MAX_SHARED:
                 self.types.clear()
-            template = self.types[key] = _template(self, tensor.to_dict(), TENSOR_LEVEL, ("name",))
-        text = template % _escape(tensor.name)
-        self.tensors[id(tensor)] = (tensor, text)  # the entry keeps the tensor, and so its id, alive
+            pieces = self.types[key] = _template(self, tensor.to_dict(), TENSOR_LEVEL, ("name",))
+        before, after = pieces
+        text = self.tensor_texts[id(tensor)] = before + _escape(tensor.name) + after
+        self.held.append(tensor)  # alive, and so its id, while its text is kept
         return text
-
-    def stream_list(self, items: Iterable[Any], level: int) -> Iterator[str]:
-        """The text of a list of `items` at indentation `level` (of its brackets), in pieces."""
-        separator = "," + self.newline(level + 1)
-        text = self.text
-        chunk: list[str] = []
-        first = True
-        for item in items:
-            chunk.append(text(item, level + 1))
-            if len(chunk) == CHUNK_ITEMS:
-                yield ("[" + separator[1:] if first else separator) + separator.join(chunk)
-                chunk.clear()
-                first = False
-        if first and not chunk:
-            yield "[]"
-            return
-        last = ("[" + separator[1:] if first else separator) + separator.join(chunk) if chunk else ""
-        yield last + self.newlines[level] + "]"
 
     def text(self, value: Any, level: int) -> str:
         """The text of `value` at indentation `level` (of its closing bracket)."""
@@ -318,6 +359,9 @@ def _key(key: Any) -> str:
 
 
 _escape = json.encoder.encode_basestring_ascii
+_tensor_type = operator.attrgetter(
+    "shape", "dtype", "key_dtype", "sequence", "elements"
+)  # what a TensorInfo's dict holds besides its name
 _int = int.__repr__
 _float = float.__repr__
 _INFINITY = float("inf")
