@@ -825,3 +825,25 @@ def test_a_deprecated_op_is_held_to_its_schemas_attributes(tmp_path, capsys, for
         code, _, err = run(capsys, *command, path)
         clean(code, err)
         assert ("INVALID: onnx checker: Op registered for GroupNormalization is deprecated" in err) is foreign, err
+
+
+def test_a_value_cast_to_strings_is_not_folded_into_a_nodes_inference(tmp_path, capsys):
+    """The campaign's mutant 930237 (elem_type/cast_to on a Silero-style VAD: a Cast made a Cast
+    to STRING, feeding a Pad's pads): the fold computed an object array of ints (numpy's astype
+    to object), and handing it to ONNX's inference of the Pad raised a NotImplementedError from
+    onnx's numpy_helper (a traceback in analyze and inspect). A fold's text is no value, as a
+    stored string tensor is none (folding.py): the Pad goes untyped and the model, which
+    onnxruntime (the oracle) refuses, is said INVALID."""
+    pytest.importorskip("onnxruntime")
+    nodes = [
+        helper.make_node("Cast", ["pads_int"], ["pads"], to=TensorProto.STRING, name="cast"),
+        helper.make_node("Pad", ["x", "pads"], ["y"], name="pad"),
+    ]
+    pads = numpy_helper.from_array(np.array([0, 1, 0, 1], np.int64), "pads_int")
+    model = hostile.model(nodes, [("x", TensorProto.FLOAT, [2, 3])], [("y", TensorProto.FLOAT, None)], [pads])
+    path = hostile.save(model, tmp_path / "m.onnx")
+    assert refused_by_onnxruntime(path)
+    for command in (["inspect"], ["analyze"], ["analyze", "--partial"]):
+        code, _, err = run(capsys, *command, path)
+        clean(code, err)
+        assert "INVALID" in err and "Traceback" not in err, err

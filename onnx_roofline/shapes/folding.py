@@ -307,6 +307,8 @@ class Folder:
                 continue
             stack.pop()
             result = fold_node(node, self.tensor, known, top)
+            if result is not None and result.dtype == object:  # text (a Cast to string): as _convert, not a value
+                result = None
             if result is not None and self.assumed and not self.assumed.isdisjoint(node.inputs):
                 self.assumed.add(top)  # computed from an assumed value: assumed too
             elif result is None and self.assume is not None:
