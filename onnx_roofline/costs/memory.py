@@ -53,6 +53,11 @@ CACHE_SLOTS: dict[tuple[str, str], tuple[tuple[int, ...], tuple[int, ...]]] = {
 """(past input slots, present output slots) of the attention ops that carry a KV cache
 (onnxruntime's ContribOperators.md; ai.onnx Attention-23)."""
 
+CACHE_OPS = frozenset({"Concat", "Identity", *(op_type for _, op_type in CACHE_SLOTS)})
+"""The op types kv_caches looks at: a cache update, or a copy of a past (_copies_of_inputs)."""
+
+_CONSTANT = frozenset({"Constant"})  # a node whose outputs are stored, never activations
+
 
 @dataclass(frozen=True)
 class KVCache:
@@ -72,8 +77,9 @@ class KVCache:
 def kv_caches(nodes, graph_inputs: frozenset[str], graph_outputs: frozenset[str]) -> list[KVCache]:
     """The KV caches of a graph, by the node that updates each (see the module docstring)."""
     found = []
-    copies = _copies_of_inputs(nodes, graph_inputs)
-    for node in nodes:
+    candidates = _of_types(nodes, CACHE_OPS)  # the few nodes that may update a cache, or copy a past into one
+    copies = _copies_of_inputs(candidates, graph_inputs)
+    for node in candidates:
         if node.op_type == "Concat" and node.domain == "" and node.outputs and node.outputs[0] is not None:
             present = node.outputs[0]
             operands = [copies.get(t.name, t) if t is not None else None for t in node.inputs]
@@ -169,35 +175,32 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
     model = report.model
     graph_inputs, graph_outputs = frozenset(model.graph_inputs), frozenset(model.graph_outputs)
     deployed = getattr(report, "view", "written") == "deployed"
-    folded = {n.index for n in report.nodes if n.constant_foldable} if deployed else set()
     rows = report.written.nodes if deployed else report.nodes
+    folded, made_by_folding = _folded(report.nodes) if deployed else (set(), set())
     walked = {""} | {row.scope for row in rows}  # the graphs whose nodes are rows: the main graph, the bodies run
     weights = {
         w.name for w in model.weight_tensors if w.graph in walked
     }  # a name is a weight only where it is one (sibling bodies reuse names)
-    made_by_folding = {t.name for n in report.nodes if n.index in folded for t in n.outputs if t is not None}
     weights |= made_by_folding
     caches = kv_caches(rows, graph_inputs, graph_outputs)
     cache_names = {t.name for c in caches for t in (c.past, c.present) if t is not None}
     stored = {
-        t.name for n in report.nodes if n.op_type == "Constant" and not n.domain for t in n.outputs if t is not None
+        t.name for n in _of_types(report.nodes, _CONSTANT) if not n.domain for t in n.outputs if t is not None
     }  # a stored tensor: never an activation
 
-    weight_bytes: dict[str | tuple[str, str], int] = {}
-    for node in report.nodes:
-        if node.index in folded:
-            continue
-        for tensor in node.inputs:
-            if tensor is not None and tensor.name in weights and tensor.is_known:
-                weight_bytes[tensor.name] = tensor.nbytes
-    read = {t.name for n in rows for t in n.inputs if t is not None}
+    running = [n for n in report.nodes if n.index not in folded] if folded else report.nodes
+    weight_bytes: dict[str | tuple[str, str], int] = _weight_bytes(running, weights)
+    unsized = {
+        w.name for w in model.weight_tensors if w.graph in walked and w.name not in weight_bytes
+    }  # no running node reads them as a known tensor: mostly none, so the rows are seldom walked for them
+    read = _read_among(rows, unsized)
     untaken: dict[tuple[str, str], int] = {}  # the weights only a branch the run does not take reads
     for weight in model.weight_tensors:  # those no row reads: a branch's not taken, or nobody's
         if weight.graph not in walked or (weight.name not in read and weight.name not in weight_bytes):
             held = untaken if _not_taken(weight, model.branches) else weight_bytes
             held[(weight.graph, weight.name)] = _costed_bytes(weight.info(), model.precision)
     peak, at = _peak_activations(
-        report.nodes, folded, weights | cache_names | stored, graph_inputs, graph_outputs, model.body_outputs
+        running, weights | cache_names | stored, graph_inputs, graph_outputs, model.body_outputs
     )
 
     present = {c.cache.name: c.cache.nbytes for c in caches if c.cache.is_known}
@@ -223,6 +226,53 @@ def footprint(report, kv_inplace: bool = False) -> Footprint:
         kv_cache=None if not caches else "inplace" if kv_inplace or all(c.shared for c in caches) else "copy",
         folded_weight_bytes=sum(size for name, size in weight_bytes.items() if name in made_by_folding),
     )
+
+
+def _of_types(nodes, op_types: frozenset[str]) -> list:
+    """The nodes whose op type is one of `op_types`, in order: the few a pass looks at, picked out
+    once, so that its own tests run on them alone."""
+    return [node for node in nodes if node.op_type in op_types]
+
+
+def _folded(nodes) -> tuple[set[int], set[str]]:
+    """The deployed view's folded kernels (computed once at load) and the tensors they make."""
+    folded = [node for node in nodes if node.constant_foldable]
+    return {n.index for n in folded}, {t.name for n in folded for t in n.outputs if t is not None}
+
+
+def _weight_bytes(nodes, weights: set[str]) -> dict[str | tuple[str, str], int]:
+    """The bytes of each weight the nodes read, by name (nbytes asked once a weight, not once a read)."""
+    return {name: tensor.nbytes for name, tensor in _last_known_reads(nodes, weights).items()}
+
+
+def _last_known_reads(nodes, names: set[str]) -> dict[str, TensorInfo]:
+    """The last known tensor the nodes read under each of `names` (sibling bodies reuse names). The
+    reads are taken last first, so the first known read of a name is the one kept, and the walk
+    ends once every name has one: a graph whose weights are all read (a chain, which reads its few
+    at every layer) stops early."""
+    last: dict[str, TensorInfo] = {}
+    for node in reversed(nodes):
+        for tensor in reversed(node.inputs):
+            if tensor is not None and (name := tensor.name) in names and name not in last and tensor.is_known:
+                last[name] = tensor
+                if len(last) == len(names):
+                    return last
+    return last
+
+
+def _read_among(nodes, names: set[str]) -> set[str]:
+    """Those of `names` the nodes read: a set of a few names, not of every name read, and the walk
+    ends once all of them are found (at once, for none)."""
+    found: set[str] = set()
+    if not names:
+        return found
+    for node in nodes:
+        for tensor in node.inputs:
+            if tensor is not None and (name := tensor.name) in names and name not in found:
+                found.add(name)
+                if len(found) == len(names):
+                    return found
+    return found
 
 
 def _not_taken(weight, branches) -> bool:
@@ -255,63 +305,76 @@ def _per_sequence(caches: list[KVCache], total: int) -> int | None:
     return total // batch if batch else None
 
 
-def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str],
+def _peak_activations(nodes, excluded: set[str], graph_inputs: frozenset[str], graph_outputs: frozenset[str],
                       body_outputs: tuple[tuple[str, str], ...] = ()) -> tuple[int, str | None]:  # fmt: skip
     """(peak live bytes, the node at the peak) over `nodes` in order; see the module docstring.
     One pass over the nodes (this runs over every node of the graph) finds each step's bytes
-    written and freed (sizes, views, last uses); the running total is then a sum over steps."""
+    written and freed (sizes, views, last uses); the running total is then a sum over steps.
+    Each buffer written is numbered, its size and last reader kept in lists by number: one table
+    of every name, not two, is what a read looks up (on a million nodes, the pass's time goes to
+    such lookups); names read before any node writes them (graph inputs, weights) go to a small
+    table of their own."""
     alias: dict[str, str] = {
         outer: inner for inner, outer in body_outputs if inner != outer
     }  # a view's output, a control-flow node's: the buffer it shares
     from_bodies = {
         outer for _, outer in body_outputs
     }  # written by the body's node, after the control-flow node's own row
-    sizes: dict[str, int] = {}  # each buffer a node writes, by name
+    buffers: dict[str, int] = {}  # each buffer a node writes, by name: its number, in the order written
+    sizes: list[int] = []  # by number
+    last_read: list[int] = []  # by number: the step of its last reader (its writer's, where none)
+    unwritten: dict[str, int] = {}  # the last step reading a name no node has written yet
     inputs: dict[str, int] = {}  # the graph inputs read, live from the start
-    last_use: dict[str, int] = {}
-    order = [n for n in nodes if n.index not in skipped]
-    written = [0] * len(order)  # bytes each step's node writes (a name twice is one buffer)
+    written: list[int] = []  # bytes each step's node writes (a name twice is one buffer)
 
-    def root(name: str) -> str:
-        while name in alias:
-            name = alias[name]
-        return name
-
-    for step, node in enumerate(order):
+    for step, node in enumerate(nodes):
         for tensor in node.inputs:
             if tensor is not None:
-                name = tensor.name
-                last_use[root(name) if alias else name] = step
+                name = buffer = tensor.name
+                while buffer in alias:
+                    buffer = alias[buffer]
+                number = buffers.get(buffer)
+                if number is None:
+                    unwritten[buffer] = step
+                else:
+                    last_read[number] = step
                 if name in graph_inputs and name not in excluded and tensor.is_known:
                     inputs[name] = tensor.nbytes
-        outputs = node.outputs
-        if (
-            node.op_type in VIEW_OPS
-            and node.inputs
-            and node.inputs[0] is not None
-            and outputs
-            and outputs[0] is not None
-        ):
-            alias[outputs[0].name] = root(node.inputs[0].name)  # a view's output is in `alias`, never in `sizes`
+        op_type, outputs = node.op_type, node.outputs
+        if op_type in VIEW_OPS and node.inputs and node.inputs[0] is not None and outputs and outputs[0] is not None:
+            buffer = node.inputs[0].name
+            while buffer in alias:
+                buffer = alias[buffer]
+            alias[outputs[0].name] = buffer  # a view's output is in `alias`, never in `buffers`
+            written.append(0)
             continue
+        wrote = 0
         for tensor in outputs:
             if (
                 tensor is not None
                 and tensor.is_known
                 and (name := tensor.name) not in excluded
-                and name not in sizes
+                and name not in buffers
                 and name not in alias
-                and (name not in from_bodies or node.op_type not in CONTROL_FLOW)
+                and (name not in from_bodies or op_type not in CONTROL_FLOW)
             ):
-                sizes[name] = size = tensor.nbytes
-                written[step] += size
-                last_use.setdefault(name, step)
+                buffers[name] = len(sizes)
+                size = tensor.nbytes
+                sizes.append(size)
+                last_read.append(unwritten.get(name, step))  # read before written: freed there all the same
+                wrote += size
+        written.append(wrote)
     for name in graph_outputs:
-        if root(name) in sizes:
-            last_use[root(name)] = len(order)
-    freed = [0] * (len(order) + 1)  # bytes whose last use is each step (a graph output's: after the last)
-    for name, step in last_use.items():
-        freed[step] += sizes[name] if name in sizes else inputs.get(name, 0)
+        while name in alias:
+            name = alias[name]
+        if (number := buffers.get(name)) is not None:
+            last_read[number] = len(nodes)
+    freed = [0] * (len(nodes) + 1)  # bytes whose last use is each step (a graph output's: after the last)
+    for step, size in zip(last_read, sizes, strict=True):
+        freed[step] += size
+    for name, step in unwritten.items():
+        if name not in buffers:
+            freed[step] += inputs.get(name, 0)
     live = sum(inputs.values())
     peak, at = live, None
     for step, size in enumerate(written):
@@ -319,4 +382,4 @@ def _peak_activations(nodes, skipped: set[int], excluded: set[str], graph_inputs
         if live > peak:
             peak, at = live, step
         live -= freed[step]
-    return peak, None if at is None else order[at].name
+    return peak, None if at is None else nodes[at].name
