@@ -534,21 +534,8 @@ def _tolerate(model: onnx.ModelProto, nodes: list[Node],
     version = opsets.get("", opsets.get("ai.onnx"))
     if version is None:
         return []
-    moved = []
-    for index, node in enumerate(nodes):
-        if (
-            not node.domain
-            and _suspect(node.op_type, version)
-            and _tolerated(node.op_type, version, tuple(attr.name for attr in node.attributes))
-        ):
-            moved.append(_domain_of(model.graph.node[index]))
-    for inner in _inner_nodes(model, bodies):
-        if (
-            not inner.domain
-            and _suspect(inner.op_type, version)
-            and _tolerated(inner.op_type, version, tuple(a.name for a in inner.attributes))
-        ):
-            moved.append(_domain_of(inner.proto))
+    moved = [_domain_of(model.graph.node[index]) for index, node in enumerate(nodes) if _movable(node, version)]
+    moved += [_domain_of(inner.proto) for inner in _inner_nodes(model, bodies) if _movable(inner, version)]
     for proto, _ in moved:
         proto.domain = _PRIVATE
     if moved:
@@ -597,6 +584,16 @@ def _inner_nodes(model: onnx.ModelProto, bodies: list[onnx.AttributeProto]) -> I
                 yield node
                 if node.attributes:
                     pending.extend(a for a in node.attributes if a.type in _GRAPHS)
+
+
+def _movable(node: Node, version: int) -> bool:
+    """Whether _tolerate moves the node aside: a default-domain op _tolerated at `version` (its
+    attributes asked only of an op that may be)."""
+    return (
+        not node.domain
+        and _suspect(node.op_type, version)
+        and _tolerated(node.op_type, version, tuple(attr.name for attr in node.attributes))
+    )
 
 
 @functools.cache

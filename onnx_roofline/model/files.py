@@ -192,9 +192,8 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
                 )
             read = True  # every body's nodes
             continue
-        for attr in (
-            pending.pop()
-        ):  # plain branches, no list or generator an attribute: a TorchScript graph has a thousand Constants
+        # Plain branches, no list or generator an attribute: a TorchScript graph has a thousand Constants.
+        for attr in pending.pop():
             if attr.HasField("t"):
                 if (tensor := attr.t).data_location == _EXTERNAL:
                     yield tensor

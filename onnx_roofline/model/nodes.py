@@ -23,6 +23,9 @@ METADATA_READS = frozenset({"Shape", "Size"})
 dependency and no bytes of it (the deployed view waits on nothing and writes nothing for them)."""
 
 
+BODY_TYPES = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)  # the attribute types that hold a body
+
+
 class Node(NamedTuple):
     graph_nodes: Any  # the graph's repeated `node` field, which `proto` indexes
     position: int  # in the graph's stored order
@@ -37,6 +40,11 @@ class Node(NamedTuple):
     @property
     def proto(self) -> onnx.NodeProto:
         return self.graph_nodes[self.position]
+
+    @property
+    def holds_body(self) -> bool:
+        """Whether an attribute of the node is a graph (an If's branches, a Loop's body)."""
+        return any(attr.type in BODY_TYPES for attr in self.attributes)
 
     def __repr__(self) -> str:  # not the graph's nodes, which the default would print whole
         return (

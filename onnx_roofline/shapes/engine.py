@@ -891,15 +891,11 @@ def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     nobody reads (an old Dropout's mask) must not hold its node back."""
     needed: set[str] = set()
     add = needed.update
-    bodies = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
     imported = opsets(model)
     for node in nodes:  # one pass, set updates in C: this runs over every node of the graph
         add(node.inputs)
-        if may_have_bodies(node.domain, node.op_type, imported.get(node.domain)):
-            for attr in node.attributes:
-                if attr.type in bodies:
-                    add(outer_references(node.proto))
-                    break
+        if may_have_bodies(node.domain, node.op_type, imported.get(node.domain)) and node.holds_body:
+            add(outer_references(node.proto))
     needed.discard("")  # an absent optional input
     needed.update(output.name for output in model.graph.output)
     return needed
@@ -1031,9 +1027,7 @@ def _checked_inference(model: onnx.ModelProto, nodes: list[Node]) -> tuple[Decla
 
 
 def _holds_bodies(nodes: list[Node]) -> bool:
-    """Whether a node holds a graph (an If's branches, a Loop's body)."""
-    graphs = (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-    return any(attr.type in graphs for node in nodes if node.attributes for attr in node.attributes)
+    return any(node.holds_body for node in nodes if node.attributes)
 
 
 def _onnx_inference(

@@ -451,7 +451,7 @@ def _has_bodies(node: Node) -> bool:
     return (
         bool(node.attributes)
         and (node.op_type in ("If", "Loop", "Scan", "SequenceMap") or bool(node.domain))
-        and any(attr.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for attr in node.attributes)
+        and node.holds_body
     )
 
 
