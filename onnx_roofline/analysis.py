@@ -27,7 +27,8 @@ from onnx_roofline.model.conformance import CHECKER, Invalid, conformance, mixed
 from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, constant_table
 from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
 from onnx_roofline.model.inlining import inline_functions
-from onnx_roofline.model.loader import load_with_nodes
+from onnx_roofline.model.isolation import beside, spare_core
+from onnx_roofline.model.loader import load_with_nodes, parsed, validated
 from onnx_roofline.model.memo import remembered
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.op_node import ATTRIBUTES, KnownNode, OpNode
@@ -236,94 +237,117 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
     node that cannot run at the defaults otherwise is said, with sizes that run (plausible.py).
     `conform`: check, as loaded, whether a runtime would load it (conformance.py)."""
     solved: dict[str, tuple[int, str]] = {}
-    invalid: tuple[Invalid, ...] | None = None if conform else ()
+    invalid: tuple[Invalid, ...] = ()
     path = None if isinstance(model, onnx.ModelProto) else model
-    checking = False  # ONNX's checked inference, owed to the conformance check: the engine's first pass, once
+    checking = conform  # ONNX's checked inference, owed to the conformance check: the engine's first pass, once
     declared = Declarations((), {})  # what binding drops, for that pass to be held to (shapes/declared.py)
-    while True:
-        proto, graph_nodes = load_with_nodes(model)
-        first = invalid is None  # not a retry at solved dims: the file is checked once
-        if invalid is None:  # before the dims are bound: the file's own consistency (its inference: below)
-            checking = True
-            invalid = conformance(proto, graph_nodes, path, inference=False)
-            declared = Declarations.of(proto.graph)
-        conditions = if_conditions(
-            proto.graph, sizing.values
-        )  # an If's condition given --value: its branch, not a graph input
-        given = bind_values(proto, {name: value for name, value in sizing.values.items() if name not in conditions})
-        dim_names = input_dim_names(proto.graph)
-        dim_uses = symbolic_dims(proto.graph, dim_names)
-        explicit = {**_derived(dim_uses, sizing.dims), **sizing.dims}  # `past + sequence` from the two given
-        chosen = (
-            _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, sizing.input_shapes, solved)
-            if sizing.default_dims
-            else {}
-        )
-        defaulted = {dim: choice.size for dim, choice in chosen.items()}
-        bound = {**defaulted, **explicit}
-        bind(proto, bound, sizing.input_shapes)
-        layers = recognize(proto.graph, graph_nodes)
-        shapes = infer(
-            proto, graph_nodes, map_shapes(proto.graph, sizing.input_shapes), sizing, layers, checked=checking
-        )
-        owed = checking and not any(flag.source == CHECKER for flag in invalid)  # the checker found nothing
-        if owed and (not shapes.conforms or declared.disagreement(shapes.values)):  # the file's fault, or the dims'?
-            invalid = conformance(*load_with_nodes(model), path)  # the file checked whole says
-        if first and not invalid:  # what the checker is blind to past a contrib op
-            invalid = mixed_input_types(proto, graph_nodes, shapes.values)
-        checking = False
-        check_axes(
-            graph_nodes, shapes.values, opsets(proto).get("")
-        )  # validation that needs the inferred ranks (docs/hostile-inputs.md)
-        implausible: tuple[Implausible, ...] = ()
-        constants = constant_lookup(
-            shapes.folded, functools.partial(constant_table, proto.graph, graph_nodes), constant_array
-        )  # a Pad's pads, a Reshape's target
-        try:
-            check_runnable(
-                graph_nodes, shapes.values, bound, dim_names, defaulted, constants
-            )  # what cannot run at these dims (runnable.py)
-        except DimensionConflict as conflict:
-            if conflict.dim not in defaulted or conflict.dim in solved:
-                raise
-            solved[conflict.dim] = (conflict.size, conflict.why)
-            continue
-        except DimensionError as error:
-            gap = lambda sizes, bound=bound, error=error: traced_gap(model, sizing.bound({**bound, **sizes}), error)  # noqa: E731
-            fixed = solve(
-                error, {dim: size for dim, size in defaulted.items() if dim not in solved}, gap
-            )  # a size traced into the graph (traced.py)
-            if fixed is not None:
-                solved[fixed.dim] = (fixed.size, fixed.why)
+    beside_check: Callable[[], tuple[Invalid, ...]] | None = None  # a large graph's check, run in a child
+    with contextlib.ExitStack() as running:  # which ends that child if this raises first
+        while True:
+            proto = parsed(model)
+            if checking and len(proto.graph.node) >= BESIDE_NODES and spare_core():
+                beside_check = running.enter_context(
+                    beside("the conformance check", _conformance_as_loaded, proto, model, path)
+                )
+            graph_nodes = validated(proto, model)
+            if checking:  # before the dims are bound: the file's own consistency (its inference: below), once
+                invalid = conformance(proto, graph_nodes, path, inference=False) if beside_check is None else ()
+                declared = Declarations.of(proto.graph)
+            conditions = if_conditions(
+                proto.graph, sizing.values
+            )  # an If's condition given --value: its branch, not a graph input
+            given = bind_values(proto, {name: value for name, value in sizing.values.items() if name not in conditions})
+            dim_names = input_dim_names(proto.graph)
+            dim_uses = symbolic_dims(proto.graph, dim_names)
+            explicit = {**_derived(dim_uses, sizing.dims), **sizing.dims}  # `past + sequence` from the two given
+            chosen = (
+                _defaults(proto, graph_nodes, dim_names, dim_uses, explicit, sizing.input_shapes, solved)
+                if sizing.default_dims
+                else {}
+            )
+            defaulted = {dim: choice.size for dim, choice in chosen.items()}
+            bound = {**defaulted, **explicit}
+            bind(proto, bound, sizing.input_shapes)
+            layers = recognize(proto.graph, graph_nodes)
+            shapes = infer(
+                proto, graph_nodes, map_shapes(proto.graph, sizing.input_shapes), sizing, layers, checked=checking
+            )
+            if checking:
+                invalid = invalid if beside_check is None else beside_check()
+                owed = not any(flag.source == CHECKER for flag in invalid)  # the checker found nothing
+                # A checked pass that raised, or types against the file's: the file's fault, or the dims'?
+                if owed and (not shapes.conforms or declared.disagreement(shapes.values)):
+                    invalid = conformance(*load_with_nodes(model), path)  # the file checked whole says
+                if not invalid:  # what the checker is blind to past a contrib op
+                    invalid = mixed_input_types(proto, graph_nodes, shapes.values)
+            checking = False  # a retry at solved dims: the file is checked once
+            check_axes(
+                graph_nodes, shapes.values, opsets(proto).get("")
+            )  # validation that needs the inferred ranks (docs/hostile-inputs.md)
+            implausible: tuple[Implausible, ...] = ()
+            constants = constant_lookup(
+                shapes.folded, functools.partial(constant_table, proto.graph, graph_nodes), constant_array
+            )  # a Pad's pads, a Reshape's target
+            try:
+                check_runnable(
+                    graph_nodes, shapes.values, bound, dim_names, defaulted, constants
+                )  # what cannot run at these dims (runnable.py)
+            except DimensionConflict as conflict:
+                if conflict.dim not in defaulted or conflict.dim in solved:
+                    raise
+                solved[conflict.dim] = (conflict.size, conflict.why)
                 continue
-            if (
-                runs := solve(error, explicit, gap)
-            ) is not None:  # a size given that the graph cannot run: the one it can
-                raise DimensionError(
-                    f"{error}; it runs at {runs.dim}={runs.size} ({runs.why}): --dim {runs.dim}={runs.size}"
-                ) from None
-            if not defaulted:
-                raise
-            retry = lambda sizes, bound=bound: runs_at(model, sizing.bound({**bound, **sizes}))  # noqa: E731
-            flag = contradicted(error, chosen, retry, len(graph_nodes))
-            if flag is None:  # no default it rests on: the dims given cannot run
-                raise
-            implausible = (flag,)
-        return Typed(
-            proto,
-            graph_nodes,
-            shapes,
-            given,
-            dim_uses,
-            bound,
-            defaulted,
-            solved,
-            chosen,
-            implausible,
-            invalid,
-            layers,
-            conditions,
-        )
+            except DimensionError as error:
+                gap = lambda sizes, bound=bound, error=error: traced_gap(model, sizing.bound({**bound, **sizes}), error)  # noqa: E731
+                fixed = solve(
+                    error, {dim: size for dim, size in defaulted.items() if dim not in solved}, gap
+                )  # a size traced into the graph (traced.py)
+                if fixed is not None:
+                    solved[fixed.dim] = (fixed.size, fixed.why)
+                    continue
+                if (
+                    runs := solve(error, explicit, gap)
+                ) is not None:  # a size given that the graph cannot run: the one it can
+                    raise DimensionError(
+                        f"{error}; it runs at {runs.dim}={runs.size} ({runs.why}): --dim {runs.dim}={runs.size}"
+                    ) from None
+                if not defaulted:
+                    raise
+                retry = lambda sizes, bound=bound: runs_at(model, sizing.bound({**bound, **sizes}))  # noqa: E731
+                flag = contradicted(error, chosen, retry, len(graph_nodes))
+                if flag is None:  # no default it rests on: the dims given cannot run
+                    raise
+                implausible = (flag,)
+            return Typed(
+                proto,
+                graph_nodes,
+                shapes,
+                given,
+                dim_uses,
+                bound,
+                defaulted,
+                solved,
+                chosen,
+                implausible,
+                invalid,
+                layers,
+                conditions,
+            )
+
+
+BESIDE_NODES = 50_000
+"""Main-graph nodes from which the conformance check runs in a child forked as the file is parsed
+(isolation.beside), beside this process's validation, binding and shape inference: 2-3 s of a
+million-node chain's critical path moved to the second core. Forked there, before this
+process's heap holds the graph: each page a parent writes after a fork is copied (forked after
+validation, +3 s of system time at a million nodes). Below this, a fork (~5-10 ms) outweighs it."""
+
+
+def _conformance_as_loaded(proto: onnx.ModelProto, source: str | os.PathLike | onnx.ModelProto,
+                           path: str | os.PathLike | None) -> tuple[Invalid, ...]:  # fmt: skip
+    """The conformance check of a model just parsed, validated first as the analysis validates it
+    (run in a child, on the child's own copy)."""
+    return conformance(proto, validated(proto, source), path, inference=False)
 
 
 NOT_FOLDED = frozenset({"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli",
@@ -425,6 +449,28 @@ class _Shared:
     constant: set[str] = field(
         default_factory=set
     )  # values known at load (names are unique across scopes): an If's branches fold against them
+
+
+class _Scope(dict):
+    """A body's values over its enclosing scopes' (ONNX's scoping: a body sees every outer value):
+    its own at a dict's speed, the outer ones where it has no name of its own. A ChainMap would do,
+    but its lookups are Python (~1 µs each), and the walk asks one per input and output of every
+    node of a merged decoder's branch. Writes, and iteration, are its own."""
+
+    __slots__ = ("outer",)
+
+    def __init__(self, own: Mapping[str, TensorInfo], outer: Mapping[str, TensorInfo]) -> None:
+        super().__init__(own)
+        self.outer = outer
+
+    def __missing__(self, name: str) -> TensorInfo:
+        return self.outer[name]
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.outer
+
+    def get(self, name: str, default: Any = None) -> Any:  # type: ignore[override]  # dict.get's overloads
+        return dict.get(self, name, default) if dict.__contains__(self, name) else self.outer.get(name, default)
 
 
 class _Walk:
@@ -652,7 +698,7 @@ class _Walk:
         precision = self.shared.precision
         sized = with_string_bytes(declared if precision is None else with_precision(declared, precision),
                                   _string_bytes(self.shared.sizing))  # fmt: skip
-        values = ChainMap(sized, self.values)  # the body's names over its scope's
+        values = _Scope(sized, self.values)  # the body's names over its scope's
         constants = ChainMap(constant_table(graph, nodes), self.constants)
         unknown = any(
             not (value := values.get(name)) or not value.is_known for n in nodes for name in n.outputs if name
@@ -825,7 +871,7 @@ class _Walk:
         sizing = self.shared.sizing
         shapes = infer(body, nodes, sizing=sizing)
         child = _Walk(
-            ChainMap(with_string_bytes(dict(shapes.values), _string_bytes(sizing)), self.values),
+            _Scope(with_string_bytes(dict(shapes.values), _string_bytes(sizing)), self.values),
             ChainMap({**shapes.folded, **constant_table(body.graph, nodes)}, self.constants),
             self.weights,
             self.model,

@@ -160,6 +160,28 @@ def cycle() -> onnx.ModelProto:
     return model(nodes, [("x", TensorProto.FLOAT, [2])], [("b", TensorProto.FLOAT, [2])])
 
 
+def cycle_in_a_branch() -> onnx.ModelProto:
+    """An If whose then-branch holds `cycle`'s two nodes, each also reading the outer `x` (a body
+    reads an outer value many times: a merged decoder's attention mask, once a layer)."""
+    branch_nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+        helper.make_node("Mul", ["a", "x"], ["b"], name="second"),
+    ]
+    then_branch = helper.make_graph(
+        branch_nodes, "then", [], [helper.make_tensor_value_info("b", TensorProto.FLOAT, [2])]
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Relu", ["x"], ["r"], name="third")],
+        "else",
+        [],
+        [helper.make_tensor_value_info("r", TensorProto.FLOAT, [2])],
+    )
+    node = helper.make_node("If", ["condition"], ["y"], name="if", then_branch=then_branch, else_branch=else_branch)
+    return model(
+        [node], [("x", TensorProto.FLOAT, [2]), ("condition", TensorProto.BOOL, [])], [("y", TensorProto.FLOAT, [2])]
+    )
+
+
 def self_loop() -> onnx.ModelProto:
     return model(
         [helper.make_node("Add", ["x", "y"], ["y"], name="selfish")],

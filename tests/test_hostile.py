@@ -491,6 +491,10 @@ def test_calibrate_checks_its_arguments_first(tmp_path, capsys):
 
 INVALID = {
     "cycle": (hostile.cycle, "the graph has a cycle: 'first' (Add) → 'second' (Relu) → 'first' (Add)"),
+    "cycle-in-a-branch": (
+        hostile.cycle_in_a_branch,
+        "the graph has a cycle: 'first' (Add) → 'second' (Mul) → 'first' (Add)",
+    ),
     "self-loop": (hostile.self_loop, "node 'selfish' (Add) reads its own output 'y'"),
     "two-writers": (hostile.two_writers, "value 'y' is written by two nodes: 'one' (Relu) and 'two' (Neg)"),
     "writes-an-input": (

@@ -16,11 +16,11 @@ import onnx.helper as h
 import onnx.numpy_helper as nh
 import pytest
 
-from onnx_roofline import Sizing
+from onnx_roofline import Sizing, analysis
 from onnx_roofline.analysis import analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import ModelLoadError
-from onnx_roofline.model import inferred
+from onnx_roofline.model import inferred, isolation
 from onnx_roofline.model.conformance import CHECKER, EXTERNAL_DATA, TENSOR_DATA, conformance
 from onnx_roofline.model.loader import load_with_nodes
 
@@ -158,6 +158,23 @@ def test_what_onnx_strict_inference_refuses_is_flagged_by_the_check_and_by_the_a
     (flag,) = _flags(build())
     assert flag.source == CHECKER and said in flag.message
     assert analyze(build(), sizing=Sizing(default_dims=True)).model.invalid == (flag,)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the check runs beside in a child only where there is fork")
+@pytest.mark.parametrize("build", [*(build for build, _ in INFERENCE_REFUSES.values()), _matmul, lambda: _matmul(ir=2)])
+def test_a_large_graphs_check_runs_in_a_child_beside_with_the_same_findings(build, monkeypatch):
+    """From analysis.BESIDE_NODES main-graph nodes the conformance check runs in a forked child
+    while the shape engine works (issue 44: a million-node chain's 2-3 s on the other core): the
+    same findings as the check run in-process, valid and invalid alike."""
+    in_process = analyze(build(), sizing=Sizing(default_dims=True)).model.invalid
+    forked = []
+    real = isolation._fork
+    monkeypatch.setattr(isolation, "_fork", lambda fn, args: forked.append(fn) or real(fn, args))
+    for module in (isolation, analysis):  # a machine of one core runs it in-process
+        monkeypatch.setattr(module, "spare_core", lambda: True)
+    monkeypatch.setattr(analysis, "BESIDE_NODES", 1)
+    assert analyze(build(), sizing=Sizing(default_dims=True)).model.invalid == in_process
+    assert forked[0] is analysis._conformance_as_loaded
 
 
 def test_a_valid_analysis_runs_onnx_inference_once(monkeypatch):

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -22,8 +23,8 @@ from onnx import TensorProto, helper
 from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, RooflineError
-from onnx_roofline.model import inferred
-from onnx_roofline.model.isolation import ENV, PassCrashed, crash_prone, isolated
+from onnx_roofline.model import inferred, isolation
+from onnx_roofline.model.isolation import ENV, PassCrashed, beside, crash_prone, isolated
 from onnx_roofline.shapes import engine
 
 ML = "ai.onnx.ml"
@@ -115,6 +116,54 @@ def test_the_policy_forks_the_risky_calls_all_or_none(monkeypatch):
     assert isolated("a pass", os.getpid, risky=False) != PARENT
     monkeypatch.setenv(ENV, "0")
     assert isolated("a pass", os.getpid, risky=True) == PARENT
+
+
+def test_beside_runs_the_call_in_a_child_on_the_memory_as_it_was_at_the_fork(monkeypatch):
+    """isolation.beside: the call runs in a child while the block goes on; the child sees memory as
+    it was when it began (the block's later changes are its own), and its exception comes back."""
+    monkeypatch.setattr(isolation, "spare_core", lambda: True)
+    seen = [1]
+    with beside("a pass", lambda: (os.getpid(), list(seen))) as result:
+        seen.append(2)  # after the fork: the child's copy still holds [1]
+        assert result() == result() and result()[1] == [1] and result()[0] != PARENT  # asked twice, one child
+    with (
+        beside("a pass", lambda: (_ for _ in ()).throw(ValueError("no such value"))) as result,
+        pytest.raises(ValueError, match="no such value"),
+    ):
+        result()
+    with beside("a pass", _segfault) as result, pytest.raises(PassCrashed, match="killed by SIGSEGV"):
+        result()
+
+
+def test_a_child_beside_a_block_that_raises_is_ended_and_reaped(monkeypatch):
+    """A block that fails before asking for the result leaves no child behind: killed, reaped,
+    its pipe closed (a library caller analyzing many graphs would otherwise gather them)."""
+    monkeypatch.setattr(isolation, "spare_core", lambda: True)
+    forked = []
+    real = isolation._fork
+    monkeypatch.setattr(isolation, "_fork", lambda fn, args: forked.append(real(fn, args)) or forked[-1])
+    with pytest.raises(KeyError), beside("a pass", time.sleep, 60):
+        raise KeyError("the block failed")
+    ((pid, read),) = forked
+    with pytest.raises(ChildProcessError):  # reaped already
+        os.waitpid(pid, os.WNOHANG)
+    with pytest.raises(OSError):  # the pipe closed
+        os.fstat(read)
+
+
+def test_beside_runs_the_call_here_first_where_no_child_would_help(monkeypatch):
+    """With isolation off (ENV "0") or one core, the call runs in this process before the block,
+    as it did before beside existed."""
+    for setup in (
+        lambda: monkeypatch.setenv(ENV, "0"),
+        lambda: monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0}),
+    ):
+        setup()
+        order: list[str] = []
+        with beside("a pass", lambda order=order: order.append("call") or os.getpid()) as result:
+            order.append("block")
+            assert result() == PARENT and order == ["call", "block"]
+        monkeypatch.undo()
 
 
 def test_a_model_is_crash_prone_where_it_imports_ai_onnx_ml():

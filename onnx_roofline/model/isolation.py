@@ -24,6 +24,11 @@ policy, `ONNX_ROOFLINE_ISOLATION`:
 Where the platform has no fork (Windows) or the system refuses one (no memory to commit a copy
 of the process), the call runs in-process.
 
+The same fork serves speed where a graph is large: `beside(name, fn, *args)` begins the call in a
+child and lets this process go on (a million-node graph's conformance check on the second core,
+while the shape engine runs), on the memory as it was at the fork; the caller asks for the
+result when it needs it, and a child whose result is never asked is ended.
+
 A child never outlives its parent (`die_with_parent`, which the `-j` workers call too): whatever
 ends the parent, a SIGKILL included, which no handler of its own sees, ends the child with it —
 onnxruntime running a stranger's model for minutes in a process nobody waits for any more."""
@@ -31,10 +36,11 @@ onnxruntime running a stranger's model for minutes in a process nobody waits for
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import onnx
@@ -113,20 +119,70 @@ def isolated(name: str, fn: Callable[..., T], *args: Any, risky: bool = True) ->
     """`fn(*args)`, run in a forked child where `forks(risky)`: its result, or the exception it
     raised, raised here. Raises PassCrashed (naming the pass `name`) where the child dies without
     a result. `fn`'s result and exceptions must pickle; `fn` itself need not (a lambda will do)."""
-    if not forks(risky):
-        return fn(*args)
+    child = _fork(fn, args) if forks(risky) else None
+    return fn(*args) if child is None else _join(name, *child)
+
+
+@contextlib.contextmanager
+def beside(name: str, fn: Callable[..., T], *args: Any) -> Iterator[Callable[[], T]]:
+    """`fn(*args)` begun in a forked child while the `with` block goes on, on a core this
+    process does not use (a large graph's conformance check beside its shape inference): the
+    block gets a call that waits for the child and returns what `isolated` would. The child
+    works on the memory as it was at the fork: what the block changes after, it does not see.
+    A child whose result the block never asked for (the block raised) is ended as the block
+    ends. Where no child can help (one core, no fork, ENV "0", the system refuses one), `fn`
+    runs here before the block, as it would have without this."""
+    child = _fork(fn, args) if spare_core() else None
+    if child is None:
+        result = fn(*args)
+        yield lambda: result
+        return
+    asked = []
+
+    @functools.cache  # the result, once come back, asked again
+    def joined() -> T:
+        asked.append(True)
+        return _join(name, *child)
+
+    try:
+        yield joined
+    finally:
+        if not asked:
+            _kill(child[0])
+            os.close(child[1])
+
+
+def spare_core() -> bool:
+    """Whether a child would run beside this process: fork is there, the policy allows one,
+    and the process may run on more than one core."""
+    if not hasattr(os, "fork") or os.environ.get(ENV, "") == "0":
+        return False
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores > 1
+
+
+def _fork(fn: Callable, args: tuple) -> tuple[int, int] | None:
+    """A child forked to run `fn(*args)` and send back what came of it: its pid and the read end
+    of its pipe; None where the system refuses a fork (no memory to commit a copy of this
+    process, no process slot): the caller runs `fn` itself."""
     read, write = os.pipe()
     parent = os.getpid()
     try:
         pid = os.fork()
-    except OSError:  # no memory to commit a copy of this process, no process slot: run it here
+    except OSError:
         os.close(read)
         os.close(write)
-        return fn(*args)
+        return None
     if pid == 0:  # the child: never returns
         os.close(read)
         _child(write, parent, fn, args)
     os.close(write)
+    return pid, read
+
+
+def _join(name: str, pid: int, read: int) -> Any:
+    """What came of the child's call, once it has sent it and is reaped: `_outcome`. A child
+    still running when the wait is cut short (Ctrl-C) goes too."""
     reaped = False
     try:
         with os.fdopen(read, "rb") as pipe:
@@ -134,7 +190,7 @@ def isolated(name: str, fn: Callable[..., T], *args: Any, risky: bool = True) ->
         _, status = os.waitpid(pid, 0)
         reaped = True
     finally:
-        if not reaped:  # interrupted (Ctrl-C) while the child runs: it goes too
+        if not reaped:
             _kill(pid)
     return _outcome(name, data, status)
 

@@ -27,12 +27,17 @@ def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
 
 def load_with_nodes(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, list[Node]]:
     """`load_model`, with the nodes its validation read, for the analysis to reuse."""
+    model = parsed(source)
+    return model, validated(model, source)
+
+
+def parsed(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    """The source's ModelProto, before `validated` has checked it (a caller's own is copied)."""
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
-        return model, _validated(model, "<in-memory model>")
-    model = _parse(Path(source))
-    return model, _validated(model, str(source))
+        return model
+    return _parse(Path(source))
 
 
 def referenced_files(source: str | os.PathLike) -> tuple[Path, ...]:
@@ -51,9 +56,11 @@ def _parse(path: Path) -> onnx.ModelProto:
         raise ModelLoadError(f"not a valid ONNX model: {path} ({_first_line(exc)})") from None
 
 
-def _validated(model: onnx.ModelProto, where: str) -> list[Node]:
-    """Protobuf parses many non-ONNX or truncated byte strings without complaint: check the essentials.
-    Returns the graph's nodes."""
+def validated(model: onnx.ModelProto, source: str | os.PathLike | onnx.ModelProto) -> list[Node]:
+    """The model `parsed` from `source`, checked and made ready in place: protobuf parses many
+    non-ONNX or truncated byte strings without complaint, so the essentials are checked. Returns
+    the graph's nodes."""
+    where = "<in-memory model>" if isinstance(source, onnx.ModelProto) else str(source)
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ModelLoadError(f"not a valid ONNX model: {where} (no IR version or graph; truncated or not ONNX?)")
     nodes = read_nodes(model.graph)

@@ -163,7 +163,7 @@ class _Graphs:
             raise ModelLoadError(
                 f"not a valid ONNX model: {where} (value {name!r} is used but never produced{scope_text})"
             )
-        if len(free) < len(late):
+        if any(name in seen for name in late):  # read before the node that writes it: stored out of order, or a cycle
             _check_acyclic(nodes, [[writer[n] for n in names if n in writer] for names in reads], where)
         return free
 
