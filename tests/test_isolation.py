@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -152,11 +153,13 @@ def test_a_child_beside_a_block_that_raises_is_ended_and_reaped(monkeypatch):
 
 
 def test_beside_runs_the_call_here_first_where_no_child_would_help(monkeypatch):
-    """With isolation off (ENV "0") or one core, the call runs in this process before the block,
-    as it did before beside existed."""
+    """With isolation off (ENV "0"), one core, or another thread running (a fork would copy this
+    one alone, and any lock the other holds), the call runs in this process before the block, as
+    it did before beside existed."""
     for setup in (
         lambda: monkeypatch.setenv(ENV, "0"),
         lambda: monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0}),
+        lambda: monkeypatch.setattr(threading, "active_count", lambda: 2),
     ):
         setup()
         order: list[str] = []

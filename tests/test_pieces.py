@@ -227,3 +227,93 @@ def test_the_engines_checked_first_pass_types_as_its_lenient_pass(monkeypatch, n
     lenient = analyze(path, partial=True, sizing=Sizing(dims=dims))
     assert _results(checked) == _results(lenient)
     assert checked.model.invalid == lenient.model.invalid == ()
+
+
+def test_the_types_come_in_each_pieces_order_then_the_declared_ones_no_piece_typed():
+    """The result's order: the graph's inputs; then each piece's types in the order ONNX returns
+    its piece model (the graph's value_info of what the piece produces, then what ONNX typed
+    besides in node order, then the piece's graph outputs); then the declared types of values no
+    piece produced. Never the value_info that tells a piece the symbols in use."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Neg", ["a"], ["b"]),
+        helper.make_node("Abs", ["b"], ["c"]),
+        helper.make_node("Relu", ["c"], ["d"]),
+        helper.make_node("Neg", ["d"], ["e"]),
+    ]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3])],
+                              [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("e", "b")],
+                              value_info=[helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in ("d", "c", "ghost")])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    typed = pieces.inferred_types_in_pieces(model, read_nodes(model.graph), 2, None, LENIENT)
+    # pieces [a, b] [c, d] [e]: a (typed by ONNX), b (an output); c, d (declared: in the order produced); e (an output)
+    assert [value.name for value in typed] == ["x", "a", "b", "c", "d", "e", "ghost"]
+    assert all(onnx.TypeProto.FromString(value.type).tensor_type.shape.dim[0].dim_param == "n" for value in typed[:6])
+
+
+def _cast_after(unknown_at: int) -> onnx.ModelProto:
+    """Relu, a Cast to float16 whose value_info says float (an error for a checked pass), Neg; an
+    op of a custom domain inserted at `unknown_at`."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"]),
+        helper.make_node("Cast", ["a"], ["c"], to=TensorProto.FLOAT16),
+        helper.make_node("Neg", ["c"], ["y"]),
+    ]
+    nodes.insert(unknown_at, helper.make_node("Mystery", ["x"], ["m"], domain="custom.x"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT16, None)],
+                              value_info=[helper.make_tensor_value_info("c", TensorProto.FLOAT, [2])])  # fmt: skip
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("custom.x", 1)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+@pytest.mark.parametrize("size", [1, 2])
+@pytest.mark.parametrize("unknown_at", [0, 1, 2, 3])
+def test_a_checked_pass_in_pieces_stops_checking_past_an_op_onnx_does_not_know(size, unknown_at):
+    """ONNX's checked pass over the whole graph drops the errors of the nodes after an op it has
+    no schema for, and raises those before it: in pieces, the same, wherever the cuts fall."""
+    model = _cast_after(unknown_at)
+    try:  # the oracle: onnx's own checked pass over the whole graph
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        raises = False
+    except onnx.shape_inference.InferenceError:
+        raises = True
+    assert raises == (unknown_at >= 2)  # the Cast is the second node unless the op comes before it
+    nodes = read_nodes(model.graph)
+    if raises:
+        with pytest.raises(onnx.shape_inference.InferenceError, match="Inferred elem type differs"):
+            pieces.inferred_types_in_pieces(model, nodes, size, None, CHECKED)
+    else:
+        pieces.inferred_types_in_pieces(model, nodes, size, None, CHECKED)
+
+
+@pytest.mark.parametrize("weights_limit", [pieces.SERIALIZED_WEIGHTS, 1000], ids=["serialized-whole", "node-by-node"])
+@pytest.mark.parametrize("weight_in", ["initializer", "Constant"])
+def test_each_piece_holds_its_run_of_the_graphs_nodes_as_stored(monkeypatch, weights_limit, weight_in):
+    """A piece's nodes are the graph's, byte for byte and in order, whether copied from the graph
+    serialized whole or, where its inline weights (an initializer's, a Constant node's: a 64×64
+    float weight, 16 KiB) are larger than that allows, node by node; ONNX types every value."""
+    weight = numpy_helper.from_array(np.ones((64, 64), np.float32), "w")
+    nodes = [helper.make_node("Constant", [], ["w"], value=weight)] if weight_in == "Constant" else []
+    nodes.append(helper.make_node("MatMul", ["x", "w"], ["h0"], name="first"))
+    for i in range(6):
+        nodes.append(helper.make_node("Relu" if i % 2 else "Tanh", [f"h{i}"], [f"h{i + 1}"], name=f"n{i}"))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                              [helper.make_tensor_value_info("h6", TensorProto.FLOAT, None)],
+                              initializer=[weight] if weight_in == "initializer" else [])  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    given: list[bytes] = []
+    infer = pieces.inferred_types
+
+    def recording(piece, mode=LENIENT):
+        given.extend(node.SerializeToString() for node in piece.graph.node)
+        return infer(piece, mode)
+
+    monkeypatch.setattr(pieces, "SERIALIZED_WEIGHTS", weights_limit)
+    monkeypatch.setattr(pieces, "inferred_types", recording)
+    stored_nodes = read_nodes(model.graph)
+    assert (pieces._Tables(model, stored_nodes, spell_out=True).stored is None) == (weights_limit < 64 * 64 * 4)
+    typed = pieces.inferred_types_in_pieces(model, stored_nodes, 3, None, LENIENT)
+    assert given == [node.SerializeToString() for node in model.graph.node]
+    shapes = {value.name: onnx.TypeProto.FromString(value.type).tensor_type.shape for value in typed}
+    assert all([d.dim_param or d.dim_value for d in shapes[f"h{i}"].dim] == ["batch", 64] for i in range(7))

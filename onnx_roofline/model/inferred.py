@@ -25,6 +25,7 @@ from onnx.onnx_cpp2py_export import shape_inference as _cpp
 from onnx_roofline.model.isolation import crash_prone, isolated
 
 DECLARED_FIELDS = {"input": 11, "output": 12, "value_info": 13}  # onnx.GraphProto's numbers
+NODE_FIELD = 1  # onnx.GraphProto's
 GRAPH_FIELD = 7  # onnx.ModelProto's
 NAME_FIELD, TYPE_FIELD = 1, 2  # onnx.ValueInfoProto's
 
@@ -74,9 +75,16 @@ def declared_types(graph: onnx.GraphProto) -> DeclaredTypes:
     return [read(value.SerializeToString()) for value in [*graph.input, *graph.value_info, *graph.output]]
 
 
+def stored_nodes_type() -> type[Message]:
+    """StoredNodes: a graph's `node` field with each node kept as its serialized bytes, which a
+    run of nodes is sliced from and serialized again without a Python object per node (pieces.py)."""
+    return _messages()[2]
+
+
 @functools.cache
-def _messages() -> tuple[type[Message], type[Message]]:
-    """(DeclaredModel, DeclaredValue), built once: a file of three messages, registered beside onnx's."""
+def _messages() -> tuple[type[Message], type[Message], type[Message]]:
+    """(DeclaredModel, DeclaredValue, StoredNodes), built once: a file of four messages, registered
+    beside onnx's."""
     field = descriptor_pb2.FieldDescriptorProto
     file = descriptor_pb2.FileDescriptorProto(
         name="onnx_roofline/model/inferred.proto", package="onnx_roofline", syntax="proto2"
@@ -101,6 +109,8 @@ def _messages() -> tuple[type[Message], type[Message]]:
         type=field.TYPE_MESSAGE,
         type_name=".onnx_roofline.DeclaredGraph",
     )
+    nodes = file.message_type.add(name="StoredNodes")
+    nodes.field.add(name="node", number=NODE_FIELD, label=field.LABEL_REPEATED, type=field.TYPE_BYTES)
     pool = descriptor_pool.Default()
     try:
         pool.FindFileByName(file.name)
@@ -108,5 +118,5 @@ def _messages() -> tuple[type[Message], type[Message]]:
         pool.Add(file)
     return tuple(
         message_factory.GetMessageClass(pool.FindMessageTypeByName(f"onnx_roofline.{name}"))
-        for name in ("DeclaredModel", "DeclaredValue")
+        for name in ("DeclaredModel", "DeclaredValue", "StoredNodes")
     )

@@ -40,6 +40,7 @@ import functools
 import os
 import pickle
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -153,9 +154,11 @@ def beside(name: str, fn: Callable[..., T], *args: Any) -> Iterator[Callable[[],
 
 
 def spare_core() -> bool:
-    """Whether a child would run beside this process: fork is there, the policy allows one,
-    and the process may run on more than one core."""
-    if not hasattr(os, "fork") or os.environ.get(ENV, "") == "0":
+    """Whether a child would run beside this process: fork is there, the policy allows one, the
+    process may run on more than one core, and it runs no other thread (a library caller's: a
+    fork copies only the thread that forks, so a lock another thread holds stays held in the
+    child, and the check could hang on it there)."""
+    if not hasattr(os, "fork") or os.environ.get(ENV, "") == "0" or threading.active_count() > 1:
         return False
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores > 1
