@@ -41,7 +41,8 @@ from onnx_roofline.model import files, pieces
 from onnx_roofline.model.constants import readable
 from onnx_roofline.model.inferred import CHECKED
 from onnx_roofline.model.isolation import PassCrashed, crash_prone, isolated
-from onnx_roofline.model.nodes import Node, read_fresh, read_nodes
+from onnx_roofline.model.memo import remembered
+from onnx_roofline.model.nodes import Node, kinds, of_kinds, read_fresh, read_nodes
 from onnx_roofline.model.schemas import may_have_bodies, onnx_knows, opsets
 from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
 
@@ -96,7 +97,16 @@ def conformance(
     """The findings on a loaded model (`nodes`: its main graph's, read once; `path`: the file, None
     for an in-memory model, whose external locations cannot be placed). `inference` False: onnx's
     checker without its strict type and shape inference, which the analysis runs as its shape
-    engine's first pass instead (analysis.bind_and_infer: one inference, not two)."""
+    engine's first pass instead (analysis.bind_and_infer: one inference, not two). Its passes
+    share what they learn of a graph (memo.py), the kinds of its nodes found once
+    (nodes.of_kinds), as within an analysis."""
+    with remembered():
+        return _conformance(model, nodes, path, inference)
+
+
+def _conformance(
+    model: onnx.ModelProto, nodes: list[Node], path: str | os.PathLike | None, inference: bool
+) -> tuple[Invalid, ...]:
     external = list(files.external_tensors(model, nodes))
     found = _external_data(external, None if path is None else files.model_folder(path)) + _external_types(external)
     initializers = sum(1 for tensor in model.graph.initializer if tensor.data_location == _EXTERNAL) if external else 0
@@ -121,6 +131,8 @@ def mixed_input_types(
     knows the contrib op, refuses it; onnx's checked inference drops every error past such a node
     (its has_unsupported_op), so the file's check said nothing."""
     versions = opsets(model)
+    if all(onnx_knows(*kind, versions.get(kind[0])) for kind in kinds(nodes)):
+        return ()  # no contrib op: the checker was not blind to any node
     blind = False
     for node in nodes:
         version = versions.get(node.domain)
@@ -172,7 +184,7 @@ def _scan_attributes(model: onnx.ModelProto, nodes: list[Node]) -> list[Invalid]
     version = opsets(model).get("")
     if version is None or version < 9:
         return []
-    pending = [node.proto for node in nodes if node.op_type in _CONTROL_FLOW and not node.domain]
+    pending = [node.proto for node in of_kinds(nodes, _control_flow)]
     while pending:
         node = pending.pop()
         bodies = {attr.name: attr.g for attr in node.attribute if attr.type == onnx.AttributeProto.GRAPH}
@@ -182,6 +194,10 @@ def _scan_attributes(model: onnx.ModelProto, nodes: list[Node]) -> list[Invalid]
         if problem:
             return [Invalid(ATTRIBUTES, f"node {node.name or node.op_type!r} (Scan): {problem}")]
     return []
+
+
+def _control_flow(domain: str, op_type: str) -> bool:
+    return op_type in _CONTROL_FLOW and not domain
 
 
 def _scan_problem(node: onnx.NodeProto, body: onnx.GraphProto) -> str | None:
@@ -534,7 +550,8 @@ def _tolerate(model: onnx.ModelProto, nodes: list[Node],
     version = opsets.get("", opsets.get("ai.onnx"))
     if version is None:
         return []
-    moved = [_domain_of(model.graph.node[index]) for index, node in enumerate(nodes) if _movable(node, version)]
+    suspects = of_kinds(nodes, lambda domain, op_type: not domain and _suspect(op_type, version))
+    moved = [_domain_of(model.graph.node[node.position]) for node in suspects if _movable(node, version)]
     moved += [_domain_of(inner.proto) for inner in _inner_nodes(model, bodies) if _movable(inner, version)]
     for proto, _ in moved:
         proto.domain = _PRIVATE
@@ -567,8 +584,8 @@ def _bodies(model: onnx.ModelProto, nodes: list[Node], graph_nodes) -> list[onnx
     """The graph attributes of `graph_nodes` (the main graph's, as stored in `model` or a skeleton),
     read only of the nodes whose op can hold a body (schemas.may_have_bodies): a large graph has few."""
     imported = opsets(model)
-    holding = [node.position for node in nodes if may_have_bodies(node.domain, node.op_type, imported.get(node.domain))]
-    return [attr for index in holding for attr in graph_nodes[index].attribute if attr.type in _GRAPHS]
+    holding = of_kinds(nodes, lambda domain, op_type: may_have_bodies(domain, op_type, imported.get(domain)))
+    return [attr for node in holding for attr in graph_nodes[node.position].attribute if attr.type in _GRAPHS]
 
 
 def _inner_nodes(model: onnx.ModelProto, bodies: list[onnx.AttributeProto]) -> Iterator[Node]:

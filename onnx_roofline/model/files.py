@@ -165,7 +165,9 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
     """Every tensor whose bytes live in an external file: initializers, Constant-style attributes,
     in subgraphs and model-local functions too. The attributes are read only of nodes whose op can
     hold a tensor or a body (schemas.may_hold_tensors): a million-node graph has few. `nodes`: the
-    main graph's nodes.Node where the caller has them read (their attributes read already)."""
+    main graph's nodes.Node where the caller has them read (their attributes read already; only
+    those of its kinds that may hold one visited: nodes.of_kinds)."""
+    from onnx_roofline.model.nodes import of_kinds
     from onnx_roofline.model.schemas import may_hold_tensors
     from onnx_roofline.model.schemas import opsets as imported_opsets
 
@@ -175,9 +177,8 @@ def external_tensors(model: onnx.ModelProto, nodes=None) -> Iterator[onnx.Tensor
         node.attribute for function in model.functions for node in function.node
     ]
     if nodes is not None:  # the main graph's, read already
-        pending += [
-            node.attributes for node in nodes if may_hold_tensors(node.domain, node.op_type, opsets.get(node.domain))
-        ]
+        holding = of_kinds(nodes, lambda domain, op_type: may_hold_tensors(domain, op_type, opsets.get(domain)))
+        pending += [node.attributes for node in holding]
     read = nodes is None
     while graphs or pending:
         if graphs:

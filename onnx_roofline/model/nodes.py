@@ -11,7 +11,9 @@ and every pass asks) another ~350, for as long as it lives: half a gigabyte for 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from itertools import compress
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import onnx
@@ -61,6 +63,29 @@ def read_nodes(graph: onnx.GraphProto) -> list[Node]:
     """The graph's nodes in stored order, read once per graph within an analysis (memo.py): the
     caller must not modify the list."""
     return once("nodes", graph, lambda: read_fresh(graph))
+
+
+Kind = tuple[str, str]  # (domain, op_type)
+KIND = itemgetter(3, 2)  # a Node's Kind (its `domain` and `op_type` fields, read in C)
+
+
+def kinds(nodes: list[Node]) -> frozenset[Kind]:
+    """The distinct kinds among the nodes (a million-node graph has a few dozen), found once per
+    list within an analysis (memo.py): read_nodes gives one list per graph, and a list of nodes
+    is never modified (a graph reworked is read again, read_fresh: a new list), so its kinds
+    never go stale. Any other list (a piece, a slice) is a list of its own, with its own kinds."""
+    return once("kinds", nodes, lambda: frozenset(map(KIND, nodes)))
+
+
+def of_kinds(nodes: list[Node], wanted: Callable[[str, str], bool]) -> list[Node]:
+    """The nodes whose kind (domain, op_type) `wanted` accepts, in stored order: each distinct kind
+    asked once, and the nodes walked (in C) only where some kind is wanted. What a pass that cares
+    about a few ops (If, Constant, a deprecated op) runs over, where testing each node would cost
+    ~0.3 µs a node: 0.3 s a pass at a million nodes."""
+    chosen = {kind for kind in kinds(nodes) if wanted(*kind)}
+    if not chosen:
+        return []
+    return list(compress(nodes, map(chosen.__contains__, map(KIND, nodes))))
 
 
 def read_fresh(graph: onnx.GraphProto) -> list[Node]:

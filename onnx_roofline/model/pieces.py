@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from itertools import chain, compress, filterfalse
 from operator import attrgetter
 
@@ -32,7 +33,7 @@ from onnx_roofline.model.inferred import (
     inferred_types,
     stored_nodes_type,
 )
-from onnx_roofline.model.nodes import Node
+from onnx_roofline.model.nodes import KIND, Node, kinds
 from onnx_roofline.model.schemas import may_have_bodies, may_hold_tensors, onnx_knows, opsets
 from onnx_roofline.model.scopes import outer_references
 from onnx_roofline.model.spec_defaults import SPEC_DEFAULTS, lacks_defaults, spell_out_defaults
@@ -46,7 +47,6 @@ SERIALIZED_WEIGHTS = 64 << 20  # inline weight bytes up to which the graph is se
 # Field readers for map(), filter() and zip(): what every node or value of a piece is asked runs in
 # C, not as a Python loop (a tenth of a microsecond a node is a tenth of a second a million nodes).
 _INPUTS, _OUTPUTS, _ATTRIBUTES = attrgetter("inputs"), attrgetter("outputs"), attrgetter("attributes")
-_KIND = attrgetter("domain", "op_type")
 _NAME, _TYPE = attrgetter("name"), attrgetter("type")
 
 
@@ -89,13 +89,13 @@ def inferred_types_in_pieces(
     return [*known.values(), *(value for value in declared[len(graph.input) :] if value.name not in known)]
 
 
-def _first_unknown(nodes: list[Node], kinds: set[tuple[str, str]], imported: dict[str, int]) -> int:
+def _first_unknown(nodes: list[Node], kinds: AbstractSet[tuple[str, str]], imported: dict[str, int]) -> int:
     """The position of the first node whose op ONNX has no schema for (onnx_knows), or the node
     count: each distinct op asked once, the nodes walked only where one is unknown."""
     unknown = {kind for kind in kinds if not onnx_knows(*kind, imported.get(kind[0]))}
     if not unknown:
         return len(nodes)
-    return next(position for position, kind in enumerate(map(_KIND, nodes)) if kind in unknown)
+    return next(position for position, kind in enumerate(map(KIND, nodes)) if kind in unknown)
 
 
 def _produced_types(typed: DeclaredTypes, produced: dict[str, None]) -> dict:
@@ -125,7 +125,7 @@ class _Tables:
         graph = model.graph
         self.model = model
         self.opsets = opsets(model)
-        self.kinds = set(map(_KIND, nodes))  # each distinct (domain, op_type): what is asked of an op, asked once
+        self.kinds = kinds(nodes)  # each distinct (domain, op_type): what is asked of an op, asked once
         # the defaults inference misreads, spelled out where an op of the graph has one (spec_defaults.py)
         self.spell_out = spell_out and any(op_type in SPEC_DEFAULTS for _, op_type in self.kinds)
         self.initializers = {tensor.name: index for index, tensor in enumerate(graph.initializer)}
@@ -198,7 +198,7 @@ class _Tables:
         op may hold a tensor or a body (an external tensor's are a few bytes)."""
         graph = self.model.graph
         holding = {kind for kind in self.kinds if may_hold_tensors(*kind, self.opsets.get(kind[0]))}
-        tensor_nodes = compress(nodes, map(holding.__contains__, map(_KIND, nodes))) if holding else ()
+        tensor_nodes = compress(nodes, map(holding.__contains__, map(KIND, nodes))) if holding else ()
         tensors = [*graph.initializer, *graph.sparse_initializer, *(node.proto for node in tensor_nodes)]
         if sum(tensor.ByteSize() for tensor in tensors) > SERIALIZED_WEIGHTS:
             return None

@@ -16,7 +16,7 @@ import onnx.defs
 
 from onnx_roofline.errors import ModelLoadError
 from onnx_roofline.model.anonymous_dims import dynamic_negative_dims
-from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.nodes import Node, of_kinds, read_nodes
 from onnx_roofline.model.schemas import may_have_attribute
 from onnx_roofline.model.scopes import remember_outer_reads
 from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
@@ -359,6 +359,10 @@ def _label(node: onnx.NodeProto) -> str:
 _AXIS_RANGE = {"Flatten": (0, 1), "OneHot": (1, 1)}  # (extra low, extra high) on [-r, r-1]
 
 
+def _has_axes(op_type: str, opset: int | None) -> bool:
+    return op_type == "Transpose" or may_have_attribute("", op_type, opset, "axis")
+
+
 def _axis_range(node: Node) -> tuple[int, int]:
     """The extra room an op's `axis` has beyond its input's axes: a new axis where it adds one
     (OneHot; ConcatFromSequence with new_axis=1 stacks its elements, [-r-1, r])."""
@@ -383,15 +387,14 @@ def _per_tensor(node: Node, values: Mapping[str, TensorInfo]) -> bool:
     )  # a scalar, or one element
 
 
-def check_axes(nodes: Iterable[Node], values: Mapping[str, TensorInfo], opset: int | None) -> None:
+def check_axes(nodes: list[Node], values: Mapping[str, TensorInfo], opset: int | None) -> None:
     """An `axis` attribute outside its input's rank (Softmax axis=99), or a Transpose `perm` that is
     not a permutation of the axes: the schemas do not say, inference would. Checked for the
-    default domain (imported at `opset`) where the input's rank is known."""
-    for node in nodes:
-        if node.domain or not node.inputs or not node.inputs[0]:
+    default domain (imported at `opset`) where the input's rank is known; most ops have no such
+    attribute, and their nodes are not visited (nodes.of_kinds)."""
+    for node in of_kinds(nodes, lambda domain, op_type: not domain and _has_axes(op_type, opset)):
+        if not node.inputs or not node.inputs[0]:
             continue
-        if not (node.op_type == "Transpose" or may_have_attribute("", node.op_type, opset, "axis")):
-            continue  # most ops: no attribute to read
         info = values.get(node.inputs[0])
         if info is None or info.shape is None or _per_tensor(node, values):
             continue

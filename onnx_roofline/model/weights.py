@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import onnx
 
-from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.nodes import Node, of_kinds, read_nodes
 from onnx_roofline.model.tensors import DTYPE_BITS, TensorInfo, dtype_name
 
 SHAPE_CONSTANT_ELEMENTS = 16
@@ -103,8 +103,8 @@ def stored_tensors(graph: onnx.GraphProto, nodes: list[Node] | None = None, give
             found.append(
                 Weight(values.name, dtype_name(values.data_type), tuple(values.dims), SPARSE_INITIALIZER, where)
             )
-        for node in body_nodes:
-            if node.op_type == "Constant" and not node.domain and node.outputs:
+        for node in of_kinds(body_nodes, _constant):
+            if node.outputs:
                 typed = constant_type(node.attributes)
                 if typed is not None:
                     found.append(Weight(node.outputs[0], typed[0], typed[1], CONSTANT, where))
@@ -155,6 +155,14 @@ def constant_type(attributes: Sequence[onnx.AttributeProto]) -> tuple[str | None
     return None
 
 
+def _constant(domain: str, op_type: str) -> bool:
+    return op_type == "Constant" and not domain
+
+
+def _may_hold_body(domain: str, op_type: str) -> bool:
+    return op_type in _BODY_OPS or bool(domain)
+
+
 def _graphs(graph: onnx.GraphProto, nodes: list[Node] | None) -> Iterator[tuple[str, onnx.GraphProto, list[Node]]]:
     """(path, graph, its nodes) of the graph and every body in it, depth first. Only a node that
     can hold a body has its attributes looked at: If, Loop, Scan, SequenceMap, and any op of a
@@ -163,14 +171,12 @@ def _graphs(graph: onnx.GraphProto, nodes: list[Node] | None) -> Iterator[tuple[
     while pending:
         where, current, current_nodes = pending.pop(0)
         yield where, current, current_nodes
-        for index, node in enumerate(current_nodes):
-            if not node.attributes or (node.op_type not in _BODY_OPS and not node.domain):
-                continue
+        for node in of_kinds(current_nodes, _may_hold_body):
             for attr in node.attributes:
                 if attr.type not in _GRAPH_ATTRIBUTES:
                     continue
                 label = f"{where}/" if where else ""
-                label += node.name or f"{node.op_type}_{index}"
+                label += node.name or f"{node.op_type}_{node.position}"
                 bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
                 for position, body in enumerate(bodies):
                     suffix = attr.name if len(bodies) == 1 else f"{attr.name}[{position}]"

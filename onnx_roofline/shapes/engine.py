@@ -22,6 +22,8 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
+from operator import attrgetter
 from typing import cast
 
 import numpy as np
@@ -41,7 +43,7 @@ from onnx_roofline.model.inferred import (
 )
 from onnx_roofline.model.isolation import CRASH_PRONE_DOMAINS, PassCrashed, isolated
 from onnx_roofline.model.memo import once
-from onnx_roofline.model.nodes import Node, read_nodes
+from onnx_roofline.model.nodes import Node, kinds, of_kinds, read_nodes
 from onnx_roofline.model.schemas import may_have_bodies, opsets
 from onnx_roofline.model.scopes import graph_outer_references, outer_references
 from onnx_roofline.model.spec_defaults import lacks_defaults, spell_out_defaults, with_defaults
@@ -889,16 +891,23 @@ def _schema(op_type: str, opset: int | None, domain: str):
 def _needed_outputs(model: onnx.ModelProto, nodes: list[Node]) -> set[str]:
     """Node outputs something reads: another node, a body, or the graph's outputs. An output
     nobody reads (an old Dropout's mask) must not hold its node back."""
-    needed: set[str] = set()
-    add = needed.update
-    imported = opsets(model)
-    for node in nodes:  # one pass, set updates in C: this runs over every node of the graph
-        add(node.inputs)
-        if may_have_bodies(node.domain, node.op_type, imported.get(node.domain)) and node.holds_body:
-            add(outer_references(node.proto))
+    needed = set(chain.from_iterable(map(_INPUTS, nodes)))  # in C: this runs over every node of the graph
+    for node in _body_holders(model, nodes):
+        needed.update(outer_references(node.proto))
     needed.discard("")  # an absent optional input
     needed.update(output.name for output in model.graph.output)
     return needed
+
+
+_INPUTS = attrgetter("inputs")
+
+
+def _body_holders(model: onnx.ModelProto, nodes: list[Node]) -> list[Node]:
+    """The nodes that hold a body (If, Loop, Scan...), in stored order: only those of an op that
+    may (schemas.may_have_bodies: validation refused an attribute an op's schema lacks) looked at."""
+    imported = opsets(model)
+    holders = of_kinds(nodes, lambda domain, op_type: may_have_bodies(domain, op_type, imported.get(domain)))
+    return [node for node in holders if node.holds_body]
 
 
 def _shape_map_inputs(
@@ -968,6 +977,8 @@ def _clear_misinferred(values: dict[str, TensorInfo], nodes: list[Node]) -> None
     """Where ONNX's pass typed a MISINFERRED node otherwise than its shape rule does, clear the
     node's outputs and every value computed from them (rank unknown, dtype kept): the sweep types
     them again, the node by its rule. One loop of set lookups where no pool has ceil_mode."""
+    if not any(op_type in MISINFERRED and not domain for domain, op_type in kinds(nodes)):
+        return  # no pool: nothing to walk
     stale: set[str] = set()
     for node in nodes:
         if stale and not stale.isdisjoint(node.inputs):
@@ -1017,17 +1028,13 @@ def _checked_inference(model: onnx.ModelProto, nodes: list[Node]) -> tuple[Decla
     ran in. A graph whose nodes hold bodies runs it without data propagation, as onnx's full check
     does: with it, ONNX errs on the names two branches share ("Data for input 0 already exists",
     onnx 1.23, optimum's merged decoders)."""
-    mode = CHECKED if _holds_bodies(nodes) else CHECKED_PROPAGATED
+    mode = CHECKED if _body_holders(model, nodes) else CHECKED_PROPAGATED
     try:
         if len(nodes) > pieces.PIECE_NODES:
             return pieces.inferred_types_in_pieces(model, nodes, pieces.PIECE_NODES, None, mode), mode
         return inferred_types(_for_inference(model, nodes), mode), mode
     except Exception:  # onnx raises several types (InferenceError, ValidationError, RuntimeError), PassCrashed
         return None, mode
-
-
-def _holds_bodies(nodes: list[Node]) -> bool:
-    return any(node.holds_body for node in nodes if node.attributes)
 
 
 def _onnx_inference(
@@ -1086,12 +1093,17 @@ def collect(
             values[name] = info
     for tensor in graph.initializer:
         values[tensor.name] = TensorInfo(tensor.name, tuple(tensor.dims), dtype_name(tensor.data_type))
-    for node in read_nodes(graph) if nodes is None else nodes:  # Constant outputs are known without inference
-        if node.op_type == "Constant" and node.outputs and node.outputs[0] not in values:
+    constants = of_kinds(read_nodes(graph) if nodes is None else nodes, _constant)
+    for node in constants:  # Constant outputs are known without inference
+        if node.outputs and node.outputs[0] not in values:
             value = constant_value(node.attributes)
             if value is not None:
                 values[node.outputs[0]] = TensorInfo(node.outputs[0], value.shape, _numpy_dtype_name(value))
     return values
+
+
+def _constant(domain: str, op_type: str) -> bool:
+    return op_type == "Constant"  # of any domain, as collect has always read them
 
 
 def declared_value(value: onnx.ValueInfoProto) -> TensorInfo | None:
