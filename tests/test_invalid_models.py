@@ -160,21 +160,49 @@ def test_what_onnx_strict_inference_refuses_is_flagged_by_the_check_and_by_the_a
     assert analyze(build(), sizing=Sizing(default_dims=True)).model.invalid == (flag,)
 
 
-@pytest.mark.skipif(not hasattr(os, "fork"), reason="the check runs beside in a child only where there is fork")
-@pytest.mark.parametrize("build", [*(build for build, _ in INFERENCE_REFUSES.values()), _matmul, lambda: _matmul(ir=2)])
-def test_a_large_graphs_check_runs_in_a_child_beside_with_the_same_findings(build, monkeypatch):
-    """From analysis.BESIDE_NODES main-graph nodes the conformance check runs in a forked child
-    while the shape engine works (issue 44: a million-node chain's 2-3 s on the other core): the
-    same findings as the check run in-process, valid and invalid alike."""
-    in_process = analyze(build(), sizing=Sizing(default_dims=True)).model.invalid
-    forked = []
+@pytest.fixture
+def beside_forced(monkeypatch) -> list:
+    """The conformance check run in a child beside the analysis from one node on (as from
+    analysis.BESIDE_NODES), whatever this machine's cores: the functions forked, as they fork."""
+    if not hasattr(os, "fork"):
+        pytest.skip("the check runs beside in a child only where there is fork")
+    forked: list = []
     real = isolation._fork
     monkeypatch.setattr(isolation, "_fork", lambda fn, args: forked.append(fn) or real(fn, args))
     for module in (isolation, analysis):  # a machine of one core runs it in-process
         monkeypatch.setattr(module, "spare_core", lambda: True)
     monkeypatch.setattr(analysis, "BESIDE_NODES", 1)
+    return forked
+
+
+@pytest.mark.parametrize("build", [*(build for build, _ in INFERENCE_REFUSES.values()), _matmul, lambda: _matmul(ir=2)])
+def test_a_large_graphs_check_runs_in_a_child_beside_with_the_same_findings(build, request):
+    """From analysis.BESIDE_NODES main-graph nodes the conformance check runs in a forked child
+    while the shape engine works (issue 44: a million-node chain's 2-3 s on the other core): the
+    same findings as the check run in-process, valid and invalid alike."""
+    in_process = analyze(build(), sizing=Sizing(default_dims=True)).model.invalid
+    forked = request.getfixturevalue("beside_forced")
     assert analyze(build(), sizing=Sizing(default_dims=True)).model.invalid == in_process
-    assert forked[0] is analysis._conformance_as_loaded
+    assert forked == [analysis._conformance_as_loaded]
+
+
+def test_a_file_checked_beside_finds_its_external_data_and_refusal_as_in_process(tmp_path, request):
+    """Checked beside, a file on disk: the child places its external locations from the file's
+    folder (a location leaving it is flagged), and a file its validation refuses is refused by
+    the analysis itself, one line, the child's result never asked."""
+    path = _save(_external("../x.bin"), tmp_path)
+    in_process = analyze(path, sizing=Sizing(default_dims=True)).model.invalid
+    assert [flag.source for flag in in_process] == [EXTERNAL_DATA]
+    forked = request.getfixturevalue("beside_forced")
+    assert analyze(path, sizing=Sizing(default_dims=True)).model.invalid == in_process
+    refused = _save(
+        _model([h.make_node("Relu", ["ghost"], ["y"])], [], [h.make_tensor_value_info("y", TP.FLOAT, [2])]),
+        tmp_path,
+        "r.onnx",
+    )
+    with pytest.raises(ModelLoadError, match="'ghost' is used but never produced"):
+        analyze(refused, sizing=Sizing(default_dims=True))
+    assert forked == [analysis._conformance_as_loaded] * 2
 
 
 def test_a_valid_analysis_runs_onnx_inference_once(monkeypatch):
