@@ -25,7 +25,7 @@ from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.errors import EXIT_FAIL, EXIT_OK, EXIT_USAGE, RooflineError
 from onnx_roofline.model import inferred, isolation
-from onnx_roofline.model.isolation import ENV, PassCrashed, beside, crash_prone, isolated
+from onnx_roofline.model.isolation import ENV, PassCrashed, beside, crash_prone, isolated, pool_worker
 from onnx_roofline.shapes import engine
 
 ML = "ai.onnx.ml"
@@ -167,6 +167,16 @@ def test_beside_runs_the_call_here_first_where_no_child_would_help(monkeypatch):
             order.append("block")
             assert result() == PARENT and order == ["call", "block"]
         monkeypatch.undo()
+
+
+def test_a_pool_worker_runs_no_child_beside_itself(monkeypatch):
+    """A `-j` worker (pool_worker, the summary's initializer) has siblings on the other cores: a
+    child beside it would add only its memory, so it has none (checked in a child of this test,
+    which the worker's start would otherwise mark)."""
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1})  # two cores, whatever this machine has
+    started = isolated("a worker", lambda: (isolation.spare_core(), pool_worker(PARENT), isolation.spare_core()))
+    assert started == (True, None, False)
 
 
 def test_a_model_is_crash_prone_where_it_imports_ai_onnx_ml():

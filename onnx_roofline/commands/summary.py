@@ -4,7 +4,7 @@ memory-bound share), each analyzed as the single
 command would (same options, the same defaults for unbound dims), in parallel with `-j N`.
 
 A model that cannot be analyzed gets its one-line error in its row; the command then exits 2.
-The workers end with the command, however it ends (isolation.die_with_parent)."""
+The workers end with the command, however it ends, and run no child beside themselves (isolation.pool_worker)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from onnx_roofline.errors import RooflineError, one_line
-from onnx_roofline.model.isolation import die_with_parent
+from onnx_roofline.model.isolation import pool_worker
 from onnx_roofline.report.units import duration, percent, si
 
 
@@ -66,7 +66,7 @@ def summarize(
         rows = (_row(task) for task in tasks)
         return [_told(progress, done, len(tasks), row) for done, row in enumerate(rows, 1)]
     with ProcessPoolExecutor(
-        max_workers=min(jobs, len(tasks)), initializer=die_with_parent, initargs=(os.getpid(),)
+        max_workers=min(jobs, len(tasks)), initializer=pool_worker, initargs=(os.getpid(),)
     ) as pool:
         return [_told(progress, done, len(tasks), row) for done, row in enumerate(pool.map(_row, tasks), 1)]
 

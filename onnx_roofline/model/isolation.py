@@ -29,7 +29,7 @@ child and lets this process go on (a million-node graph's conformance check on t
 while the shape engine runs), on the memory as it was at the fork; the caller asks for the
 result when it needs it, and a child whose result is never asked is ended.
 
-A child never outlives its parent (`die_with_parent`, which the `-j` workers call too): whatever
+A child never outlives its parent (`die_with_parent`, which the `-j` workers call too: `pool_worker`): whatever
 ends the parent, a SIGKILL included, which no handler of its own sees, ends the child with it —
 onnxruntime running a stranger's model for minutes in a process nobody waits for any more."""
 
@@ -82,6 +82,17 @@ def forks(risky: bool) -> bool:
     """Whether `isolated` forks for a call: the platform can, and the policy (ENV) says so."""
     mode = os.environ.get(ENV, "")
     return hasattr(os, "fork") and mode != "0" and (risky or mode == "all")
+
+
+_pooled = False  # this process is a `-j` worker (pool_worker)
+
+
+def pool_worker(parent: int) -> None:
+    """A `-j` worker's start: it dies with its parent (`die_with_parent`), and runs no child
+    beside itself (`spare_core`)."""
+    global _pooled
+    _pooled = True
+    die_with_parent(parent)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h: the signal this process gets when the thread that made it ends
@@ -155,10 +166,11 @@ def beside(name: str, fn: Callable[..., T], *args: Any) -> Iterator[Callable[[],
 
 def spare_core() -> bool:
     """Whether a child would run beside this process: fork is there, the policy allows one, the
-    process may run on more than one core, and it runs no other thread (a library caller's: a
-    fork copies only the thread that forks, so a lock another thread holds stays held in the
-    child, and the check could hang on it there)."""
-    if not hasattr(os, "fork") or os.environ.get(ENV, "") == "0" or threading.active_count() > 1:
+    process may run on more than one core and is not a `-j` worker (whose siblings keep the
+    other cores busy: a child would only add its memory), and it runs no other thread (a
+    library caller's: a fork copies only the thread that forks, so a lock another thread holds
+    stays held in the child, and the check could hang on it there)."""
+    if not hasattr(os, "fork") or os.environ.get(ENV, "") == "0" or _pooled or threading.active_count() > 1:
         return False
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cores > 1
