@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from collections.abc import Set as AbstractSet
-from itertools import chain, compress, filterfalse
+from itertools import chain, filterfalse
 from operator import attrgetter
 
 import onnx
@@ -33,7 +32,7 @@ from onnx_roofline.model.inferred import (
     inferred_types,
     stored_nodes_type,
 )
-from onnx_roofline.model.nodes import KIND, Node, kinds
+from onnx_roofline.model.nodes import Node, kinds, of_kinds
 from onnx_roofline.model.schemas import may_have_bodies, may_hold_tensors, onnx_knows, opsets
 from onnx_roofline.model.scopes import outer_references
 from onnx_roofline.model.spec_defaults import SPEC_DEFAULTS, lacks_defaults, spell_out_defaults
@@ -70,7 +69,7 @@ def inferred_types_in_pieces(
     known = {value.name: value for value in declared[: len(graph.input)]}
     symbols = _symbols(declared)
     tables = _Tables(model, nodes, spell_out=mode != CHECKED)
-    unknown_from = _first_unknown(nodes, tables.kinds, tables.opsets) if mode.checked else len(nodes)
+    unknown_from = _first_unknown(nodes, tables.opsets) if mode.checked else len(nodes)
     for start in range(0, len(nodes), size):
         piece = nodes[start : start + size]
         produced = dict.fromkeys(chain.from_iterable(map(_OUTPUTS, piece)))  # in graph order: the result's order
@@ -89,13 +88,11 @@ def inferred_types_in_pieces(
     return [*known.values(), *(value for value in declared[len(graph.input) :] if value.name not in known)]
 
 
-def _first_unknown(nodes: list[Node], kinds: AbstractSet[tuple[str, str]], imported: dict[str, int]) -> int:
+def _first_unknown(nodes: list[Node], imported: dict[str, int]) -> int:
     """The position of the first node whose op ONNX has no schema for (onnx_knows), or the node
     count: each distinct op asked once, the nodes walked only where one is unknown."""
-    unknown = {kind for kind in kinds if not onnx_knows(*kind, imported.get(kind[0]))}
-    if not unknown:
-        return len(nodes)
-    return next(position for position, kind in enumerate(map(KIND, nodes)) if kind in unknown)
+    unknown = of_kinds(nodes, lambda domain, op_type: not onnx_knows(domain, op_type, imported.get(domain)))
+    return unknown[0].position if unknown else len(nodes)
 
 
 def _produced_types(typed: DeclaredTypes, produced: dict[str, None]) -> dict:
@@ -197,8 +194,9 @@ class _Tables:
         inline are too large to serialize with them: its initializers' and those of the nodes whose
         op may hold a tensor or a body (an external tensor's are a few bytes)."""
         graph = self.model.graph
-        holding = {kind for kind in self.kinds if may_hold_tensors(*kind, self.opsets.get(kind[0]))}
-        tensor_nodes = compress(nodes, map(holding.__contains__, map(KIND, nodes))) if holding else ()
+        tensor_nodes = of_kinds(
+            nodes, lambda domain, op_type: may_hold_tensors(domain, op_type, self.opsets.get(domain))
+        )
         tensors = [*graph.initializer, *graph.sparse_initializer, *(node.proto for node in tensor_nodes)]
         if sum(tensor.ByteSize() for tensor in tensors) > SERIALIZED_WEIGHTS:
             return None
