@@ -143,7 +143,7 @@ def plan_fusion(report: Report, graph_outputs: frozenset[str], folded: frozenset
     QuantizeLinear ends the kernel of the op it quantizes (quantized.py)."""
     flow = Dataflow.of(report)
     drafts = _Drafts(flow, deployed=deployed, across=across)
-    matches = find_attention(flow, graph_outputs, caches, scalar_constants(report.model.source))
+    matches = find_attention(flow, graph_outputs, caches, scalar_constants(flow, report.model.source))
     for match in matches:
         drafts.new(ATTENTION, match.members, attention=match)
     dead = dead_nodes(flow, matches, graph_outputs) if deployed else frozenset()

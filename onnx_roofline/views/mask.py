@@ -16,12 +16,13 @@ compared with a constant (`q_idx - kv_idx < w`): each query sees its last w keys
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import onnx
 
-from onnx_roofline.model.constants import constant_array, small_constant_table
+from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_value, tensor_array
 from onnx_roofline.views.graph import Dataflow
 
 COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
@@ -67,19 +68,31 @@ def attention_mask(
     return Mask(causal=True, window=min(windows) if windows else None)
 
 
-def scalar_constants(model: onnx.ModelProto | None) -> ConstantLookup:
-    """A ConstantLookup over the model's small constants, read on the first question (a graph
-    without a window candidate never builds the table)."""
-    table: dict | None = None
+def scalar_constants(flow: Dataflow, model: onnx.ModelProto | None) -> ConstantLookup:
+    """A ConstantLookup over the model's small constants, each read where it is asked: a Constant
+    node's value from the report row that writes it (its graph node's attributes), an inline
+    initializer's from the model's graph (their table built on the first such question). Not a
+    table of every constant: a TorchScript export holds a thousand Constant nodes, and reading
+    them all took a sixth of a deployed view; a window candidate asks for two."""
+    initializers: dict[str, onnx.TensorProto] | None = None
 
     def lookup(name: str) -> int | None:
-        nonlocal table
+        nonlocal initializers
         if model is None:
             return None
-        if table is None:
-            table = small_constant_table(model.graph)
-        source = table.get(name)
-        value = constant_array(source) if source is not None else None
+        producer = flow.producer_of(name)
+        if producer is not None:
+            node = producer.graph_node
+            value = constant_value(node.attributes) if node is not None and node.op_type == "Constant" else None
+        else:
+            if initializers is None:
+                initializers = {
+                    t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
+                }
+            tensor = initializers.get(name)
+            value = (
+                tensor_array(tensor) if tensor is not None and math.prod(tensor.dims) <= MAX_FOLDED_ELEMENTS else None
+            )
         return (
             int(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.dtype.kind in "iuf" else None
         )
