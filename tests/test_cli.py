@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 import json
 import re
 import subprocess
@@ -292,3 +293,27 @@ def test_a_long_analysis_says_how_long_it_has_taken_only_on_a_terminal():
     with elapsed("analyzing m.onnx", piped, after=0):
         time.sleep(0.1)
     assert quick.getvalue() == "" and piped.getvalue() == ""
+
+
+def test_the_command_line_ends_past_the_interpreters_teardown_with_its_output_whole(model_path, tmp_path):
+    """`python -m onnx_roofline` ends with os._exit once the command returns (__main__._exit_now):
+    an atexit hook (set by a sitecustomize here) never runs, and yet what the command printed to
+    a pipe (block-buffered) arrives whole, as in-process, and the exit status is the command's."""
+    marker = tmp_path / "teardown-ran"
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import atexit, pathlib\natexit.register(pathlib.Path({str(marker)!r}).touch)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", str(model_path), "--dim", "batch=2", "--format", "json"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["nodes"][0]["op_type"] == "MatMul"  # the whole JSON text: it parses
+    assert not marker.exists()
+    control = subprocess.run([sys.executable, "-c", "pass"], env=env)  # the hook does run where Python tears down
+    assert control.returncode == 0 and marker.exists()
+    unknown = subprocess.run(
+        [sys.executable, "-m", "onnx_roofline", str(tmp_path / "absent.onnx")], capture_output=True, text=True, env=env
+    )
+    assert unknown.returncode == 2 and unknown.stderr.startswith("onnx-roofline: error:")
