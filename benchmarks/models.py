@@ -89,8 +89,9 @@ DECODERS = {
 
 class _Decoder:
     """A decode step of a Llama-shaped decoder: one new token per sequence, the KV cache as inputs
-    and outputs, RMSNorm, rotary embedding, grouped-query attention, SwiGLU. Weights (bf16) are
-    external data in a file that does not exist: the analysis must not need it."""
+    and outputs, RMSNorm, rotary embedding, grouped-query attention, SwiGLU. Weights are fp16, as
+    the activations (a Mul of fp16 by bf16 is no valid ONNX: the file would be flagged INVALID),
+    and external data in a file that does not exist: the analysis must not need it."""
 
     def __init__(self, layers: int, hidden: int, heads: int, kv_heads: int, intermediate: int, vocab: int):
         self.layers, self.hidden, self.heads, self.kv_heads = layers, hidden, heads, kv_heads
@@ -100,7 +101,7 @@ class _Decoder:
         self.offset = 0
 
     def weight(self, name: str, shape: list[int]) -> str:
-        tensor = TensorProto(name=name, data_type=TensorProto.BFLOAT16, dims=shape, data_location=TensorProto.EXTERNAL)
+        tensor = TensorProto(name=name, data_type=TensorProto.FLOAT16, dims=shape, data_location=TensorProto.EXTERNAL)
         size = math.prod(shape) * 2
         for key, value in (("location", "weights.bin"), ("offset", str(self.offset)), ("length", str(size))):
             entry = tensor.external_data.add()
@@ -216,12 +217,13 @@ class _Decoder:
         self.op("MatMul", [x, self.weight("lm_head", [h, self.vocab])], "/lm_head/MatMul")
         self.nodes[-1].output[0] = "logits"
         f16, kv = TensorProto.FLOAT16, ["batch", self.kv_heads, "past_sequence", d]
+        present = ["batch", self.kv_heads, "past_sequence + 1", d]  # as optimum declares it
         inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", 1])]
         outputs = [helper.make_tensor_value_info("logits", f16, ["batch", 1, self.vocab])]
         for index in range(self.layers):
             for kind in ("key", "value"):
                 inputs.append(helper.make_tensor_value_info(f"past_key_values.{index}.{kind}", f16, kv))
-                outputs.append(helper.make_tensor_value_info(f"present.{index}.{kind}", f16, None))
+                outputs.append(helper.make_tensor_value_info(f"present.{index}.{kind}", f16, present))
         graph = helper.make_graph(self.nodes, "decoder", inputs, outputs, initializer=self.initializers)
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], ir_version=9)
         model.metadata_props.add(key="declared_weight_bytes", value=str(self.offset))
@@ -229,7 +231,7 @@ class _Decoder:
 
 
 def decoder(size: str) -> onnx.ModelProto:
-    """A Llama-shaped decode step (DECODERS[size]), fp16 activations, bf16 weights declared
+    """A Llama-shaped decode step (DECODERS[size]), fp16 activations and weights, the weights declared
     external and absent: --dim batch=B --dim past_sequence=P."""
     return _Decoder(*DECODERS[size]).model()
 
