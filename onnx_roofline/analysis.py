@@ -28,7 +28,7 @@ from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_array, c
 from onnx_roofline.model.experts import MoeLayer, parameter_sizes, recognize
 from onnx_roofline.model.inlining import inline_functions
 from onnx_roofline.model.isolation import beside, spare_core
-from onnx_roofline.model.loader import load_with_nodes, parsed, validated
+from onnx_roofline.model.loader import LoadedModel, load_with_nodes, parsed, validated
 from onnx_roofline.model.memo import remembered
 from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.op_node import ATTRIBUTES, KnownNode, OpNode
@@ -68,7 +68,7 @@ from onnx_roofline.shapes.traced import solve, traced_gap
 
 
 def analyze(
-    model: str | os.PathLike | onnx.ModelProto,
+    model: str | os.PathLike | onnx.ModelProto | LoadedModel,
     hw: str | Hardware = "h100",
     sizing: Sizing | None = None,
     *,
@@ -77,8 +77,9 @@ def analyze(
     fp32_matmul: str = "ieee",
     **former: Any,
 ) -> Report:
-    """Analyze a model file (or ModelProto, which is not modified) on hardware `hw`, sized as
-    `sizing` says (shapes/sizing.py: dims, input shapes, values, defaults and the assumptions on
+    """Analyze a model file (or ModelProto, which is not modified, or a file loaded once to be
+    analyzed at many dims: loader.LoadedModel) on hardware `hw`, sized as `sizing` says
+    (shapes/sizing.py: dims, input shapes, values, defaults and the assumptions on
     data-dependent sizes, one frozen value; None: the graph as declared).
 
     `partial`: leave dims unbound where a node needs them, its row uncosted; without it, a dim left
@@ -127,7 +128,11 @@ def cyclic_gc_paused() -> Iterator[None]:
 
 
 def _analyze(
-    model: str | os.PathLike | onnx.ModelProto, hardware: Hardware, sizing: Sizing, partial: bool, precision: str | None
+    model: str | os.PathLike | onnx.ModelProto | LoadedModel,
+    hardware: Hardware,
+    sizing: Sizing,
+    partial: bool,
+    precision: str | None,
 ) -> Report:
     """`analyze`, with the hardware resolved and the collector paused."""
     typed = bind_and_infer(model, sizing)
@@ -169,7 +174,7 @@ def _analyze(
             ),
         )
     info = ModelInfo(
-        path=None if isinstance(model, onnx.ModelProto) else str(model),
+        path=None if (path := _path(model)) is None else str(path),
         node_count=len(graph_nodes),
         opsets=opsets(proto),
         dims=dims,
@@ -230,7 +235,9 @@ class Typed:
     )  # If conditions given --value: the branch each takes (input_values.if_conditions)
 
 
-def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, conform: bool = True) -> Typed:
+def bind_and_infer(
+    model: str | os.PathLike | onnx.ModelProto | LoadedModel, sizing: Sizing, conform: bool = True
+) -> Typed:
     """Load the model, bind its dims and infer its shapes, refusing what cannot run at them
     (runnable.py). A default that cannot run (a head size named like a batch) takes the size the
     graph fixes (runnable.DimensionConflict), and the binding starts again from a fresh load; a
@@ -238,8 +245,10 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
     `conform`: check, as loaded, whether a runtime would load it (conformance.py)."""
     solved: dict[str, tuple[int, str]] = {}
     invalid: tuple[Invalid, ...] = ()
-    path = None if isinstance(model, onnx.ModelProto) else model
+    path = _path(model)
     checking = conform  # ONNX's checked inference, owed to the conformance check: the engine's first pass, once
+    if isinstance(model, LoadedModel) and model.invalid is not None:  # the file checked by an analysis before
+        invalid, checking = model.invalid, False
     declared = Declarations((), {})  # what binding drops, for that pass to be held to (shapes/declared.py)
     beside_check: Callable[[], tuple[Invalid, ...]] | None = None  # a large graph's check, run in a child
     with contextlib.ExitStack() as running:  # which ends that child if this raises first
@@ -335,6 +344,13 @@ def bind_and_infer(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing, c
             )
 
 
+def _path(model: str | os.PathLike | onnx.ModelProto | LoadedModel) -> str | os.PathLike | None:
+    """The model's file (whose folder its external data lies in); None for an in-memory model."""
+    if isinstance(model, LoadedModel):
+        return model.path
+    return None if isinstance(model, onnx.ModelProto) else model
+
+
 BESIDE_NODES = 50_000
 """Main-graph nodes from which the conformance check runs in a child forked as the file is parsed
 (isolation.beside), beside this process's validation, binding and shape inference: 2-3 s of a
@@ -343,7 +359,7 @@ process's heap holds the graph: each page a parent writes after a fork is copied
 validation, +3 s of system time at a million nodes). Below this, a fork (~5-10 ms) outweighs it."""
 
 
-def _conformance_as_loaded(proto: onnx.ModelProto, source: str | os.PathLike | onnx.ModelProto,
+def _conformance_as_loaded(proto: onnx.ModelProto, source: str | os.PathLike | onnx.ModelProto | LoadedModel,
                            path: str | os.PathLike | None) -> tuple[Invalid, ...]:  # fmt: skip
     """The conformance check of a model just parsed, validated first as the analysis validates it
     (run in a child, on the child's own copy)."""

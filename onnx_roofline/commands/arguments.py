@@ -306,6 +306,16 @@ def refuse_if_nothing_costed(report) -> None:
     )
 
 
+def warn_invalid(invalid, model: str | None = None) -> None:
+    """A file a runtime would refuse (model/conformance.py: `invalid`, its findings), said last,
+    once every output is written (a refused output is the one line then), and even with --quiet:
+    by analyze, and by every study of one model (what-if sessions check the file once). `model`:
+    the file named, where a command reads a second one (serve's --prefill)."""
+    named = "" if model is None else f"{model}: "
+    for flag in invalid:
+        print(f"onnx-roofline: warning: INVALID: {named}{one_line(str(flag))}", file=sys.stderr)
+
+
 def protected_files(options: argparse.Namespace, *more: str | None, report=None) -> tuple:
     """What a command's outputs must never replace: the model and its external-data files (as the
     analysis `report` of it found them; else read again, only when some output goes to a file),

@@ -244,6 +244,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
         other_view,
         protected_files,
         refuse_if_nothing_costed,
+        warn_invalid,
     )
     from onnx_roofline.commands.terminal import terminal_colours
     from onnx_roofline.report.breakdown import MODULE, OP_TYPE
@@ -307,7 +308,7 @@ def _run_analyze(options: argparse.Namespace) -> int:
                 f"onnx-roofline: annotated model: {done.model} (weights: {done.data_action}); Netron attachment: {done.sidecar}",
                 file=sys.stderr,
             )
-    warn_if_invalid(report)
+    warn_invalid(report.model.invalid)
     return EXIT_OK
 
 
@@ -357,13 +358,6 @@ def _run_summary(options: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
     return EXIT_USAGE if any(row.error for row in rows) else EXIT_OK
-
-
-def warn_if_invalid(report) -> None:
-    """A file a runtime would refuse (model/conformance.py), said last, once every output is
-    written (a refused output is the one line then), and even with --quiet."""
-    for flag in report.model.invalid:
-        print(f"onnx-roofline: warning: INVALID: {one_line(str(flag))}", file=sys.stderr)
 
 
 def warn_if_incomplete(report, quiet: bool = False) -> None:

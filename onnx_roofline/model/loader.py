@@ -6,7 +6,9 @@ onnx itself opens nothing; `validation` then checks it is a graph at all."""
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import onnx
 import onnx.serialization
@@ -19,20 +21,45 @@ from onnx_roofline.model.nodes import Node, read_nodes
 from onnx_roofline.model.text import decode_text_fields
 from onnx_roofline.model.validation import check_model
 
+if TYPE_CHECKING:
+    from onnx_roofline.model.conformance import Invalid
 
-def load_model(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model file parsed and validated once, to be analyzed at many dims (a what-if session):
+    each load of it is a copy, not validated again, and once an analysis has checked the file
+    for conformance its findings are `invalid` here, said by every analysis after without a
+    check (a file's conformance does not depend on the dims it is analyzed at)."""
+
+    model: onnx.ModelProto  # validated; never modified
+    path: str | None  # the file, whose folder its external data lies in; None for an in-memory model
+    invalid: tuple[Invalid, ...] | None = None  # None: not checked yet
+
+
+def loaded(source: str | os.PathLike | onnx.ModelProto | LoadedModel) -> LoadedModel:
+    """The source loaded once (a caller's ModelProto copied, never modified); a LoadedModel as it is."""
+    if isinstance(source, LoadedModel):
+        return source
+    return LoadedModel(load_model(source), None if isinstance(source, onnx.ModelProto) else str(source))
+
+
+def load_model(source: str | os.PathLike | onnx.ModelProto | LoadedModel) -> onnx.ModelProto:
     """The model's graph and small inline tensors; the caller's ModelProto is never modified."""
     return load_with_nodes(source)[0]
 
 
-def load_with_nodes(source: str | os.PathLike | onnx.ModelProto) -> tuple[onnx.ModelProto, list[Node]]:
+def load_with_nodes(source: str | os.PathLike | onnx.ModelProto | LoadedModel) -> tuple[onnx.ModelProto, list[Node]]:
     """`load_model`, with the nodes its validation read, for the analysis to reuse."""
     model = parsed(source)
     return model, validated(model, source)
 
 
-def parsed(source: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    """The source's ModelProto, before `validated` has checked it (a caller's own is copied)."""
+def parsed(source: str | os.PathLike | onnx.ModelProto | LoadedModel) -> onnx.ModelProto:
+    """The source's ModelProto, before `validated` has checked it (a caller's own is copied, a
+    LoadedModel's too)."""
+    if isinstance(source, LoadedModel):
+        source = source.model
     if isinstance(source, onnx.ModelProto):
         model = onnx.ModelProto()
         model.CopyFrom(source)
@@ -56,10 +83,12 @@ def _parse(path: Path) -> onnx.ModelProto:
         raise ModelLoadError(f"not a valid ONNX model: {path} ({_first_line(exc)})") from None
 
 
-def validated(model: onnx.ModelProto, source: str | os.PathLike | onnx.ModelProto) -> list[Node]:
+def validated(model: onnx.ModelProto, source: str | os.PathLike | onnx.ModelProto | LoadedModel) -> list[Node]:
     """The model `parsed` from `source`, checked and made ready in place: protobuf parses many
     non-ONNX or truncated byte strings without complaint, so the essentials are checked. Returns
-    the graph's nodes."""
+    the graph's nodes. A LoadedModel's copy was validated as it was loaded: its nodes are read."""
+    if isinstance(source, LoadedModel):
+        return read_nodes(model.graph)
     where = "<in-memory model>" if isinstance(source, onnx.ModelProto) else str(source)
     if model.ir_version <= 0 or not model.HasField("graph"):
         raise ModelLoadError(f"not a valid ONNX model: {where} (no IR version or graph; truncated or not ONNX?)")

@@ -8,7 +8,7 @@ import os
 
 import onnx
 
-from onnx_roofline.model.loader import load_with_nodes
+from onnx_roofline.model.loader import LoadedModel, load_with_nodes
 from onnx_roofline.model.nodes import Node
 from onnx_roofline.shapes.dims import bind, input_dim_names, map_shapes
 from onnx_roofline.shapes.engine import ShapeResult, infer
@@ -17,7 +17,7 @@ from onnx_roofline.shapes.sizing import Sizing
 
 
 def inferred_at(
-    model: str | os.PathLike | onnx.ModelProto, sizing: Sizing
+    model: str | os.PathLike | onnx.ModelProto | LoadedModel, sizing: Sizing
 ) -> tuple[onnx.ModelProto, list[Node], dict, ShapeResult]:
     """A fresh load of `model`, its values and the dims its inputs name bound as `sizing` says, and
     its shapes inferred: (proto, nodes, dim names, shapes). Raises what binding and inference raise."""

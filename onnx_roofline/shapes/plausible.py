@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import onnx
 
 from onnx_roofline.errors import DimensionError, RooflineError
+from onnx_roofline.model.loader import LoadedModel
 from onnx_roofline.shapes.roles import GRAPH, NAME, NONE, DimDefault
 from onnx_roofline.shapes.sizing import Sizing
 
@@ -83,7 +84,7 @@ def contradicted(
     return Implausible(problem, tuple(loose)) if loose else None
 
 
-def runs_at(model: str | os.PathLike | onnx.ModelProto, sizing: Sizing) -> bool:
+def runs_at(model: str | os.PathLike | onnx.ModelProto | LoadedModel, sizing: Sizing) -> bool:
     """Whether the model binds, infers and passes runnable.py at `sizing`'s dims (a fresh load)."""
     from onnx_roofline.model.constants import constant_array, constant_table
     from onnx_roofline.shapes.fresh import inferred_at

@@ -15,6 +15,7 @@ from onnx_roofline.commands.arguments import (
     count,
     hardware_from,
     protected_files,
+    warn_invalid,
 )
 from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.commands.whatif.session import Session
@@ -144,7 +145,9 @@ def _no_lists(axes: dict, command: str) -> None:
         raise DimensionError(f"`{command}` takes one value per --dim; use `sweep` for lists")
 
 
-def _emit(options: argparse.Namespace, result, text: Callable, figure: Callable) -> int:
+def _emit(options: argparse.Namespace, session: Session, result, text: Callable, figure: Callable) -> int:
+    """The study written as --format and -o say, its --plot drawn, and the file's findings said
+    (a study of a file a runtime would refuse exits 0, as analyze does, but says so)."""
     from onnx_roofline.commands.whatif import plot, render
 
     output = render.render_json(result) if options.format == "json" else text(result)
@@ -152,6 +155,7 @@ def _emit(options: argparse.Namespace, result, text: Callable, figure: Callable)
     write_text(output, options.output, protect=protect)
     if options.plot:
         plot.save(figure(result), options.plot, protect=protect)
+    warn_invalid(session.invalid)
     return EXIT_OK
 
 
@@ -160,7 +164,7 @@ def _run_sweep(options: argparse.Namespace) -> int:
     from onnx_roofline.commands.whatif.sweep import sweep
 
     session, axes = _session(options)
-    return _emit(options, sweep(session, axes, options.view), render.render_sweep, plot.sweep_figure)
+    return _emit(options, session, sweep(session, axes, options.view), render.render_sweep, plot.sweep_figure)
 
 
 def _run_critical(options: argparse.Namespace) -> int:
@@ -169,7 +173,9 @@ def _run_critical(options: argparse.Namespace) -> int:
 
     session, axes = _session(options)
     _no_lists(axes, "critical")
-    return _emit(options, critical(session, options.over, options.view), render.render_critical, plot.critical_figure)
+    return _emit(
+        options, session, critical(session, options.over, options.view), render.render_critical, plot.critical_figure
+    )
 
 
 def _run_compare(options: argparse.Namespace) -> int:
@@ -179,7 +185,7 @@ def _run_compare(options: argparse.Namespace) -> int:
     hardware = parse_hardware_list(options.hw)
     session, axes = _session(options, hw=hardware[0])
     _no_lists(axes, "compare")
-    return _emit(options, compare(session, hardware, options.view), render.render_compare, plot.compare_figure)
+    return _emit(options, session, compare(session, hardware, options.view), render.render_compare, plot.compare_figure)
 
 
 def _run_fuse(options: argparse.Namespace) -> int:
@@ -188,7 +194,9 @@ def _run_fuse(options: argparse.Namespace) -> int:
 
     session, axes = _session(options)
     _no_lists(axes, "fuse")
-    return _emit(options, fusion_study(session), lambda s: render.render_fusion(s, options.top), plot.fusion_figure)
+    return _emit(
+        options, session, fusion_study(session), lambda s: render.render_fusion(s, options.top), plot.fusion_figure
+    )
 
 
 def _run_context(options: argparse.Namespace) -> int:
@@ -200,4 +208,4 @@ def _run_context(options: argparse.Namespace) -> int:
     name, _, lengths = options.context.rpartition("=")
     dim, values = parse_dim_values(f"{name or 'context'}={lengths}")
     result = context_study(session, values, dim=name.strip() or None, view=options.view)
-    return _emit(options, result, render.render_context, plot.context_figure)
+    return _emit(options, session, result, render.render_context, plot.context_figure)

@@ -155,10 +155,16 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
     batch, past = batch_dim(session), context_dim(session)
     if context < 1:
         raise DimensionError(f"--context {context}: a decode step attends to at least one token")
+    given = prefill  # a prefill graph of its own (--prefill): its file's findings are said beside the model's
     prefill = prefill or (_twin(session) if prompt is not None and _sequence_dim(session) else None)
     if prompt is not None and prefill is None:
         raise DimensionError(
             "--prompt needs a prefill graph: --prefill MODEL (the decode graph reads one token per sequence)"
+        )
+    if prompt is not None and given is not None and _sequence_dim(given) is None:
+        raise DimensionError(
+            f"--prefill {given.path or 'model'}: its token input has no symbolic sequence to bind --prompt "
+            "to (a decode graph, one token per sequence?): give the prefill graph"
         )
 
     @cache
@@ -198,7 +204,8 @@ def serve(session: Session, degrees: Sequence[int] = (1,), batches: Sequence[int
         results.append(Degree(n, None, points, fit, _compute_crossing(runs(1), runs(2))))
     dims = {"batch": batch, "past": f"{past} = context - 1"} | ({"prompt": _sequence_dim(prefill)} if prefill else {})
     split = any(d.devices > 1 and d.refusal is None for d in results)  # nothing is said of a split no degree ran
-    return ServeResult(session.describe(), context, prompt, dims, plan.to_dict(decode_view(1).written) if plan.found else None,
+    setup = session.describe() | ({"prefill_invalid": [flag.to_dict() for flag in given.invalid]} if given else {})
+    return ServeResult(setup, context, prompt, dims, plan.to_dict(decode_view(1).written) if plan.found else None,
                        None if link is None or not split else link.to_dict(), _assumptions(session, split), tuple(results),
                        time.perf_counter() - start)  # fmt: skip
 
@@ -226,7 +233,7 @@ def _line(at_one: Fraction, at_two: Fraction) -> Line:
 def _twin(session: Session) -> Session:
     """The same model in a session of its own: a merged decoder's prefill takes the other branch,
     so its deployed plan is not the decode step's."""
-    return Session(session.model, session.hardware, session.dims, session.input_shapes, session.precision, session.partial,
+    return Session(session.loaded, session.hardware, session.dims, session.input_shapes, session.precision, session.partial,
                    session.values, session.kv_cache, session.fp32_matmul, session.nonzero_fraction, session.expert_load, session.frames_per_token,
                    session.string_bytes)  # fmt: skip
 

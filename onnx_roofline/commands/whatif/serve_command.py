@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import argparse
 
-from onnx_roofline.commands.arguments import add_kv_cache_argument, add_memory_argument, add_model_arguments, count
+from onnx_roofline.commands.arguments import (
+    add_kv_cache_argument,
+    add_memory_argument,
+    add_model_arguments,
+    count,
+    warn_invalid,
+)
 from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.commands.whatif.command import _emit, _no_lists, _session, parse_dim_values
 
@@ -63,4 +69,7 @@ def _run_serve(options: argparse.Namespace) -> int:
         else Session(options.prefill, session.hardware, precision=options.dtype, kv_cache=session.kv_cache)
     )
     result = serve(session, degrees, batches, options.context, options.prompt, prefill)
-    return _emit(options, result, render_serve, serve_figure)
+    code = _emit(options, session, result, render_serve, serve_figure)
+    if prefill is not None:
+        warn_invalid(prefill.invalid, options.prefill)
+    return code

@@ -1,11 +1,14 @@
 """One model loaded once and analyzed at many points: only what depends on the dims is redone.
 
-The ModelProto is parsed once (analyze() copies it per call, so it is never mutated), hardware is
-resolved once per name, and the fusion plan — a function of the graph's structure, not its sizes —
-is built once and re-costed at every point."""
+The file is parsed and validated once (loader.LoadedModel: analyze() copies it per call, so it is
+never mutated), checked for conformance by the first analysis and its findings said by every
+later one (`invalid`: a runtime would refuse the file, whatever the dims), hardware is resolved
+once per name, and the fusion plan — a function of the graph's structure, not its sizes — is
+built once and re-costed at every point."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -17,13 +20,14 @@ from onnx_roofline.costs.capacity import LargestFit, largest_fitting
 from onnx_roofline.costs.hardware import Hardware, load_hardware
 from onnx_roofline.costs.memory import Footprint
 from onnx_roofline.errors import DimensionError
-from onnx_roofline.model.loader import load_model
+from onnx_roofline.model.loader import LoadedModel, loaded
 from onnx_roofline.report.model import Report
 from onnx_roofline.shapes.routing import UNIFORM_LOAD, ExpertLoad
 from onnx_roofline.shapes.sizing import Sizing
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from onnx_roofline.model.conformance import Invalid
     from onnx_roofline.views.fusion import FusionPlan  # the deployed view is imported where it is asked for
 
 WRITTEN, DEPLOYED = "written", "deployed"  # the two views every command names (docs/cost-model.md, "Two views")
@@ -41,7 +45,7 @@ def view_name(view: str) -> str:
 class Session:
     def __init__(
         self,
-        model: str | os.PathLike | onnx.ModelProto,
+        model: str | os.PathLike | onnx.ModelProto | LoadedModel,
         hw: str | Hardware = "h100",
         dims: Mapping[str, int] | None = None,
         input_shapes: Mapping[str, Sequence[int]] | None = None,
@@ -55,8 +59,8 @@ class Session:
         frames_per_token: float | None = None,
         string_bytes: int | None = None,
     ):
-        self.path = None if isinstance(model, onnx.ModelProto) else str(model)
-        self.model = load_model(model)
+        self.loaded = loaded(model)
+        self.path, self.model = self.loaded.path, self.loaded.model
         self.fp32_matmul = fp32_matmul  # applied to every hardware a report is made on
         self.hardware = (hw if isinstance(hw, Hardware) else load_hardware(hw)).with_fp32_matmul(fp32_matmul)
         self.dims = dict(dims or {})
@@ -79,7 +83,16 @@ class Session:
                         nonzero_fraction=self.nonzero_fraction, expert_load=self.expert_load, frames_per_token=self.frames_per_token,
                         string_bytes=self.string_bytes)  # fmt: skip
         hw = (hardware or self.hardware).with_fp32_matmul(self.fp32_matmul)
-        return analyze(self.model, hw, sizing, partial=self.partial, precision=self.precision)
+        report = analyze(self.loaded, hw, sizing, partial=self.partial, precision=self.precision)
+        if self.loaded.invalid is None:  # the first analysis checked the file: the later ones say what it found
+            self.loaded = dataclasses.replace(self.loaded, invalid=report.model.invalid)
+        return report
+
+    @property
+    def invalid(self) -> tuple[Invalid, ...]:
+        """Why a runtime would refuse the file (model/conformance.py), as the session's first
+        analysis found it: every study says it (its JSON's `invalid`, a warning on stderr)."""
+        return self.loaded.invalid or ()
 
     def view(self, report: Report, view: str):
         """`report` itself (written) or its deployed view (a former name of either is taken)."""
@@ -145,6 +158,7 @@ class Session:
             "fp32_matmul": self.fp32_matmul,
             "nonzero_fraction": self.nonzero_fraction,
             "expert_load": str(self.expert_load),
+            "invalid": [flag.to_dict() for flag in self.invalid],
         }
 
 
