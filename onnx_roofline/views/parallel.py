@@ -14,6 +14,7 @@ Figures are exact fractions, so they stay lines in a batch-like dim."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import cast
@@ -31,18 +32,28 @@ OVERLAP = (
 ACTIVATIONS = "peak activations per device taken whole (an upper bound: the split ones are 1/N)"
 
 
+Exact = Fraction | int  # a figure kept exact: an int where no share divides it (one device, a node not split)
+
+
 @dataclass(frozen=True)
 class DeviceKernel:
     name: str
-    flops: Fraction
-    bytes: Fraction
+    flops: Exact
+    bytes: Exact
     compute_s: Fraction  # the busiest unit's time for this device's share
 
     def memory_s(self, bandwidth: float) -> Fraction:
-        return self.bytes / Fraction(bandwidth)
+        return self.bytes / _exact(bandwidth)
 
     def time_s(self, bandwidth: float) -> Fraction:
         return max(self.compute_s, self.memory_s(bandwidth))
+
+
+@functools.lru_cache(maxsize=64)
+def _exact(value: float) -> Fraction:
+    """A float as the exact fraction it is, converted once: a run's every kernel divides by its
+    bandwidth, and a serving study makes thousands of kernels."""
+    return Fraction(value)
 
 
 @dataclass(frozen=True)
@@ -59,7 +70,7 @@ class DeviceRun:
     capacity: float | None
     kv_replicas: int = 1  # devices holding each KV head (1: the KV heads are divided)
 
-    @property
+    @functools.cached_property
     def kernel_time_s(self) -> float:
         return float(sum(k.time_s(self.bandwidth) for k in self.kernels))
 
@@ -78,12 +89,12 @@ class DeviceRun:
         bound = sum(k.compute_s for k in self.kernels if k.compute_s >= k.memory_s(self.bandwidth))
         return float(bound) / total if total else None
 
-    @property
-    def flops(self) -> Fraction:
+    @functools.cached_property
+    def flops(self) -> Exact:
         return sum((k.flops for k in self.kernels), Fraction(0))
 
-    @property
-    def bytes(self) -> Fraction:
+    @functools.cached_property
+    def bytes(self) -> Exact:
         return sum((k.bytes for k in self.kernels), Fraction(0))
 
     @property
@@ -118,30 +129,33 @@ def per_device(view: Report, plan: TensorParallelPlan, devices: int, link: Inter
     shares = plan.shares(devices)
     divided = plan.divided_nodes if devices > 1 else frozenset()
 
-    def does(node) -> Fraction:
+    def does(node) -> Exact:
         """The share of a node's FLOPs one device does: its output's share where the plan splits it
         (a replicated K/V projection does more than 1/N), else 1/N (a row projection); 1 outside."""
         if node.index not in divided:
-            return Fraction(1)
+            return 1
         out = node.outputs[0] if node.outputs else None
         return shares.get(out.name, Fraction(1, devices)) if out is not None else Fraction(1, devices)
 
-    def part(tensors) -> Fraction:
+    def part(tensors) -> Exact:
+        """The share of the tensors' bytes one device touches: 1 (an int, exact and cheap) where
+        the plan splits none of them, as on one device."""
+        if not any(t is not None and t.name in shares for t in tensors):
+            return 1
         known = {t.name: t.nbytes for t in tensors if t is not None and t.is_known}
         total = sum(known.values())
-        return Fraction(sum(n * shares.get(name, 1) for name, n in known.items()), total) if total else Fraction(1)
+        return Fraction(sum(n * shares.get(name, 1) for name, n in known.items()), total) if total else 1
 
     kernels = []
     for row in view.nodes:
         if not is_ok(row) or row.cost is None or row.placement is None:
             continue
         members = [written.nodes[i] for i in getattr(row, "members", (row.index,))]
-        flops = sum(m.cost.flops for m in members if m.cost is not None)
-        flop_share = (
-            sum((m.cost.flops * does(m) for m in members if m.cost is not None), Fraction(0)) / flops
-            if flops
-            else Fraction(1)
-        )
+        flop_share: Exact = 1
+        if any(m.index in divided for m in members):
+            flops = sum(m.cost.flops for m in members if m.cost is not None)
+            done = sum((m.cost.flops * does(m) for m in members if m.cost is not None), Fraction(0))
+            flop_share = Fraction(done, flops) if flops else 1
         moved = row.cost.bytes_read * part(row.inputs) + row.cost.bytes_written * part(row.outputs)
         kernels.append(
             DeviceKernel(

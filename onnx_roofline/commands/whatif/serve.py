@@ -28,7 +28,7 @@ from onnx_roofline.errors import DimensionError
 from onnx_roofline.report.units import percent
 from onnx_roofline.shapes.defaults import NO_DEFAULT, default_dims
 from onnx_roofline.shapes.dims import symbolic_dims
-from onnx_roofline.views.parallel import ACTIVATIONS, OVERLAP, DeviceRun, per_device
+from onnx_roofline.views.parallel import ACTIVATIONS, OVERLAP, DeviceRun, Exact, per_device
 from onnx_roofline.views.prediction import predict_device
 from onnx_roofline.views.tensor_parallel import SPLIT_PATTERN, plan_tensor_parallel
 
@@ -226,8 +226,8 @@ def _compute_crossing(one: DeviceRun, two: DeviceRun) -> Fraction | None:
     return share_crossing(kernels, one.bandwidth)
 
 
-def _line(at_one: Fraction, at_two: Fraction) -> Line:
-    return Line(2 * at_one - at_two, at_two - at_one)
+def _line(at_one: Exact, at_two: Exact) -> Line:
+    return Line(Fraction(2 * at_one - at_two), Fraction(at_two - at_one))
 
 
 def _twin(session: Session) -> Session:
