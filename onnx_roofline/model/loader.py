@@ -25,12 +25,13 @@ if TYPE_CHECKING:
     from onnx_roofline.model.conformance import Invalid
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LoadedModel:
     """A model file parsed and validated once, to be analyzed at many dims (a what-if session):
     each load of it is a copy, not validated again, and once an analysis has checked the file
     for conformance its findings are `invalid` here, said by every analysis after without a
-    check (a file's conformance does not depend on the dims it is analyzed at)."""
+    check (a file's conformance does not depend on the dims it is analyzed at). Compared, and
+    hashed, by identity: one per load of a file."""
 
     model: onnx.ModelProto  # validated; never modified
     path: str | None  # the file, whose folder its external data lies in; None for an in-memory model
