@@ -15,8 +15,9 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx_roofline import Sizing, analyze
 from onnx_roofline.commands.cli import main
 from onnx_roofline.commands.whatif import compare, context_study, critical, sweep
-from onnx_roofline.commands.whatif.affine import Line, ridge_crossing
+from onnx_roofline.commands.whatif.affine import ZERO, Line, ridge_crossing
 from onnx_roofline.commands.whatif.compare import parse_hardware_list
+from onnx_roofline.commands.whatif.piecewise import KernelLines, share_at_infinity, share_crossing
 from onnx_roofline.commands.whatif.render import render_compare
 from onnx_roofline.commands.whatif.session import Session
 from onnx_roofline.costs.hardware import load_hardware
@@ -49,6 +50,18 @@ def kind(result, signature: str):
 def test_a_line_is_fitted_at_two_points_and_checked_at_a_third():
     assert Line.fit((1, 2, 64), (7, 10, 7 + 3 * 63)) == Line(Fraction(4), Fraction(3))
     assert Line.fit((1, 2, 64), (1, 4, 64 * 64)) is None  # x² is not a line
+
+
+def test_the_share_crossing_counts_every_kernel_of_a_repeated_kind():
+    """One compute-bound kernel whose time is x and three alike memory-bound ones of 10 s each
+    (bandwidth 1 B/s): compute takes half the time where x = 3 · 10 = 30. The alike kernels are
+    summed once per kind, times their number (piecewise._alike): each repeat still counts."""
+    compute = KernelLines("a", Line(Fraction(0), Fraction(1)), ZERO, (Line(Fraction(0), Fraction(1)),))
+    memory = [KernelLines(f"m{i}", ZERO, Line(Fraction(10), Fraction(0)), ()) for i in range(3)]
+    assert share_crossing([compute, *memory], 1.0) == 30
+    assert share_crossing([compute, memory[0]], 1.0) == 10  # one of them: 1 · 10
+    assert share_crossing([compute, compute, *memory], 1.0) == 15  # 2x ≥ 30
+    assert share_at_infinity([compute, *memory], 1.0) == 1.0  # memory time does not grow: compute is all of it
 
 
 def test_the_lessons_matmul_crosses_the_ridge_at_its_closed_form():

@@ -5,6 +5,7 @@ segment gives the exact smallest value of the dim at which that share reaches a 
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import combinations
@@ -37,9 +38,10 @@ def share_crossing(
 ) -> Fraction | None:
     """Smallest x ≥ `lowest` at which compute-bound kernels take at least `share` of the time
     (a kernel is compute-bound when its compute time ≥ its memory time, as roofline.place says)."""
-    cuts = sorted({Fraction(lowest), *(p for k in kernels for p in k.breakpoints(bandwidth) if p > lowest)})
+    alike = _alike(kernels, bandwidth)
+    cuts = sorted({Fraction(lowest), *(p for k, _, _ in alike for p in k.breakpoints(bandwidth) if p > lowest)})
     for lo, hi in zip(cuts, [*cuts[1:], None], strict=False):
-        gap = _gap(kernels, bandwidth, share, lo + 1 if hi is None else (lo + hi) / 2)
+        gap = _gap(alike, share, lo + 1 if hi is None else (lo + hi) / 2)
         if gap(lo) >= 0:
             return Fraction(lo)
         root = gap.root()  # None only where the slope is 0
@@ -50,27 +52,35 @@ def share_crossing(
 
 def share_at_infinity(kernels: list[KernelLines], bandwidth: float) -> float | None:
     """The limit of the compute-bound share as the dim grows: the ratio of slopes in the last segment."""
-    cuts = [p for k in kernels for p in k.breakpoints(bandwidth)]
+    alike = _alike(kernels, bandwidth)
+    cuts = [p for k, _, _ in alike for p in k.breakpoints(bandwidth)]
     x = max([Fraction(1), *cuts]) + 1
     compute, total = ZERO, ZERO
-    for kernel in kernels:
+    for kernel, memory, count in alike:
         value, line = kernel.compute_time_at(x)
-        memory = kernel.memory_time(bandwidth)
         if value >= memory(x):
-            compute, total = compute + line, total + line
+            compute, total = compute + line.scaled(count), total + line.scaled(count)
         else:
-            total = total + memory
+            total = total + memory.scaled(count)
     return float(compute.slope / total.slope) if total.slope else None
 
 
-def _gap(kernels: list[KernelLines], bandwidth: float, share: Fraction, x: Fraction) -> Line:
+def _alike(kernels: list[KernelLines], bandwidth: float) -> list[tuple[KernelLines, Line, int]]:
+    """The kernels whose lines are equal, taken once with their count (a decoder's layers repeat
+    the same dozen kernels: 80 layers of a 70B model, 720 kernels, 13 kinds), each with its
+    memory time: the exact sums below then cost a kind each, not a kernel."""
+    counts = Counter((k.flops, k.bytes, k.unit_times) for k in kernels)
+    kinds = [(KernelLines("", *lines), count) for lines, count in counts.items()]
+    return [(kind, kind.memory_time(bandwidth), count) for kind, count in kinds]
+
+
+def _gap(alike: list[tuple[KernelLines, Line, int]], share: Fraction, x: Fraction) -> Line:
     """compute-bound time − share × total time, as a line valid around x."""
     gap = ZERO
-    for kernel in kernels:
+    for kernel, memory, count in alike:
         value, line = kernel.compute_time_at(x)
-        memory = kernel.memory_time(bandwidth)
         if value >= memory(x):
-            gap += line.scaled(1 - share)
+            gap += line.scaled((1 - share) * count)
         else:
-            gap -= memory.scaled(share)
+            gap -= memory.scaled(share * count)
     return gap
