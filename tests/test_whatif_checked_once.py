@@ -91,3 +91,46 @@ def test_serve_refuses_a_prefill_graph_with_no_sequence_to_bind(capsys):
     err = capsys.readouterr().err
     assert err.startswith("onnx-roofline: error: --prefill") and "no symbolic sequence" in err
     assert "Traceback" not in err
+
+
+@pytest.fixture(scope="module")
+def unbindable_past(tmp_path_factory):
+    """GPT-2 decode with its past length named `zzz`: no role gives it a size, so under --partial
+    every node downstream of the past (the attention's) is left uncosted."""
+    model = onnx.load(DECODE, load_external_data=False)
+    for value in [*model.graph.input, *model.graph.output]:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param == "past_sequence":
+                dim.dim_param = "zzz"
+    path = tmp_path_factory.mktemp("zzz") / "decode.onnx"
+    onnx.save(model, path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["sweep", "--dim", "batch=1,2"], ["critical"], ["compare", "--hw", "h100,a100", "--dim", "batch=1"],
+     ["fuse", "--dim", "batch=1"]],
+    ids=lambda command: command[0],
+)  # fmt: skip
+def test_a_partial_study_says_what_it_left_uncosted(command, unbindable_past, capsys):
+    """As analyze --partial does: on stderr (not with --quiet) and in the JSON, the point with the
+    most nodes uncosted, with analyze's own count and root cause at those dims."""
+    study, *options = command
+    assert main([study, unbindable_past, *options, "--partial", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    uncosted = json.loads(out)["uncosted"]
+    assert main(["analyze", unbindable_past, "--partial", "--format", "json",
+                 *(f"--dim={name}={size}" for name, size in uncosted["dims"].items())]) == 0  # fmt: skip
+    expected = json.loads(capsys.readouterr().out)["uncosted"]
+    assert expected["count"] > 0 and {k: uncosted[k] for k in expected} == expected
+    assert err.count("onnx-roofline: warning: ") == 1 and expected["message"] in err
+    assert "the study's figures leave them out" in err
+    assert main([study, unbindable_past, *options, "--partial", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_a_complete_study_says_nothing_uncosted(capsys):
+    assert main(["critical", str(DECODE), "--dim", "past_sequence=127", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["uncosted"] is None and err == ""

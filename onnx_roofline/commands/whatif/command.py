@@ -6,6 +6,7 @@ Each takes the model arguments every analysis takes (`--hw`, `--dim`, `--input`,
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable
 
 from onnx_roofline.commands.arguments import (
@@ -19,7 +20,7 @@ from onnx_roofline.commands.arguments import (
 )
 from onnx_roofline.commands.listing import COMMAND_HELP
 from onnx_roofline.commands.whatif.session import Session
-from onnx_roofline.errors import EXIT_OK, DimensionError
+from onnx_roofline.errors import EXIT_OK, DimensionError, one_line
 from onnx_roofline.report.output import write_text
 from onnx_roofline.shapes.dims import parse_dim, parse_input_shape
 from onnx_roofline.shapes.input_values import parse_value
@@ -155,8 +156,20 @@ def _emit(options: argparse.Namespace, session: Session, result, text: Callable,
     write_text(output, options.output, protect=protect)
     if options.plot:
         plot.save(figure(result), options.plot, protect=protect)
+    warn_incomplete(session, options.quiet)
     warn_invalid(session.invalid)
     return EXIT_OK
+
+
+def warn_incomplete(session: Session, quiet: bool) -> None:
+    """A study some of whose points left nodes uncosted (`--partial`) says so on stderr, as analyze
+    does, whatever the format (its JSON's `uncosted`): the point with the most, and why."""
+    if session.incomplete is None or quiet:
+        return
+    uncosted = session.uncosted_dict()
+    at = ", ".join(f"{name}={size}" for name, size in uncosted["dims"].items())
+    print(f"onnx-roofline: warning: {one_line(uncosted['message'])} (at {at or 'the dims given'}); the study's figures "
+          "leave them out", file=sys.stderr)  # fmt: skip
 
 
 def _run_sweep(options: argparse.Namespace) -> int:

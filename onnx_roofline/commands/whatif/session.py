@@ -12,6 +12,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
+from typing import cast
 
 import onnx
 
@@ -76,6 +77,7 @@ class Session:
         self._plans: dict[tuple, object] = {}  # fusion plans by the graph a report walked (rows.py's key)
         self._deployed_plans: dict[tuple, FusionPlan] = {}
         self._has_kv_cache: bool | None = None  # learned from the first deployed view
+        self.incomplete: Report | None = None  # the report with the most nodes uncosted (--partial), if any
 
     def report(self, dims: Mapping[str, int] | None = None, hardware: Hardware | None = None) -> Report:
         """The written report at the session's dims overridden by `dims`."""
@@ -86,6 +88,8 @@ class Session:
         report = analyze(self.loaded, hw, sizing, partial=self.partial, precision=self.precision)
         if self.loaded.invalid is None:  # the first analysis checked the file: the later ones say what it found
             self.loaded = dataclasses.replace(self.loaded, invalid=report.model.invalid)
+        if report.uncosted.count > (self.incomplete.uncosted.count if self.incomplete else 0):
+            self.incomplete = report
         return report
 
     @property
@@ -159,7 +163,14 @@ class Session:
             "nonzero_fraction": self.nonzero_fraction,
             "expert_load": str(self.expert_load),
             "invalid": [flag.to_dict() for flag in self.invalid],
+            "uncosted": None if self.incomplete is None else self.uncosted_dict(),
         }
+
+    def uncosted_dict(self) -> dict:
+        """The point with the most nodes left uncosted (`--partial`): its dims and `uncosted` as
+        analyze's JSON gives it (count, root cause, message). A study's figures leave them out."""
+        report = cast(Report, self.incomplete)
+        return {"dims": dict(sorted(report.model.dims.items())), **report.uncosted.to_dict()}
 
 
 def _walked(report: Report) -> tuple:
