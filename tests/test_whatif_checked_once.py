@@ -14,10 +14,10 @@ import pytest
 import onnx_roofline.analysis as analysis
 import onnx_roofline.model.loader as loader
 from onnx_roofline.commands.cli import main
-from onnx_roofline.commands.whatif import sweep
+from onnx_roofline.commands.whatif import critical, sweep
 from onnx_roofline.commands.whatif.session import Session
 from onnx_roofline.model.conformance import EXTERNAL_DATA
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, REPO
 
 DECODE = FIXTURES / "gpt2_decode_fp32.onnx"
 PREFILL = FIXTURES / "gpt2_prefill_fp32.onnx"
@@ -109,13 +109,15 @@ def unbindable_past(tmp_path_factory):
 
 @pytest.mark.parametrize(
     "command",
-    [["sweep", "--dim", "batch=1,2"], ["critical"], ["compare", "--hw", "h100,a100", "--dim", "batch=1"],
-     ["fuse", "--dim", "batch=1"]],
-    ids=lambda command: command[0],
+    [["sweep", "--dim", "batch=1,2"], ["critical"], ["critical", "--view", "deployed"],
+     ["compare", "--hw", "h100,a100", "--dim", "batch=1"], ["fuse", "--dim", "batch=1"]],
+    ids=lambda command: "-".join(command[:1] + command[2:3]),
 )  # fmt: skip
 def test_a_partial_study_says_what_it_left_uncosted(command, unbindable_past, capsys):
     """As analyze --partial does: on stderr (not with --quiet) and in the JSON, the point with the
-    most nodes uncosted, with analyze's own count and root cause at those dims."""
+    most nodes uncosted, with analyze's own count and root cause at those dims. (critical's
+    deployed view raised AttributeError there: a dropped kernel's members, uncosted, were read
+    for a compute time it does not have.)"""
     study, *options = command
     assert main([study, unbindable_past, *options, "--partial", "--format", "json"]) == 0
     out, err = capsys.readouterr()
@@ -134,3 +136,19 @@ def test_a_complete_study_says_nothing_uncosted(capsys):
     assert main(["critical", str(DECODE), "--dim", "past_sequence=127", "--format", "json"]) == 0
     out, err = capsys.readouterr()
     assert json.loads(out)["uncosted"] is None and err == ""
+
+
+def test_critical_gives_no_compute_time_to_a_kernel_that_launches_nothing():
+    """The deployed view's kernels folded at load or dropped launch nothing and do no work per run
+    (their cost is nothing); critical's compute-bound share is the deployed kernels' own. On a
+    small fp16 GPT-2 (hidden 128: every matmul memory-bound at any batch) no deployed kernel is
+    compute-bound even at batch 2^20, so the share's limit is 0 — where the folded and dropped
+    kernels' members (a mask's comparisons, casts of constants) gave it 5e-5 before."""
+    corpus = REPO / "tests" / "corpus" / "models"
+    dims = {"sequence": 8, "past_sequence": 12, "total_sequence": 20}
+    session = Session(corpus / "ortopt_gpt2_past_fp16.onnx", dims=dims)
+    study = critical(session, "batch", "deployed")
+    kernels = session.view(session.report({"batch": 1 << 20}), "deployed").nodes
+    assert any(k.launches == 0 and k.cost is not None and k.members for k in kernels)  # there are such kernels
+    assert not any(k.placement is not None and k.placement.bound == "compute" and k.time_s for k in kernels)
+    assert study.share_limit == 0.0

@@ -195,7 +195,9 @@ def _fit(views, reports: list[Report]) -> tuple[list[_Fitted], list[str]]:
             continue
         flops = Line.fit(PROBES, tuple(r.cost.flops for r in rows))
         moved = Line.fit(PROBES, tuple(r.cost.bytes for r in rows))
-        units = _unit_times(rows[0], reports)
+        # a kernel of no FLOPs computes nothing, whatever its members did as written: a deployed
+        # kernel folded at load or dropped (FREE), whose members may be uncosted besides (--partial)
+        units = () if flops == ZERO else _unit_times(rows[0], reports)
         if flops is None or moved is None or units is None:
             off.append(rows[0].name)
             continue
