@@ -85,12 +85,15 @@ def constant_value(attributes: Iterable[onnx.AttributeProto]) -> np.ndarray | No
 def constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, onnx.TensorProto | Node]:
     """Where each constant value comes from: an initializer with inline data, or a Constant node.
     `nodes`: the graph's nodes, where the caller has read them already."""
-    table: dict[str, onnx.TensorProto | Node] = {
-        t.name: t for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
-    }
+    table: dict[str, onnx.TensorProto | Node] = dict(inline_initializers(graph))
     nodes = read_nodes(graph) if nodes is None else nodes
     table.update((n.outputs[0], n) for n in nodes if n.op_type == "Constant" and n.outputs)
     return table
+
+
+def inline_initializers(graph: onnx.GraphProto) -> dict[str, onnx.TensorProto]:
+    """The graph's initializers whose data is in the file, by name (never an external one's)."""
+    return {t.name: t for t in graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL}
 
 
 def constant_array(source: ConstantSource) -> np.ndarray | None:
@@ -103,8 +106,10 @@ def constant_array(source: ConstantSource) -> np.ndarray | None:
 
 def small_constant_table(graph: onnx.GraphProto, nodes: list[Node] | None = None) -> dict[str, ConstantSource]:
     """The constants small enough to be shapes, axes or indices (weights are never converted)."""
-    return {
-        name: source
-        for name, source in constant_table(graph, nodes).items()
-        if isinstance(source, Node) or math.prod(source.dims) <= MAX_FOLDED_ELEMENTS
-    }
+    return {name: source for name, source in constant_table(graph, nodes).items() if is_small(source)}
+
+
+def is_small(source: onnx.TensorProto | Node) -> bool:
+    """Whether a constant is small enough to be a shape, an axis or an index: a Constant node's
+    value always is read; an initializer up to MAX_FOLDED_ELEMENTS (a weight is never converted)."""
+    return isinstance(source, Node) or math.prod(source.dims) <= MAX_FOLDED_ELEMENTS

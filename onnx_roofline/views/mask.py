@@ -16,13 +16,13 @@ compared with a constant (`q_idx - kv_idx < w`): each query sees its last w keys
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import onnx
 
-from onnx_roofline.model.constants import MAX_FOLDED_ELEMENTS, constant_value, tensor_array
+from onnx_roofline.model.constants import constant_array, inline_initializers, is_small
+from onnx_roofline.model.nodes import Node
 from onnx_roofline.views.graph import Dataflow
 
 COMPARISONS = frozenset({"Less", "LessOrEqual", "Greater", "GreaterOrEqual"})
@@ -81,18 +81,14 @@ def scalar_constants(flow: Dataflow, model: onnx.ModelProto | None) -> ConstantL
         if model is None:
             return None
         producer = flow.producer_of(name)
+        source: onnx.TensorProto | Node | None
         if producer is not None:
             node = producer.graph_node
-            value = constant_value(node.attributes) if node is not None and node.op_type == "Constant" else None
+            source = node if node is not None and node.op_type == "Constant" else None
         else:
-            if initializers is None:
-                initializers = {
-                    t.name: t for t in model.graph.initializer if t.data_location != onnx.TensorProto.EXTERNAL
-                }
-            tensor = initializers.get(name)
-            value = (
-                tensor_array(tensor) if tensor is not None and math.prod(tensor.dims) <= MAX_FOLDED_ELEMENTS else None
-            )
+            initializers = inline_initializers(model.graph) if initializers is None else initializers
+            source = initializers.get(name)
+        value = constant_array(source) if source is not None and is_small(source) else None
         return (
             int(value.reshape(-1)[0]) if value is not None and value.size == 1 and value.dtype.kind in "iuf" else None
         )

@@ -164,9 +164,9 @@ def _emit(options: argparse.Namespace, session: Session, result, text: Callable,
 def warn_incomplete(session: Session, quiet: bool) -> None:
     """A study some of whose points left nodes uncosted (`--partial`) says so on stderr, as analyze
     does, whatever the format (its JSON's `uncosted`): the point with the most, and why."""
-    if session.incomplete is None or quiet:
+    uncosted = session.uncosted
+    if uncosted is None or quiet:
         return
-    uncosted = session.uncosted_dict()
     at = ", ".join(f"{name}={size}" for name, size in uncosted["dims"].items())
     print(f"onnx-roofline: warning: {one_line(uncosted['message'])} (at {at or 'the dims given'}); the study's figures "
           "leave them out", file=sys.stderr)  # fmt: skip

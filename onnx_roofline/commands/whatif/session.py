@@ -12,7 +12,6 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import cast
 
 import onnx
 
@@ -163,14 +162,18 @@ class Session:
             "nonzero_fraction": self.nonzero_fraction,
             "expert_load": str(self.expert_load),
             "invalid": [flag.to_dict() for flag in self.invalid],
-            "uncosted": None if self.incomplete is None else self.uncosted_dict(),
+            "uncosted": self.uncosted,
         }
 
-    def uncosted_dict(self) -> dict:
+    @property
+    def uncosted(self) -> dict | None:
         """The point with the most nodes left uncosted (`--partial`): its dims and `uncosted` as
-        analyze's JSON gives it (count, root cause, message). A study's figures leave them out."""
-        report = cast(Report, self.incomplete)
-        return {"dims": dict(sorted(report.model.dims.items())), **report.uncosted.to_dict()}
+        analyze's JSON gives it (count, root cause, message); None where every node was costed.
+        A study's figures leave them out."""
+        report = self.incomplete
+        return (
+            None if report is None else {"dims": dict(sorted(report.model.dims.items())), **report.uncosted.to_dict()}
+        )
 
 
 def _walked(report: Report) -> tuple:
